@@ -1,0 +1,39 @@
+"""Forwarding of read routes from the write API to the query service.
+
+In Kubernetes the ingress sends read paths to the query pods directly; on one machine
+(`memora serve`) clients can use the write API's port for everything and it forwards these.
+"""
+
+from __future__ import annotations
+
+import httpx
+from fastapi import APIRouter, Request, Response
+
+from services.api.errors import APIError
+
+READ_PATHS = ("search", "world_search", "agent_search", "opinion_search", "think")
+
+
+def proxy_router(query_url: str) -> APIRouter:
+    router = APIRouter(prefix="/api", include_in_schema=False)
+    client = httpx.AsyncClient(base_url=query_url, timeout=httpx.Timeout(120.0, connect=5.0))
+
+    async def forward(request: Request) -> Response:
+        try:
+            upstream = await client.post(
+                request.url.path,
+                content=await request.body(),
+                headers={k: v for k, v in request.headers.items() if k.lower() not in {"host", "content-length"}},
+                params=request.query_params,
+            )
+        except httpx.HTTPError as exc:
+            raise APIError(503, "query_service_unavailable", f"query service unreachable: {exc}") from exc
+        return Response(
+            upstream.content,
+            status_code=upstream.status_code,
+            media_type=upstream.headers.get("content-type"),
+        )
+
+    for path in READ_PATHS:
+        router.add_api_route(f"/{path}", forward, methods=["POST"])
+    return router

@@ -1,0 +1,50 @@
+"""The query service (read pods): fused retrieval over the memory graph."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from psycopg_pool import ConnectionPool
+
+from memora.config import Settings, get_settings
+from memora.db.pool import make_pool
+from memora.embedding import check_dimension, get_embedder
+from services.api.errors import BodySizeLimit, install_error_handlers
+from services.api.health import health_router
+from services.api.routes import search
+
+
+def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own_pool = pool is None
+        app.state.pool = pool or make_pool(
+            settings.require_database_url(), min_size=settings.db_pool_min,
+            max_size=max(settings.db_pool_max, 16), name="query",
+        )
+        embedder = get_embedder(settings.embedding_model, settings.torch_threads, settings.embedding_batch_size)
+        check_dimension(embedder, settings.embedding_dim)
+        app.state.embedder = embedder
+        try:
+            yield
+        finally:
+            if own_pool:
+                app.state.pool.close()
+
+    app = FastAPI(title="Memora query service", version="0.1.0", lifespan=lifespan)
+    app.state.settings = settings
+
+    def db_ready() -> bool:
+        with app.state.pool.connection() as conn:
+            conn.execute("SELECT 1")
+        return True
+
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=1024 * 1024)
+    app.include_router(health_router({"database": db_ready, "embedder": lambda: hasattr(app.state, "embedder")}))
+    app.include_router(search.router)
+    return app

@@ -1,0 +1,74 @@
+"""Request and response bodies of the write API (seed 003 "Store Memories")."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memora.models import AgentId, DocumentId, MemoryItem
+
+
+class BatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: AgentId
+    items: list[MemoryItem] = Field(min_length=1)
+    document_id: DocumentId | None = None
+
+
+class BatchResponse(BaseModel):
+    success: bool
+    message: str
+    agent_id: str
+    document_id: str
+    items_count: int
+    operation_id: UUID
+    status: Literal["created", "unchanged", "replaced"]
+
+
+class StageStatus(BaseModel):
+    status: str
+    attempts: int = 0
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+
+
+class OperationResponse(BaseModel):
+    id: UUID
+    agent_id: str
+    kind: str
+    document_id: str | None
+    status: Literal["queued", "running", "completed", "failed", "superseded"]
+    stage: str | None
+    stages: dict[str, StageStatus]
+    counts: dict[str, int]
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+class DocumentSummary(BaseModel):
+    document_id: str
+    item_count: int
+    unit_count: int
+    operation_id: UUID | None
+    status: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class DocumentList(BaseModel):
+    agent_id: str
+    documents: list[DocumentSummary]
+
+
+class DeleteResponse(BaseModel):
+    success: bool
+    agent_id: str
+    document_id: str
+    deleted: dict[str, Any]

@@ -1,0 +1,89 @@
+"""`memora demo`: the main job on the embedded default, end to end through the real pipeline."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+from rich.table import Table
+
+from memora.archive import read_jsonl_conversations, sample_archive
+from memora.config import Settings
+from memora.infra.embedded import free_port
+from services.cli.stack import Stack
+
+console = Console()
+QUESTIONS = (
+    "Where does Maya work?",
+    "What happened with the lidar calibration?",
+    "What did Maya do with Lena in the summer?",
+    "Does Maya have any allergies?",
+)
+
+
+def wait_for_operations(client: httpx.Client, operation_ids: list[str], timeout: float = 600) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    states: dict[str, str] = {}
+    pending = set(operation_ids)
+    while pending and time.monotonic() < deadline:
+        for op_id in sorted(pending):
+            body = client.get(f"/api/operations/{op_id}").json()
+            if body["status"] in ("completed", "failed", "superseded"):
+                states[op_id] = body["status"]
+                pending.discard(op_id)
+                if body["status"] == "failed":
+                    console.print(f"[red]operation {op_id} failed: {body['error']}[/]")
+        time.sleep(0.3)
+    for op_id in pending:
+        states[op_id] = "timeout"
+    return states
+
+
+def run_demo(archive: Path | None, data_dir: Path | None) -> int:
+    archive = archive or sample_archive()
+    settings = Settings(
+        data_dir=data_dir or Path(tempfile.gettempdir()) / "memora-demo",
+        port=free_port(),
+        query_port=free_port(),
+    )
+    console.rule("Memora demo")
+    console.print(f"starting PostgreSQL+pgvector, Redis, API, query service and workers in {settings.data_dir}")
+    with Stack(settings, log_dir=settings.data_dir / "logs") as stack:
+        stack.wait_ready()
+        base = f"http://{settings.host}:{settings.port}"
+        with httpx.Client(base_url=base, timeout=60) as client:
+            started = time.monotonic()
+            op_ids: list[str] = []
+            agent_id = "default"
+            items = 0
+            for conv in read_jsonl_conversations(archive):
+                agent_id = conv.agent_id
+                body = {
+                    "agent_id": conv.agent_id,
+                    "document_id": conv.conversation_id,
+                    "items": [i.model_dump(mode="json", exclude_none=True) for i in conv.items],
+                }
+                response = client.post("/api/memories/batch", json=body)
+                response.raise_for_status()
+                op_ids.append(response.json()["operation_id"])
+                items += len(conv.items)
+            console.print(f"posted {len(op_ids)} conversations ({items} messages) to {base}")
+            states = wait_for_operations(client, op_ids)
+            elapsed = time.monotonic() - started
+            done = sum(1 for s in states.values() if s == "completed")
+            console.print(f"{done}/{len(op_ids)} operations completed in {elapsed:.1f}s")
+            for question in QUESTIONS:
+                result = client.post(
+                    "/api/search", json={"agent_id": agent_id, "query": question, "top_k": 3}
+                )
+                result.raise_for_status()
+                table = Table(title=question, show_lines=False)
+                table.add_column("weight", justify="right")
+                table.add_column("memory")
+                for hit in result.json()["results"]:
+                    table.add_row(f"{hit['weight']:.3f}", hit["text"])
+                console.print(table)
+            return 0 if done == len(op_ids) else 1

@@ -1,0 +1,177 @@
+"""The whole stack as child processes: embedded servers (when no URLs are given), the write API,
+the query service, one Celery worker per stage queue, and beat. Stops everything it started."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from memora.config import Settings
+from memora.db.migrate import upgrade
+from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis
+from memora.pipeline.stages import INGEST_STAGES, MAINTENANCE_QUEUE, Stage, queue_for
+
+log = logging.getLogger("memora.stack")
+
+# Worker name -> queues it consumes. Live queues first: a worker prefers them over backfill.
+WORKER_QUEUES: dict[str, list[str]] = {
+    **{s.value: [queue_for(s), queue_for(s, backfill=True)] for s in INGEST_STAGES},
+    "opinions": [Stage.OPINIONS.value, MAINTENANCE_QUEUE],
+}
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    workers: dict[str, list[str]] = field(default_factory=lambda: dict(WORKER_QUEUES))
+    with_api: bool = True
+    with_query: bool = True
+    with_beat: bool = True
+    log_dir: Path | None = None
+    postgres: EmbeddedPostgres | None = None
+    redis: EmbeddedRedis | None = None
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start_infrastructure(self) -> None:
+        data = self.settings.data_dir
+        if not self.settings.database_url:
+            self.postgres = EmbeddedPostgres(data)
+            self.settings.database_url = self.postgres.start()
+            log.info("embedded PostgreSQL at %s", self.settings.database_url)
+        if not self.settings.broker_url:
+            self.redis = EmbeddedRedis(data / "redis")
+            self.settings.broker_url = self.redis.start()
+            log.info("private Redis at %s", self.settings.broker_url)
+        upgrade(self.settings.require_database_url(), self.settings.embedding_dim)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            MEMORA_DATABASE_URL=self.settings.require_database_url(),
+            MEMORA_BROKER_URL=self.settings.broker_url or "",
+            MEMORA_DATA_DIR=str(self.settings.data_dir),
+            MEMORA_PORT=str(self.settings.port),
+            MEMORA_QUERY_PORT=str(self.settings.query_port),
+            HF_HUB_OFFLINE="1",
+            TOKENIZERS_PARALLELISM="false",
+        )
+        if self.with_query:
+            env.setdefault("MEMORA_QUERY_URL", f"http://{self.settings.host}:{self.settings.query_port}")
+        return env
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        out = None
+        if self.log_dir:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives with the child
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", *args],
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT if out else None,
+            start_new_session=True,  # Ctrl-C reaches us only; we stop the children in order
+        )
+
+    def start_worker(self, name: str) -> None:
+        queues = self.workers[name]
+        self._spawn(
+            f"worker-{name}",
+            [
+                "celery", "-A", "services.workers.tasks", "worker", "-Q", ",".join(queues),
+                "-n", f"{name}-{os.getpid()}@%h", "-c", str(self.settings.worker_concurrency),
+                "--loglevel", "INFO", "--without-mingle", "--without-gossip",
+            ],
+        )
+
+    def start(self) -> None:
+        self.start_infrastructure()
+        s = self.settings
+        for name in self.workers:
+            self.start_worker(name)
+        if self.with_beat:
+            self._spawn(
+                "beat",
+                ["celery", "-A", "services.workers.tasks", "beat", "--loglevel", "INFO",
+                 "-s", str(s.data_dir / "celerybeat-schedule")],
+            )
+        if self.with_query:
+            self._spawn(
+                "query",
+                ["uvicorn", "services.api.query_app:create_app", "--factory",
+                 "--host", s.host, "--port", str(s.query_port), "--log-level", "warning"],
+            )
+        if self.with_api:
+            self._spawn(
+                "api",
+                ["uvicorn", "services.api.app:create_app", "--factory",
+                 "--host", s.host, "--port", str(s.port), "--log-level", "warning"],
+            )
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        """Until every HTTP service answers /health/ready with 200."""
+        urls = []
+        if self.with_api:
+            urls.append(f"http://{self.settings.host}:{self.settings.port}/health/ready")
+        if self.with_query:
+            urls.append(f"http://{self.settings.host}:{self.settings.query_port}/health/ready")
+        deadline = time.monotonic() + timeout
+        pending = list(urls)
+        while pending:
+            self.check_alive()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not ready after {timeout:.0f}s: {pending}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(pending[0], timeout=5).status_code == 200:
+                    pending.pop(0)
+                    continue
+            time.sleep(0.5)
+
+    def check_alive(self) -> None:
+        for name, proc in self.processes.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with code {proc.returncode}")
+
+    def stop_process(self, name: str, sig: int = signal.SIGTERM, timeout: float = 30.0) -> None:
+        proc = self.processes.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def stop(self) -> None:
+        for name in [n for n in ("api", "query", "beat") if n in self.processes]:
+            self.stop_process(name)
+        for name in list(self.processes):
+            self.stop_process(name)
+        if self.redis:
+            self.redis.stop()
+        if self.postgres:
+            self.postgres.stop(quiet=True)
+
+    def __enter__(self) -> Stack:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

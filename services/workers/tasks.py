@@ -1,0 +1,95 @@
+"""Thin Celery tasks: take an operation id, run one stage of the core pipeline, enqueue the next.
+
+Transient failures are retried with bounded exponential back-off (and jitter); each failed
+attempt and the final failure are written to the operation, where the API shows them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+from uuid import UUID
+
+from celery import Task
+from celery.exceptions import Retry
+
+from memora.config import get_settings
+from memora.db.pool import make_pool
+from memora.pipeline.errors import PermanentStageError
+from memora.pipeline.reconcile import reconcile
+from memora.pipeline.runner import Pipeline
+from memora.pipeline.stages import Stage
+from services.workers.celery_app import app
+from services.workers.dispatch import CeleryBackend
+from services.workers.queues import RECONCILE_TASK, task_name
+
+log = logging.getLogger("memora.worker")
+_state: dict[int, Pipeline] = {}
+_state_lock = threading.Lock()
+
+
+def pipeline() -> Pipeline:
+    """One pipeline (pool and models) per worker process, created after the fork."""
+    pid = os.getpid()
+    with _state_lock:
+        if pid not in _state:
+            settings = get_settings()
+            pool = make_pool(settings.require_database_url(), min_size=1, max_size=4, name="worker")
+            _state[pid] = Pipeline(settings, pool)
+        return _state[pid]
+
+
+backend = CeleryBackend(app)
+
+
+class StageTask(Task):  # type: ignore[misc]
+    stage: Stage
+    autoretry_for = (Exception,)
+    dont_autoretry_for = (PermanentStageError,)
+    retry_backoff = 2
+    retry_backoff_max = get_settings().task_retry_backoff_max
+    retry_jitter = True
+    max_retries = get_settings().task_max_retries
+    acks_late = True
+
+    def on_retry(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        pipeline().record_failure(self.stage, UUID(args[0]), _describe(exc), final=False)
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        if isinstance(exc, Retry):
+            return
+        log.error("stage %s failed for operation %s: %s", self.stage.value, args[0], exc)
+        pipeline().record_failure(self.stage, UUID(args[0]), _describe(exc), final=True)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _run(stage: Stage, operation_id: str, backfill: bool) -> str | None:
+    following = pipeline().run(stage, UUID(operation_id))
+    if following is not None:
+        backend.enqueue(following, UUID(operation_id), backfill=backfill)
+    return following.value if following else None
+
+
+def _stage_task(stage: Stage) -> Task:
+    @app.task(name=task_name(stage), base=StageTask, bind=True, stage=stage)  # type: ignore[untyped-decorator]
+    def run_stage(self: Task, operation_id: str, backfill: bool = False) -> str | None:
+        return _run(stage, operation_id, backfill)
+
+    return run_stage  # type: ignore[no-any-return]
+
+
+extract = _stage_task(Stage.EXTRACT)
+embed = _stage_task(Stage.EMBED)
+entities = _stage_task(Stage.ENTITIES)
+links = _stage_task(Stage.LINKS)
+
+
+@app.task(name=RECONCILE_TASK, ignore_result=True)  # type: ignore[untyped-decorator]
+def reconcile_stuck() -> int:
+    stuck = reconcile(pipeline().pool, backend, get_settings().stuck_after_seconds)
+    return len(stuck)

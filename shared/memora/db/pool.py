@@ -1,0 +1,34 @@
+"""Connection pools: psycopg 3 with pgvector types registered on every connection."""
+
+from __future__ import annotations
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    register_vector(conn)
+
+
+def connect(url: str) -> psycopg.Connection:
+    """A single connection (CLI, migrations, tests)."""
+    conn = psycopg.connect(url, row_factory=dict_row)  # type: ignore[arg-type]
+    _configure(conn)
+    return conn
+
+
+def make_pool(url: str, *, min_size: int = 1, max_size: int = 10, name: str = "memora") -> ConnectionPool:
+    pool: ConnectionPool = ConnectionPool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        kwargs={"row_factory": dict_row, "autocommit": False},
+        configure=_configure,
+        name=name,
+        open=False,
+        check=ConnectionPool.check_connection,
+    )
+    pool.open(wait=True, timeout=30)
+    return pool

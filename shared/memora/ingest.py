@@ -1,0 +1,56 @@
+"""Accepting content: durable in PostgreSQL first, then handed to the pipeline."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from psycopg import Connection
+
+from memora.models import MemoryItem, jsonable_items
+from memora.pipeline.stages import INGEST_STAGES
+from memora.store import agents, documents, operations
+
+
+@dataclass(frozen=True)
+class Accepted:
+    agent_id: str
+    document_id: str
+    operation_id: UUID
+    outcome: documents.Outcome
+    items_count: int
+
+    @property
+    def needs_processing(self) -> bool:
+        return self.outcome != "unchanged"
+
+
+def accept_batch(
+    conn: Connection[Any], agent_id: str, items: list[MemoryItem], document_id: str | None = None
+) -> Accepted:
+    """Store the raw items and create the operation, in one transaction (committed here).
+
+    Re-posting a document_id with identical items creates nothing and returns the operation
+    that processed it; changed items replace the document's memories.
+    """
+    document_id = document_id or f"doc-{uuid.uuid4()}"
+    payload = jsonable_items(items)
+    with conn.transaction():
+        agents.ensure_agent(conn, agent_id)
+        doc = documents.upsert_document(conn, agent_id, document_id, payload)
+        if doc.outcome == "unchanged" and doc.operation_id is not None:
+            op_id = doc.operation_id
+        else:
+            op_id = operations.create_operation(
+                conn,
+                agent_id=agent_id,
+                kind="ingest",
+                first_stage=INGEST_STAGES[0],
+                document_pk=doc.pk,
+                document_id=document_id,
+                counts={"items": len(items)},
+            )
+            documents.set_current_operation(conn, doc.pk, op_id)
+    return Accepted(agent_id, document_id, op_id, doc.outcome, len(items))

@@ -1,0 +1,129 @@
+"""Memory graph links (seed 000 §2.4): temporal, semantic, entity and causal edges.
+
+Every edge is stored in both directions so traversal needs one index lookup per node.
+Each kind is bounded per unit: the nearest units in time, the nearest HNSW neighbours, and for
+each entity the units nearest in time that mention it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from psycopg import Connection
+
+from memora.extraction.base import CAUSAL_TYPES
+
+@dataclass(frozen=True)
+class LinkSettings:
+    temporal_window_hours: float = 24.0
+    temporal_per_unit: int = 10
+    semantic_threshold: float = 0.7
+    semantic_per_unit: int = 5
+    entity_per_entity: int = 10
+
+
+def temporal_weight(delta_seconds: float, window_seconds: float) -> float:
+    """max(0.3, 1 − Δt / window) inside the window; no link outside it."""
+    return max(0.3, 1.0 - abs(delta_seconds) / window_seconds)
+
+
+_UPSERT = """
+    INSERT INTO memory_links (from_unit, to_unit, link_type, weight, entity_id)
+    SELECT DISTINCT ON (a, b, t) a, b, t, w, e FROM (
+        SELECT from_unit AS a, to_unit AS b, link_type AS t, weight AS w, entity_id AS e FROM pairs
+        UNION ALL
+        SELECT to_unit, from_unit, reverse_type, weight, entity_id FROM pairs
+    ) both_ways
+    WHERE a <> b
+    ORDER BY a, b, t, w DESC
+    ON CONFLICT (from_unit, to_unit, link_type) DO UPDATE SET weight = GREATEST(memory_links.weight, EXCLUDED.weight)
+"""
+
+
+def _insert(conn: Connection[Any], pairs_sql: str, params: dict[str, Any]) -> int:
+    cur = conn.execute(f"WITH pairs AS ({pairs_sql}) {_UPSERT}", params)
+    return max(cur.rowcount, 0)
+
+
+def build_links(conn: Connection[Any], unit_ids: list[UUID], s: LinkSettings) -> dict[str, int]:
+    """Create all links for the given (new) units; idempotent. The caller commits."""
+    if not unit_ids:
+        return {}
+    window = s.temporal_window_hours * 3600.0
+    counts: dict[str, int] = {}
+    half = max(1, s.temporal_per_unit // 2)
+    counts["temporal"] = _insert(
+        conn,
+        """
+        SELECT u.id AS from_unit, n.id AS to_unit, 'temporal'::text AS link_type,
+               'temporal'::text AS reverse_type,
+               GREATEST(0.3, 1 - abs(extract(epoch FROM n.event_date - u.event_date)) / %(w)s)::real
+                   AS weight, NULL::uuid AS entity_id
+        FROM memory_units u
+        CROSS JOIN LATERAL (
+            (SELECT m.id, m.event_date FROM memory_units m
+             WHERE m.agent_id = u.agent_id AND m.id <> u.id
+               AND m.event_date BETWEEN u.event_date AND u.event_date + make_interval(secs => %(w)s)
+             ORDER BY m.event_date ASC, m.id LIMIT %(k)s)
+            UNION ALL
+            (SELECT m.id, m.event_date FROM memory_units m
+             WHERE m.agent_id = u.agent_id AND m.id <> u.id
+               AND m.event_date BETWEEN u.event_date - make_interval(secs => %(w)s) AND u.event_date
+             ORDER BY m.event_date DESC, m.id LIMIT %(k)s)
+        ) n
+        WHERE u.id = ANY(%(ids)s)
+        """,
+        {"w": window, "k": half, "ids": unit_ids},
+    )
+    conn.execute("SET LOCAL hnsw.ef_search = 64")
+    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    counts["semantic"] = _insert(
+        conn,
+        """
+        SELECT u.id AS from_unit, n.id AS to_unit, 'semantic'::text AS link_type,
+               'semantic'::text AS reverse_type, n.sim::real AS weight, NULL::uuid AS entity_id
+        FROM memory_units u
+        CROSS JOIN LATERAL (
+            SELECT m.id, 1 - (m.embedding <=> u.embedding) AS sim FROM memory_units m
+            WHERE m.agent_id = u.agent_id AND m.id <> u.id AND m.embedding IS NOT NULL
+            ORDER BY m.embedding <=> u.embedding LIMIT %(k)s
+        ) n
+        WHERE u.id = ANY(%(ids)s) AND u.embedding IS NOT NULL AND n.sim > %(t)s
+        """,
+        {"k": s.semantic_per_unit, "t": s.semantic_threshold, "ids": unit_ids},
+    )
+    counts["entity"] = _insert(
+        conn,
+        """
+        SELECT ue.unit_id AS from_unit, n.id AS to_unit, 'entity'::text AS link_type,
+               'entity'::text AS reverse_type, 1.0::real AS weight, ue.entity_id
+        FROM unit_entities ue JOIN memory_units u ON u.id = ue.unit_id
+        CROSS JOIN LATERAL (
+            SELECT m.id FROM unit_entities o JOIN memory_units m ON m.id = o.unit_id
+            WHERE o.entity_id = ue.entity_id AND o.unit_id <> ue.unit_id
+            ORDER BY abs(extract(epoch FROM m.event_date - u.event_date)), m.id
+            LIMIT %(k)s
+        ) n
+        WHERE ue.unit_id = ANY(%(ids)s)
+        """,
+        {"k": s.entity_per_entity, "ids": unit_ids},
+    )
+    counts["causal"] = _insert(
+        conn,
+        """
+        SELECT u.id AS from_unit, t.id AS to_unit, r.relation AS link_type,
+               CASE r.relation WHEN 'causes' THEN 'caused_by' WHEN 'caused_by' THEN 'causes'
+                    ELSE r.relation END AS reverse_type,
+               1.0::real AS weight, NULL::uuid AS entity_id
+        FROM memory_units u
+        CROSS JOIN LATERAL jsonb_to_recordset(u.relations)
+            AS r(target_item int, target_seq int, relation text)
+        JOIN memory_units t ON t.document_pk = u.document_pk AND t.item_index = r.target_item
+                           AND t.seq = r.target_seq
+        WHERE u.id = ANY(%(ids)s) AND u.relations IS NOT NULL AND r.relation = ANY(%(types)s)
+        """,
+        {"ids": unit_ids, "types": list(CAUSAL_TYPES)},
+    )
+    return counts

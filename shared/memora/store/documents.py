@@ -1,0 +1,121 @@
+"""Documents: the raw content of each accepted batch, kept verbatim."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+from uuid import UUID
+
+from psycopg import Connection
+from psycopg.types.json import Jsonb
+
+Outcome = Literal["created", "unchanged", "replaced"]
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    pk: UUID
+    document_id: str
+    outcome: Outcome
+    operation_id: UUID | None  # the operation already processing it, when unchanged
+
+
+def content_hash(items: list[dict[str, Any]]) -> str:
+    canonical = json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def upsert_document(
+    conn: Connection[Any], agent_id: str, document_id: str, items: list[dict[str, Any]]
+) -> StoredDocument:
+    """Insert, or detect an identical re-post, or replace changed content (same document_id)."""
+    digest = content_hash(items)
+    row = conn.execute(
+        "SELECT id, content_hash, current_operation_id FROM documents "
+        "WHERE agent_id = %s AND document_id = %s FOR UPDATE",
+        (agent_id, document_id),
+    ).fetchone()
+    if row is not None and row["content_hash"] == digest:  # type: ignore[call-overload]
+        return StoredDocument(row["id"], document_id, "unchanged", row["current_operation_id"])  # type: ignore[call-overload]
+    if row is not None:
+        conn.execute(
+            "UPDATE documents SET content_hash = %s, items = %s, item_count = %s, "
+            "updated_at = now() WHERE id = %s",
+            (digest, Jsonb(items), len(items), row["id"]),  # type: ignore[call-overload]
+        )
+        return StoredDocument(row["id"], document_id, "replaced", None)  # type: ignore[call-overload]
+    inserted = conn.execute(
+        """
+        INSERT INTO documents (agent_id, document_id, content_hash, items, item_count)
+        VALUES (%s, %s, %s, %s, %s)
+        ON CONFLICT (agent_id, document_id) DO NOTHING
+        RETURNING id
+        """,
+        (agent_id, document_id, digest, Jsonb(items), len(items)),
+    ).fetchone()
+    if inserted is None:  # a concurrent request created it first: compare again under its lock
+        return upsert_document(conn, agent_id, document_id, items)
+    return StoredDocument(inserted["id"], document_id, "created", None)  # type: ignore[call-overload]
+
+
+def set_current_operation(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> None:
+    conn.execute(
+        "UPDATE documents SET current_operation_id = %s WHERE id = %s", (operation_id, document_pk)
+    )
+
+
+def get_document(conn: Connection[Any], document_pk: UUID) -> dict[str, Any] | None:
+    return conn.execute(  # type: ignore[return-value]
+        "SELECT id, agent_id, document_id, items, item_count, current_operation_id, created_at "
+        "FROM documents WHERE id = %s",
+        (document_pk,),
+    ).fetchone()
+
+
+def list_documents(
+    conn: Connection[Any], agent_id: str, *, limit: int = 100, offset: int = 0
+) -> list[dict[str, Any]]:
+    return conn.execute(  # type: ignore[return-value]
+        """
+        SELECT d.document_id, d.item_count, d.created_at, d.updated_at,
+               d.current_operation_id AS operation_id, o.status,
+               (SELECT count(*) FROM memory_units u WHERE u.document_pk = d.id) AS unit_count
+        FROM documents d LEFT JOIN operations o ON o.id = d.current_operation_id
+        WHERE d.agent_id = %s ORDER BY d.created_at DESC, d.document_id LIMIT %s OFFSET %s
+        """,
+        (agent_id, limit, offset),
+    ).fetchall()
+
+
+def delete_orphan_entities(conn: Connection[Any], agent_id: str) -> int:
+    cur = conn.execute(
+        """
+        DELETE FROM entities e WHERE e.agent_id = %s
+          AND NOT EXISTS (SELECT 1 FROM unit_entities ue WHERE ue.entity_id = e.id)
+        """,
+        (agent_id,),
+    )
+    return cur.rowcount
+
+
+def delete_document(conn: Connection[Any], agent_id: str, document_id: str) -> dict[str, int] | None:
+    """Hard delete of a document, its units, their links and entities nobody mentions any more."""
+    doc = conn.execute(
+        "SELECT id FROM documents WHERE agent_id = %s AND document_id = %s FOR UPDATE",
+        (agent_id, document_id),
+    ).fetchone()
+    if doc is None:
+        return None
+    units = conn.execute(
+        "DELETE FROM memory_units WHERE document_pk = %s", (doc["id"],)  # type: ignore[call-overload]
+    ).rowcount
+    conn.execute(
+        "UPDATE operations SET status = 'superseded', finished_at = now(), updated_at = now() "
+        "WHERE document_pk = %s AND status IN ('queued', 'running')",
+        (doc["id"],),  # type: ignore[call-overload]
+    )
+    conn.execute("DELETE FROM documents WHERE id = %s", (doc["id"],))  # type: ignore[call-overload]
+    entities = delete_orphan_entities(conn, agent_id)
+    return {"units_deleted": units, "entities_deleted": entities}

@@ -1,0 +1,141 @@
+"""Operations: one row per accepted batch (or think), with per-stage status for operators."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from psycopg import Connection
+from psycopg.types.json import Jsonb
+
+from memora.pipeline.stages import Stage
+
+TERMINAL = ("completed", "failed", "superseded")
+
+_COLUMNS = (
+    "id, agent_id, kind, document_pk, document_id, status, stage, stages, counts, payload, "
+    "error, created_at, updated_at, finished_at"
+)
+
+
+def create_operation(
+    conn: Connection[Any],
+    *,
+    agent_id: str,
+    kind: str,
+    first_stage: Stage,
+    document_pk: UUID | None = None,
+    document_id: str | None = None,
+    payload: dict[str, Any] | None = None,
+    counts: dict[str, int] | None = None,
+) -> UUID:
+    row = conn.execute(
+        """
+        INSERT INTO operations (agent_id, kind, document_pk, document_id, stage, payload, counts)
+        VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id
+        """,
+        (
+            agent_id, kind, document_pk, document_id, first_stage.value,
+            Jsonb(payload) if payload is not None else None, Jsonb(counts or {}),
+        ),
+    ).fetchone()
+    assert row is not None
+    return row["id"]  # type: ignore[call-overload,no-any-return]
+
+
+def get_operation(conn: Connection[Any], operation_id: UUID, *, lock: bool = False) -> dict[str, Any] | None:
+    sql = f"SELECT {_COLUMNS} FROM operations WHERE id = %s" + (" FOR UPDATE" if lock else "")
+    return conn.execute(sql, (operation_id,)).fetchone()  # type: ignore[return-value]
+
+
+def stage_started(conn: Connection[Any], operation_id: UUID, stage: Stage) -> None:
+    """Record an attempt; committed on its own so operators see work in flight."""
+    conn.execute(
+        """
+        UPDATE operations SET
+            status = 'running', stage = %(s)s, updated_at = now(),
+            stages = jsonb_set(stages, ARRAY[%(s)s], COALESCE(stages -> %(s)s, '{}'::jsonb)
+                || jsonb_build_object(
+                    'status', 'running',
+                    'attempts', COALESCE((stages -> %(s)s ->> 'attempts')::int, 0) + 1,
+                    'started_at', now()))
+        WHERE id = %(id)s AND status NOT IN ('completed', 'failed', 'superseded')
+        """,
+        {"s": stage.value, "id": operation_id},
+    )
+
+
+def stage_done(
+    conn: Connection[Any],
+    operation_id: UUID,
+    stage: Stage,
+    next_stage: Stage | None,
+    counts: dict[str, int],
+) -> None:
+    conn.execute(
+        """
+        UPDATE operations SET
+            stage = %(next)s,
+            status = CASE WHEN %(next)s::text IS NULL THEN 'completed' ELSE 'running' END,
+            finished_at = CASE WHEN %(next)s::text IS NULL THEN now() END,
+            counts = counts || %(counts)s,
+            updated_at = now(),
+            stages = jsonb_set(stages, ARRAY[%(s)s], COALESCE(stages -> %(s)s, '{}'::jsonb)
+                || jsonb_build_object('status', 'done', 'finished_at', now(), 'error', NULL))
+        WHERE id = %(id)s
+        """,
+        {
+            "next": next_stage.value if next_stage else None,
+            "counts": Jsonb(counts),
+            "s": stage.value,
+            "id": operation_id,
+        },
+    )
+
+
+def stage_error(conn: Connection[Any], operation_id: UUID, stage: Stage, error: str, *, final: bool) -> None:
+    """A failed attempt (will be retried) or the final failure of the operation."""
+    conn.execute(
+        """
+        UPDATE operations SET
+            status = CASE WHEN %(final)s THEN 'failed' ELSE status END,
+            error = CASE WHEN %(final)s THEN %(err)s ELSE error END,
+            finished_at = CASE WHEN %(final)s THEN now() ELSE finished_at END,
+            updated_at = now(),
+            stages = jsonb_set(stages, ARRAY[%(s)s], COALESCE(stages -> %(s)s, '{}'::jsonb)
+                || jsonb_build_object(
+                    'status', CASE WHEN %(final)s THEN 'failed' ELSE 'retrying' END,
+                    'error', %(err)s::text))
+        WHERE id = %(id)s AND status NOT IN ('completed', 'superseded')
+        """,
+        {"final": final, "err": error[:2000], "s": stage.value, "id": operation_id},
+    )
+
+
+def mark_superseded(conn: Connection[Any], operation_id: UUID) -> None:
+    conn.execute(
+        "UPDATE operations SET status = 'superseded', finished_at = now(), updated_at = now() "
+        "WHERE id = %s AND status NOT IN ('completed', 'failed')",
+        (operation_id,),
+    )
+
+
+def claim_stuck(conn: Connection[Any], older_than_seconds: float, limit: int = 500) -> list[dict[str, Any]]:
+    """Active operations untouched for too long; touched here so one sweep claims each once."""
+    return conn.execute(  # type: ignore[return-value]
+        """
+        UPDATE operations SET updated_at = now()
+        WHERE id IN (
+            SELECT id FROM operations
+            WHERE status IN ('queued', 'running')
+              AND updated_at < now() - make_interval(secs => %s)
+            ORDER BY updated_at LIMIT %s FOR UPDATE SKIP LOCKED)
+        RETURNING id, kind, stage, payload
+        """,
+        (older_than_seconds, limit),
+    ).fetchall()
+
+
+def count_by_status(conn: Connection[Any]) -> dict[str, int]:
+    rows = conn.execute("SELECT status, count(*) AS n FROM operations GROUP BY status").fetchall()
+    return {r["status"]: r["n"] for r in rows}  # type: ignore[call-overload]
