@@ -1,0 +1,110 @@
+"""Shared fixtures: the suite starts its own PostgreSQL+pgvector and Redis (never the machine's).
+
+One database server per test session, migrated once; tests isolate themselves by agent_id.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from memora.config import Settings  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="memora-test-", dir=tempfile.gettempdir()))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres(data_dir: Path) -> Iterator[Any]:
+    from memora.db.migrate import upgrade
+    from memora.infra.embedded import EmbeddedPostgres
+
+    server = EmbeddedPostgres(data_dir / "pg")
+    url = server.start()
+    upgrade(url, 384)
+    yield server
+    server.stop(quiet=True)
+
+
+@pytest.fixture(scope="session")
+def pg_url(postgres: Any) -> str:
+    return str(postgres.url)
+
+
+@pytest.fixture(scope="session")
+def redis_server(data_dir: Path) -> Iterator[Any]:
+    from memora.infra.embedded import EmbeddedRedis
+
+    server = EmbeddedRedis(data_dir / "redis")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: Any) -> str:
+    return str(redis_server.url)
+
+
+@pytest.fixture(scope="session")
+def settings(pg_url: str, data_dir: Path) -> Settings:
+    return Settings(database_url=pg_url, broker_url=None, data_dir=data_dir, llm_base_url=None)
+
+
+@pytest.fixture(scope="session")
+def pool(pg_url: str) -> Iterator[Any]:
+    from memora.db.pool import make_pool
+
+    p = make_pool(pg_url, min_size=1, max_size=8, name="tests")
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="session")
+def pipeline(settings: Settings, pool: Any) -> Any:
+    from memora.pipeline.runner import Pipeline
+
+    return Pipeline(settings, pool)
+
+
+@pytest.fixture()
+def agent_id() -> str:
+    return f"agent-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def inline_api(settings: Settings, pool: Any, pipeline: Any) -> Iterator[Any]:
+    """The write API with stages run inline (no broker): fast, still real PostgreSQL."""
+    from fastapi.testclient import TestClient
+
+    from memora.pipeline.backend import InlineBackend
+    from services.api.app import create_app
+
+    app = create_app(settings, pool=pool, backend=InlineBackend(pipeline))
+    with TestClient(app) as client:
+        yield client
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
