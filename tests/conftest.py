@@ -21,6 +21,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from memora.config import Settings  # noqa: E402
 
+from tests.fakes import fake_llm, fake_llm_server, llm_settings  # noqa: F401 - fixtures
+
 
 @pytest.fixture(scope="session")
 def data_dir() -> Iterator[Path]:
@@ -108,3 +110,42 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, interval: fl
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+WORKER_ENV = {
+    "MEMORA_VISIBILITY_TIMEOUT": "10",
+    "MEMORA_STUCK_AFTER_SECONDS": "8",
+    "MEMORA_RECONCILE_INTERVAL_SECONDS": "2",
+    "MEMORA_TASK_RETRY_BACKOFF_MAX": "4",
+    "MEMORA_EXTRACTOR": "local",
+}
+
+
+@pytest.fixture(scope="session")
+def worker_stack(settings: Settings, redis_url: str, data_dir: Path) -> Iterator[Any]:
+    """Real Celery worker processes (one per stage queue) and beat, on the suite's servers."""
+    from services.cli.stack import Stack
+
+    stack_settings = settings.model_copy(update={"broker_url": redis_url})
+    stack = Stack(
+        stack_settings,
+        with_api=False,
+        with_query=False,
+        log_dir=data_dir / "worker-logs",
+        extra_env=WORKER_ENV,
+    )
+    stack.start()
+    yield stack
+    stack.stop()
+
+
+@pytest.fixture(scope="session")
+def celery_api(worker_stack: Any, pool: Any) -> Iterator[Any]:
+    """The write API enqueueing to the real broker, served to the test client in-process."""
+    from fastapi.testclient import TestClient
+
+    from services.api.app import create_app
+
+    app = create_app(worker_stack.settings, pool=pool)
+    with TestClient(app) as client:
+        yield client

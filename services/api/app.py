@@ -14,7 +14,7 @@ from memora.db.pool import make_pool
 from memora.pipeline.backend import TaskBackend
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import CachedCheck, health_router
-from services.api.routes import memories
+from services.api.routes import agents, memories
 
 
 def _db_check(app: FastAPI) -> bool:
@@ -61,6 +61,7 @@ def create_app(
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.include_router(health_router(checks))
     app.include_router(memories.router)
+    app.include_router(agents.router)
     if settings.query_url:
         from services.api.proxy import proxy_router
 

@@ -28,6 +28,9 @@ WORKER_QUEUES: dict[str, list[str]] = {
     "opinions": [Stage.OPINIONS.value, MAINTENANCE_QUEUE],
 }
 
+# Models each worker loads when its process starts.
+PRELOAD = {Stage.EXTRACT.value: "nlp", Stage.EMBED.value: "embedder"}
+
 
 @dataclass
 class Stack:
@@ -37,6 +40,7 @@ class Stack:
     with_query: bool = True
     with_beat: bool = True
     log_dir: Path | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
     postgres: EmbeddedPostgres | None = None
     redis: EmbeddedRedis | None = None
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -65,18 +69,19 @@ class Stack:
             HF_HUB_OFFLINE="1",
             TOKENIZERS_PARALLELISM="false",
         )
+        env.update(self.extra_env)
         if self.with_query:
             env.setdefault("MEMORA_QUERY_URL", f"http://{self.settings.host}:{self.settings.query_port}")
         return env
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
         out = None
         if self.log_dir:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             out = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives with the child
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-m", *args],
-            env=self.env(),
+            env=self.env() | (env or {}),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT if out else None,
@@ -92,6 +97,7 @@ class Stack:
                 "-n", f"{name}-{os.getpid()}@%h", "-c", str(self.settings.worker_concurrency),
                 "--loglevel", "INFO", "--without-mingle", "--without-gossip",
             ],
+            env={"MEMORA_PRELOAD": PRELOAD.get(name, "")},
         )
 
     def start(self) -> None:

@@ -14,6 +14,7 @@ from uuid import UUID
 
 from celery import Task
 from celery.exceptions import Retry
+from celery.signals import worker_process_init
 
 from memora.config import get_settings
 from memora.db.pool import make_pool
@@ -42,6 +43,12 @@ def pipeline() -> Pipeline:
 
 
 backend = CeleryBackend(app)
+
+
+@worker_process_init.connect  # type: ignore[untyped-decorator]
+def _preload(**_: Any) -> None:
+    if get_settings().preload:
+        pipeline().preload(get_settings().preload)
 
 
 class StageTask(Task):  # type: ignore[misc]
@@ -93,3 +100,6 @@ links = _stage_task(Stage.LINKS)
 def reconcile_stuck() -> int:
     stuck = reconcile(pipeline().pool, backend, get_settings().stuck_after_seconds)
     return len(stuck)
+
+
+from services.workers import opinion_tasks  # noqa: E402,F401 - registers memora.opinions

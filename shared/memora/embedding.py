@@ -30,7 +30,7 @@ def resolve_model_path(name: str) -> str:
 
 
 class Embedder:
-    def __init__(self, model_name: str, *, torch_threads: int = 1, batch_size: int = 64) -> None:
+    def __init__(self, model_name: str, *, torch_threads: int = 1, batch_size: int = 0) -> None:
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -46,8 +46,8 @@ class Embedder:
         if device == "cuda":
             self.model.half()
         self.model_name = model_name
-        self.batch_size = batch_size
-        dim = self.model.get_sentence_embedding_dimension()
+        self.batch_size = batch_size or (128 if device == "cuda" else 4)
+        dim = self.model.get_embedding_dimension()
         assert dim is not None
         self.dim = int(dim)
         self._lock = threading.Lock()
@@ -71,7 +71,7 @@ class Embedder:
 
 
 @lru_cache(maxsize=2)
-def get_embedder(model_name: str, torch_threads: int = 1, batch_size: int = 64) -> Embedder:
+def get_embedder(model_name: str, torch_threads: int = 1, batch_size: int = 0) -> Embedder:
     return Embedder(model_name, torch_threads=torch_threads, batch_size=batch_size)
 
 

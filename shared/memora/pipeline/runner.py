@@ -58,6 +58,18 @@ class Pipeline:
 
         return LocalExtractor()
 
+    def preload(self, names: str) -> None:
+        """Load models now (at worker start) so the first task is not slowed by it."""
+        wanted = {n.strip() for n in names.split(",") if n.strip()}
+        if "embedder" in wanted:
+            self.embedder.embed(["warm-up"])
+        if "nlp" in wanted:
+            from memora.nlp import load_nlp
+            from memora.temporal import resolve_expression
+
+            list(load_nlp().pipe(["Alice met Bob in Paris yesterday."]))
+            resolve_expression("yesterday", utcnow())
+
     # ------------------------------------------------------------------ driver
     def run(self, stage: Stage, operation_id: UUID) -> Stage | None:
         """Run `stage`; return the stage to enqueue next (None when finished or stale)."""
@@ -103,7 +115,13 @@ class Pipeline:
             Stage.EMBED: self._embed,
             Stage.ENTITIES: self._entities,
             Stage.LINKS: self._links,
+            Stage.OPINIONS: self._opinions,
         }
+
+    def _opinions(self, conn: Connection[Any], op: dict[str, Any], doc: dict[str, Any]) -> Writer:
+        from memora import opinions  # the opinion network's own module (it uses insert_facts)
+
+        return opinions.prepare(self, conn, op)
 
     # ------------------------------------------------------------------ stages
     def _extract(self, conn: Connection[Any], op: dict[str, Any], doc: dict[str, Any]) -> Writer:

@@ -57,11 +57,21 @@ def update_agent(
     return row
 
 
-def list_agents(conn: Connection[Any]) -> list[dict[str, Any]]:
+def list_agents(conn: Connection[Any], *, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
     return conn.execute(  # type: ignore[return-value]
         "SELECT agent_id, personality, background, created_at, updated_at FROM agents "
-        "ORDER BY agent_id"
+        "ORDER BY agent_id LIMIT %s OFFSET %s",
+        (limit, offset),
     ).fetchall()
+
+
+def replace_background(conn: Connection[Any], agent_id: str, expected: str, background: str) -> bool:
+    """Compare-and-set: False when the background changed since it was read as `expected`."""
+    cur = conn.execute(
+        "UPDATE agents SET background = %s, updated_at = now() WHERE agent_id = %s AND background = %s",
+        (background, agent_id, expected),
+    )
+    return cur.rowcount == 1
 
 
 def delete_agent(conn: Connection[Any], agent_id: str) -> bool:

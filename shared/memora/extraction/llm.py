@@ -1,0 +1,286 @@
+"""The LLM extractor (seed 000 §2.2, seed 004 "Narrative Fact Extraction").
+
+Each document is sent in chunks of at most `llm_chunk_chars` characters (an item longer than
+that is split at paragraph, then sentence boundaries). For each chunk the model returns
+narrative facts — self-contained, pronouns resolved, relative times made absolute — each with
+its fact_type (world/agent), when it happened (occurred_start/end), the entities it names and
+causal relations to other facts of the same answer. The answer is validated with pydantic and
+re-asked when invalid (bounded, in `LLMClient.complete_json`).
+
+What it stores: only these facts become memory units (item_index = the item they came from,
+seq numbered per item across chunks, event_date = mentioned_at = the item's time). Raw turns
+are not kept as units by this extractor; the raw items stay verbatim in `documents.items`.
+Causal relations are kept within a chunk (`Fact.relations` → causal links in the links stage).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+from memora.config import Settings
+from memora.extraction.base import CAUSAL_TYPES, Fact, Mention, Relation, SourceItem
+from memora.llm import LLMClient
+from memora.temporal import period_range, resolve_expression
+
+log = logging.getLogger("memora.extraction.llm")
+
+ENTITY_TYPES = ("PERSON", "ORGANIZATION", "LOCATION", "PRODUCT", "CONCEPT", "OTHER")
+_TYPE_ALIASES = {
+    "ORG": "ORGANIZATION",
+    "COMPANY": "ORGANIZATION",
+    "PLACE": "LOCATION",
+    "GPE": "LOCATION",
+    "LOC": "LOCATION",
+    "CITY": "LOCATION",
+    "COUNTRY": "LOCATION",
+    "PEOPLE": "PERSON",
+    "TOOL": "PRODUCT",
+    "TECHNOLOGY": "PRODUCT",
+    "TOPIC": "CONCEPT",
+    "EVENT": "CONCEPT",
+}
+MARKER = "You extract long-term memories"
+
+
+# ------------------------------------------------------------------------ answer schema
+class LLMEntity(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    type: str = "OTHER"
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _type(cls, value: Any) -> str:
+        key = str(value or "OTHER").strip().upper()
+        key = _TYPE_ALIASES.get(key, key)
+        return key if key in ENTITY_TYPES else "OTHER"
+
+
+class LLMRelation(BaseModel):
+    target: int = Field(ge=0, description="0-based index of the other fact in `facts`")
+    type: str = Field(description="one of causes, caused_by, enables, prevents")
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _relation(cls, value: Any) -> str:
+        key = str(value).strip().lower().replace(" ", "_").replace("-", "_")
+        if key not in CAUSAL_TYPES:
+            raise ValueError(f"relation type must be one of {', '.join(CAUSAL_TYPES)}")
+        return key
+
+
+class LLMFact(BaseModel):
+    item: int = Field(description="number of the item the fact comes from")
+    text: str = Field(min_length=3)
+    fact_type: str = Field(description='"world" or "agent"')
+    occurred_start: str | None = None
+    occurred_end: str | None = None
+    entities: list[LLMEntity] = Field(default_factory=list)
+    relations: list[LLMRelation] = Field(default_factory=list)
+
+    @field_validator("fact_type", mode="before")
+    @classmethod
+    def _fact_type(cls, value: Any) -> str:
+        return "agent" if str(value).strip().lower() == "agent" else "world"
+
+
+class ExtractionOutput(BaseModel):
+    facts: list[LLMFact]
+
+
+# ------------------------------------------------------------------------------- prompt
+SYSTEM_PROMPT = """{marker} for the AI agent "{agent}" from conversations and documents.
+
+Write NARRATIVE facts: each fact is a self-contained statement that keeps the who, what, why and
+outcome of one topic together (a few sentences are fine when they belong together), not fragments.
+Rules:
+1. Resolve pronouns and references to the names they stand for ("she" -> "Alice").
+2. Every fact is complete (subject and verb) and understandable without the conversation.
+3. Skip greetings, small talk, filler and incomplete thoughts. No facts is a valid answer.
+4. fact_type "agent": what the agent itself ("{agent}", the assistant) did, said, recommended or
+   experienced, written in the first person ("I recommended Yosemite to Alice"). Everything else
+   is "world".
+5. Times: each item carries its timestamp; treat it as "now" for that item. Write absolute dates
+   in the text instead of relative ones ("last year" -> "in 2023"). Set occurred_start and
+   occurred_end (ISO 8601, e.g. "2023-06-01" or "2023-06") to when the event happened, or null.
+6. entities: the people, organizations, locations, products and concepts the fact names, each
+   with type PERSON, ORGANIZATION, LOCATION, PRODUCT, CONCEPT or OTHER.
+7. relations: causal links to other facts of your answer, as {{"target": <0-based index of the
+   other fact in "facts">, "type": "causes" | "caused_by" | "enables" | "prevents"}}.
+8. item: the number of the item the fact comes from."""
+
+
+@dataclass(frozen=True)
+class Piece:
+    item: SourceItem
+    text: str
+    part: int = 1
+    parts: int = 1
+
+    def render(self) -> str:
+        label = f"[item {self.item.index}" + (
+            f", part {self.part}/{self.parts}]" if self.parts > 1 else "]"
+        )
+        meta = [f"time: {self.item.event_date.isoformat()}"]
+        if self.item.speaker:
+            meta.append(f"speaker: {self.item.speaker}")
+        if self.item.context:
+            meta.append(f"context: {self.item.context}")
+        return f"{label} {' | '.join(meta)}\n{self.text}"
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """Pieces of at most `limit` characters, cut at paragraphs, then sentences, then anywhere."""
+    if len(text) <= limit:
+        return [text]
+    for separator in (r"\n\s*\n", r"(?<=[.!?])\s+", r"\s+"):
+        units = [u for u in re.split(separator, text) if u]
+        if all(len(u) <= limit for u in units) and len(units) > 1:
+            pieces: list[str] = []
+            current = ""
+            for unit in units:
+                joined = f"{current} {unit}" if current else unit
+                if len(joined) > limit and current:
+                    pieces.append(current)
+                    joined = unit
+                current = joined
+            return [*pieces, current] if current else pieces
+    return [text[i : i + limit] for i in range(0, len(text), limit)]
+
+
+def chunk_items(items: list[SourceItem], limit: int) -> list[list[Piece]]:
+    """Consecutive items grouped into chunks of at most ~`limit` characters of content."""
+    chunks: list[list[Piece]] = []
+    current: list[Piece] = []
+    size = 0
+    for item in items:
+        parts = split_text(item.content, limit)
+        for number, text in enumerate(parts, start=1):
+            piece = Piece(item, text, number, len(parts))
+            if current and size + len(text) > limit:
+                chunks.append(current)
+                current, size = [], 0
+            current.append(piece)
+            size += len(text)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+# -------------------------------------------------------------------------------- times
+_PARTIAL = re.compile(r"^(\d{4})(?:-(\d{2}))?$")
+
+
+def parse_when(value: str | None, base: datetime) -> tuple[datetime, datetime] | None:
+    """An ISO date/time, "YYYY" or "YYYY-MM", else a phrase dateparser understands."""
+    if not value or not value.strip():
+        return None
+    value = value.strip()
+    partial = _PARTIAL.match(value)
+    if partial:
+        year, month = int(partial.group(1)), int(partial.group(2) or 1)
+        if not 1 <= month <= 12:
+            return None
+        start, end = period_range(datetime(year, month, 1), "month" if partial.group(2) else "year")
+        return start.replace(tzinfo=UTC), end.replace(tzinfo=UTC)
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return resolve_expression(value, base)
+    if len(value) <= 10:  # a date: the whole day
+        start, end = period_range(parsed.replace(tzinfo=None), "day")
+        return start.replace(tzinfo=UTC), end.replace(tzinfo=UTC)
+    moment = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return moment, moment
+
+
+def occurred(fact: LLMFact, base: datetime) -> tuple[datetime | None, datetime | None]:
+    start = parse_when(fact.occurred_start, base)
+    end = parse_when(fact.occurred_end, base) or start
+    if start is None and end is not None:
+        start = end
+    if start is None or end is None:
+        return None, None
+    if end[1] < start[0]:
+        return start[0], start[1]
+    return start[0], end[1]
+
+
+# ---------------------------------------------------------------------------- extractor
+class LLMExtractor:
+    name = "llm"
+
+    def __init__(self, client: LLMClient, settings: Settings) -> None:
+        self.client = client
+        self.chunk_chars = max(1000, settings.llm_chunk_chars)
+
+    def extract(self, agent_id: str, items: list[SourceItem]) -> list[Fact]:
+        facts: list[Fact] = []
+        seq_by_item: dict[int, int] = {}
+        for chunk in chunk_items(items, self.chunk_chars):
+            answer = self.client.complete_json(
+                "extraction", self._messages(agent_id, chunk), ExtractionOutput
+            )
+            facts.extend(self._facts(answer, chunk, seq_by_item))
+        return facts
+
+    def _messages(self, agent_id: str, chunk: list[Piece]) -> list[dict[str, str]]:
+        body = "\n\n".join(piece.render() for piece in chunk)
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT.format(marker=MARKER, agent=agent_id)},
+            {"role": "user", "content": f"Extract the memories from these items:\n\n{body}"},
+        ]
+
+    def _facts(
+        self, answer: ExtractionOutput, chunk: list[Piece], seq_by_item: dict[int, int]
+    ) -> list[Fact]:
+        by_index = {piece.item.index: piece.item for piece in chunk}
+        keys: list[tuple[int, int]] = []
+        facts: list[Fact] = []
+        for raw in answer.facts:
+            index = (
+                raw.item if raw.item in by_index else min(by_index, key=lambda i: abs(i - raw.item))
+            )
+            item = by_index[index]
+            seq = seq_by_item.get(index, 0)
+            seq_by_item[index] = seq + 1
+            keys.append((index, seq))
+            start, end = occurred(raw, item.event_date)
+            metadata = dict(item.metadata) | {"extractor": "llm"}
+            if item.speaker:
+                metadata["speaker"] = item.speaker
+            mentions = list(
+                dict.fromkeys(
+                    Mention(e.name.strip(), e.type) for e in raw.entities if e.name.strip()
+                )
+            )
+            facts.append(
+                Fact(
+                    item_index=index,
+                    seq=seq,
+                    text=raw.text.strip(),
+                    fact_type=raw.fact_type,
+                    event_date=item.event_date,
+                    mentioned_at=item.event_date,
+                    occurred_start=start,
+                    occurred_end=end,
+                    context=item.context,
+                    metadata=metadata,
+                    mentions=mentions,
+                )
+            )
+        for position, (raw, fact) in enumerate(zip(answer.facts, facts, strict=True)):
+            relations = {
+                Relation(keys[r.target][0], keys[r.target][1], r.type)
+                for r in raw.relations
+                if r.target < len(keys) and r.target != position
+            }
+            fact.relations = sorted(
+                relations, key=lambda r: (r.target_item, r.target_seq, r.relation)
+            )
+        return facts
