@@ -28,10 +28,11 @@ import httpx
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from memora.config import Settings  # noqa: E402
-from memora.embedding import Embedder  # noqa: E402
-from memora.infra.embedded import free_port  # noqa: E402
-from services.cli.stack import Stack  # noqa: E402
+from memora.config import Settings
+from memora.embedding import Embedder
+from memora.infra.embedded import free_port
+
+from services.cli.stack import Stack
 
 
 @dataclass
@@ -45,29 +46,58 @@ def locomo_sessions(path: Path) -> list[Session]:
     for conv in json.loads(path.read_text()):
         c = conv["conversation"]
         for key, turns in c.items():
-            if not key.startswith("session_") or key.endswith("date_time") or not isinstance(turns, list):
+            if (
+                not key.startswith("session_")
+                or key.endswith("date_time")
+                or not isinstance(turns, list)
+            ):
                 continue
-            when = datetime.strptime(c[f"{key}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+            when = datetime.strptime(c[f"{key}_date_time"], "%I:%M %p on %d %B, %Y").replace(
+                tzinfo=UTC
+            )
             items = []
             for t in turns:
-                text = t["text"] + (f" [shares image: {t['blip_caption']}]" if t.get("blip_caption") else "")
-                items.append({"content": text, "speaker": t["speaker"], "event_date": when.isoformat(),
-                              "metadata": {"dia_id": t["dia_id"]}})
+                text = t["text"] + (
+                    f" [shares image: {t['blip_caption']}]" if t.get("blip_caption") else ""
+                )
+                items.append(
+                    {
+                        "content": text,
+                        "speaker": t["speaker"],
+                        "event_date": when.isoformat(),
+                        "metadata": {"dia_id": t["dia_id"]},
+                    }
+                )
             sessions.append(Session(f"{conv['sample_id']}-{key}", items))
     return sessions
 
 
 def generated_sessions(turns: int, per_session: int = 20) -> list[Session]:
     people = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fay"]
-    topics = ["a pottery class", "the marathon", "a job offer at Acme", "the trip to Kyoto",
-              "adopting a dog", "the new apartment", "a guitar lesson", "the book club"]
+    topics = [
+        "a pottery class",
+        "the marathon",
+        "a job offer at Acme",
+        "the trip to Kyoto",
+        "adopting a dog",
+        "the new apartment",
+        "a guitar lesson",
+        "the book club",
+    ]
     sessions = []
     for s in range(0, turns, per_session):
         items = []
         for t in range(s, min(turns, s + per_session)):
             who, other = people[t % 6], people[(t + 1) % 6]
-            items.append({"content": f"I told {other} about {topics[t % 8]} on day {t // 40}; it went well {t}.",
-                          "speaker": who, "event_date": f"2024-{1 + (s // 1000) % 12:02d}-{1 + (s // 40) % 28:02d}T10:00:00Z"})
+            items.append(
+                {
+                    "content": f"I told {other} about {topics[t % 8]} on day {t // 40}; "
+                    f"it went well {t}.",
+                    "speaker": who,
+                    "event_date": f"2024-{1 + (s // 1000) % 12:02d}-"
+                    f"{1 + (s // 40) % 28:02d}T10:00:00Z",
+                }
+            )
         sessions.append(Session(f"gen-{s // per_session}", items))
     return sessions
 
@@ -80,7 +110,9 @@ def bare_embedding_rate(texts: list[str], threads: int) -> float:
     return len(texts) / (time.perf_counter() - started)
 
 
-def post_all(client: httpx.Client, agent: str, sessions: list[Session], rate: float | None) -> list[tuple[str, float, int]]:
+def post_all(
+    client: httpx.Client, agent: str, sessions: list[Session], rate: float | None
+) -> list[tuple[str, float, int]]:
     posted = []
     started = time.perf_counter()
     sent_turns = 0
@@ -90,14 +122,19 @@ def post_all(client: httpx.Client, agent: str, sessions: list[Session], rate: fl
             if (wait := due - time.perf_counter()) > 0:
                 time.sleep(wait)
         sent_at = time.time()
-        r = client.post("/api/memories/batch", json={"agent_id": agent, "document_id": s.document_id, "items": s.items})
+        r = client.post(
+            "/api/memories/batch",
+            json={"agent_id": agent, "document_id": s.document_id, "items": s.items},
+        )
         r.raise_for_status()
         posted.append((r.json()["operation_id"], sent_at, len(s.items)))
         sent_turns += len(s.items)
     return posted
 
 
-def wait_done(client: httpx.Client, posted: list[tuple[str, float, int]], timeout: float = 3600) -> list[dict[str, Any]]:
+def wait_done(
+    client: httpx.Client, posted: list[tuple[str, float, int]], timeout: float = 3600
+) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     results: dict[str, dict[str, Any]] = {}
     while len(results) < len(posted) and time.monotonic() < deadline:
@@ -117,23 +154,40 @@ def pct(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--locomo", type=Path, help="LoCoMo JSON (e.g. ../shared/locomo/locomo_dev.json)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--locomo", type=Path, help="LoCoMo JSON (e.g. ../shared/locomo/locomo_dev.json)"
+    )
     parser.add_argument("--generated", type=int, default=0, help="generate this many turns instead")
     parser.add_argument("--paced-seconds", type=float, default=60.0)
-    parser.add_argument("--paced-fraction", type=float, default=0.5, help="of the bare 1-thread rate")
+    parser.add_argument(
+        "--paced-fraction", type=float, default=0.5, help="of the bare 1-thread rate"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/ingest.json"))
     args = parser.parse_args()
-    sessions = locomo_sessions(args.locomo) if args.locomo else generated_sessions(args.generated or 3000)
+    sessions = (
+        locomo_sessions(args.locomo) if args.locomo else generated_sessions(args.generated or 3000)
+    )
     texts = [f"{i['speaker']}: {i['content']}" for s in sessions for i in s.items]
     bare1 = bare_embedding_rate(texts, 1)
     bare2 = bare_embedding_rate(texts, 2)
-    print(f"bare embedding: {bare1:.0f} turns/s (1 thread), {bare2:.0f} turns/s (2 threads), {len(texts)} turns")
+    print(
+        f"bare embedding: {bare1:.0f} turns/s (1 thread), {bare2:.0f} turns/s (2 threads), "
+        f"{len(texts)} turns"
+    )
 
-    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="memora-bench-")), port=free_port(), query_port=free_port())
+    settings = Settings(
+        data_dir=Path(tempfile.mkdtemp(prefix="memora-bench-")),
+        port=free_port(),
+        query_port=free_port(),
+    )
     with Stack(settings, log_dir=settings.data_dir / "logs", with_query=False) as stack:
         stack.wait_ready()
-        with httpx.Client(base_url=f"http://{settings.host}:{settings.port}", timeout=120) as client:
+        with httpx.Client(
+            base_url=f"http://{settings.host}:{settings.port}", timeout=120
+        ) as client:
             agent = f"bench-{uuid.uuid4().hex[:6]}"
             t0 = time.perf_counter()
             posted = post_all(client, agent, sessions, rate=None)
@@ -145,14 +199,22 @@ def main() -> None:
             units = sum(d["counts"].get("units", 0) for d in done)
             sustained = turns / total
             for stage in ("extract", "embed", "entities", "links"):
-                spans = [datetime.fromisoformat(d["stages"][stage]["finished_at"]).timestamp()
-                         - datetime.fromisoformat(d["stages"][stage]["started_at"]).timestamp()
-                         for d in done if stage in d["stages"]]
-                print(f"  {stage:9s} mean {1000 * statistics.mean(spans):7.1f} ms/document, "
-                      f"busy {sum(spans):6.1f}s")
-            print(f"saturation: {turns} turns in {len(posted)} documents; POSTs took {post_time:.1f}s; "
-                  f"all processed in {total:.1f}s → {sustained:.0f} turns/s ({sustained / bare1:.0%} of 1-thread "
-                  f"bare, {sustained / bare2:.0%} of 2-thread); failed={failed}; units={units}")
+                spans = [
+                    datetime.fromisoformat(d["stages"][stage]["finished_at"]).timestamp()
+                    - datetime.fromisoformat(d["stages"][stage]["started_at"]).timestamp()
+                    for d in done
+                    if stage in d["stages"]
+                ]
+                print(
+                    f"  {stage:9s} mean {1000 * statistics.mean(spans):7.1f} ms/document, "
+                    f"busy {sum(spans):6.1f}s"
+                )
+            print(
+                f"saturation: {turns} turns in {len(posted)} documents; "
+                f"POSTs took {post_time:.1f}s; all processed in {total:.1f}s → "
+                f"{sustained:.0f} turns/s ({sustained / bare1:.0%} of 1-thread bare, "
+                f"{sustained / bare2:.0%} of 2-thread); failed={failed}; units={units}"
+            )
 
             rate = args.paced_fraction * bare1
             n_turns = int(rate * args.paced_seconds)
@@ -166,16 +228,36 @@ def main() -> None:
             posted2 = post_all(client, agent2, paced_sessions, rate=rate)
             done2 = wait_done(client, posted2)
             sent = {o: at for o, at, _ in posted2}
-            lat = [datetime.fromisoformat(d["finished_at"]).timestamp() - sent[d["id"]] for d in done2 if d["finished_at"]]
+            lat = [
+                datetime.fromisoformat(d["finished_at"]).timestamp() - sent[d["id"]]
+                for d in done2
+                if d["finished_at"]
+            ]
             p50, p95 = pct(lat, 50), pct(lat, 95)
-            print(f"paced at {rate:.0f} turns/s for {count} turns: POST → searchable p50 {p50:.2f}s, p95 {p95:.2f}s, "
-                  f"max {max(lat):.2f}s")
+            print(
+                f"paced at {rate:.0f} turns/s for {count} turns: POST → searchable "
+                f"p50 {p50:.2f}s, p95 {p95:.2f}s, "
+                f"max {max(lat):.2f}s"
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "when": datetime.now(UTC).isoformat(), "turns": turns, "documents": len(posted),
-        "bare_embed_1_thread": bare1, "bare_embed_2_threads": bare2, "sustained_turns_per_s": sustained,
-        "failed": failed, "paced_rate": rate, "paced_turns": count, "latency_p50_s": p50, "latency_p95_s": p95,
-    }, indent=2))
+    args.out.write_text(
+        json.dumps(
+            {
+                "when": datetime.now(UTC).isoformat(),
+                "turns": turns,
+                "documents": len(posted),
+                "bare_embed_1_thread": bare1,
+                "bare_embed_2_threads": bare2,
+                "sustained_turns_per_s": sustained,
+                "failed": failed,
+                "paced_rate": rate,
+                "paced_turns": count,
+                "latency_p50_s": p50,
+                "latency_p95_s": p95,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

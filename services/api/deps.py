@@ -6,14 +6,13 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from psycopg import Connection
-
 from memora.config import Settings
 from memora.pipeline.backend import TaskBackend
+from psycopg import Connection
 
 
 def _settings(request: Request) -> Settings:
-    return request.app.state.settings  # type: ignore[no-any-return]
+    return request.app.state.settings
 
 
 def _connection(request: Request) -> Iterator[Connection[Any]]:
@@ -22,7 +21,7 @@ def _connection(request: Request) -> Iterator[Connection[Any]]:
 
 
 def _backend(request: Request) -> TaskBackend:
-    return request.app.state.backend  # type: ignore[no-any-return]
+    return request.app.state.backend
 
 
 SettingsDep = Annotated[Settings, Depends(_settings)]

@@ -41,7 +41,8 @@ def install_error_handlers(app: FastAPI) -> None:
         errors = _json_safe(list(exc.errors()))
         if any(e["type"] == "json_invalid" for e in errors):
             return JSONResponse(
-                error_body("invalid_json", "request body is not valid JSON", errors), status_code=400
+                error_body("invalid_json", "request body is not valid JSON", errors),
+                status_code=400,
             )
         return JSONResponse(
             error_body("validation_error", "request failed validation", errors), status_code=422

@@ -23,11 +23,17 @@ def proxy_router(query_url: str) -> APIRouter:
             upstream = await client.post(
                 request.url.path,
                 content=await request.body(),
-                headers={k: v for k, v in request.headers.items() if k.lower() not in {"host", "content-length"}},
+                headers={
+                    k: v
+                    for k, v in request.headers.items()
+                    if k.lower() not in {"host", "content-length"}
+                },
                 params=request.query_params,
             )
         except httpx.HTTPError as exc:
-            raise APIError(503, "query_service_unavailable", f"query service unreachable: {exc}") from exc
+            raise APIError(
+                503, "query_service_unavailable", f"query service unreachable: {exc}"
+            ) from exc
         return Response(
             upstream.content,
             status_code=upstream.status_code,

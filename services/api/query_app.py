@@ -13,7 +13,7 @@ from memora.db.pool import make_pool
 from memora.embedding import check_dimension, get_embedder
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import health_router
-from services.api.routes import search
+from services.api.routes import search, think
 
 
 def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None = None) -> FastAPI:
@@ -47,4 +47,5 @@ def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None 
     app.add_middleware(BodySizeLimit, max_bytes=1024 * 1024)
     app.include_router(health_router({"database": db_ready, "embedder": lambda: hasattr(app.state, "embedder")}))
     app.include_router(search.router)
+    app.include_router(think.router)
     return app

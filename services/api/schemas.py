@@ -6,9 +6,8 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from memora.models import AgentId, DocumentId, MemoryItem
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class BatchRequest(BaseModel):

@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 
 import httpx
-from rich.console import Console
-from rich.table import Table
-
 from memora.archive import read_jsonl_conversations, sample_archive
 from memora.config import Settings
 from memora.infra.embedded import free_port
+from rich.console import Console
+from rich.table import Table
+
 from services.cli.stack import Stack
 
 console = Console()
@@ -24,7 +24,9 @@ QUESTIONS = (
 )
 
 
-def wait_for_operations(client: httpx.Client, operation_ids: list[str], timeout: float = 600) -> dict[str, str]:
+def wait_for_operations(
+    client: httpx.Client, operation_ids: list[str], timeout: float = 600
+) -> dict[str, str]:
     deadline = time.monotonic() + timeout
     states: dict[str, str] = {}
     pending = set(operation_ids)
@@ -50,7 +52,10 @@ def run_demo(archive: Path | None, data_dir: Path | None) -> int:
         query_port=free_port(),
     )
     console.rule("Memora demo")
-    console.print(f"starting PostgreSQL+pgvector, Redis, API, query service and workers in {settings.data_dir}")
+    console.print(
+        "starting PostgreSQL+pgvector, Redis, API, query service and workers in "
+        f"{settings.data_dir}"
+    )
     with Stack(settings, log_dir=settings.data_dir / "logs") as stack:
         stack.wait_ready()
         base = f"http://{settings.host}:{settings.port}"

@@ -11,9 +11,9 @@ from types import FrameType
 from typing import Annotated
 
 import typer
+from memora.config import Settings
 from rich.console import Console
 
-from memora.config import Settings
 from services.cli.stack import Stack
 
 app = typer.Typer(help="Memora: long-term memory for conversational agents.", no_args_is_help=True)
@@ -47,7 +47,8 @@ def serve(
         stack.wait_ready()
         console.print(
             f"[green]Memora is ready[/] — API http://{settings.host}:{settings.port} · "
-            f"query http://{settings.host}:{settings.query_port} · logs {settings.data_dir / 'logs'}"
+            f"query http://{settings.host}:{settings.query_port} · "
+            f"logs {settings.data_dir / 'logs'}"
         )
         while not stopping:
             stack.check_alive()
@@ -72,7 +73,9 @@ def migrate() -> None:
 
 @app.command()
 def demo(
-    archive: Annotated[Path | None, typer.Option(help="JSONL archive (default: the bundled sample)")] = None,
+    archive: Annotated[
+        Path | None, typer.Option(help="JSONL archive (default: the bundled sample)")
+    ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="where embedded servers keep data")] = None,
 ) -> None:
     """Start the stack, ingest a sample conversation archive through the API, and query it."""

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-
 from memora.config import Settings
 from memora.db.migrate import upgrade
 from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis
@@ -71,7 +70,9 @@ class Stack:
         )
         env.update(self.extra_env)
         if self.with_query:
-            env.setdefault("MEMORA_QUERY_URL", f"http://{self.settings.host}:{self.settings.query_port}")
+            env.setdefault(
+                "MEMORA_QUERY_URL", f"http://{self.settings.host}:{self.settings.query_port}"
+            )
         return env
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
@@ -93,9 +94,20 @@ class Stack:
         self._spawn(
             f"worker-{name}",
             [
-                "celery", "-A", "services.workers.tasks", "worker", "-Q", ",".join(queues),
-                "-n", f"{name}-{os.getpid()}@%h", "-c", str(self.settings.worker_concurrency),
-                "--loglevel", "INFO", "--without-mingle", "--without-gossip",
+                "celery",
+                "-A",
+                "services.workers.tasks",
+                "worker",
+                "-Q",
+                ",".join(queues),
+                "-n",
+                f"{name}-{os.getpid()}@%h",
+                "-c",
+                str(self.settings.worker_concurrency),
+                "--loglevel",
+                "INFO",
+                "--without-mingle",
+                "--without-gossip",
             ],
             env={"MEMORA_PRELOAD": PRELOAD.get(name, "")},
         )
@@ -108,20 +120,46 @@ class Stack:
         if self.with_beat:
             self._spawn(
                 "beat",
-                ["celery", "-A", "services.workers.tasks", "beat", "--loglevel", "INFO",
-                 "-s", str(s.data_dir / "celerybeat-schedule")],
+                [
+                    "celery",
+                    "-A",
+                    "services.workers.tasks",
+                    "beat",
+                    "--loglevel",
+                    "INFO",
+                    "-s",
+                    str(s.data_dir / "celerybeat-schedule"),
+                ],
             )
         if self.with_query:
             self._spawn(
                 "query",
-                ["uvicorn", "services.api.query_app:create_app", "--factory",
-                 "--host", s.host, "--port", str(s.query_port), "--log-level", "warning"],
+                [
+                    "uvicorn",
+                    "services.api.query_app:create_app",
+                    "--factory",
+                    "--host",
+                    s.host,
+                    "--port",
+                    str(s.query_port),
+                    "--log-level",
+                    "warning",
+                ],
             )
         if self.with_api:
             self._spawn(
                 "api",
-                ["uvicorn", "services.api.app:create_app", "--factory",
-                 "--host", s.host, "--port", str(s.port), "--log-level", "warning"],
+                [
+                    "uvicorn",
+                    "services.api.app:create_app",
+                    "--factory",
+                    "--host",
+                    s.host,
+                    "--port",
+                    str(s.port),
+                    "--log-level",
+                    "warning",
+                ],
             )
 
     def wait_ready(self, timeout: float = 180.0) -> None:
@@ -162,9 +200,8 @@ class Stack:
             proc.wait()
 
     def stop(self) -> None:
-        for name in [n for n in ("api", "query", "beat") if n in self.processes]:
-            self.stop_process(name)
-        for name in list(self.processes):
+        front = [n for n in ("api", "query", "beat") if n in self.processes]
+        for name in front + [n for n in self.processes if n not in front]:
             self.stop_process(name)
         if self.redis:
             self.redis.stop()

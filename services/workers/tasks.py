@@ -15,13 +15,13 @@ from uuid import UUID
 from celery import Task
 from celery.exceptions import Retry
 from celery.signals import worker_process_init
-
 from memora.config import get_settings
 from memora.db.pool import make_pool
 from memora.pipeline.errors import PermanentStageError
 from memora.pipeline.reconcile import reconcile
 from memora.pipeline.runner import Pipeline
 from memora.pipeline.stages import Stage
+
 from services.workers.celery_app import app
 from services.workers.dispatch import CeleryBackend
 from services.workers.queues import RECONCILE_TASK, task_name
@@ -45,13 +45,13 @@ def pipeline() -> Pipeline:
 backend = CeleryBackend(app)
 
 
-@worker_process_init.connect  # type: ignore[untyped-decorator]
+@worker_process_init.connect
 def _preload(**_: Any) -> None:
     if get_settings().preload:
         pipeline().preload(get_settings().preload)
 
 
-class StageTask(Task):  # type: ignore[misc]
+class StageTask(Task):
     stage: Stage
     autoretry_for = (Exception,)
     dont_autoretry_for = (PermanentStageError,)
@@ -61,10 +61,14 @@ class StageTask(Task):  # type: ignore[misc]
     max_retries = get_settings().task_max_retries
     acks_late = True
 
-    def on_retry(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+    def on_retry(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
         pipeline().record_failure(self.stage, UUID(args[0]), _describe(exc), final=False)
 
-    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
         if isinstance(exc, Retry):
             return
         log.error("stage %s failed for operation %s: %s", self.stage.value, args[0], exc)
@@ -83,11 +87,11 @@ def _run(stage: Stage, operation_id: str, backfill: bool) -> str | None:
 
 
 def _stage_task(stage: Stage) -> Task:
-    @app.task(name=task_name(stage), base=StageTask, bind=True, stage=stage)  # type: ignore[untyped-decorator]
+    @app.task(name=task_name(stage), base=StageTask, bind=True, stage=stage)
     def run_stage(self: Task, operation_id: str, backfill: bool = False) -> str | None:
         return _run(stage, operation_id, backfill)
 
-    return run_stage  # type: ignore[no-any-return]
+    return run_stage
 
 
 extract = _stage_task(Stage.EXTRACT)
@@ -96,7 +100,7 @@ entities = _stage_task(Stage.ENTITIES)
 links = _stage_task(Stage.LINKS)
 
 
-@app.task(name=RECONCILE_TASK, ignore_result=True)  # type: ignore[untyped-decorator]
+@app.task(name=RECONCILE_TASK, ignore_result=True)
 def reconcile_stuck() -> int:
     stuck = reconcile(pipeline().pool, backend, get_settings().stuck_after_seconds)
     return len(stuck)

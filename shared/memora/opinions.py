@@ -45,7 +45,11 @@ class OpinionDraft(BaseModel):
 
     def text(self) -> str:
         """Seed 000 §2.1.3's form: "statement (Reasons: a; b)"; confidence is its own column."""
-        return f"{self.statement} (Reasons: {'; '.join(self.reasons)})" if self.reasons else self.statement
+        return (
+            f"{self.statement} (Reasons: {'; '.join(self.reasons)})"
+            if self.reasons
+            else self.statement
+        )
 
 
 def updated_confidence(stance: str, proposed: float, previous: float | None) -> float:
@@ -80,8 +84,12 @@ def record(
     with conn.transaction():
         agents.ensure_agent(conn, agent_id)
         op_id = operations.create_operation(
-            conn, agent_id=agent_id, kind="opinions", first_stage=Stage.OPINIONS,
-            payload=payload, counts={"opinions": len(drafts)},
+            conn,
+            agent_id=agent_id,
+            kind="opinions",
+            first_stage=Stage.OPINIONS,
+            payload=payload,
+            counts={"opinions": len(drafts)},
         )
     return op_id
 
@@ -100,16 +108,25 @@ def prepare(pipeline: Pipeline, conn: Connection[Any], op: dict[str, Any]) -> Wr
     agent_id: str = op["agent_id"]
     vectors = pipeline.embedder.embed([d.text() for d in drafts])
     found = unit_mentions(
-        [{"id": uuid.uuid4(), "text": d.text(), "event_date": formed_at, "mentions": None} for d in drafts]
+        [
+            {"id": uuid.uuid4(), "text": d.text(), "event_date": formed_at, "mentions": None}
+            for d in drafts
+        ]
     )
     mentions: list[list[Mention]] = [list(u.mentions) for u in found]
     s = pipeline.settings
     weights = entities.ResolutionWeights(
-        s.entity_name_weight, s.entity_cooccurrence_weight, s.entity_temporal_weight, s.entity_match_threshold
+        s.entity_name_weight,
+        s.entity_cooccurrence_weight,
+        s.entity_temporal_weight,
+        s.entity_match_threshold,
     )
     link_cfg = links.LinkSettings(
-        s.temporal_window_hours, s.temporal_links_per_unit, s.semantic_link_threshold,
-        s.semantic_links_per_unit, s.entity_links_per_entity,
+        s.temporal_window_hours,
+        s.temporal_links_per_unit,
+        s.semantic_link_threshold,
+        s.semantic_links_per_unit,
+        s.entity_links_per_entity,
     )
     base_meta = {
         "query": payload.get("query"),
@@ -121,15 +138,21 @@ def prepare(pipeline: Pipeline, conn: Connection[Any], op: dict[str, Any]) -> Wr
     def write(c: Connection[Any]) -> dict[str, int]:
         from memora.pipeline.runner import insert_facts
 
-        c.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"opinions:{agent_id}",))
+        c.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"opinions:{agent_id}",)
+        )
         new_ids: list[UUID] = []
         revised = 0
         for draft, vector, found_mentions in zip(drafts, vectors, mentions, strict=True):
-            previous = _previous(c, agent_id, draft.previous_id, vector, s.opinion_same_topic_similarity)
+            previous = _previous(
+                c, agent_id, draft.previous_id, vector, s.opinion_same_topic_similarity
+            )
             stance: str = draft.stance
             if previous is not None and draft.previous_id is None:
                 stance = "restates"
-            confidence = updated_confidence(stance, draft.confidence, previous["confidence_score"] if previous else None)
+            confidence = updated_confidence(
+                stance, draft.confidence, previous["confidence_score"] if previous else None
+            )
             metadata = base_meta | {
                 "statement": draft.statement,
                 "reasons": draft.reasons,
@@ -137,8 +160,15 @@ def prepare(pipeline: Pipeline, conn: Connection[Any], op: dict[str, Any]) -> Wr
                 "proposed_confidence": draft.confidence,
             }
             fact = Fact(
-                item_index=0, seq=0, text=draft.text(), fact_type="opinion", event_date=formed_at,
-                mentioned_at=formed_at, confidence=confidence, metadata=metadata, mentions=found_mentions,
+                item_index=0,
+                seq=0,
+                text=draft.text(),
+                fact_type="opinion",
+                event_date=formed_at,
+                mentioned_at=formed_at,
+                confidence=confidence,
+                metadata=metadata,
+                mentions=found_mentions,
             )
             [unit_id] = insert_facts(c, agent_id, None, [fact])
             c.execute(
@@ -147,10 +177,15 @@ def prepare(pipeline: Pipeline, conn: Connection[Any], op: dict[str, Any]) -> Wr
             )
             new_ids.append(unit_id)
             revised += previous is not None
-        units = [entities.UnitMentions(i, formed_at, m) for i, m in zip(new_ids, mentions, strict=True)]
+        units = [
+            entities.UnitMentions(i, formed_at, m) for i, m in zip(new_ids, mentions, strict=True)
+        ]
         resolved = entities.resolve(c, agent_id, units, weights)
-        counts = {"opinions_stored": len(new_ids), "opinions_revised": revised,
-                  "entity_mentions": len(resolved.links)}
+        counts = {
+            "opinions_stored": len(new_ids),
+            "opinions_revised": revised,
+            "entity_mentions": len(resolved.links),
+        }
         counts |= {f"links_{k}": v for k, v in links.build_links(c, new_ids, link_cfg).items()}
         return counts
 
@@ -162,7 +197,7 @@ def _previous(
 ) -> dict[str, Any] | None:
     """The current head of the history this opinion continues, if any."""
     if named is not None:
-        return conn.execute(  # type: ignore[no-any-return]
+        return conn.execute(
             """
             WITH RECURSIVE chain AS (
                 SELECT id, confidence_score, 0 AS depth FROM memory_units
@@ -185,22 +220,25 @@ def _previous(
         """,
         {"v": vector, "a": agent_id},
     ).fetchone()
-    return row if row is not None and row["similarity"] >= threshold else None  # type: ignore[call-overload]
+    return row if row is not None and row["similarity"] >= threshold else None
 
 
 # ------------------------------------------------------------------------------ queries
-_OPINION_COLUMNS = "u.id, u.text, u.confidence_score AS confidence, u.event_date, u.supersedes, u.metadata"
+_OPINION_COLUMNS = (
+    "u.id, u.text, u.confidence_score AS confidence, u.event_date, u.supersedes, u.metadata"
+)
 
 
 def history(conn: Connection[Any], agent_id: str, opinion_id: UUID) -> list[dict[str, Any]]:
     """Every version of the opinion's history, oldest first; [] when it is not this agent's."""
-    return conn.execute(  # type: ignore[return-value]
+    return conn.execute(
         f"""
         WITH RECURSIVE back AS (
             SELECT id, supersedes, 0 AS depth FROM memory_units
             WHERE id = %(id)s AND agent_id = %(a)s AND fact_type = 'opinion'
             UNION ALL
-            SELECT m.id, m.supersedes, back.depth - 1 FROM memory_units m JOIN back ON m.id = back.supersedes
+            SELECT m.id, m.supersedes, back.depth - 1
+            FROM memory_units m JOIN back ON m.id = back.supersedes
         ), fwd AS (
             SELECT id, 0 AS depth FROM back WHERE depth = 0
             UNION ALL
@@ -213,9 +251,11 @@ def history(conn: Connection[Any], agent_id: str, opinion_id: UUID) -> list[dict
     ).fetchall()
 
 
-def current(conn: Connection[Any], agent_id: str, *, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+def current(
+    conn: Connection[Any], agent_id: str, *, limit: int = 100, offset: int = 0
+) -> list[dict[str, Any]]:
     """The agent's opinions that no later version supersedes, newest first."""
-    return conn.execute(  # type: ignore[return-value]
+    return conn.execute(
         f"""
         SELECT {_OPINION_COLUMNS} FROM memory_units u
         WHERE u.agent_id = %s AND u.fact_type = 'opinion'
@@ -238,4 +278,4 @@ def state(conn: Connection[Any], ids: list[UUID]) -> dict[UUID, tuple[float | No
         """,
         (ids,),
     ).fetchall()
-    return {r["id"]: (r["confidence_score"], r["superseded"]) for r in rows}  # type: ignore[call-overload]
+    return {r["id"]: (r["confidence_score"], r["superseded"]) for r in rows}

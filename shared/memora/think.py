@@ -100,7 +100,9 @@ class ExtractedOpinion(BaseModel):
     statement: str = Field(min_length=3, max_length=1000)
     reasons: list[str] = Field(default_factory=list)
     confidence: float = Field(ge=0, le=1)
-    updates: int | None = Field(default=None, description="number of the existing opinion it revisits")
+    updates: int | None = Field(
+        default=None, description="number of the existing opinion it revisits"
+    )
     stance: Literal["new", "supports", "contradicts"] = "new"
 
     @field_validator("stance", mode="before")
@@ -128,20 +130,24 @@ def extract_opinions(
     client: LLMClient, query: str, answer: str, existing: list[Evidence]
 ) -> list[OpinionDraft]:
     listed = "\n".join(
-        f"[{n}] {e.text}" + (f" [confidence: {e.confidence:.2f}]" if e.confidence is not None else "")
+        f"[{n}] {e.text}"
+        + (f" [confidence: {e.confidence:.2f}]" if e.confidence is not None else "")
         for n, e in enumerate(existing, start=1)
     )
     messages = [
         {"role": "system", "content": OPINION_SYSTEM},
         {
             "role": "user",
-            "content": f"EXISTING OPINIONS:\n{listed or '(none)'}\n\nQUESTION: {query}\n\nANSWER:\n{answer}",
+            "content": f"EXISTING OPINIONS:\n{listed or '(none)'}\n\n"
+            f"QUESTION: {query}\n\nANSWER:\n{answer}",
         },
     ]
     result = client.complete_json("opinions", messages, OpinionExtraction)
     drafts = []
     for o in result.opinions:
-        previous = existing[o.updates - 1] if o.updates and 1 <= o.updates <= len(existing) else None
+        previous = (
+            existing[o.updates - 1] if o.updates and 1 <= o.updates <= len(existing) else None
+        )
         drafts.append(
             OpinionDraft(
                 statement=o.statement.strip(),

@@ -74,15 +74,21 @@ def test_bad_batches_are_rejected_and_write_nothing(
     assert _count(pool, agent_id) == 0
 
 
-@pytest.mark.parametrize("bad_agent", ["", "has space", "semi;colon", "slash/y", "a" * 200, "é-accent", "-lead"])
+@pytest.mark.parametrize(
+    "bad_agent", ["", "has space", "semi;colon", "slash/y", "a" * 200, "é-accent", "-lead"]
+)
 def test_bad_agent_ids_are_rejected(inline_api: Any, bad_agent: str) -> None:
     response = inline_api.post(
-        "/api/memories/batch", json={"agent_id": bad_agent, "items": [{"content": "hello world there"}]}
+        "/api/memories/batch",
+        json={"agent_id": bad_agent, "items": [{"content": "hello world there"}]},
     )
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "validation_error"
     with inline_api.app.state.pool.connection() as conn:
-        assert conn.execute("SELECT 1 FROM agents WHERE agent_id = %s", (bad_agent,)).fetchone() is None
+        assert (
+            conn.execute("SELECT 1 FROM agents WHERE agent_id = %s", (bad_agent,)).fetchone()
+            is None
+        )
 
 
 def test_too_many_items(inline_api: Any, pool: Any, agent_id: str) -> None:

@@ -17,7 +17,9 @@ T0 = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
 def _units(pool: Any, agent_id: str, texts: list[str], when: datetime = T0) -> list[UUID]:
     facts = [Fact(0, i, t, "world", when, when) for i, t in enumerate(texts)]
     with pool.connection() as conn:
-        conn.execute("INSERT INTO agents (agent_id) VALUES (%s) ON CONFLICT DO NOTHING", (agent_id,))
+        conn.execute(
+            "INSERT INTO agents (agent_id) VALUES (%s) ON CONFLICT DO NOTHING", (agent_id,)
+        )
         return insert_facts(conn, agent_id, None, facts)
 
 
@@ -39,7 +41,12 @@ def test_concurrent_workers_never_create_two_canonical_entities(pool: Any, agent
         try:
             with pool.connection() as conn, conn.transaction():
                 barrier.wait()
-                resolve(conn, agent_id, [UnitMentions(unit_id, T0, [Mention("Alice", "PERSON")])], ResolutionWeights())
+                resolve(
+                    conn,
+                    agent_id,
+                    [UnitMentions(unit_id, T0, [Mention("Alice", "PERSON")])],
+                    ResolutionWeights(),
+                )
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
@@ -49,30 +56,75 @@ def test_concurrent_workers_never_create_two_canonical_entities(pool: Any, agent
     for t in threads:
         t.join(60)
     assert errors == []
-    assert _entities(pool, agent_id) == [{"canonical_name": "Alice", "aliases": [], "mention_count": 8}]
+    assert _entities(pool, agent_id) == [
+        {"canonical_name": "Alice", "aliases": [], "mention_count": 8}
+    ]
 
 
-def test_fuzzy_match_needs_evidence_and_same_memory_names_stay_distinct(pool: Any, agent_id: str) -> None:
+def test_fuzzy_match_needs_evidence_and_same_memory_names_stay_distinct(
+    pool: Any, agent_id: str
+) -> None:
     w = ResolutionWeights()
     first = _units(pool, agent_id, [f"Alice works at Google with Bob ({i})" for i in range(6)])
     with pool.connection() as conn, conn.transaction():
-        resolve(conn, agent_id, [UnitMentions(u, T0, [
-            Mention("Alice", "PERSON"), Mention("Google", "ORGANIZATION"), Mention("Bob", "PERSON")])
-            for u in first], w)
+        resolve(
+            conn,
+            agent_id,
+            [
+                UnitMentions(
+                    u,
+                    T0,
+                    [
+                        Mention("Alice", "PERSON"),
+                        Mention("Google", "ORGANIZATION"),
+                        Mention("Bob", "PERSON"),
+                    ],
+                )
+                for u in first
+            ],
+            w,
+        )
     # "Alice Cooper" named in the same memory as "Alice": two different people.
     both = _units(pool, agent_id, ["Alice met Alice Cooper"], T0 + timedelta(days=1))
     with pool.connection() as conn, conn.transaction():
-        resolve(conn, agent_id, [UnitMentions(both[0], T0, [
-            Mention("Alice", "PERSON"), Mention("Alice Cooper", "PERSON")])], w)
+        resolve(
+            conn,
+            agent_id,
+            [
+                UnitMentions(
+                    both[0], T0, [Mention("Alice", "PERSON"), Mention("Alice Cooper", "PERSON")]
+                )
+            ],
+            w,
+        )
     names = [e["canonical_name"] for e in _entities(pool, agent_id)]
     assert names.count("Alice") == 1 and "Alice Cooper" in names
     # Google Inc the next day, with Alice and Bob, who were seen with Google in six memories:
     # 0.5·0.9 (name) + 0.3·0.6 (co-occurrence) + 0.2·e^(-1/7) (time) ≈ 0.80 ≥ 0.75.
-    later = _units(pool, agent_id, [f"Alice and Bob at Google Inc {i}" for i in range(10)], T0 + timedelta(days=1))
+    later = _units(
+        pool,
+        agent_id,
+        [f"Alice and Bob at Google Inc {i}" for i in range(10)],
+        T0 + timedelta(days=1),
+    )
     with pool.connection() as conn, conn.transaction():
-        resolve(conn, agent_id, [UnitMentions(u, T0 + timedelta(days=1), [
-            Mention("Alice", "PERSON"), Mention("Bob", "PERSON"), Mention("Google Inc", "ORGANIZATION")])
-            for u in later], w)
+        resolve(
+            conn,
+            agent_id,
+            [
+                UnitMentions(
+                    u,
+                    T0 + timedelta(days=1),
+                    [
+                        Mention("Alice", "PERSON"),
+                        Mention("Bob", "PERSON"),
+                        Mention("Google Inc", "ORGANIZATION"),
+                    ],
+                )
+                for u in later
+            ],
+            w,
+        )
     orgs = [e for e in _entities(pool, agent_id) if e["canonical_name"].startswith("Google")]
     assert len(orgs) == 1
     assert orgs[0]["canonical_name"] == "Google Inc" and orgs[0]["aliases"] == ["google inc"]

@@ -18,7 +18,8 @@ def _conversation(n_turns: int, seed: int) -> list[dict[str, Any]]:
     places = ["Lisbon", "Denver", "Osaka", "Nairobi", "Quebec"]
     return [
         {
-            "content": f"{people[t % 4]}: I visited {places[(t + seed) % 5]} with {people[(t + 1) % 4]} "
+            "content": f"{people[t % 4]}: I visited {places[(t + seed) % 5]} "
+            f"with {people[(t + 1) % 4]} "
             f"to see the museum number {seed * 100 + t}.",
             "event_date": f"2024-0{1 + seed % 9}-1{t % 10}T10:{t % 60:02d}:00Z",
         }
@@ -35,7 +36,9 @@ def test_ingest_through_real_workers(celery_api: Any, agent_id: str, pool: Any) 
     response = celery_api.post("/api/memories/batch", json=body)
     assert response.status_code == 200
     op_id = response.json()["operation_id"]
-    op = wait_until(lambda: (o := _operation(celery_api, op_id))["status"] == "completed" and o, 120)
+    op = wait_until(
+        lambda: (o := _operation(celery_api, op_id))["status"] == "completed" and o, 120
+    )
     assert op["counts"]["units"] == 6 and op["counts"]["embedded"] == 6
     with pool.connection() as conn:
         row = conn.execute(
@@ -54,7 +57,9 @@ def test_worker_killed_mid_batch_processes_everything_exactly_once(
     docs = {f"doc-{i}": _conversation(12, i) for i in range(24)}
     op_ids = []
     for doc_id, items in docs.items():
-        r = celery_api.post("/api/memories/batch", json={"agent_id": agent, "document_id": doc_id, "items": items})
+        r = celery_api.post(
+            "/api/memories/batch", json={"agent_id": agent, "document_id": doc_id, "items": items}
+        )
         assert r.status_code == 200
         op_ids.append(r.json()["operation_id"])
 

@@ -6,7 +6,8 @@ from typing import Any
 
 ITEMS = [
     {
-        "content": "Alice: I started working at Google last week!\nBob: Congrats Alice! Is your office in Mountain View?",
+        "content": "Alice: I started working at Google last week!\n"
+        "Bob: Congrats Alice! Is your office in Mountain View?",
         "context": "career discussion",
         "event_date": "2024-01-15T10:00:00Z",
     },
@@ -16,11 +17,14 @@ ITEMS = [
 
 def _post(api: Any, agent_id: str, document_id: str, items: list[dict[str, Any]] = ITEMS) -> Any:
     return api.post(
-        "/api/memories/batch", json={"agent_id": agent_id, "items": items, "document_id": document_id}
+        "/api/memories/batch",
+        json={"agent_id": agent_id, "items": items, "document_id": document_id},
     )
 
 
-def test_batch_is_processed_into_units_entities_and_links(inline_api: Any, agent_id: str, pool: Any) -> None:
+def test_batch_is_processed_into_units_entities_and_links(
+    inline_api: Any, agent_id: str, pool: Any
+) -> None:
     response = _post(inline_api, agent_id, "conversation_001")
     assert response.status_code == 200
     body = response.json()
@@ -37,11 +41,17 @@ def test_batch_is_processed_into_units_entities_and_links(inline_api: Any, agent
             "WHERE agent_id = %s ORDER BY item_index, seq",
             (agent_id,),
         ).fetchall()
-        names = {r["canonical_name"] for r in conn.execute(
-            "SELECT canonical_name FROM entities WHERE agent_id = %s", (agent_id,))}
+        names = {
+            r["canonical_name"]
+            for r in conn.execute(
+                "SELECT canonical_name FROM entities WHERE agent_id = %s", (agent_id,)
+            )
+        }
         links = conn.execute(
             "SELECT count(*) AS n FROM memory_links l JOIN memory_units u ON u.id = l.from_unit "
-            "WHERE u.agent_id = %s", (agent_id,)).fetchone()
+            "WHERE u.agent_id = %s",
+            (agent_id,),
+        ).fetchone()
     assert [u["text"] for u in units][:2] == [
         "Alice: I started working at Google last week!",
         "Bob: Congrats Alice! Is your office in Mountain View?",
@@ -68,15 +78,25 @@ def test_identical_repost_creates_nothing(inline_api: Any, agent_id: str, pool: 
     assert counts == {"units": 2 + 1, "ops": 1, "docs": 1}
 
 
-def test_changed_content_replaces_the_documents_memories(inline_api: Any, agent_id: str, pool: Any) -> None:
+def test_changed_content_replaces_the_documents_memories(
+    inline_api: Any, agent_id: str, pool: Any
+) -> None:
     _post(inline_api, agent_id, "doc-b")
-    replaced = _post(inline_api, agent_id, "doc-b", [{"content": "Carol moved to Berlin in 2021."}]).json()
+    replaced = _post(
+        inline_api, agent_id, "doc-b", [{"content": "Carol moved to Berlin in 2021."}]
+    ).json()
     assert replaced["status"] == "replaced"
     with pool.connection() as conn:
-        texts = [r["text"] for r in conn.execute(
-            "SELECT text FROM memory_units WHERE agent_id = %s", (agent_id,))]
-        names = {r["canonical_name"] for r in conn.execute(
-            "SELECT canonical_name FROM entities WHERE agent_id = %s", (agent_id,))}
+        texts = [
+            r["text"]
+            for r in conn.execute("SELECT text FROM memory_units WHERE agent_id = %s", (agent_id,))
+        ]
+        names = {
+            r["canonical_name"]
+            for r in conn.execute(
+                "SELECT canonical_name FROM entities WHERE agent_id = %s", (agent_id,)
+            )
+        }
     assert texts == ["Carol moved to Berlin in 2021."]
     assert "Google" not in names  # orphaned entities of the old content are gone
 

@@ -6,7 +6,6 @@ import math
 from datetime import UTC, datetime
 
 import pytest
-
 from memora.entities import (
     ResolutionWeights,
     cooccurrence_score,
@@ -66,13 +65,16 @@ def test_period_ranges() -> None:
 def test_relative_expressions_resolve_against_the_message_time() -> None:
     base = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     assert resolve_expression("yesterday", base) == (
-        datetime(2023, 5, 7, tzinfo=UTC), datetime(2023, 5, 8, tzinfo=UTC)
+        datetime(2023, 5, 7, tzinfo=UTC),
+        datetime(2023, 5, 8, tzinfo=UTC),
     )
     assert resolve_expression("last year", base) == (
-        datetime(2022, 1, 1, tzinfo=UTC), datetime(2023, 1, 1, tzinfo=UTC)
+        datetime(2022, 1, 1, tzinfo=UTC),
+        datetime(2023, 1, 1, tzinfo=UTC),
     )
     assert resolve_expression("June 2021", base) == (
-        datetime(2021, 6, 1, tzinfo=UTC), datetime(2021, 7, 1, tzinfo=UTC)
+        datetime(2021, 6, 1, tzinfo=UTC),
+        datetime(2021, 7, 1, tzinfo=UTC),
     )
     assert resolve_expression("not a date at all", base) is None
 
@@ -91,10 +93,13 @@ def _item(content: str, speaker: str | None = None) -> SourceItem:
 
 def test_turn_splitting() -> None:
     turns = split_turns(_item("Alice: I moved.\nto Lisbon in May\nBob: Nice!"))
-    assert [(t.speaker, t.text) for t in turns] == [("Alice", "I moved.\nto Lisbon in May"), ("Bob", "Nice!")]
-    assert [(t.speaker, t.text) for t in split_turns(_item("Plain note: no speaker here", "Maya"))] == [
-        ("Maya", "Plain note: no speaker here")
+    assert [(t.speaker, t.text) for t in turns] == [
+        ("Alice", "I moved.\nto Lisbon in May"),
+        ("Bob", "Nice!"),
     ]
+    assert [
+        (t.speaker, t.text) for t in split_turns(_item("Plain note: no speaker here", "Maya"))
+    ] == [("Maya", "Plain note: no speaker here")]
     assert split_turns(_item("just a note"))[0].speaker is None
 
 

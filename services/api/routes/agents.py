@@ -7,13 +7,13 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Path, Query, Request
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-
 from memora import opinions
 from memora.llm import LLMError
 from memora.models import AGENT_ID_PATTERN
 from memora.personality import full_personality, merge_background
 from memora.store import agents
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
 from services.api.deps import ConnDep
 from services.api.errors import APIError
 from services.api.llm import llm_api_error, llm_client
@@ -134,7 +134,9 @@ def list_agents(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> AgentList:
-    return AgentList(agents=[_profile(r) for r in agents.list_agents(conn, limit=limit, offset=offset)])
+    return AgentList(
+        agents=[_profile(r) for r in agents.list_agents(conn, limit=limit, offset=offset)]
+    )
 
 
 @router.get("/agents/{agent_id}/profile", response_model=AgentProfile)
@@ -166,7 +168,9 @@ def put_personality(agent_id: AgentPath, body: PersonalityUpdate, conn: ConnDep)
 
 
 @router.post("/agents/{agent_id}/background", response_model=BackgroundResponse)
-def merge_agent_background(agent_id: AgentPath, body: BackgroundRequest, request: Request) -> BackgroundResponse:
+def merge_agent_background(
+    agent_id: AgentPath, body: BackgroundRequest, request: Request
+) -> BackgroundResponse:
     """LLM merge (seed 000 §4.4); nothing is written unless the merge succeeds. The merge is
     compare-and-set on the background it read, redone when a concurrent merge got there first."""
     client = llm_client(request)
@@ -205,4 +209,6 @@ def opinion_history(agent_id: AgentPath, opinion_id: UUID, conn: ConnDep) -> Opi
     if not rows:
         raise APIError(404, "not_found", f"opinion {opinion_id} not found for agent {agent_id}")
     versions = [_version(r) for r in rows]
-    return OpinionHistory(agent_id=agent_id, opinion_id=opinion_id, current_id=versions[-1].id, versions=versions)
+    return OpinionHistory(
+        agent_id=agent_id, opinion_id=opinion_id, current_id=versions[-1].id, versions=versions
+    )

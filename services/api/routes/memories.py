@@ -6,11 +6,11 @@ from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Path, Query
-
 from memora.ingest import accept_batch
 from memora.models import AGENT_ID_PATTERN
 from memora.pipeline.stages import INGEST_STAGES
 from memora.store import documents, operations
+
 from services.api.deps import BackendDep, ConnDep, SettingsDep
 from services.api.errors import APIError
 from services.api.schemas import (
@@ -27,16 +27,21 @@ AgentPath = Annotated[str, Path(pattern=AGENT_ID_PATTERN)]
 
 
 @router.post("/memories/batch", response_model=BatchResponse)
-def store_batch(body: BatchRequest, conn: ConnDep, backend: BackendDep, settings: SettingsDep) -> BatchResponse:
+def store_batch(
+    body: BatchRequest, conn: ConnDep, backend: BackendDep, settings: SettingsDep
+) -> BatchResponse:
     """Make the raw items durable, then enqueue extraction. Idempotent per document_id."""
     if len(body.items) > settings.max_items_per_batch:
         raise APIError(
             422, "too_many_items", f"at most {settings.max_items_per_batch} items per batch"
         )
-    too_long = [i for i, item in enumerate(body.items) if len(item.content) > settings.max_content_chars]
+    too_long = [
+        i for i, item in enumerate(body.items) if len(item.content) > settings.max_content_chars
+    ]
     if too_long:
         raise APIError(
-            422, "content_too_long",
+            422,
+            "content_too_long",
             f"item content is limited to {settings.max_content_chars} characters",
             {"items": too_long[:20]},
         )
@@ -75,7 +80,9 @@ def list_documents(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> DocumentList:
     rows = documents.list_documents(conn, agent_id, limit=limit, offset=offset)
-    return DocumentList(agent_id=agent_id, documents=[DocumentSummary.model_validate(r) for r in rows])
+    return DocumentList(
+        agent_id=agent_id, documents=[DocumentSummary.model_validate(r) for r in rows]
+    )
 
 
 @router.delete("/agents/{agent_id}/documents/{document_id:path}", response_model=DeleteResponse)

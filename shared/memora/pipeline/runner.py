@@ -81,7 +81,9 @@ class Pipeline:
                 return next_stage(stage)
             doc: dict[str, Any] = {}
             if op["kind"] == "ingest":
-                found = documents.get_document(conn, op["document_pk"]) if op["document_pk"] else None
+                found = (
+                    documents.get_document(conn, op["document_pk"]) if op["document_pk"] else None
+                )
                 if found is None or found["current_operation_id"] != operation_id:
                     operations.mark_superseded(conn, operation_id)
                     conn.commit()
@@ -102,7 +104,9 @@ class Pipeline:
                 counts = writer(conn)
                 following = next_stage(stage) if op["kind"] == "ingest" else None
                 operations.stage_done(conn, operation_id, stage, following, counts)
-            log.info("stage done", extra={"stage": stage.value, "operation": str(operation_id), **counts})
+            log.info(
+                "stage done", extra={"stage": stage.value, "operation": str(operation_id), **counts}
+            )
             return following
 
     def record_failure(self, stage: Stage, operation_id: UUID, error: str, *, final: bool) -> None:
@@ -131,7 +135,9 @@ class Pipeline:
                 index=i,
                 content=raw["content"],
                 context=raw.get("context"),
-                event_date=datetime.fromisoformat(raw["event_date"]) if raw.get("event_date") else default_time,
+                event_date=datetime.fromisoformat(raw["event_date"])
+                if raw.get("event_date")
+                else default_time,
                 speaker=raw.get("speaker"),
                 metadata=raw.get("metadata") or {},
             )
@@ -140,7 +146,9 @@ class Pipeline:
         facts = self.extractor.extract(op["agent_id"], items)
 
         def write(c: Connection[Any]) -> dict[str, int]:
-            replaced = c.execute("DELETE FROM memory_units WHERE document_pk = %s", (doc["id"],)).rowcount
+            replaced = c.execute(
+                "DELETE FROM memory_units WHERE document_pk = %s", (doc["id"],)
+            ).rowcount
             insert_facts(c, op["agent_id"], doc["id"], facts)
             if replaced:
                 documents.delete_orphan_entities(c, op["agent_id"])
@@ -175,7 +183,9 @@ class Pipeline:
         units = unit_mentions(rows)
         s = self.settings
         weights = entities.ResolutionWeights(
-            s.entity_name_weight, s.entity_cooccurrence_weight, s.entity_temporal_weight,
+            s.entity_name_weight,
+            s.entity_cooccurrence_weight,
+            s.entity_temporal_weight,
             s.entity_match_threshold,
         )
 
@@ -191,12 +201,17 @@ class Pipeline:
     def _links(self, conn: Connection[Any], op: dict[str, Any], doc: dict[str, Any]) -> Writer:
         ids = [
             r["id"]
-            for r in conn.execute("SELECT id FROM memory_units WHERE document_pk = %s", (doc["id"],))
+            for r in conn.execute(
+                "SELECT id FROM memory_units WHERE document_pk = %s", (doc["id"],)
+            )
         ]
         s = self.settings
         cfg = links.LinkSettings(
-            s.temporal_window_hours, s.temporal_links_per_unit, s.semantic_link_threshold,
-            s.semantic_links_per_unit, s.entity_links_per_entity,
+            s.temporal_window_hours,
+            s.temporal_links_per_unit,
+            s.semantic_link_threshold,
+            s.semantic_links_per_unit,
+            s.entity_links_per_entity,
         )
 
         def write(c: Connection[Any]) -> dict[str, int]:
@@ -216,19 +231,25 @@ def unit_mentions(rows: list[dict[str, Any]]) -> list[entities.UnitMentions]:
         nlp = load_nlp()
         for row, parsed in zip(missing, nlp.pipe(r["text"] for r in missing), strict=True):
             ner[row["id"]] = [
-                Mention(e.text.strip(), ENTITY_TYPES[e.label_]) for e in parsed.ents if e.label_ in ENTITY_TYPES
+                Mention(e.text.strip(), ENTITY_TYPES[e.label_])
+                for e in parsed.ents
+                if e.label_ in ENTITY_TYPES
             ]
     return [
         entities.UnitMentions(
             r["id"],
             r["event_date"],
-            ner[r["id"]] if r["id"] in ner else [Mention(m["name"], m["entity_type"]) for m in r["mentions"]],
+            ner[r["id"]]
+            if r["id"] in ner
+            else [Mention(m["name"], m["entity_type"]) for m in r["mentions"]],
         )
         for r in rows
     ]
 
 
-def insert_facts(conn: Connection[Any], agent_id: str, document_pk: UUID | None, facts: list[Fact]) -> list[UUID]:
+def insert_facts(
+    conn: Connection[Any], agent_id: str, document_pk: UUID | None, facts: list[Fact]
+) -> list[UUID]:
     """Bulk insert with COPY; returns the new unit ids in order."""
     if not facts:
         return []
@@ -248,14 +269,36 @@ def insert_facts(conn: Connection[Any], agent_id: str, document_pk: UUID | None,
         for unit_id, f in zip(ids, facts, strict=True):
             copy.write_row(
                 (
-                    unit_id, agent_id, document_pk, f.item_index, f.seq, f.text, f.context,
-                    f.fact_type, f.event_date, f.occurred_start, f.occurred_end, f.mentioned_at,
+                    unit_id,
+                    agent_id,
+                    document_pk,
+                    f.item_index,
+                    f.seq,
+                    f.text,
+                    f.context,
+                    f.fact_type,
+                    f.event_date,
+                    f.occurred_start,
+                    f.occurred_end,
+                    f.mentioned_at,
                     f.confidence,
                     Jsonb([{"name": m.name, "entity_type": m.entity_type} for m in f.mentions])
-                    if f.mentions is not None else None,
-                    Jsonb([{"target_item": r.target_item, "target_seq": r.target_seq, "relation": r.relation}
-                           for r in f.relations]) if f.relations else None,
-                    Jsonb(f.metadata), now,
+                    if f.mentions is not None
+                    else None,
+                    Jsonb(
+                        [
+                            {
+                                "target_item": r.target_item,
+                                "target_seq": r.target_seq,
+                                "relation": r.relation,
+                            }
+                            for r in f.relations
+                        ]
+                    )
+                    if f.relations
+                    else None,
+                    Jsonb(f.metadata),
+                    now,
                 )
             )
     return ids

@@ -18,7 +18,7 @@ def ensure_agent(conn: Connection[Any], agent_id: str) -> None:
 
 
 def get_agent(conn: Connection[Any], agent_id: str) -> dict[str, Any] | None:
-    return conn.execute(  # type: ignore[return-value]
+    return conn.execute(
         "SELECT agent_id, personality, background, created_at, updated_at FROM agents "
         "WHERE agent_id = %s",
         (agent_id,),
@@ -50,25 +50,34 @@ def update_agent(
             updated_at  = now()
         WHERE agent_id = %(a)s
         """,
-        {"p": Jsonb(personality) if personality is not None else None, "b": background, "a": agent_id},
+        {
+            "p": Jsonb(personality) if personality is not None else None,
+            "b": background,
+            "a": agent_id,
+        },
     )
     row = get_agent(conn, agent_id)
     assert row is not None
     return row
 
 
-def list_agents(conn: Connection[Any], *, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
-    return conn.execute(  # type: ignore[return-value]
+def list_agents(
+    conn: Connection[Any], *, limit: int | None = None, offset: int = 0
+) -> list[dict[str, Any]]:
+    return conn.execute(
         "SELECT agent_id, personality, background, created_at, updated_at FROM agents "
         "ORDER BY agent_id LIMIT %s OFFSET %s",
         (limit, offset),
     ).fetchall()
 
 
-def replace_background(conn: Connection[Any], agent_id: str, expected: str, background: str) -> bool:
+def replace_background(
+    conn: Connection[Any], agent_id: str, expected: str, background: str
+) -> bool:
     """Compare-and-set: False when the background changed since it was read as `expected`."""
     cur = conn.execute(
-        "UPDATE agents SET background = %s, updated_at = now() WHERE agent_id = %s AND background = %s",
+        "UPDATE agents SET background = %s, updated_at = now() "
+        "WHERE agent_id = %s AND background = %s",
         (background, agent_id, expected),
     )
     return cur.rowcount == 1

@@ -37,15 +37,15 @@ def upsert_document(
         "WHERE agent_id = %s AND document_id = %s FOR UPDATE",
         (agent_id, document_id),
     ).fetchone()
-    if row is not None and row["content_hash"] == digest:  # type: ignore[call-overload]
-        return StoredDocument(row["id"], document_id, "unchanged", row["current_operation_id"])  # type: ignore[call-overload]
+    if row is not None and row["content_hash"] == digest:
+        return StoredDocument(row["id"], document_id, "unchanged", row["current_operation_id"])
     if row is not None:
         conn.execute(
             "UPDATE documents SET content_hash = %s, items = %s, item_count = %s, "
             "updated_at = now() WHERE id = %s",
-            (digest, Jsonb(items), len(items), row["id"]),  # type: ignore[call-overload]
+            (digest, Jsonb(items), len(items), row["id"]),
         )
-        return StoredDocument(row["id"], document_id, "replaced", None)  # type: ignore[call-overload]
+        return StoredDocument(row["id"], document_id, "replaced", None)
     inserted = conn.execute(
         """
         INSERT INTO documents (agent_id, document_id, content_hash, items, item_count)
@@ -57,7 +57,7 @@ def upsert_document(
     ).fetchone()
     if inserted is None:  # a concurrent request created it first: compare again under its lock
         return upsert_document(conn, agent_id, document_id, items)
-    return StoredDocument(inserted["id"], document_id, "created", None)  # type: ignore[call-overload]
+    return StoredDocument(inserted["id"], document_id, "created", None)
 
 
 def set_current_operation(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> None:
@@ -67,7 +67,7 @@ def set_current_operation(conn: Connection[Any], document_pk: UUID, operation_id
 
 
 def get_document(conn: Connection[Any], document_pk: UUID) -> dict[str, Any] | None:
-    return conn.execute(  # type: ignore[return-value]
+    return conn.execute(
         "SELECT id, agent_id, document_id, items, item_count, current_operation_id, created_at "
         "FROM documents WHERE id = %s",
         (document_pk,),
@@ -77,7 +77,7 @@ def get_document(conn: Connection[Any], document_pk: UUID) -> dict[str, Any] | N
 def list_documents(
     conn: Connection[Any], agent_id: str, *, limit: int = 100, offset: int = 0
 ) -> list[dict[str, Any]]:
-    return conn.execute(  # type: ignore[return-value]
+    return conn.execute(
         """
         SELECT d.document_id, d.item_count, d.created_at, d.updated_at,
                d.current_operation_id AS operation_id, o.status,
@@ -100,7 +100,9 @@ def delete_orphan_entities(conn: Connection[Any], agent_id: str) -> int:
     return cur.rowcount
 
 
-def delete_document(conn: Connection[Any], agent_id: str, document_id: str) -> dict[str, int] | None:
+def delete_document(
+    conn: Connection[Any], agent_id: str, document_id: str
+) -> dict[str, int] | None:
     """Hard delete of a document, its units, their links and entities nobody mentions any more."""
     doc = conn.execute(
         "SELECT id FROM documents WHERE agent_id = %s AND document_id = %s FOR UPDATE",
@@ -109,13 +111,14 @@ def delete_document(conn: Connection[Any], agent_id: str, document_id: str) -> d
     if doc is None:
         return None
     units = conn.execute(
-        "DELETE FROM memory_units WHERE document_pk = %s", (doc["id"],)  # type: ignore[call-overload]
+        "DELETE FROM memory_units WHERE document_pk = %s",
+        (doc["id"],),
     ).rowcount
     conn.execute(
         "UPDATE operations SET status = 'superseded', finished_at = now(), updated_at = now() "
         "WHERE document_pk = %s AND status IN ('queued', 'running')",
-        (doc["id"],),  # type: ignore[call-overload]
+        (doc["id"],),
     )
-    conn.execute("DELETE FROM documents WHERE id = %s", (doc["id"],))  # type: ignore[call-overload]
+    conn.execute("DELETE FROM documents WHERE id = %s", (doc["id"],))
     entities = delete_orphan_entities(conn, agent_id)
     return {"units_deleted": units, "entities_deleted": entities}

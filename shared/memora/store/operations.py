@@ -35,17 +35,24 @@ def create_operation(
         VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id
         """,
         (
-            agent_id, kind, document_pk, document_id, first_stage.value,
-            Jsonb(payload) if payload is not None else None, Jsonb(counts or {}),
+            agent_id,
+            kind,
+            document_pk,
+            document_id,
+            first_stage.value,
+            Jsonb(payload) if payload is not None else None,
+            Jsonb(counts or {}),
         ),
     ).fetchone()
     assert row is not None
-    return row["id"]  # type: ignore[call-overload,no-any-return]
+    return row["id"]
 
 
-def get_operation(conn: Connection[Any], operation_id: UUID, *, lock: bool = False) -> dict[str, Any] | None:
+def get_operation(
+    conn: Connection[Any], operation_id: UUID, *, lock: bool = False
+) -> dict[str, Any] | None:
     sql = f"SELECT {_COLUMNS} FROM operations WHERE id = %s" + (" FOR UPDATE" if lock else "")
-    return conn.execute(sql, (operation_id,)).fetchone()  # type: ignore[return-value]
+    return conn.execute(sql, (operation_id,)).fetchone()
 
 
 def stage_started(conn: Connection[Any], operation_id: UUID, stage: Stage) -> None:
@@ -93,7 +100,9 @@ def stage_done(
     )
 
 
-def stage_error(conn: Connection[Any], operation_id: UUID, stage: Stage, error: str, *, final: bool) -> None:
+def stage_error(
+    conn: Connection[Any], operation_id: UUID, stage: Stage, error: str, *, final: bool
+) -> None:
     """A failed attempt (will be retried) or the final failure of the operation."""
     conn.execute(
         """
@@ -120,9 +129,11 @@ def mark_superseded(conn: Connection[Any], operation_id: UUID) -> None:
     )
 
 
-def claim_stuck(conn: Connection[Any], older_than_seconds: float, limit: int = 500) -> list[dict[str, Any]]:
+def claim_stuck(
+    conn: Connection[Any], older_than_seconds: float, limit: int = 500
+) -> list[dict[str, Any]]:
     """Active operations untouched for too long; touched here so one sweep claims each once."""
-    return conn.execute(  # type: ignore[return-value]
+    return conn.execute(
         """
         UPDATE operations SET updated_at = now()
         WHERE id IN (
@@ -138,4 +149,4 @@ def claim_stuck(conn: Connection[Any], older_than_seconds: float, limit: int = 5
 
 def count_by_status(conn: Connection[Any]) -> dict[str, int]:
     rows = conn.execute("SELECT status, count(*) AS n FROM operations GROUP BY status").fetchall()
-    return {r["status"]: r["n"] for r in rows}  # type: ignore[call-overload]
+    return {r["status"]: r["n"] for r in rows}

@@ -107,7 +107,9 @@ def upgrade() -> None:
         "USING hnsw (embedding vector_cosine_ops)"
     )
     op.execute("CREATE INDEX idx_memory_units_fts ON memory_units USING GIN (search_vector)")
-    op.execute("CREATE INDEX idx_memory_units_agent_date ON memory_units (agent_id, event_date DESC)")
+    op.execute(
+        "CREATE INDEX idx_memory_units_agent_date ON memory_units (agent_id, event_date DESC)"
+    )
     op.execute("CREATE INDEX idx_memory_units_agent_type ON memory_units (agent_id, fact_type)")
     op.execute(
         """
@@ -168,4 +170,3 @@ def downgrade() -> None:
         "agents",
     ):
         op.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
-
