@@ -88,6 +88,54 @@ class UnitMentions:
     mentions: Sequence[Mention]
 
 
+GAZETTEER_TYPES = frozenset({"PERSON", "ORGANIZATION", "LOCATION", "PRODUCT"})
+
+
+class Gazetteer:
+    """Names the agent already knows, found again as whole words (spaCy's small model misses
+    many sentence-initial or lower-context names: "Alice loves hiking")."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.types = names
+        ordered = sorted(names, key=len, reverse=True)
+        self.pattern = (
+            re.compile(r"(?<!\w)(" + "|".join(re.escape(n) for n in ordered) + r")(?!\w)")
+            if ordered
+            else None
+        )
+
+    @classmethod
+    def load(
+        cls, conn: Connection[Any], agent_id: str, also: Sequence[Mention] = (), limit: int = 5000
+    ) -> Gazetteer:
+        rows = conn.execute(
+            "SELECT canonical_name, entity_type FROM entities WHERE agent_id = %s "
+            "AND entity_type IN ('PERSON', 'ORGANIZATION', 'LOCATION', 'PRODUCT') "
+            "AND length(canonical_name) > 2 ORDER BY mention_count DESC LIMIT %s",
+            (agent_id, limit),
+        ).fetchall()
+        names = {m.name: m.entity_type for m in also if m.entity_type in GAZETTEER_TYPES}
+        names.update({r["canonical_name"]: r["entity_type"] for r in rows})
+        return cls({n: t for n, t in names.items() if len(n) > 2})
+
+    def find(self, text: str) -> list[Mention]:
+        if self.pattern is None:
+            return []
+        found = dict.fromkeys(m.group(1) for m in self.pattern.finditer(text))
+        return [Mention(name, self.types[name]) for name in found]
+
+
+def merge_mentions(first: Sequence[Mention], extra: Sequence[Mention]) -> list[Mention]:
+    """Union by normalised name; the first list wins on type."""
+    seen = {normalize_name(m.name) for m in first}
+    merged = list(first)
+    for m in extra:
+        if normalize_name(m.name) not in seen:
+            seen.add(normalize_name(m.name))
+            merged.append(m)
+    return merged
+
+
 @dataclass
 class ResolutionResult:
     links: list[tuple[UUID, UUID, str]] = field(default_factory=list)  # unit, entity, mention

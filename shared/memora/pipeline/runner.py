@@ -181,6 +181,14 @@ class Pipeline:
             (doc["id"],),
         ).fetchall()
         units = unit_mentions(rows)
+        gazetteer = entities.Gazetteer.load(
+            conn, op["agent_id"], also=[m for u in units for m in u.mentions]
+        )
+        texts = {r["id"]: r["text"] for r in rows}
+        for unit in units:
+            unit.mentions = entities.merge_mentions(
+                unit.mentions, gazetteer.find(texts[unit.unit_id])
+            )
         s = self.settings
         weights = entities.ResolutionWeights(
             s.entity_name_weight,
