@@ -63,14 +63,16 @@ def test_worker_killed_mid_batch_processes_everything_exactly_once(
         assert r.status_code == 200
         op_ids.append(r.json()["operation_id"])
 
-    def some_embedded() -> bool:
+    def embedding_in_flight() -> Any:
         with pool.connection() as conn:
             row = conn.execute(
-                "SELECT count(embedding) AS n FROM memory_units WHERE agent_id = %s", (agent,)
+                "SELECT id FROM operations WHERE agent_id = %s "
+                "AND stages -> 'embed' ->> 'status' = 'running' LIMIT 1",
+                (agent,),
             ).fetchone()
-        return bool(row and 0 < row["n"] < 24 * 12)
+        return row and row["id"]
 
-    wait_until(some_embedded, 120, interval=0.05)
+    interrupted = wait_until(embedding_in_flight, 120, interval=0.02)
     # SIGKILL the embedding and entity workers (main and pool processes) mid-batch, then restart.
     for name in ("embed", "entities"):
         worker_stack.stop_process(f"worker-{name}", sig=signal.SIGKILL)
@@ -101,6 +103,8 @@ def test_worker_killed_mid_batch_processes_everything_exactly_once(
             "GROUP BY 1, 2 HAVING count(*) > 1",
             (agent,),
         ).fetchall()
+    interrupted_op = _operation(celery_api, str(interrupted))
+    assert interrupted_op["stages"]["embed"]["attempts"] >= 2  # it was running when killed
     expected = 24 * 12
     assert units == {"n": expected, "e": expected, "distinct_positions": expected}
     assert mention_mismatch == []  # entity stage effects applied exactly once per document
