@@ -31,7 +31,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from memora.config import Settings
 from memora.embedding import Embedder
 from memora.infra.embedded import free_port
-
 from services.cli.stack import Stack
 
 

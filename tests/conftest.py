@@ -20,7 +20,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from memora.config import Settings
-
 from tests.fakes import fake_llm, fake_llm_server, llm_settings  # noqa: F401 - fixtures
 
 
@@ -93,8 +92,8 @@ def agent_id() -> str:
 def inline_api(settings: Settings, pool: Any, pipeline: Any) -> Iterator[Any]:
     """The write API with stages run inline (no broker): fast, still real PostgreSQL."""
     from fastapi.testclient import TestClient
-    from memora.pipeline.backend import InlineBackend
 
+    from memora.pipeline.backend import InlineBackend
     from services.api.app import create_app
 
     app = create_app(settings, pool=pool, backend=InlineBackend(pipeline))

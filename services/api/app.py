@@ -7,11 +7,11 @@ from contextlib import asynccontextmanager
 
 import redis
 from fastapi import FastAPI
+from psycopg_pool import ConnectionPool
+
 from memora.config import Settings, get_settings
 from memora.db.pool import make_pool
 from memora.pipeline.backend import TaskBackend
-from psycopg_pool import ConnectionPool
-
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import CachedCheck, health_router
 from services.api.routes import agents, memories

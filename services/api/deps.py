@@ -6,9 +6,10 @@ from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from psycopg import Connection
+
 from memora.config import Settings
 from memora.pipeline.backend import TaskBackend
-from psycopg import Connection
 
 
 def _settings(request: Request) -> Settings:

@@ -6,8 +6,9 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from memora.models import AgentId, DocumentId, MemoryItem
 from pydantic import BaseModel, ConfigDict, Field
+
+from memora.models import AgentId, DocumentId, MemoryItem
 
 
 class BatchRequest(BaseModel):

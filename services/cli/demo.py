@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 
 import httpx
-from memora.archive import read_jsonl_conversations, sample_archive
-from memora.config import Settings
-from memora.infra.embedded import free_port
 from rich.console import Console
 from rich.table import Table
 
+from memora.archive import read_jsonl_conversations, sample_archive
+from memora.config import Settings
+from memora.infra.embedded import free_port
 from services.cli.stack import Stack
 
 console = Console()

@@ -11,9 +11,9 @@ from types import FrameType
 from typing import Annotated
 
 import typer
-from memora.config import Settings
 from rich.console import Console
 
+from memora.config import Settings
 from services.cli.stack import Stack
 
 app = typer.Typer(help="Memora: long-term memory for conversational agents.", no_args_is_help=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
 from memora.config import Settings
 from memora.db.migrate import upgrade
 from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from celery import Celery
-from memora.config import Settings, get_settings
 
+from memora.config import Settings, get_settings
 from services.workers.queues import RECONCILE_TASK, task_routes
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from uuid import UUID
 
 from celery import Celery
-from memora.pipeline.stages import Stage, queue_for
 
+from memora.pipeline.stages import Stage, queue_for
 from services.workers.queues import task_name
 
 

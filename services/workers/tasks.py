@@ -15,13 +15,13 @@ from uuid import UUID
 from celery import Task
 from celery.exceptions import Retry
 from celery.signals import worker_process_init
+
 from memora.config import get_settings
 from memora.db.pool import make_pool
 from memora.pipeline.errors import PermanentStageError
 from memora.pipeline.reconcile import reconcile
 from memora.pipeline.runner import Pipeline
 from memora.pipeline.stages import Stage
-
 from services.workers.celery_app import app
 from services.workers.dispatch import CeleryBackend
 from services.workers.queues import RECONCILE_TASK, task_name

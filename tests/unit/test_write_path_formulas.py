@@ -6,6 +6,7 @@ import math
 from datetime import UTC, datetime
 
 import pytest
+
 from memora.entities import (
     ResolutionWeights,
     cooccurrence_score,

@@ -6,11 +6,11 @@ from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Path, Query
+
 from memora.ingest import accept_batch
 from memora.models import AGENT_ID_PATTERN
 from memora.pipeline.stages import INGEST_STAGES
 from memora.store import documents, operations
-
 from services.api.deps import BackendDep, ConnDep, SettingsDep
 from services.api.errors import APIError
 from services.api.schemas import (
