@@ -81,9 +81,9 @@ class Pipeline:
                 return next_stage(stage)
             doc: dict[str, Any] = {}
             if op["kind"] == "ingest":
-                found = (
-                    documents.get_document(conn, op["document_pk"]) if op["document_pk"] else None
-                )
+                pk = op["document_pk"]
+                with_items = stage is Stage.EXTRACT
+                found = documents.get_document(conn, pk, with_items=with_items) if pk else None
                 if found is None or found["current_operation_id"] != operation_id:
                     operations.mark_superseded(conn, operation_id)
                     conn.commit()

@@ -66,10 +66,13 @@ def set_current_operation(conn: Connection[Any], document_pk: UUID, operation_id
     )
 
 
-def get_document(conn: Connection[Any], document_pk: UUID) -> dict[str, Any] | None:
+def get_document(
+    conn: Connection[Any], document_pk: UUID, *, with_items: bool = True
+) -> dict[str, Any] | None:
+    items = "items" if with_items else "NULL AS items"
     return conn.execute(
-        "SELECT id, agent_id, document_id, items, item_count, current_operation_id, created_at "
-        "FROM documents WHERE id = %s",
+        f"SELECT id, agent_id, document_id, {items}, item_count, current_operation_id, "
+        "created_at FROM documents WHERE id = %s",
         (document_pk,),
     ).fetchone()
 
