@@ -63,8 +63,21 @@ def redis_url(redis_server: Any) -> str:
 
 
 @pytest.fixture(scope="session")
-def settings(pg_url: str, data_dir: Path) -> Settings:
-    return Settings(database_url=pg_url, broker_url=None, data_dir=data_dir, llm_base_url=None)
+def cross_encoder_path(data_dir: Path) -> Path:
+    from tests.fakes.cross_encoder import build_tiny_cross_encoder
+
+    return build_tiny_cross_encoder(data_dir / "tiny-cross-encoder")
+
+
+@pytest.fixture(scope="session")
+def settings(pg_url: str, data_dir: Path, cross_encoder_path: Path) -> Settings:
+    return Settings(
+        database_url=pg_url,
+        broker_url=None,
+        data_dir=data_dir,
+        llm_base_url=None,
+        cross_encoder_model=str(cross_encoder_path),
+    )
 
 
 @pytest.fixture(scope="session")

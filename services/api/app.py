@@ -14,7 +14,8 @@ from memora.db.pool import make_pool
 from memora.pipeline.backend import TaskBackend
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import CachedCheck, health_router
-from services.api.routes import agents, memories
+from services.api.metrics import install_metrics
+from services.api.routes import admin, agents, memories
 
 
 def _db_check(app: FastAPI) -> bool:
@@ -64,6 +65,8 @@ def create_app(
     app.include_router(health_router(checks))
     app.include_router(memories.router)
     app.include_router(agents.router)
+    app.include_router(admin.router)
+    install_metrics(app, "api", queue_depths="broker" in checks)
     if settings.query_url:
         from services.api.proxy import proxy_router
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from psycopg import Connection
 
 from memora.config import Settings
 from memora.pipeline.backend import TaskBackend
+from memora.tenancy import Scope
+from services.api.auth import Principal, authenticate, unauthorized
+from services.api.errors import APIError
 
 
 def _settings(request: Request) -> Settings:
@@ -25,6 +30,39 @@ def _backend(request: Request) -> TaskBackend:
     return request.app.state.backend
 
 
+# Declared for OpenAPI (either one carries the key); read by `_principal`.
+_bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <API key>`")
+_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="the API key")
+
+
+async def _principal(
+    request: Request,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    api_key: Annotated[str | None, Depends(_api_key)],
+) -> Principal:
+    if bearer is None and request.headers.get("authorization"):
+        raise unauthorized("the Authorization header must be `Bearer <API key>`")
+    key = bearer.credentials if bearer is not None else api_key
+    return await run_in_threadpool(authenticate, request, key)
+
+
+def _scope(principal: Annotated[Principal, Depends(_principal)]) -> Scope:
+    return principal.scope
+
+
+def _admin(principal: Annotated[Principal, Depends(_principal)]) -> Principal:
+    if not principal.is_admin:
+        raise APIError(403, "forbidden", "this route needs an admin API key")
+    return principal
+
+
 SettingsDep = Annotated[Settings, Depends(_settings)]
 ConnDep = Annotated[Connection[Any], Depends(_connection)]
 BackendDep = Annotated[TaskBackend, Depends(_backend)]
+# The caller's tenant (authenticated and rate-limited): pass it to every data-layer call.
+# Routes that take it declare AUTH_ERRORS (401, 429) in their OpenAPI responses.
+ScopeDep = Annotated[Scope, Depends(_scope)]
+PrincipalDep = Annotated[Principal, Depends(_principal)]
+AdminDep = Annotated[Principal, Depends(_admin)]  # 403 for keys that are not admin keys
+# Paging offset; bounded so that it always fits PostgreSQL's bigint OFFSET.
+Offset = Annotated[int, Query(ge=0, le=1_000_000_000)]

@@ -5,16 +5,76 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class APIError(Exception):
-    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details
+        self.headers = headers
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+    details: Any = None
+
+
+class ErrorResponse(BaseModel):
+    """The body of every 4xx/5xx answer: {"error": {"code", "message", "details"}}."""
+
+    error: ErrorInfo
+
+
+_ERROR_DESCRIPTIONS = {
+    400: "The body is not valid JSON (`invalid_json`)",
+    401: "No API key, or one that is unknown or revoked (`unauthorized`)",
+    403: "The API key is not an admin key (`forbidden`)",
+    404: "Not found (`not_found`)",
+    409: "Conflict (`conflict`)",
+    413: "The body is too large (`payload_too_large`)",
+    422: "The request failed validation (`validation_error` and route-specific codes)",
+    429: "Too many requests for this API key (`rate_limited`); retry after `Retry-After` seconds",
+    502: "An upstream service (the LLM) answered badly",
+    503: "A dependency (the database, the LLM, the read path) is unavailable; retry later",
+}
+_ERROR_HEADERS = {
+    401: {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
+    429: {
+        "Retry-After": {
+            "description": "seconds until the limit lets a request through",
+            "schema": {"type": "integer", "minimum": 1},
+            "required": True,
+        }
+    },
+}
+BODY_ERRORS = (400, 413, 422)
+# Every route that takes an API key (services.api.deps.ScopeDep); admin routes add 403.
+AUTH_ERRORS = (401, 429)
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` for routes that answer these statuses with the JSON error body."""
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        response = {"model": ErrorResponse, "description": _ERROR_DESCRIPTIONS.get(status, "Error")}
+        if status in _ERROR_HEADERS:
+            response["headers"] = _ERROR_HEADERS[status]
+        responses[status] = response
+    return responses
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
@@ -24,17 +84,41 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": body}
 
 
+def _printable(value: Any) -> Any:
+    """Unpaired surrogates (from JSON escapes) cannot be encoded as UTF-8: show them escaped."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def _json_safe(errors: list[Any]) -> list[dict[str, Any]]:
     return [
-        {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type", "")}
+        {
+            "loc": [_printable(part) for part in e.get("loc", ())],
+            "msg": _printable(str(e.get("msg", ""))),
+            "type": e.get("type", ""),
+        }
         for e in errors
     ]
+
+
+def _is_unstorable_text(exc: Exception) -> bool:
+    """Text PostgreSQL cannot take (NUL, unpaired surrogates): the client's input, not a fault."""
+    if isinstance(exc, UnicodeEncodeError):
+        return exc.reason == "surrogates not allowed"
+    if isinstance(exc, psycopg.errors.UntranslatableCharacter):
+        return True
+    return type(exc) is psycopg.DataError and "NUL (0x00)" in str(exc)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(_: Request, exc: APIError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=exc.status)
+        return JSONResponse(
+            error_body(exc.code, exc.message, exc.details),
+            status_code=exc.status,
+            headers=exc.headers,
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -48,10 +132,17 @@ def install_error_handlers(app: FastAPI) -> None:
             error_body("validation_error", "request failed validation", errors), status_code=422
         )
 
-    @app.exception_handler(HTTPException)
-    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
+    # Starlette's class, not FastAPI's subclass: the router (404, 405) and FastAPI's body parsing
+    # (400 for a body that is not UTF-8) raise Starlette's, which a handler for the subclass
+    # never sees.
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {400: "invalid_json", 404: "not_found", 405: "method_not_allowed"}.get(
+            exc.status_code, "http_error"
+        )
+        return JSONResponse(
+            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+        )
 
     @app.exception_handler(psycopg.OperationalError)
     async def _db_down(_: Request, exc: psycopg.OperationalError) -> JSONResponse:
@@ -59,6 +150,19 @@ def install_error_handlers(app: FastAPI) -> None:
             error_body("database_unavailable", "the database is unavailable; retry later"),
             status_code=503,
             headers={"Retry-After": "5"},
+        )
+
+    # A safety net for routes whose request models let such text through to the database.
+    @app.exception_handler(UnicodeEncodeError)
+    @app.exception_handler(psycopg.DataError)
+    async def _unstorable(_: Request, exc: Exception) -> JSONResponse:
+        if not _is_unstorable_text(exc):
+            raise exc
+        return JSONResponse(
+            error_body(
+                "invalid_text", "text must not contain NUL characters or unpaired surrogates"
+            ),
+            status_code=422,
         )
 
     @app.exception_handler(psycopg.errors.QueryCanceled)

@@ -1,4 +1,8 @@
-"""The query service (read pods): fused retrieval over the memory graph."""
+"""The query service (read pods): fused retrieval over the memory graph, and think.
+
+It holds the embedding model and, when a search asks for it (or at start with
+MEMORA_PRELOAD_CROSS_ENCODER), the cross-encoder; the write API loads neither.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
 from psycopg_pool import ConnectionPool
 
 from memora.config import Settings, get_settings
 from memora.db.pool import make_pool
 from memora.embedding import check_dimension, get_embedder
+from memora.retrieval import Retriever
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import health_router
+from services.api.metrics import install_metrics
 from services.api.routes import search, think
+
+# A search holds one connection per retriever (three at most) and one to read the results.
+CONNECTIONS_PER_SEARCH = 4
 
 
 def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None = None) -> FastAPI:
@@ -23,15 +33,25 @@ def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own_pool = pool is None
         app.state.pool = pool or make_pool(
-            settings.require_database_url(), min_size=settings.db_pool_min,
-            max_size=max(settings.db_pool_max, 16), name="query",
+            settings.require_database_url(),
+            min_size=settings.db_pool_min,
+            max_size=max(
+                settings.db_pool_max, CONNECTIONS_PER_SEARCH * settings.search_concurrency + 2
+            ),
+            name="query",
         )
-        embedder = get_embedder(settings.embedding_model, settings.torch_threads, settings.embedding_batch_size)
+        embedder = get_embedder(
+            settings.embedding_model, settings.torch_threads, settings.embedding_batch_size
+        )
         check_dimension(embedder, settings.embedding_dim)
         app.state.embedder = embedder
+        app.state.retriever = Retriever(settings, app.state.pool, embedder)
+        if settings.preload_cross_encoder:
+            await run_in_threadpool(app.state.retriever.cross_encoder)
         try:
             yield
         finally:
+            app.state.retriever.close()
             if own_pool:
                 app.state.pool.close()
 
@@ -45,7 +65,10 @@ def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None 
 
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=1024 * 1024)
-    app.include_router(health_router({"database": db_ready, "embedder": lambda: hasattr(app.state, "embedder")}))
+    app.include_router(
+        health_router({"database": db_ready, "embedder": lambda: hasattr(app.state, "embedder")})
+    )
     app.include_router(search.router)
     app.include_router(think.router)
+    install_metrics(app, "query")
     return app

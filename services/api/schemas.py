@@ -62,6 +62,11 @@ class DocumentSummary(BaseModel):
     updated_at: datetime
 
 
+class DocumentDetail(DocumentSummary):
+    agent_id: str
+    items: list[dict[str, Any]] = Field(description="the items as they were stored, verbatim")
+
+
 class DocumentList(BaseModel):
     agent_id: str
     documents: list[DocumentSummary]

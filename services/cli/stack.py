@@ -17,7 +17,7 @@ import httpx
 
 from memora.config import Settings
 from memora.db.migrate import upgrade
-from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis
+from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from memora.pipeline.stages import INGEST_STAGES, MAINTENANCE_QUEUE, Stage, queue_for
 
 log = logging.getLogger("memora.stack")
@@ -44,6 +44,8 @@ class Stack:
     postgres: EmbeddedPostgres | None = None
     redis: EmbeddedRedis | None = None
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # Worker name -> port of its /metrics server (docs/operations.md).
+    metrics_ports: dict[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ lifecycle
     def start_infrastructure(self) -> None:
@@ -110,8 +112,18 @@ class Stack:
                 "--without-mingle",
                 "--without-gossip",
             ],
-            env={"MEMORA_PRELOAD": PRELOAD.get(name, "")},
+            env={"MEMORA_PRELOAD": PRELOAD.get(name, ""), **self.worker_ops_env(name)},
         )
+
+    def worker_ops_env(self, name: str) -> dict[str, str]:
+        """A worker's metrics port, multiprocess metrics directory and heartbeat file."""
+        data = self.settings.data_dir
+        (data / "metrics" / name).mkdir(parents=True, exist_ok=True)
+        return {
+            "PROMETHEUS_MULTIPROC_DIR": str(data / "metrics" / name),
+            "MEMORA_WORKER_METRICS_PORT": str(self.metrics_ports.setdefault(name, free_port())),
+            "MEMORA_WORKER_HEARTBEAT_FILE": str(data / "heartbeats" / f"{name}.heartbeat"),
+        }
 
     def start(self) -> None:
         self.start_infrastructure()

@@ -9,7 +9,6 @@ registers `memora.opinions`.
 from __future__ import annotations
 
 from memora.pipeline.stages import Stage
-
 from services.workers.tasks import _stage_task
 
 store_opinions = _stage_task(Stage.OPINIONS)

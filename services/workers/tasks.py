@@ -14,7 +14,7 @@ from uuid import UUID
 
 from celery import Task
 from celery.exceptions import Retry
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
 
 from memora.config import get_settings
 from memora.db.pool import make_pool
@@ -22,6 +22,7 @@ from memora.pipeline.errors import PermanentStageError
 from memora.pipeline.reconcile import reconcile
 from memora.pipeline.runner import Pipeline
 from memora.pipeline.stages import Stage
+from services.workers import metrics as worker_metrics
 from services.workers.celery_app import app
 from services.workers.dispatch import CeleryBackend
 from services.workers.queues import RECONCILE_TASK, task_name
@@ -43,6 +44,22 @@ def pipeline() -> Pipeline:
 
 
 backend = CeleryBackend(app)
+worker_metrics.install(pool=lambda: pipeline().pool)
+
+
+@worker_init.connect
+def _preload_or_exit(**_: Any) -> None:
+    """Loads the models in the main process, before the pool forks (the children inherit them):
+    a model that cannot load stops the worker at start with one clear line. (Celery only logs
+    an exception from a signal handler and carries on; SystemExit gets through.)"""
+    names = get_settings().preload
+    if not names:
+        return
+    try:
+        Pipeline(get_settings(), None).preload(names)  # type: ignore[arg-type] # models only
+    except Exception as exc:
+        log.critical("worker cannot start: %s", exc)
+        raise SystemExit(f"memora worker cannot start: {exc}") from exc
 
 
 @worker_process_init.connect

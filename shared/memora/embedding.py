@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from memora import metrics
 from memora.config import DEFAULT_EMBEDDING_MODEL
 
 if TYPE_CHECKING:
@@ -37,12 +39,14 @@ class Embedder:
         if torch_threads > 0:
             torch.set_num_threads(torch_threads)
         device = "cuda" if torch.cuda.is_available() else "cpu"
+        where = resolve_model_path(model_name)
+        failed = f"cannot load embedding model {model_name!r} (MEMORA_EMBEDDING_MODEL)"
+        if where.startswith((os.sep, ".", "~")) and not os.path.exists(os.path.expanduser(where)):
+            raise RuntimeError(f"{failed}: no such directory {where}")
         try:
-            self.model: SentenceTransformer = SentenceTransformer(
-                resolve_model_path(model_name), device=device
-            )
+            self.model: SentenceTransformer = SentenceTransformer(where, device=device)
         except Exception as exc:  # the model's own errors vary by cause; name the model
-            raise RuntimeError(f"cannot load embedding model {model_name!r}: {exc}") from exc
+            raise RuntimeError(f"{failed}: {exc}") from exc
         if device == "cuda":
             self.model.half()
         self.model_name = model_name
@@ -57,6 +61,7 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:  # torch modules are not re-entrant across threads
+            started = time.perf_counter()
             vectors = self.model.encode(
                 list(texts),
                 batch_size=self.batch_size,
@@ -64,10 +69,22 @@ class Embedder:
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
+            metrics.observe_embedding(self.model_name, len(texts), time.perf_counter() - started)
         return np.asarray(vectors, dtype=np.float32)
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text as the model's tokenizer counts them (whole texts, no special
+        tokens): the unit of a search's token budget."""
+        if not texts:
+            return []
+        with self._lock:  # the fast tokenizer is not re-entrant either
+            ids = self.model.tokenizer(
+                list(texts), add_special_tokens=False, truncation=False, verbose=False
+            )["input_ids"]
+        return [len(i) for i in ids]
 
 
 @lru_cache(maxsize=2)

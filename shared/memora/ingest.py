@@ -12,11 +12,12 @@ from psycopg import Connection
 from memora.models import MemoryItem, jsonable_items
 from memora.pipeline.stages import INGEST_STAGES
 from memora.store import agents, documents, operations
+from memora.tenancy import Scope
 
 
 @dataclass(frozen=True)
 class Accepted:
-    agent_id: str
+    agent_id: str  # as the client named it
     document_id: str
     operation_id: UUID
     outcome: documents.Outcome
@@ -28,7 +29,11 @@ class Accepted:
 
 
 def accept_batch(
-    conn: Connection[Any], agent_id: str, items: list[MemoryItem], document_id: str | None = None
+    conn: Connection[Any],
+    scope: Scope,
+    agent_id: str,
+    items: list[MemoryItem],
+    document_id: str | None = None,
 ) -> Accepted:
     """Store the raw items and create the operation, in one transaction (committed here).
 
@@ -38,14 +43,15 @@ def accept_batch(
     document_id = document_id or f"doc-{uuid.uuid4()}"
     payload = jsonable_items(items)
     with conn.transaction():
-        agents.ensure_agent(conn, agent_id)
-        doc = documents.upsert_document(conn, agent_id, document_id, payload)
+        agents.ensure_agent(conn, scope, agent_id)
+        doc = documents.upsert_document(conn, scope, agent_id, document_id, payload)
         if doc.outcome == "unchanged" and doc.operation_id is not None:
             op_id = doc.operation_id
         else:
             op_id = operations.create_operation(
                 conn,
-                agent_id=agent_id,
+                scope,
+                agent_id,
                 kind="ingest",
                 first_stage=INGEST_STAGES[0],
                 document_pk=doc.pk,

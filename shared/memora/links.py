@@ -49,6 +49,19 @@ def _insert(conn: Connection[Any], pairs_sql: str, params: dict[str, Any]) -> in
     return max(cur.rowcount, 0)
 
 
+# Units said at the same moment (the turns of one conversation share its timestamp) are
+# ordered by their position: the "later" half takes those after the unit in its document, the
+# "earlier" half those before it, nearest first, so a turn links to the turns around it.
+_LATER_IN_DOCUMENT = (
+    "(coalesce(m.document_pk, m.id), m.item_index, m.seq, m.id)"
+    " > (coalesce(u.document_pk, u.id), u.item_index, u.seq, u.id)"
+)
+_NEAREST_IN_DOCUMENT = (
+    "m.document_pk IS DISTINCT FROM u.document_pk, abs(m.item_index - u.item_index), "
+    "abs(m.seq - u.seq), m.id"
+)
+
+
 def build_links(conn: Connection[Any], unit_ids: list[UUID], s: LinkSettings) -> dict[str, int]:
     """Create all links for the given (new) units; idempotent. The caller commits."""
     if not unit_ids:
@@ -58,7 +71,7 @@ def build_links(conn: Connection[Any], unit_ids: list[UUID], s: LinkSettings) ->
     half = max(1, s.temporal_per_unit // 2)
     counts["temporal"] = _insert(
         conn,
-        """
+        f"""
         SELECT u.id AS from_unit, n.id AS to_unit, 'temporal'::text AS link_type,
                'temporal'::text AS reverse_type,
                GREATEST(0.3, 1 - abs(extract(epoch FROM n.event_date - u.event_date)) / %(w)s)::real
@@ -68,12 +81,14 @@ def build_links(conn: Connection[Any], unit_ids: list[UUID], s: LinkSettings) ->
             (SELECT m.id, m.event_date FROM memory_units m
              WHERE m.agent_id = u.agent_id AND m.id <> u.id
                AND m.event_date BETWEEN u.event_date AND u.event_date + make_interval(secs => %(w)s)
-             ORDER BY m.event_date ASC, m.id LIMIT %(k)s)
+               AND (m.event_date > u.event_date OR {_LATER_IN_DOCUMENT})
+             ORDER BY m.event_date ASC, {_NEAREST_IN_DOCUMENT} LIMIT %(k)s)
             UNION ALL
             (SELECT m.id, m.event_date FROM memory_units m
              WHERE m.agent_id = u.agent_id AND m.id <> u.id
                AND m.event_date BETWEEN u.event_date - make_interval(secs => %(w)s) AND u.event_date
-             ORDER BY m.event_date DESC, m.id LIMIT %(k)s)
+               AND (m.event_date < u.event_date OR NOT {_LATER_IN_DOCUMENT})
+             ORDER BY m.event_date DESC, {_NEAREST_IN_DOCUMENT} LIMIT %(k)s)
         ) n
         WHERE u.id = ANY(%(ids)s)
         """,

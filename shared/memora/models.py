@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
@@ -12,14 +12,39 @@ AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 DOCUMENT_ID_PATTERN = r"^[^\x00-\x1f\x7f]{1,256}$"
 FACT_TYPES = ("world", "agent", "opinion")
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(value: str) -> str:
+    """PostgreSQL text and JSON cannot hold NUL, nor UTF-8 unpaired surrogates (which JSON
+    escapes such as \\ud800 can produce)."""
+    if _UNSTORABLE.search(value):
+        raise ValueError("must not contain NUL characters or unpaired surrogates")
+    return value
+
+
+StorableText = Annotated[str, AfterValidator(storable)]
 AgentId = Annotated[str, StringConstraints(pattern=AGENT_ID_PATTERN)]
-DocumentId = Annotated[str, StringConstraints(pattern=DOCUMENT_ID_PATTERN)]
+DocumentId = Annotated[
+    str, StringConstraints(pattern=DOCUMENT_ID_PATTERN), AfterValidator(storable)
+]
 
 
-def _aware(value: datetime | None) -> datetime | None:
-    """Naive timestamps are taken as UTC."""
-    if value is not None and value.tzinfo is None:
+def aware(value: datetime | None) -> datetime | None:
+    """Naive timestamps are taken as UTC. Times the pipeline could not store are refused here,
+    rather than failing after they were accepted: PostgreSQL takes UTC offsets below 16 hours
+    only (Python up to 24), and the time must exist in UTC (not 0001-01-01T00:00+01:00)."""
+    if value is None:
+        return value
+    if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
+    offset = value.utcoffset()
+    if offset is not None and abs(offset) >= timedelta(hours=16):
+        raise ValueError("the UTC offset must be less than 16 hours")
+    try:
+        value.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("the time is out of range in UTC") from exc
     return value
 
 
@@ -34,11 +59,13 @@ class MemoryItem(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    content: Annotated[str, AfterValidator(_not_blank)]
-    context: str | None = Field(default=None, max_length=2000)
-    event_date: Annotated[datetime | None, AfterValidator(_aware)] = None
-    speaker: str | None = Field(default=None, max_length=200)
-    metadata: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    content: Annotated[str, AfterValidator(_not_blank), AfterValidator(storable)]
+    context: StorableText | None = Field(default=None, max_length=2000)
+    event_date: Annotated[datetime | None, AfterValidator(aware)] = None
+    speaker: StorableText | None = Field(default=None, max_length=200)
+    metadata: dict[StorableText, StorableText | int | float | bool | None] = Field(
+        default_factory=dict
+    )
 
 
 def is_valid_agent_id(agent_id: str) -> bool:

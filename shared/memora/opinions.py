@@ -28,6 +28,7 @@ from memora.extraction.base import Fact, Mention
 from memora.pipeline.errors import PermanentStageError
 from memora.pipeline.stages import Stage
 from memora.store import agents, operations
+from memora.tenancy import Scope
 
 if TYPE_CHECKING:
     from memora.pipeline.runner import Pipeline
@@ -65,6 +66,7 @@ def updated_confidence(stance: str, proposed: float, previous: float | None) -> 
 
 def record(
     conn: Connection[Any],
+    scope: Scope,
     agent_id: str,
     drafts: list[OpinionDraft],
     *,
@@ -82,10 +84,11 @@ def record(
         "based_on": [str(i) for i in based_on],
     }
     with conn.transaction():
-        agents.ensure_agent(conn, agent_id)
+        agents.ensure_agent(conn, scope, agent_id)
         op_id = operations.create_operation(
             conn,
-            agent_id=agent_id,
+            scope,
+            agent_id,
             kind="opinions",
             first_stage=Stage.OPINIONS,
             payload=payload,
@@ -195,9 +198,10 @@ def prepare(pipeline: Pipeline, conn: Connection[Any], op: dict[str, Any]) -> Wr
 def _previous(
     conn: Connection[Any], agent_id: str, named: UUID | None, vector: Any, threshold: float
 ) -> dict[str, Any] | None:
-    """The current head of the history this opinion continues, if any."""
+    """The current head of the history this opinion continues, if any: the named opinion's
+    (unless it is unknown), else the most similar current opinion above the threshold."""
     if named is not None:
-        return conn.execute(
+        head = conn.execute(
             """
             WITH RECURSIVE chain AS (
                 SELECT id, confidence_score, 0 AS depth FROM memory_units
@@ -210,6 +214,8 @@ def _previous(
             """,
             (named, agent_id),
         ).fetchone()
+        if head is not None:
+            return head
     row = conn.execute(
         """
         SELECT m.id, m.confidence_score, 1 - (m.embedding <=> %(v)s) AS similarity
@@ -229,7 +235,9 @@ _OPINION_COLUMNS = (
 )
 
 
-def history(conn: Connection[Any], agent_id: str, opinion_id: UUID) -> list[dict[str, Any]]:
+def history(
+    conn: Connection[Any], scope: Scope, agent_id: str, opinion_id: UUID
+) -> list[dict[str, Any]]:
     """Every version of the opinion's history, oldest first; [] when it is not this agent's."""
     return conn.execute(
         f"""
@@ -247,12 +255,12 @@ def history(conn: Connection[Any], agent_id: str, opinion_id: UUID) -> list[dict
         SELECT {_OPINION_COLUMNS}, chain.depth FROM chain JOIN memory_units u ON u.id = chain.id
         ORDER BY chain.depth
         """,
-        {"id": opinion_id, "a": agent_id},
+        {"id": opinion_id, "a": scope.key(agent_id)},
     ).fetchall()
 
 
 def current(
-    conn: Connection[Any], agent_id: str, *, limit: int = 100, offset: int = 0
+    conn: Connection[Any], scope: Scope, agent_id: str, *, limit: int = 100, offset: int = 0
 ) -> list[dict[str, Any]]:
     """The agent's opinions that no later version supersedes, newest first."""
     return conn.execute(
@@ -262,20 +270,22 @@ def current(
           AND NOT EXISTS (SELECT 1 FROM memory_units n WHERE n.supersedes = u.id)
         ORDER BY u.event_date DESC, u.id LIMIT %s OFFSET %s
         """,
-        (agent_id, limit, offset),
+        (scope.key(agent_id), limit, offset),
     ).fetchall()
 
 
-def state(conn: Connection[Any], ids: list[UUID]) -> dict[UUID, tuple[float | None, bool]]:
-    """For opinion ids: (confidence, superseded?)."""
+def state(
+    conn: Connection[Any], scope: Scope, agent_id: str, ids: list[UUID]
+) -> dict[UUID, tuple[float | None, bool]]:
+    """For the agent's opinion ids: (confidence, superseded?); other ids are left out."""
     if not ids:
         return {}
     rows = conn.execute(
         """
         SELECT u.id, u.confidence_score,
                EXISTS (SELECT 1 FROM memory_units n WHERE n.supersedes = u.id) AS superseded
-        FROM memory_units u WHERE u.id = ANY(%s)
+        FROM memory_units u WHERE u.id = ANY(%s) AND u.agent_id = %s
         """,
-        (ids,),
+        (ids, scope.key(agent_id)),
     ).fetchall()
     return {r["id"]: (r["confidence_score"], r["superseded"]) for r in rows}

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from memora.config import Settings
 from memora.personality import MERGE_MARKER
-
 from tests.fakes import Fail, FakeOpenAI, Reply
 
 pytestmark = pytest.mark.integration
@@ -17,8 +17,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture()
 def llm_api(llm_settings: Settings, pool: Any, pipeline: Any) -> Iterator[Any]:
     from fastapi.testclient import TestClient
-    from memora.pipeline.backend import InlineBackend
 
+    from memora.pipeline.backend import InlineBackend
     from services.api.app import create_app
 
     with TestClient(create_app(llm_settings, pool=pool, backend=InlineBackend(pipeline))) as client:

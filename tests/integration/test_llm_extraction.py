@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from memora.config import Settings
 from memora.extraction.llm import MARKER
-
 from tests.conftest import wait_until
 from tests.fakes import Fail, FakeOpenAI, Reply
 
@@ -66,9 +66,9 @@ ANSWER = {
 @pytest.fixture()
 def llm_ingest_api(llm_settings: Settings, pool: Any) -> Iterator[Any]:
     from fastapi.testclient import TestClient
+
     from memora.pipeline.backend import InlineBackend
     from memora.pipeline.runner import Pipeline
-
     from services.api.app import create_app
 
     settings = llm_settings.model_copy(update={"extractor": "llm"})
@@ -163,6 +163,8 @@ def llm_worker_api(
         update={
             "broker_url": redis_url.rsplit("/", 1)[0] + "/7",
             "llm_base_url": fake_llm_server.base_url,
+            # its own metrics and heartbeat files: the suite's extract worker has the same name
+            "data_dir": data_dir / "llm-stack",
         }
     )
     env = WORKER_LLM_ENV | {"MEMORA_LLM_BASE_URL": fake_llm_server.base_url}

@@ -7,11 +7,12 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+
 from memora import opinions
 from memora.opinions import OpinionDraft
 from memora.pipeline.backend import InlineBackend
 from memora.pipeline.stages import Stage
-
+from memora.tenancy import DEFAULT_SCOPE
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.integration
@@ -24,6 +25,7 @@ def _record(
     with pool.connection() as conn:
         return opinions.record(
             conn,
+            DEFAULT_SCOPE,
             agent_id,
             drafts,
             formed_at=formed_at,

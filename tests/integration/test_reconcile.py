@@ -9,12 +9,13 @@ from memora.models import MemoryItem
 from memora.pipeline.backend import InlineBackend
 from memora.pipeline.reconcile import reconcile
 from memora.pipeline.stages import Stage
+from memora.tenancy import DEFAULT_SCOPE
 
 
 def test_stuck_operation_is_resumed_at_its_stage(pool: Any, pipeline: Any, agent_id: str) -> None:
     items = [MemoryItem(content="Alice: We moved the launch of Project Falcon to June.")]
     with pool.connection() as conn:
-        accepted = accept_batch(conn, agent_id, items, "stuck-doc")
+        accepted = accept_batch(conn, DEFAULT_SCOPE, agent_id, items, "stuck-doc")
     # Extraction ran, then the message for the next stage was lost.
     assert pipeline.run(Stage.EXTRACT, accepted.operation_id) is Stage.EMBED
     with pool.connection() as conn:

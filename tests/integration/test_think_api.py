@@ -1,7 +1,4 @@
-"""POST /api/think on the query service, with the fake LLM server and the real read path.
-
-The tests that need `memora.retrieval.Retriever` are skipped until the read path provides it.
-"""
+"""POST /api/think on the query service, with the fake LLM server and the real read path."""
 
 from __future__ import annotations
 
@@ -9,18 +6,13 @@ from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
-import memora.retrieval
 import pytest
+
 from memora.config import Settings
 from memora.think import OPINION_MARKER, THINK_MARKER
-
 from tests.fakes import Fail, FakeOpenAI, Reply
 
 pytestmark = pytest.mark.integration
-needs_retrieval = pytest.mark.skipif(
-    not hasattr(memora.retrieval, "Retriever"),
-    reason="memora.retrieval.Retriever not available yet",
-)
 FACTS = [
     {
         "content": "Alice works at Google as a software engineer.",
@@ -46,8 +38,8 @@ OPINION = {
 
 def _query_client(settings: Settings, pool: Any, pipeline: Any) -> Any:
     from fastapi.testclient import TestClient
-    from memora.pipeline.backend import InlineBackend
 
+    from memora.pipeline.backend import InlineBackend
     from services.api.query_app import create_app
 
     app = create_app(settings, pool=pool)
@@ -97,7 +89,6 @@ def test_think_rejects_bad_requests(think_api: Any) -> None:
     )
 
 
-@needs_retrieval
 def test_think_answers_from_memories_and_its_opinions_are_found_later(
     inline_api: Any, think_api: Any, fake_llm: FakeOpenAI, pool: Any, agent_id: str
 ) -> None:
@@ -160,7 +151,6 @@ def test_think_answers_from_memories_and_its_opinions_are_found_later(
     assert again["opinions_operation_id"] is None
 
 
-@needs_retrieval
 def test_think_answers_even_when_opinion_extraction_fails(
     inline_api: Any, think_api: Any, fake_llm: FakeOpenAI, pool: Any, agent_id: str
 ) -> None:
@@ -175,14 +165,23 @@ def test_think_answers_even_when_opinion_extraction_fails(
     assert _stored(pool, agent_id)["opinions"] == 0
 
 
-@needs_retrieval
 @pytest.mark.parametrize(
-    "answer", [Fail(500), Reply("late", delay=3.0)], ids=["http-500", "timeout"]
+    "answer", [Fail(500), Reply("late", delay=1.0)], ids=["http-500", "timeout"]
 )
 def test_unavailable_llm_is_503_and_stores_nothing(
-    think_api: Any, fake_llm: FakeOpenAI, pool: Any, agent_id: str, answer: Any
+    llm_settings: Settings,
+    pool: Any,
+    pipeline: Any,
+    fake_llm: FakeOpenAI,
+    agent_id: str,
+    answer: Any,
 ) -> None:
     fake_llm.always(answer, when=THINK_MARKER)
-    response = think_api.post("/api/think", json={"agent_id": agent_id, "query": "Remote work?"})
+    fast = llm_settings.model_copy(update={"llm_timeout_seconds": 0.3})
+    with _query_client(fast, pool, pipeline) as think_api:
+        response = think_api.post(
+            "/api/think", json={"agent_id": agent_id, "query": "Remote work?"}
+        )
     assert response.status_code == 503 and response.json()["error"]["code"] == "llm_unavailable"
+    assert len(fake_llm.requests_matching(THINK_MARKER)) == 1 + fast.llm_max_retries
     assert _stored(pool, agent_id) == {"agents": 0, "operations": 0, "opinions": 0}

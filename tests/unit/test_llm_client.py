@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from pydantic import BaseModel, Field
+
 from memora.config import Settings
 from memora.llm import (
     LLMCall,
@@ -17,8 +19,6 @@ from memora.llm import (
     extract_json,
 )
 from memora.pipeline.errors import PermanentStageError, TransientStageError
-from pydantic import BaseModel, Field
-
 from tests.fakes import LLM_TEST_SETTINGS, Fail, FakeOpenAI, Reply
 
 

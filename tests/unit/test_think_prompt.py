@@ -6,6 +6,7 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
+
 from memora.config import Settings
 from memora.llm import LLMClient, LLMUnavailable
 from memora.personality import (
@@ -17,7 +18,6 @@ from memora.personality import (
     personality_lines,
 )
 from memora.think import OPINION_MARKER, THINK_MARKER, Evidence, Profile, think
-
 from tests.fakes import LLM_TEST_SETTINGS, Fail, FakeOpenAI, Reply
 
 

@@ -7,18 +7,18 @@ from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Path, Query, Request
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
 from memora import opinions
 from memora.llm import LLMError
 from memora.models import AGENT_ID_PATTERN
 from memora.personality import full_personality, merge_background
 from memora.store import agents
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-
-from services.api.deps import ConnDep
-from services.api.errors import APIError
+from services.api.deps import ConnDep, Offset, ScopeDep
+from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 from services.api.llm import llm_api_error, llm_client
 
-router = APIRouter(prefix="/api", tags=["agents"])
+router = APIRouter(prefix="/api", tags=["agents"], responses=error_responses(*AUTH_ERRORS))
 AgentPath = Annotated[str, Path(pattern=AGENT_ID_PATTERN)]
 Trait = Annotated[float | None, Field(default=None, ge=0, le=1, allow_inf_nan=False)]
 MAX_BACKGROUND_CHARS = 2000
@@ -81,6 +81,12 @@ class AgentList(BaseModel):
     agents: list[AgentProfile]
 
 
+class AgentDeleted(BaseModel):
+    success: bool
+    agent_id: str | None = Field(description="null when every agent of the tenant was deleted")
+    deleted: dict[str, int] = Field(description="rows removed, per table")
+
+
 class OpinionVersion(BaseModel):
     id: UUID
     text: str
@@ -128,31 +134,39 @@ def _version(row: dict[str, Any]) -> OpinionVersion:
     )
 
 
-@router.get("/agents", response_model=AgentList)
+@router.get("/agents", response_model=AgentList, responses=error_responses(422, 503))
 def list_agents(
+    scope: ScopeDep,
     conn: ConnDep,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> AgentList:
     return AgentList(
-        agents=[_profile(r) for r in agents.list_agents(conn, limit=limit, offset=offset)]
+        agents=[_profile(r) for r in agents.list_agents(conn, scope, limit=limit, offset=offset)]
     )
 
 
-@router.get("/agents/{agent_id}/profile", response_model=AgentProfile)
-def get_profile(agent_id: AgentPath, conn: ConnDep) -> AgentProfile:
+@router.get(
+    "/agents/{agent_id}/profile", response_model=AgentProfile, responses=error_responses(422, 503)
+)
+def get_profile(scope: ScopeDep, agent_id: AgentPath, conn: ConnDep) -> AgentProfile:
     """Creates the agent with the default personality (all 0.5) when it does not exist."""
     with conn.transaction():
-        row = agents.get_or_create_agent(conn, agent_id)
+        row = agents.get_or_create_agent(conn, scope, agent_id)
     return _profile(row)
 
 
-@router.put("/agents/{agent_id}", response_model=AgentProfile)
-def put_agent(agent_id: AgentPath, body: AgentUpdate, conn: ConnDep) -> AgentProfile:
+@router.put(
+    "/agents/{agent_id}", response_model=AgentProfile, responses=error_responses(*BODY_ERRORS, 503)
+)
+def put_agent(
+    scope: ScopeDep, agent_id: AgentPath, body: AgentUpdate, conn: ConnDep
+) -> AgentProfile:
     """Create or update; personality values merge over the current ones, background replaces."""
     with conn.transaction():
         row = agents.update_agent(
             conn,
+            scope,
             agent_id,
             personality=body.personality.values() if body.personality else None,
             background=body.background,
@@ -160,16 +174,26 @@ def put_agent(agent_id: AgentPath, body: AgentUpdate, conn: ConnDep) -> AgentPro
     return _profile(row)
 
 
-@router.put("/agents/{agent_id}/profile", response_model=AgentProfile)
-def put_personality(agent_id: AgentPath, body: PersonalityUpdate, conn: ConnDep) -> AgentProfile:
+@router.put(
+    "/agents/{agent_id}/profile",
+    response_model=AgentProfile,
+    responses=error_responses(*BODY_ERRORS, 503),
+)
+def put_personality(
+    scope: ScopeDep, agent_id: AgentPath, body: PersonalityUpdate, conn: ConnDep
+) -> AgentProfile:
     with conn.transaction():
-        row = agents.update_agent(conn, agent_id, personality=body.personality.values())
+        row = agents.update_agent(conn, scope, agent_id, personality=body.personality.values())
     return _profile(row)
 
 
-@router.post("/agents/{agent_id}/background", response_model=BackgroundResponse)
+@router.post(
+    "/agents/{agent_id}/background",
+    response_model=BackgroundResponse,
+    responses=error_responses(*BODY_ERRORS, 409, 502, 503),
+)
 def merge_agent_background(
-    agent_id: AgentPath, body: BackgroundRequest, request: Request
+    scope: ScopeDep, agent_id: AgentPath, body: BackgroundRequest, request: Request
 ) -> BackgroundResponse:
     """LLM merge (seed 000 §4.4); nothing is written unless the merge succeeds. The merge is
     compare-and-set on the background it read, redone when a concurrent merge got there first."""
@@ -177,38 +201,74 @@ def merge_agent_background(
     pool = request.app.state.pool
     for _ in range(3):
         with pool.connection() as conn:
-            row = agents.get_agent(conn, agent_id)
+            row = agents.get_agent(conn, scope, agent_id)
         current = row["background"] if row else ""
         try:
             merged = merge_background(client, current, body.content)
         except LLMError as exc:
             raise llm_api_error(exc) from exc
         with pool.connection() as conn:
-            agents.ensure_agent(conn, agent_id)
-            if agents.replace_background(conn, agent_id, current, merged):
+            agents.ensure_agent(conn, scope, agent_id)
+            if agents.replace_background(conn, scope, agent_id, current, merged):
                 return BackgroundResponse(background=merged)
     raise APIError(409, "conflict", "the background kept changing during the merge; retry")
 
 
-@router.get("/agents/{agent_id}/opinions", response_model=OpinionList)
+@router.get(
+    "/agents/{agent_id}/opinions", response_model=OpinionList, responses=error_responses(422, 503)
+)
 def list_opinions(
+    scope: ScopeDep,
     agent_id: AgentPath,
     conn: ConnDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> OpinionList:
     """The agent's current opinions (latest version of each), newest first."""
-    rows = opinions.current(conn, agent_id, limit=limit, offset=offset)
+    rows = opinions.current(conn, scope, agent_id, limit=limit, offset=offset)
     return OpinionList(agent_id=agent_id, opinions=[_version(r) for r in rows])
 
 
-@router.get("/agents/{agent_id}/opinions/{opinion_id}/history", response_model=OpinionHistory)
-def opinion_history(agent_id: AgentPath, opinion_id: UUID, conn: ConnDep) -> OpinionHistory:
+@router.get(
+    "/agents/{agent_id}/opinions/{opinion_id}/history",
+    response_model=OpinionHistory,
+    responses=error_responses(404, 422, 503),
+)
+def opinion_history(
+    scope: ScopeDep, agent_id: AgentPath, opinion_id: UUID, conn: ConnDep
+) -> OpinionHistory:
     """All versions of the opinion, oldest first, whichever version `opinion_id` names."""
-    rows = opinions.history(conn, agent_id, opinion_id)
+    rows = opinions.history(conn, scope, agent_id, opinion_id)
     if not rows:
         raise APIError(404, "not_found", f"opinion {opinion_id} not found for agent {agent_id}")
     versions = [_version(r) for r in rows]
     return OpinionHistory(
         agent_id=agent_id, opinion_id=opinion_id, current_id=versions[-1].id, versions=versions
     )
+
+
+@router.delete(
+    "/agents/{agent_id}", response_model=AgentDeleted, responses=error_responses(422, 503)
+)
+def delete_agent(scope: ScopeDep, agent_id: AgentPath, conn: ConnDep) -> AgentDeleted:
+    """Hard delete of the agent and everything of it: documents (raw content), memory units,
+    links, entities, opinions, operations, access counts. Deleting it again succeeds with zero
+    counts."""
+    with conn.transaction():
+        deleted = agents.delete_agent(conn, scope, agent_id)
+    return AgentDeleted(success=True, agent_id=agent_id, deleted=deleted)
+
+
+@router.delete("/agents", response_model=AgentDeleted, responses=error_responses(422, 503))
+def delete_all_agents(
+    scope: ScopeDep,
+    conn: ConnDep,
+    confirm: Annotated[bool, Query(description="must be true: this deletes every agent")],
+) -> AgentDeleted:
+    """Hard delete of every agent of the caller's tenant and all their data ("delete all my
+    data"); the tenant and its API keys stay. Idempotent."""
+    if not confirm:
+        raise APIError(422, "confirmation_required", "pass confirm=true to delete every agent")
+    with conn.transaction():
+        deleted = agents.delete_all_agents(conn, scope)
+    return AgentDeleted(success=True, agent_id=None, deleted=deleted)

@@ -2,33 +2,50 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Header, Path, Query
 
+from memora import metrics
 from memora.ingest import accept_batch
 from memora.models import AGENT_ID_PATTERN
 from memora.pipeline.stages import INGEST_STAGES
 from memora.store import documents, operations
-from services.api.deps import BackendDep, ConnDep, SettingsDep
-from services.api.errors import APIError
+from services.api.deps import BackendDep, ConnDep, Offset, ScopeDep, SettingsDep
+from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 from services.api.schemas import (
     BatchRequest,
     BatchResponse,
     DeleteResponse,
+    DocumentDetail,
     DocumentList,
     DocumentSummary,
     OperationResponse,
 )
 
-router = APIRouter(prefix="/api", tags=["memories"])
+router = APIRouter(
+    prefix="/api", tags=["memories"], responses=error_responses(*AUTH_ERRORS, 422, 503)
+)
 AgentPath = Annotated[str, Path(pattern=AGENT_ID_PATTERN)]
+# Backfills (`memora backfill`) send "backfill": the pipeline then runs on the low-priority
+# `<stage>.backfill` queues, so live traffic keeps flowing.
+Priority = Annotated[
+    Literal["live", "backfill"],
+    Header(alias="X-Memora-Priority", description="`backfill`: process on the backfill queues"),
+]
 
 
-@router.post("/memories/batch", response_model=BatchResponse)
+@router.post(
+    "/memories/batch", response_model=BatchResponse, responses=error_responses(*BODY_ERRORS)
+)
 def store_batch(
-    body: BatchRequest, conn: ConnDep, backend: BackendDep, settings: SettingsDep
+    scope: ScopeDep,
+    body: BatchRequest,
+    conn: ConnDep,
+    backend: BackendDep,
+    settings: SettingsDep,
+    priority: Priority = "live",
 ) -> BatchResponse:
     """Make the raw items durable, then enqueue extraction. Idempotent per document_id."""
     if len(body.items) > settings.max_items_per_batch:
@@ -45,9 +62,11 @@ def store_batch(
             f"item content is limited to {settings.max_content_chars} characters",
             {"items": too_long[:20]},
         )
-    accepted = accept_batch(conn, body.agent_id, body.items, body.document_id)
+    accepted = accept_batch(conn, scope, body.agent_id, body.items, body.document_id)
+    backfill = priority == "backfill"
+    metrics.observe_accepted(accepted.outcome, accepted.items_count, backfill=backfill)
     if accepted.needs_processing:
-        backend.enqueue(INGEST_STAGES[0], accepted.operation_id)
+        backend.enqueue(INGEST_STAGES[0], accepted.operation_id, backfill=backfill)
     message = {
         "created": f"Successfully stored {accepted.items_count} memory items",
         "replaced": f"Replaced document content with {accepted.items_count} memory items",
@@ -64,9 +83,12 @@ def store_batch(
     )
 
 
-@router.get("/operations/{operation_id}", response_model=OperationResponse)
-def get_operation(operation_id: UUID, conn: ConnDep) -> OperationResponse:
-    op = operations.get_operation(conn, operation_id)
+@router.get(
+    "/operations/{operation_id}", response_model=OperationResponse, responses=error_responses(404)
+)
+def get_operation(scope: ScopeDep, operation_id: UUID, conn: ConnDep) -> OperationResponse:
+    """Only operations of the caller's tenant's agents; any other id is 404."""
+    op = operations.find_operation(conn, scope, operation_id)
     if op is None:
         raise APIError(404, "not_found", f"operation {operation_id} not found")
     return OperationResponse.model_validate(op)
@@ -74,25 +96,56 @@ def get_operation(operation_id: UUID, conn: ConnDep) -> OperationResponse:
 
 @router.get("/agents/{agent_id}/documents", response_model=DocumentList)
 def list_documents(
+    scope: ScopeDep,
     agent_id: AgentPath,
     conn: ConnDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> DocumentList:
-    rows = documents.list_documents(conn, agent_id, limit=limit, offset=offset)
+    rows = documents.list_documents(conn, scope, agent_id, limit=limit, offset=offset)
     return DocumentList(
         agent_id=agent_id, documents=[DocumentSummary.model_validate(r) for r in rows]
     )
 
 
-@router.delete("/agents/{agent_id}/documents/{document_id:path}", response_model=DeleteResponse)
-def delete_document(agent_id: AgentPath, document_id: str, conn: ConnDep) -> DeleteResponse:
-    """Hard delete; deleting a document that is already gone succeeds with zero counts."""
+@router.get(
+    "/agents/{agent_id}/documents/{document_id:path}",
+    response_model=DocumentDetail,
+    responses=error_responses(404),
+)
+def get_document(
+    scope: ScopeDep, agent_id: AgentPath, document_id: str, conn: ConnDep
+) -> DocumentDetail:
+    """The document's raw items exactly as they were stored."""
+    row = documents.find_document(conn, scope, agent_id, document_id)
+    if row is None:
+        raise APIError(404, "not_found", f"document {document_id!r} not found")
+    return DocumentDetail.model_validate({**row, "agent_id": agent_id})
+
+
+# 404: no route matches a document id with a newline (no stored id has one)
+@router.delete(
+    "/agents/{agent_id}/documents/{document_id:path}",
+    response_model=DeleteResponse,
+    responses=error_responses(404),
+)
+def delete_document(
+    scope: ScopeDep, agent_id: AgentPath, document_id: str, conn: ConnDep
+) -> DeleteResponse:
+    """Hard delete of the raw content, its operations, units, their links and entity references,
+    and entities nothing mentions any more; a document already gone succeeds with zero counts."""
     with conn.transaction():
-        deleted = documents.delete_document(conn, agent_id, document_id)
+        deleted = documents.delete_document(conn, scope, agent_id, document_id)
     return DeleteResponse(
         success=True,
         agent_id=agent_id,
         document_id=document_id,
-        deleted=deleted or {"units_deleted": 0, "entities_deleted": 0, "already_absent": True},
+        deleted=deleted
+        or {
+            "units_deleted": 0,
+            "entities_deleted": 0,
+            "links_deleted": 0,
+            "operations_deleted": 0,
+            "already_absent": True,
+        },
     )

@@ -7,25 +7,43 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.concurrency import run_in_threadpool
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from memora.models import AgentId
-from services.api.deps import ConnDep
+from memora.models import AgentId, StorableText, aware
+from memora.retrieval import RerankerUnavailable, Retriever, SearchParams
+from memora.tenancy import Scope
+from services.api.deps import ScopeDep
+from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 
 router = APIRouter(prefix="/api", tags=["search"])
 FactType = Literal["world", "agent", "opinion"]
 
 
-class SearchRequest(BaseModel):
+class NetworkSearchRequest(BaseModel):
+    """The body of /api/world_search, /api/agent_search and /api/opinion_search."""
+
     model_config = ConfigDict(extra="forbid")
 
     agent_id: AgentId
-    query: Annotated[str, Field(min_length=1, max_length=2000)]
-    fact_type: list[FactType] | None = None
+    query: Annotated[StorableText, Field(min_length=1, max_length=2000)]
     thinking_budget: Annotated[int, Field(ge=1, le=1000)] = 100
     top_k: Annotated[int, Field(ge=1, le=200)] = 10
     reranker: Literal["heuristic", "cross-encoder"] = "heuristic"
     trace: bool = False
+    max_tokens: Annotated[
+        int | None,
+        Field(ge=1, le=200_000, description="token budget of the results (default 4096)"),
+    ] = None
+    reference_time: Annotated[
+        datetime | None,
+        AfterValidator(aware),
+        Field(description="the time relative dates in the query refer to (default: now)"),
+    ] = None
+
+
+class SearchRequest(NetworkSearchRequest):
+    fact_type: Annotated[list[FactType] | None, Field(min_length=1)] = None
 
 
 class SearchResult(BaseModel):
@@ -36,6 +54,8 @@ class SearchResult(BaseModel):
     weight: float
     fact_type: FactType
     metadata: dict[str, Any] | None = None
+    occurred_start: datetime | None = None
+    occurred_end: datetime | None = None
 
 
 class SearchResponse(BaseModel):
@@ -43,35 +63,61 @@ class SearchResponse(BaseModel):
     trace: dict[str, Any] | None = None
 
 
-def _search(request: Request, body: SearchRequest, conn: ConnDep) -> SearchResponse:
-    """Semantic and full-text search fused with RRF (k = 60)."""
-    embedder = request.app.state.embedder
-    vector = embedder.embed_one(body.query)
-    types = body.fact_type or ["world", "agent", "opinion"]
-    rows = conn.execute(
-        """
-        WITH sem AS (
-            SELECT id, row_number() OVER (ORDER BY embedding <=> %(v)s) AS r FROM (
-                SELECT id, embedding FROM memory_units
-                WHERE agent_id = %(a)s AND fact_type = ANY(%(t)s) AND embedding IS NOT NULL
-                ORDER BY embedding <=> %(v)s LIMIT 50) s
-        ), kw AS (
-            SELECT id, row_number() OVER (ORDER BY ts_rank_cd(search_vector, q) DESC) AS r
-            FROM memory_units, websearch_to_tsquery('english', %(q)s) q
-            WHERE agent_id = %(a)s AND fact_type = ANY(%(t)s) AND search_vector @@ q LIMIT 50
-        ), fused AS (
-            SELECT id, sum(1.0 / (60 + r)) AS score FROM (
-                SELECT * FROM sem UNION ALL SELECT * FROM kw) x GROUP BY id
-        )
-        SELECT u.id, u.text, u.context, u.event_date, u.fact_type, u.metadata, f.score AS weight
-        FROM fused f JOIN memory_units u ON u.id = f.id
-        ORDER BY f.score DESC LIMIT %(k)s
-        """,
-        {"v": vector, "a": body.agent_id, "t": types, "q": body.query, "k": body.top_k},
-    ).fetchall()
-    return SearchResponse(results=[SearchResult.model_validate(r) for r in rows])
+def retriever(request: Request) -> Retriever:
+    found: Retriever = request.app.state.retriever
+    return found
 
 
-@router.post("/search", response_model=SearchResponse)
-def search(request: Request, body: SearchRequest, conn: ConnDep) -> SearchResponse:
-    return _search(request, body, conn)
+async def run_search(
+    request: Request, scope: Scope, body: NetworkSearchRequest, fact_types: list[FactType]
+) -> SearchResponse:
+    params = SearchParams(
+        scope=scope,
+        agent_id=body.agent_id,
+        query=body.query,
+        fact_types=tuple(dict.fromkeys(fact_types)),
+        thinking_budget=body.thinking_budget,
+        top_k=body.top_k,
+        reranker=body.reranker,
+        max_tokens=body.max_tokens,
+        reference_time=body.reference_time,
+        trace=body.trace,
+    )
+    try:
+        outcome = await run_in_threadpool(retriever(request).search, params)
+    except RerankerUnavailable as exc:
+        raise APIError(503, "reranker_unavailable", str(exc)) from exc
+    return SearchResponse(
+        results=[SearchResult.model_validate(hit, from_attributes=True) for hit in outcome.hits],
+        trace=outcome.trace,
+    )
+
+
+RESPONSES = error_responses(*AUTH_ERRORS, *BODY_ERRORS, 503)
+
+
+@router.post("/search", response_model=SearchResponse, responses=RESPONSES)
+async def search(scope: ScopeDep, request: Request, body: SearchRequest) -> SearchResponse:
+    """All networks, or those named in `fact_type`."""
+    return await run_search(request, scope, body, body.fact_type or ["world", "agent", "opinion"])
+
+
+@router.post("/world_search", response_model=SearchResponse, responses=RESPONSES)
+async def world_search(
+    scope: ScopeDep, request: Request, body: NetworkSearchRequest
+) -> SearchResponse:
+    return await run_search(request, scope, body, ["world"])
+
+
+@router.post("/agent_search", response_model=SearchResponse, responses=RESPONSES)
+async def agent_search(
+    scope: ScopeDep, request: Request, body: NetworkSearchRequest
+) -> SearchResponse:
+    return await run_search(request, scope, body, ["agent"])
+
+
+@router.post("/opinion_search", response_model=SearchResponse, responses=RESPONSES)
+async def opinion_search(
+    scope: ScopeDep, request: Request, body: NetworkSearchRequest
+) -> SearchResponse:
+    return await run_search(request, scope, body, ["opinion"])

@@ -10,27 +10,30 @@ reachable gives 503 with nothing stored.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
+from psycopg_pool import ConnectionPool
+from pydantic import BaseModel, ConfigDict, Field
+
 from memora import opinions
 from memora.llm import LLMError
 from memora.models import AgentId, utcnow
 from memora.personality import full_personality
 from memora.pipeline.backend import TaskBackend
 from memora.pipeline.stages import Stage
+from memora.retrieval import RerankerUnavailable, Retriever, SearchParams
 from memora.store import agents
+from memora.tenancy import Scope
 from memora.think import NETWORKS, Evidence, Profile, ThinkResult, think
-from psycopg_pool import ConnectionPool
-from pydantic import BaseModel, ConfigDict, Field
-
-from services.api.errors import APIError
+from services.api.deps import ScopeDep
+from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 from services.api.llm import llm_api_error, llm_client
+from services.api.routes import search as search_routes
 
 log = logging.getLogger("memora.api.think")
 router = APIRouter(prefix="/api", tags=["think"])
@@ -73,62 +76,49 @@ class ThinkResponse(BaseModel):
 
 
 # ------------------------------------------------------------------------- read path
-def _retriever(request: Request) -> Any:
-    state = request.app.state
-    retriever = getattr(state, "retriever", None)
-    if retriever is None:
-        try:
-            from memora.retrieval import Retriever  # type: ignore[attr-defined,unused-ignore]
-        except ImportError as exc:
-            raise APIError(
-                503, "retrieval_unavailable", f"the read path is not available: {exc}"
-            ) from exc
-        retriever = Retriever(state.settings, state.pool, state.embedder)
-        state.retriever = retriever
-    return retriever
-
-
-async def _search(retriever: Any, body: ThinkRequest, fact_type: str) -> list[Evidence]:
-    from memora.retrieval import SearchParams  # type: ignore[attr-defined,unused-ignore]
-
+async def _search(
+    retriever: Retriever, scope: Scope, body: ThinkRequest, fact_type: str
+) -> list[Evidence]:
     params = SearchParams(
         agent_id=body.agent_id,
+        scope=scope,
         query=body.query,
-        fact_types=[fact_type],
+        fact_types=(fact_type,),
         thinking_budget=body.thinking_budget,
         top_k=body.top_k,
         reranker=body.reranker,
     )
-    if inspect.iscoroutinefunction(retriever.search):
-        outcome = await retriever.search(params)
-    else:
+    try:
         outcome = await run_in_threadpool(retriever.search, params)
+    except RerankerUnavailable as exc:
+        raise APIError(503, "reranker_unavailable", str(exc)) from exc
     return [
         Evidence(
-            id=UUID(str(hit.id)),
+            id=hit.id,
             text=hit.text,
             fact_type=hit.fact_type,
-            weight=float(hit.weight),
+            weight=hit.weight,
             event_date=hit.event_date,
             context=hit.context,
         )
         for hit in outcome.hits
-        if hit.fact_type == fact_type
     ]
 
 
-def _profile(pool: ConnectionPool, agent_id: str) -> Profile:
+def _profile(pool: ConnectionPool, scope: Scope, agent_id: str) -> Profile:
     with pool.connection() as conn:
-        row = agents.get_agent(conn, agent_id)
+        row = agents.get_agent(conn, scope, agent_id)
     if row is None:  # think does not create agents; the defaults apply
         return Profile(agent_id, full_personality(None))
     return Profile(agent_id, full_personality(row["personality"]), row["background"] or "")
 
 
-def _current_opinions(pool: ConnectionPool, found: list[Evidence]) -> list[Evidence]:
+def _current_opinions(
+    pool: ConnectionPool, scope: Scope, agent_id: str, found: list[Evidence]
+) -> list[Evidence]:
     """Opinions with their confidence; versions a later one superseded are left out."""
     with pool.connection() as conn:
-        known = opinions.state(conn, [e.id for e in found])
+        known = opinions.state(conn, scope, agent_id, [e.id for e in found])
     kept = []
     for e in found:
         confidence, superseded = known.get(e.id, (None, False))
@@ -153,13 +143,14 @@ def _backend(request: Request) -> TaskBackend:
 
 
 def _store_opinions(
-    request: Request, body: ThinkRequest, profile: Profile, result: ThinkResult
+    request: Request, scope: Scope, body: ThinkRequest, profile: Profile, result: ThinkResult
 ) -> UUID:
     pool: ConnectionPool = request.app.state.pool
     based_on = [e.id for network in NETWORKS for e in result.based_on.get(network, [])]
     with pool.connection() as conn:
         op_id = opinions.record(
             conn,
+            scope,
             body.agent_id,
             result.new_opinions,
             formed_at=utcnow(),
@@ -175,15 +166,23 @@ def _store_opinions(
 
 
 # ------------------------------------------------------------------------- route
-@router.post("/think", response_model=ThinkResponse)
-async def think_route(body: ThinkRequest, request: Request) -> ThinkResponse:
+@router.post(
+    "/think",
+    response_model=ThinkResponse,
+    responses=error_responses(*AUTH_ERRORS, *BODY_ERRORS, 502, 503),
+)
+async def think_route(scope: ScopeDep, body: ThinkRequest, request: Request) -> ThinkResponse:
     client = llm_client(request)
-    retriever = _retriever(request)
+    retriever = search_routes.retriever(request)
     pool: ConnectionPool = request.app.state.pool
-    profile = await run_in_threadpool(_profile, pool, body.agent_id)
-    found = await asyncio.gather(*(_search(retriever, body, network) for network in NETWORKS))
+    profile = await run_in_threadpool(_profile, pool, scope, body.agent_id)
+    found = await asyncio.gather(
+        *(_search(retriever, scope, body, network) for network in NETWORKS)
+    )
     based_on = dict(zip(NETWORKS, found, strict=True))
-    based_on["opinion"] = await run_in_threadpool(_current_opinions, pool, based_on["opinion"])
+    based_on["opinion"] = await run_in_threadpool(
+        _current_opinions, pool, scope, body.agent_id, based_on["opinion"]
+    )
     try:
         result = await run_in_threadpool(think, client, profile, body.query, based_on, body.context)
     except LLMError as exc:
@@ -191,7 +190,7 @@ async def think_route(body: ThinkRequest, request: Request) -> ThinkResponse:
     op_id: UUID | None = None
     if result.new_opinions:
         try:
-            op_id = await run_in_threadpool(_store_opinions, request, body, profile, result)
+            op_id = await run_in_threadpool(_store_opinions, request, scope, body, profile, result)
         except Exception as exc:  # the answer still goes back
             log.exception("storing opinions failed")
             result.opinion_error = f"storing opinions failed: {type(exc).__name__}"

@@ -26,6 +26,7 @@ from memora.extraction.base import Extractor, Fact, Mention, SourceItem
 from memora.models import utcnow
 from memora.pipeline.stages import Stage, next_stage
 from memora.store import documents, operations
+from memora.tenancy import SEPARATOR
 
 log = logging.getLogger("memora.pipeline")
 
@@ -143,7 +144,8 @@ class Pipeline:
             )
             for i, raw in enumerate(doc["items"])
         ]
-        facts = self.extractor.extract(op["agent_id"], items)
+        # The extractor sees the agent id as its client named it, not the stored key.
+        facts = self.extractor.extract(op["agent_id"].rpartition(SEPARATOR)[2], items)
 
         def write(c: Connection[Any]) -> dict[str, int]:
             replaced = c.execute(

@@ -1,2 +1,8 @@
 """Fused retrieval (seed 000 §3): semantic ∥ keyword ∥ graph ∥ temporal-graph → RRF → rerank → MMR
 → token budget. The public interface is `Retriever.search(SearchParams) -> SearchOutcome`."""
+
+from memora.retrieval.cross_encoder import RerankerUnavailable
+from memora.retrieval.retriever import Retriever
+from memora.retrieval.types import Hit, SearchOutcome, SearchParams
+
+__all__ = ["Hit", "RerankerUnavailable", "Retriever", "SearchOutcome", "SearchParams"]

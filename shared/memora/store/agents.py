@@ -1,4 +1,8 @@
-"""Agent rows: created on first use, with the default Big Five personality."""
+"""Agent rows: created on first use, with the default Big Five personality.
+
+Every function takes the caller's `Scope` and the client's agent id; the stored key and the
+tenant come from the scope, and rows come back with the client's agent id.
+"""
 
 from __future__ import annotations
 
@@ -7,40 +11,65 @@ from typing import Any
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
+from memora.store.purge import purge_agents
+from memora.tenancy import Scope
+
 TRAITS = ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism")
 DEFAULT_PERSONALITY: dict[str, float] = {t: 0.5 for t in TRAITS} | {"bias_strength": 0.5}
+_COLUMNS = "agent_id, personality, background, created_at, updated_at"
 
 
-def ensure_agent(conn: Connection[Any], agent_id: str) -> None:
-    conn.execute(
-        "INSERT INTO agents (agent_id) VALUES (%s) ON CONFLICT (agent_id) DO NOTHING", (agent_id,)
-    )
+def _client(scope: Scope, row: dict[str, Any] | None) -> dict[str, Any] | None:
+    if row is not None:
+        row["agent_id"] = scope.agent_id(row["agent_id"])
+    return row
 
 
-def get_agent(conn: Connection[Any], agent_id: str) -> dict[str, Any] | None:
-    return conn.execute(
-        "SELECT agent_id, personality, background, created_at, updated_at FROM agents "
-        "WHERE agent_id = %s",
-        (agent_id,),
+def ensure_agent(conn: Connection[Any], scope: Scope, agent_id: str) -> None:
+    """Create the agent if needed and hold a key-share lock on its row until the transaction
+    ends, so a concurrent `delete_agent` cannot remove it under the caller's writes (the delete
+    waits; or, if it got there first, the row is made again)."""
+    key = scope.key(agent_id)
+    for _ in range(3):
+        conn.execute(
+            "INSERT INTO agents (agent_id, tenant_id) VALUES (%s, %s) "
+            "ON CONFLICT (agent_id) DO NOTHING",
+            (key, scope.tenant_id),
+        )
+        locked = conn.execute(
+            "SELECT 1 FROM agents WHERE agent_id = %s AND tenant_id = %s FOR KEY SHARE",
+            (key, scope.tenant_id),
+        ).fetchone()
+        if locked is not None:
+            return
+    raise RuntimeError(f"agent {agent_id!r} kept being deleted while it was created")
+
+
+def get_agent(conn: Connection[Any], scope: Scope, agent_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM agents WHERE agent_id = %s AND tenant_id = %s",
+        (scope.key(agent_id), scope.tenant_id),
     ).fetchone()
+    return _client(scope, row)
 
 
-def get_or_create_agent(conn: Connection[Any], agent_id: str) -> dict[str, Any]:
-    ensure_agent(conn, agent_id)
-    row = get_agent(conn, agent_id)
+def get_or_create_agent(conn: Connection[Any], scope: Scope, agent_id: str) -> dict[str, Any]:
+    ensure_agent(conn, scope, agent_id)
+    row = get_agent(conn, scope, agent_id)
     assert row is not None
     return row
 
 
 def update_agent(
     conn: Connection[Any],
+    scope: Scope,
     agent_id: str,
     *,
     personality: dict[str, float] | None = None,
     background: str | None = None,
 ) -> dict[str, Any]:
     """Create or update; personality values are merged over the current ones."""
-    ensure_agent(conn, agent_id)
+    ensure_agent(conn, scope, agent_id)
     conn.execute(
         """
         UPDATE agents SET
@@ -48,45 +77,55 @@ def update_agent(
                                ELSE personality || %(p)s::jsonb END,
             background  = COALESCE(%(b)s, background),
             updated_at  = now()
-        WHERE agent_id = %(a)s
+        WHERE agent_id = %(a)s AND tenant_id = %(t)s
         """,
         {
             "p": Jsonb(personality) if personality is not None else None,
             "b": background,
-            "a": agent_id,
+            "a": scope.key(agent_id),
+            "t": scope.tenant_id,
         },
     )
-    row = get_agent(conn, agent_id)
+    row = get_agent(conn, scope, agent_id)
     assert row is not None
     return row
 
 
 def list_agents(
-    conn: Connection[Any], *, limit: int | None = None, offset: int = 0
+    conn: Connection[Any], scope: Scope, *, limit: int | None = None, offset: int = 0
 ) -> list[dict[str, Any]]:
-    return conn.execute(
-        "SELECT agent_id, personality, background, created_at, updated_at FROM agents "
-        "ORDER BY agent_id LIMIT %s OFFSET %s",
-        (limit, offset),
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM agents WHERE tenant_id = %s ORDER BY agent_id LIMIT %s OFFSET %s",
+        (scope.tenant_id, limit, offset),
     ).fetchall()
+    for row in rows:
+        _client(scope, row)
+    return rows
 
 
 def replace_background(
-    conn: Connection[Any], agent_id: str, expected: str, background: str
+    conn: Connection[Any], scope: Scope, agent_id: str, expected: str, background: str
 ) -> bool:
     """Compare-and-set: False when the background changed since it was read as `expected`."""
     cur = conn.execute(
         "UPDATE agents SET background = %s, updated_at = now() "
-        "WHERE agent_id = %s AND background = %s",
-        (background, agent_id, expected),
+        "WHERE agent_id = %s AND tenant_id = %s AND background = %s",
+        (background, scope.key(agent_id), scope.tenant_id, expected),
     )
     return cur.rowcount == 1
 
 
-def delete_agent(conn: Connection[Any], agent_id: str) -> bool:
-    """Hard delete: documents and units cascade; entities and operations go explicitly."""
-    conn.execute("DELETE FROM memory_units WHERE agent_id = %s", (agent_id,))
-    conn.execute("DELETE FROM entities WHERE agent_id = %s", (agent_id,))
-    conn.execute("DELETE FROM operations WHERE agent_id = %s", (agent_id,))
-    cur = conn.execute("DELETE FROM agents WHERE agent_id = %s", (agent_id,))
-    return cur.rowcount > 0
+def delete_agent(conn: Connection[Any], scope: Scope, agent_id: str) -> dict[str, int]:
+    """Hard delete of the agent and everything of it; zero counts when it does not exist."""
+    return purge_agents(conn, [scope.key(agent_id)])
+
+
+def delete_all_agents(conn: Connection[Any], scope: Scope) -> dict[str, int]:
+    """Hard delete of every agent of the scope's tenant (the tenant and its keys stay)."""
+    keys = [
+        r["agent_id"]
+        for r in conn.execute(
+            "SELECT agent_id FROM agents WHERE tenant_id = %s", (scope.tenant_id,)
+        ).fetchall()
+    ]
+    return purge_agents(conn, keys)

@@ -1,4 +1,8 @@
-"""Documents: the raw content of each accepted batch, kept verbatim."""
+"""Documents: the raw content of each accepted batch, kept verbatim.
+
+Functions a request calls take its `Scope` and the client's agent id; `delete_orphan_entities`
+and `get_document` serve the pipeline, which knows stored agent keys and document pks.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,9 @@ from uuid import UUID
 
 from psycopg import Connection
 from psycopg.types.json import Jsonb
+
+from memora.store.purge import purge_units
+from memora.tenancy import Scope
 
 Outcome = Literal["created", "unchanged", "replaced"]
 
@@ -28,14 +35,24 @@ def content_hash(items: list[dict[str, Any]]) -> str:
 
 
 def upsert_document(
-    conn: Connection[Any], agent_id: str, document_id: str, items: list[dict[str, Any]]
+    conn: Connection[Any],
+    scope: Scope,
+    agent_id: str,
+    document_id: str,
+    items: list[dict[str, Any]],
 ) -> StoredDocument:
     """Insert, or detect an identical re-post, or replace changed content (same document_id)."""
+    return _upsert(conn, scope.key(agent_id), document_id, items)
+
+
+def _upsert(
+    conn: Connection[Any], agent_key: str, document_id: str, items: list[dict[str, Any]]
+) -> StoredDocument:
     digest = content_hash(items)
     row = conn.execute(
         "SELECT id, content_hash, current_operation_id FROM documents "
         "WHERE agent_id = %s AND document_id = %s FOR UPDATE",
-        (agent_id, document_id),
+        (agent_key, document_id),
     ).fetchone()
     if row is not None and row["content_hash"] == digest:
         return StoredDocument(row["id"], document_id, "unchanged", row["current_operation_id"])
@@ -53,10 +70,10 @@ def upsert_document(
         ON CONFLICT (agent_id, document_id) DO NOTHING
         RETURNING id
         """,
-        (agent_id, document_id, digest, Jsonb(items), len(items)),
+        (agent_key, document_id, digest, Jsonb(items), len(items)),
     ).fetchone()
     if inserted is None:  # a concurrent request created it first: compare again under its lock
-        return upsert_document(conn, agent_id, document_id, items)
+        return _upsert(conn, agent_key, document_id, items)
     return StoredDocument(inserted["id"], document_id, "created", None)
 
 
@@ -77,8 +94,24 @@ def get_document(
     ).fetchone()
 
 
+def find_document(
+    conn: Connection[Any], scope: Scope, agent_id: str, document_id: str
+) -> dict[str, Any] | None:
+    """The document with its raw items, as they were posted."""
+    return conn.execute(
+        """
+        SELECT d.document_id, d.items, d.item_count, d.created_at, d.updated_at,
+               d.current_operation_id AS operation_id, o.status,
+               (SELECT count(*) FROM memory_units u WHERE u.document_pk = d.id) AS unit_count
+        FROM documents d LEFT JOIN operations o ON o.id = d.current_operation_id
+        WHERE d.agent_id = %s AND d.document_id = %s
+        """,
+        (scope.key(agent_id), document_id),
+    ).fetchone()
+
+
 def list_documents(
-    conn: Connection[Any], agent_id: str, *, limit: int = 100, offset: int = 0
+    conn: Connection[Any], scope: Scope, agent_id: str, *, limit: int = 100, offset: int = 0
 ) -> list[dict[str, Any]]:
     return conn.execute(
         """
@@ -88,40 +121,45 @@ def list_documents(
         FROM documents d LEFT JOIN operations o ON o.id = d.current_operation_id
         WHERE d.agent_id = %s ORDER BY d.created_at DESC, d.document_id LIMIT %s OFFSET %s
         """,
-        (agent_id, limit, offset),
+        (scope.key(agent_id), limit, offset),
     ).fetchall()
 
 
-def delete_orphan_entities(conn: Connection[Any], agent_id: str) -> int:
+def delete_orphan_entities(conn: Connection[Any], agent_key: str) -> int:
     cur = conn.execute(
         """
         DELETE FROM entities e WHERE e.agent_id = %s
           AND NOT EXISTS (SELECT 1 FROM unit_entities ue WHERE ue.entity_id = e.id)
         """,
-        (agent_id,),
+        (agent_key,),
     )
     return cur.rowcount
 
 
 def delete_document(
-    conn: Connection[Any], agent_id: str, document_id: str
+    conn: Connection[Any], scope: Scope, agent_id: str, document_id: str
 ) -> dict[str, int] | None:
-    """Hard delete of a document, its units, their links and entities nobody mentions any more."""
+    """Hard delete of a document: its raw content, its operations, its units with their links,
+    entity references and access counts, and entities no remaining memory mentions. None when
+    there is no such document. Order: see memora.store.purge. The document is locked FOR NO
+    KEY UPDATE: that stops re-posts of it (FOR UPDATE) but not a stage inserting its units
+    (whose foreign key takes KEY SHARE while it holds its operation's lock, which we wait for).
+    """
+    key = scope.key(agent_id)
     doc = conn.execute(
-        "SELECT id FROM documents WHERE agent_id = %s AND document_id = %s FOR UPDATE",
-        (agent_id, document_id),
+        "SELECT id FROM documents WHERE agent_id = %s AND document_id = %s FOR NO KEY UPDATE",
+        (key, document_id),
     ).fetchone()
     if doc is None:
         return None
-    units = conn.execute(
-        "DELETE FROM memory_units WHERE document_pk = %s",
-        (doc["id"],),
-    ).rowcount
-    conn.execute(
-        "UPDATE operations SET status = 'superseded', finished_at = now(), updated_at = now() "
-        "WHERE document_pk = %s AND status IN ('queued', 'running')",
-        (doc["id"],),
-    )
-    conn.execute("DELETE FROM documents WHERE id = %s", (doc["id"],))
-    entities = delete_orphan_entities(conn, agent_id)
-    return {"units_deleted": units, "entities_deleted": entities}
+    params = {"d": doc["id"]}
+    operations = conn.execute("DELETE FROM operations WHERE document_pk = %(d)s", params).rowcount
+    counts = purge_units(conn, "SELECT id FROM memory_units WHERE document_pk = %(d)s", params)
+    conn.execute("DELETE FROM documents WHERE id = %(d)s", params)
+    entities = delete_orphan_entities(conn, key)
+    return {
+        "units_deleted": counts["memory_units"],
+        "entities_deleted": entities,
+        "links_deleted": counts["memory_links"],
+        "operations_deleted": operations,
+    }

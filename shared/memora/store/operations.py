@@ -1,4 +1,8 @@
-"""Operations: one row per accepted batch (or think), with per-stage status for operators."""
+"""Operations: one row per accepted batch (or think), with per-stage status for operators.
+
+Workers address operations by id (`get_operation`); requests only through `find_operation`,
+which shows an operation to the tenant that owns its agent and to no one else.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +13,35 @@ from psycopg import Connection
 from psycopg.types.json import Jsonb
 
 from memora.pipeline.stages import Stage
+from memora.tenancy import Scope
 
 TERMINAL = ("completed", "failed", "superseded")
 
-_COLUMNS = (
-    "id, agent_id, kind, document_pk, document_id, status, stage, stages, counts, payload, "
-    "error, created_at, updated_at, finished_at"
-)
+_FIELDS = [
+    "id",
+    "agent_id",
+    "kind",
+    "document_pk",
+    "document_id",
+    "status",
+    "stage",
+    "stages",
+    "counts",
+    "payload",
+    "error",
+    "created_at",
+    "updated_at",
+    "finished_at",
+]
+_COLUMNS = ", ".join(_FIELDS)
+_QUALIFIED = ", ".join(f"o.{f}" for f in _FIELDS)
 
 
 def create_operation(
     conn: Connection[Any],
-    *,
+    scope: Scope,
     agent_id: str,
+    *,
     kind: str,
     first_stage: Stage,
     document_pk: UUID | None = None,
@@ -35,7 +55,7 @@ def create_operation(
         VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id
         """,
         (
-            agent_id,
+            scope.key(agent_id),
             kind,
             document_pk,
             document_id,
@@ -53,6 +73,20 @@ def get_operation(
 ) -> dict[str, Any] | None:
     sql = f"SELECT {_COLUMNS} FROM operations WHERE id = %s" + (" FOR UPDATE" if lock else "")
     return conn.execute(sql, (operation_id,)).fetchone()
+
+
+def find_operation(
+    conn: Connection[Any], scope: Scope, operation_id: UUID
+) -> dict[str, Any] | None:
+    """The operation if its agent belongs to the scope's tenant, with the client's agent id."""
+    row = conn.execute(
+        f"SELECT {_QUALIFIED} FROM operations o JOIN agents a ON a.agent_id = o.agent_id "
+        "WHERE o.id = %s AND a.tenant_id = %s",
+        (operation_id, scope.tenant_id),
+    ).fetchone()
+    if row is not None:
+        row["agent_id"] = scope.agent_id(row["agent_id"])
+    return row
 
 
 def stage_started(conn: Connection[Any], operation_id: UUID, stage: Stage) -> None:

@@ -1,0 +1,267 @@
+"""Retrieval quality on LoCoMo through the real API and pipeline, next to BM25, dense and
+hybrid baselines computed by this script on the same turns (the metric of ../shared/DESIGN.md §5).
+
+    python bench/locomo.py                                # embedded stack, dev split
+    python bench/locomo.py --data other.json --url http://127.0.0.1:8080 --reranker heuristic
+
+Every turn is posted as one item ("{speaker}: {text}", plus " [shares image: …]"), one document
+per session, timestamp = the session's date_time, metadata dia_id; the local extractor keeps
+raw turns as units. For every question of categories 1–4 with evidence, /api/search (top 50)
+is asked on that conversation's agent; Recall@k is the share of the question's evidence turns
+in the top k, MRR the reciprocal rank of the first. Results: a table and a JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from memora.backfill import LOCOMO_TIME, read_documents
+from memora.config import Settings
+from memora.infra.embedded import free_port
+from services.cli.stack import Stack
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+KS = (5, 10, 20, 50)
+_EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+
+
+def evidence_ids(evidence: Sequence[str]) -> set[str]:
+    """'D8:6; D9:17', 'D:11:26' and 'D30:05' all normalised to 'D<session>:<turn>'."""
+    return {f"D{int(a)}:{int(b)}" for e in evidence for a, b in _EVIDENCE.findall(str(e))}
+
+
+@dataclass
+class Question:
+    agent_id: str
+    text: str
+    category: int
+    evidence: set[str]
+    reference: datetime  # the conversation's last session: when the question is asked
+
+
+def load_questions(data: list[dict[str, Any]], prefix: str) -> list[Question]:
+    out = []
+    for conv in data:
+        times = [
+            datetime.strptime(v.strip(), LOCOMO_TIME).replace(tzinfo=UTC)
+            for k, v in conv["conversation"].items()
+            if k.endswith("_date_time") and isinstance(v, str)
+        ]
+        for q in conv["qa"]:
+            ev = evidence_ids(q.get("evidence") or [])
+            if q.get("category") in CATEGORIES and ev:
+                out.append(
+                    Question(f"{prefix}{conv['sample_id']}", q["question"], q["category"], ev,
+                             max(times))
+                )  # fmt: skip
+    return out
+
+
+def turns(data: list[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
+    """sample_id → [(dia_id, text)] for the baselines, texts as the API stores them."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for conv in data:
+        c = conv["conversation"]
+        rows = []
+        for key, value in c.items():
+            if key.startswith("session_") and isinstance(value, list):
+                for t in value:
+                    caption = (
+                        f" [shares image: {t['blip_caption']}]" if t.get("blip_caption") else ""
+                    )
+                    rows.append((t["dia_id"], f"{t['speaker']}: {t['text']}{caption}"))
+        out[conv["sample_id"]] = rows
+    return out
+
+
+# ------------------------------------------------------------------------------ metric
+def score(ranked: list[str], evidence: set[str]) -> dict[str, float]:
+    found = {f"R@{k}": len(evidence & set(ranked[:k])) / len(evidence) for k in KS}
+    first = next((i for i, d in enumerate(ranked, 1) if d in evidence), None)
+    return {**found, "MRR": 1.0 / first if first else 0.0}
+
+
+def summarise(rows: list[tuple[Question, dict[str, float]]]) -> dict[str, Any]:
+    def mean(part: list[dict[str, float]]) -> dict[str, float]:
+        return {m: round(statistics.fmean(r[m] for r in part), 3) for m in part[0]} if part else {}
+
+    by_cat: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for q, r in rows:
+        by_cat[CATEGORIES[q.category]].append(r)
+    return {
+        "overall": mean([r for _, r in rows]),
+        "questions": len(rows),
+        **{name: mean(by_cat[name]) for name in CATEGORIES.values()},
+    }
+
+
+# ---------------------------------------------------------------------------- baselines
+def baselines(data: list[dict[str, Any]], questions: list[Question], prefix: str,
+              model: str) -> dict[str, dict[str, Any]]:  # fmt: skip
+    from rank_bm25 import BM25Okapi
+
+    from memora.embedding import Embedder
+
+    embedder = Embedder(model, torch_threads=2)
+    tokenize: Callable[[str], list[str]] = lambda s: re.findall(r"\w+", s.lower())  # noqa: E731
+    per_conv = {}
+    for sample_id, rows in turns(data).items():
+        texts = [t for _, t in rows]
+        per_conv[f"{prefix}{sample_id}"] = (
+            [d for d, _ in rows],
+            BM25Okapi([tokenize(t) for t in texts]),
+            embedder.embed(texts),
+        )
+    results: dict[str, list[tuple[Question, dict[str, float]]]] = defaultdict(list)
+    for q in questions:
+        ids, bm25, vectors = per_conv[q.agent_id]
+        lexical = list(np.argsort(-bm25.get_scores(tokenize(q.text)), kind="stable"))
+        dense = list(np.argsort(-(vectors @ embedder.embed_one(q.text)), kind="stable"))
+        fused: dict[int, float] = defaultdict(float)
+        for ranking in (lexical, dense):
+            for rank, i in enumerate(ranking[:100], 1):
+                fused[int(i)] += 1 / (60 + rank)
+        hybrid = sorted(fused, key=lambda i: -fused[i])
+        for name, order in (("bm25", lexical), ("dense", dense), ("hybrid", hybrid)):
+            results[name].append((q, score([ids[int(i)] for i in order[:50]], q.evidence)))
+    return {name: summarise(rows) for name, rows in results.items()}
+
+
+# ----------------------------------------------------------------------------- through API
+def ingest(client: httpx.Client, path: Path, prefix: str) -> tuple[int, float]:
+    started = time.monotonic()
+    operations, items = [], 0
+    for doc in read_documents(path, "locomo"):
+        body = {
+            "agent_id": f"{prefix}{doc.agent_id}",
+            "document_id": doc.document_id,
+            "items": [i.model_dump(mode="json", exclude_none=True) for i in doc.items],
+        }
+        response = client.post("/api/memories/batch", json=body)
+        response.raise_for_status()
+        operations.append(response.json()["operation_id"])
+        items += len(doc.items)
+    for op in operations:
+        while (status := client.get(f"/api/operations/{op}").json()["status"]) in (
+            "queued",
+            "running",
+        ):
+            time.sleep(0.2)
+        if status != "completed":
+            raise RuntimeError(f"operation {op} ended {status}")
+    return items, time.monotonic() - started
+
+
+def through_api(client: httpx.Client, questions: list[Question], reranker: str,
+                reference: str) -> tuple[dict[str, Any], list[float]]:  # fmt: skip
+    rows, latencies = [], []
+    for q in questions:
+        body: dict[str, Any] = {
+            "agent_id": q.agent_id, "query": q.text, "top_k": 50, "reranker": reranker,
+        }  # fmt: skip
+        if reference == "conversation":
+            body["reference_time"] = q.reference.isoformat()
+        started = time.perf_counter()
+        response = client.post("/api/search", json=body)
+        latencies.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+        ranked = [r["metadata"].get("dia_id", "") for r in response.json()["results"]]
+        rows.append((q, score(ranked, q.evidence)))
+    return summarise(rows), latencies
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    head = (
+        "| retriever | R@5 | R@10 | R@20 | R@50 | MRR | R@10 multi-hop / temporal / open / single |"
+    )
+    lines = [head, "|---" * 7 + "|"]
+    for name, r in results.items():
+        o = r["overall"]
+        cats = " / ".join(f"{r[c]['R@10']:.3f}" for c in CATEGORIES.values())
+        lines.append(
+            f"| {name} | {o['R@5']:.3f} | {o['R@10']:.3f} | {o['R@20']:.3f} | {o['R@50']:.3f} "
+            f"| {o['MRR']:.3f} | {cats} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    here = Path(__file__).resolve().parent
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--data", type=Path, default=here.parent.parent / "shared/locomo/locomo_dev.json"
+    )
+    parser.add_argument(
+        "--url", help="a running Memora (write API); default: start the embedded stack"
+    )
+    parser.add_argument("--reranker", default="heuristic", choices=["heuristic", "cross-encoder"])
+    parser.add_argument(
+        "--reference",
+        default="conversation",
+        choices=["conversation", "now"],
+        help="reference time of the questions: the conversation's end, or now",
+    )
+    parser.add_argument("--prefix", default="locomo-", help="agent id prefix")
+    parser.add_argument("--skip-ingest", action="store_true")
+    parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument("--out", type=Path, default=here / "results" / "locomo.json")
+    args = parser.parse_args()  # fmt: skip
+
+    data = json.loads(args.data.read_text())
+    questions = load_questions(data, args.prefix)
+    report: dict[str, Any] = {"data": str(args.data), "questions": len(questions)}
+    stack = None
+    if args.url is None:
+        settings = Settings(
+            data_dir=Path(tempfile.mkdtemp(prefix="memora-locomo-")),
+            port=free_port(),
+            query_port=free_port(),
+        )
+        stack = Stack(settings, log_dir=settings.data_dir / "logs")
+        stack.start()
+        stack.wait_ready()
+        args.url = f"http://{settings.host}:{settings.port}"
+    try:
+        with httpx.Client(base_url=args.url, timeout=120) as client:
+            if not args.skip_ingest:
+                items, seconds = ingest(client, args.data, args.prefix)
+                report["ingest"] = {"items": items, "seconds": round(seconds, 1)}
+                print(f"ingested {items} turns in {seconds:.1f}s")
+            memora, latencies = through_api(client, questions, args.reranker, args.reference)
+    finally:
+        if stack is not None:
+            stack.stop()
+    results = {f"memora ({args.reranker})": memora}
+    if not args.no_baselines:
+        results.update(baselines(data, questions, args.prefix, Settings().embedding_model))
+    report["results"] = results
+    report["search_ms"] = {
+        "p50": round(float(np.percentile(latencies, 50)), 1),
+        "p95": round(float(np.percentile(latencies, 95)), 1),
+    }
+    print(table(results))
+    print(f"search latency over HTTP: p50 {report['search_ms']['p50']} ms, "
+          f"p95 {report['search_ms']['p95']} ms ({len(latencies)} searches)")  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Load tests: locust scenarios and a headless runner (docs/loadtests.md)."""

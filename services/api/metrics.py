@@ -1,0 +1,134 @@
+"""Prometheus for the API and the query service: an ASGI middleware timing every request by
+route template and status, and GET /metrics, which also refreshes the scrape-time gauges
+(database pool use; for the write API queue depths and operations per state, cached).
+
+One line in an app factory: `install_metrics(app, "api", broker_url=...)`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import redis
+from fastapi import FastAPI
+from fastapi.responses import Response
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memora import llm, metrics
+from memora.monitoring import operation_stats
+from memora.monitoring import queue_depths as broker_queue_depths
+
+log = logging.getLogger("memora.metrics")
+UNMATCHED = "unmatched"
+DEFAULT_BROKER = "redis://127.0.0.1:6379/0"  # as services/workers/celery_app.py
+
+
+def route_template(scope: Scope, routes: list[BaseRoute]) -> str:
+    """The route's path template ("/api/operations/{operation_id}"), never the raw path, so
+    that label values stay few. Requests the router never saw (rejected by an outer
+    middleware) are matched here; anything else is "unmatched"."""
+    route = scope.get("route")
+    if route is None:
+        for candidate in routes:
+            match, _ = candidate.matches(scope)
+            if match == Match.FULL:
+                route = candidate
+                break
+    if route is None:
+        return UNMATCHED
+    return str(getattr(route, "path_format", None) or getattr(route, "path", UNMATCHED))
+
+
+class PrometheusMiddleware:
+    def __init__(self, app: ASGIApp, service: str, routes: Callable[[], list[BaseRoute]]) -> None:
+        self.app, self.service, self.routes = app, service, routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+        in_progress = metrics.HTTP_IN_PROGRESS.labels(self.service)
+        in_progress.inc()
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            in_progress.dec()
+            labels = (self.service, scope["method"], route_template(scope, self.routes()), status)
+            metrics.HTTP_REQUESTS.labels(*labels).inc()
+            metrics.HTTP_LATENCY.labels(*labels).observe(time.perf_counter() - started)
+
+
+class Throttled:
+    """Runs `refresh` at most once per `ttl` seconds; a failure is logged, never raised (a
+    scrape must answer while Redis or the database is down: the health checks report those)."""
+
+    def __init__(self, refresh: Callable[[], None], ttl: float) -> None:
+        self.refresh, self.ttl = refresh, ttl
+        self._at = float("-inf")
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._at < self.ttl:
+                return
+            self._at = now
+        try:
+            self.refresh()
+        except Exception as exc:
+            log.warning("metrics refresh failed: %s", exc)
+
+
+def install_metrics(app: FastAPI, service: str, *, queue_depths: bool = False) -> None:
+    """Middleware, /metrics and the LLM usage hook. `queue_depths`: also export the broker's
+    queue depths; the write API ("api") also exports operations per state."""
+    settings = app.state.settings
+    metrics.install_llm_hook(llm.usage)
+    app.add_middleware(PrometheusMiddleware, service=service, routes=lambda: app.router.routes)
+
+    def pool_use() -> None:
+        pool = getattr(app.state, "pool", None)
+        if pool is not None:
+            metrics.record_pool(str(getattr(pool, "name", service)), pool.get_stats())
+
+    def operations() -> None:
+        with app.state.pool.connection() as conn:
+            stats = operation_stats(conn)
+        metrics.record_operations(
+            stats.by_status, stats.active_by_stage, stats.oldest_active_seconds
+        )
+
+    refreshers: list[Callable[[], None]] = [Throttled(pool_use, 0.0)]
+    if service == "api":
+        refreshers.append(Throttled(operations, settings.metrics_cache_seconds))
+    if queue_depths:
+        client = redis.Redis.from_url(
+            settings.broker_url or DEFAULT_BROKER, socket_timeout=2, socket_connect_timeout=2
+        )
+        refreshers.append(
+            Throttled(
+                lambda: metrics.record_queue_depths(broker_queue_depths(client)),
+                settings.metrics_cache_seconds,
+            )
+        )
+
+    def metrics_endpoint() -> Response:
+        for refresh in refreshers:
+            refresh()
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+    app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], include_in_schema=False)

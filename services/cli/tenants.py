@@ -1,0 +1,140 @@
+"""`memora tenants …` and `memora keys …`: tenants and API keys, straight in the database
+(MEMORA_DATABASE_URL), for the first admin key and for operators (docs/security.md).
+
+The database modules are imported inside the commands, so that other commands (`memora
+worker-ready`, an exec probe) start as quickly as before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+from uuid import UUID
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memora.config import Settings
+
+console = Console(stderr=True)
+tenants_app = typer.Typer(help="Tenants: create, list, delete.", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys: create, list, revoke.", no_args_is_help=True)
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+@contextmanager
+def _connection() -> Iterator[Any]:
+    """A connection in a transaction, committed when the block ends without an error."""
+    from memora.db.pool import connect
+
+    conn = connect(Settings().require_database_url())
+    try:
+        with conn.transaction():
+            yield conn
+    finally:
+        conn.close()
+
+
+def _print(rows: list[dict[str, Any]], columns: list[str], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(rows, default=str))
+        return
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*("" if row[c] is None else str(row[c]) for c in columns))
+    Console().print(table)
+
+
+@tenants_app.command("create")
+def create_tenant(
+    tenant_id: Annotated[str, typer.Argument(help="letters, digits and _.:@- (no /)")],
+    name: Annotated[str, typer.Option(help="a display name")] = "",
+) -> None:
+    from memora.store import tenants
+
+    try:
+        with _connection() as conn:
+            row = tenants.create_tenant(conn, tenant_id, name)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    except tenants.TenantExists as exc:
+        console.print(f"[red]tenant {tenant_id} already exists[/]")
+        raise typer.Exit(1) from exc
+    console.print(f"[green]created tenant {row['tenant_id']}[/]")
+
+
+@tenants_app.command("list")
+def list_tenants(json_output: JsonOption = False) -> None:
+    from memora.store import tenants
+
+    with _connection() as conn:
+        rows = tenants.list_tenants(conn)
+    _print(rows, ["tenant_id", "name", "agents", "keys", "created_at"], json_output)
+
+
+@tenants_app.command("delete")
+def delete_tenant(
+    tenant_id: str,
+    yes: Annotated[bool, typer.Option("--yes", help="do not ask for confirmation")] = False,
+) -> None:
+    """Hard delete of every agent of the tenant with all its data, its keys and the tenant
+    ("default" is emptied but stays)."""
+    from memora.store import tenants
+
+    if not yes:
+        typer.confirm(f"Delete tenant {tenant_id} and ALL its data?", abort=True)
+    with _connection() as conn:
+        counts = tenants.delete_tenant(conn, tenant_id)
+    console.print(f"deleted {tenant_id}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+
+@keys_app.command("create")
+def create_key(
+    tenant_id: str,
+    admin: Annotated[bool, typer.Option(help="may manage tenants and keys")] = False,
+    name: Annotated[str, typer.Option(help="a label, e.g. who uses it")] = "",
+) -> None:
+    """Print a new key on stdout: it is shown this once (only its hash is stored)."""
+    from memora.store import tenants
+
+    try:
+        with _connection() as conn:
+            new = tenants.create_key(conn, tenant_id, is_admin=admin, name=name)
+    except tenants.UnknownTenant as exc:
+        console.print(f"[red]no tenant {tenant_id}[/] (memora tenants create {tenant_id})")
+        raise typer.Exit(1) from exc
+    console.print(f"key {new.id} ({new.prefix}…) for tenant {tenant_id}; keep it secret:")
+    print(new.key)
+
+
+@keys_app.command("list")
+def list_keys(
+    tenant: Annotated[str | None, typer.Option(help="only this tenant's keys")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    from memora.store import tenants
+
+    with _connection() as conn:
+        rows = tenants.list_keys(conn, tenant)
+    columns = ["id", "tenant_id", "prefix", "name", "is_admin", "created_at", "revoked_at"]
+    _print(rows, columns, json_output)
+
+
+@keys_app.command("revoke")
+def revoke_key(key_id: UUID) -> None:
+    from memora.store import tenants
+
+    with _connection() as conn:
+        row = tenants.revoke_key(conn, key_id)
+    if row is None:
+        console.print(f"[red]no key {key_id}[/]")
+        raise typer.Exit(1)
+    console.print(f"revoked {key_id} ({row['prefix']}…) at {row['revoked_at']}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(tenants_app, name="tenants")
+    app.add_typer(keys_app, name="keys")

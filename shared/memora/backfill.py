@@ -1,0 +1,365 @@
+"""Conversation archives for backfills, read as a stream of documents (never the whole file).
+
+Formats (`detect_format` picks one from the first byte):
+
+- ``jsonl`` — one JSON object per line, either a whole conversation
+  ``{"conversation_id", "agent_id"?, "started_at"?, "messages": [{"speaker", "text",
+  "timestamp"?, "metadata"?}]}`` (the bundled sample's format), or one message
+  ``{"conversation_id", "agent_id"?, "speaker"?, "text" | "content", "timestamp"?,
+  "metadata"?}``. Consecutive messages of one conversation form one document.
+- ``locomo`` — a JSON array of LoCoMo conversations (``sample_id``, ``conversation`` with
+  ``session_N`` turn lists and ``session_N_date_time``), streamed with ijson: one document
+  per session, ``<sample_id>:session_<N>``.
+
+Document ids are deterministic, so a re-run re-posts identical documents (the API answers
+"unchanged"): a conversation line gives ``<conversation_id>`` (``#2``, ``#3``... for the
+parts of one longer than `max_items`); a run of message lines gives
+``<conversation_id>#L<line of its first message>``.
+
+Every document carries the `Position` to resume after it, which a `Checkpoint` stores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from memora.models import MemoryItem
+
+Format = Literal["jsonl", "locomo"]
+Problem = Callable[[int, str], None]  # (line, or document ordinal for JSON; reason)
+LOCOMO_TIME = "%I:%M %p on %d %B, %Y"
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where to continue after a document: re-read from byte `offset` (the start of the line
+    the document began on; None for JSON, read from the start) and pass over `skip` documents
+    that start there; `index` documents precede the next one."""
+
+    offset: int | None
+    line: int
+    skip: int
+    index: int
+
+
+@dataclass
+class Document:
+    agent_id: str
+    document_id: str
+    items: list[MemoryItem]
+    resume: Position
+    bytes_read: int
+
+
+def detect_format(path: Path) -> Format:
+    with path.open("rb") as handle:
+        while chunk := handle.read(4096):
+            stripped = chunk.lstrip()
+            if stripped:
+                return "locomo" if stripped[:1] == b"[" else "jsonl"
+    return "jsonl"
+
+
+def read_documents(
+    path: Path,
+    fmt: Format,
+    *,
+    default_agent: str | None = None,
+    max_items: int = 500,
+    resume: Position | None = None,
+    on_problem: Problem | None = None,
+) -> Iterator[Document]:
+    """Documents in archive order, from `resume` on. `default_agent` overrides the archive's
+    agent ids when set."""
+    report = on_problem or (lambda _line, _reason: None)
+    if fmt == "locomo":
+        yield from _locomo(path, default_agent, max_items, resume, report)
+    else:
+        yield from _jsonl(path, default_agent, max_items, resume, report)
+
+
+# ----------------------------------------------------------------------------- items
+def _scalar(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def make_item(message: dict[str, Any], default_time: str | None = None) -> MemoryItem:
+    """A MemoryItem from an archive message; raises ValueError when it cannot be one."""
+    if not isinstance(message, dict):
+        raise ValueError("a message must be a JSON object")
+    text = message.get("text", message.get("content"))
+    when = message.get("timestamp") or message.get("event_date") or default_time
+    metadata = message.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ValueError("metadata must be an object")
+    try:
+        return MemoryItem.model_validate(
+            {
+                "content": text,
+                "speaker": message.get("speaker"),
+                "event_date": when,
+                "metadata": {str(k): _scalar(v) for k, v in metadata.items()},
+            }
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "message"
+        raise ValueError(f"{where}: {first['msg']}") from exc
+
+
+def _chunks(items: list[MemoryItem], size: int) -> Iterator[list[MemoryItem]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+# ----------------------------------------------------------------------------- JSONL
+@dataclass
+class _Run:
+    """Consecutive message lines of one conversation."""
+
+    agent_id: str
+    conversation_id: str
+    offset: int
+    line: int
+    items: list[MemoryItem] = field(default_factory=list)
+
+
+def _jsonl(
+    path: Path,
+    default_agent: str | None,
+    max_items: int,
+    resume: Position | None,
+    report: Problem,
+) -> Iterator[Document]:
+    offset = (resume.offset or 0) if resume else 0
+    line_no = resume.line - 1 if resume else 0
+    index = resume.index - resume.skip if resume else 0
+    to_skip = resume.skip if resume else 0
+    run: _Run | None = None
+    # documents emitted from the current start offset (for Position.skip)
+    same_start: dict[int, int] = {}
+
+    def emit(agent: str, doc_id: str, items: list[MemoryItem], start: int, line: int) -> Document:
+        nonlocal index
+        skip = same_start.get(start, 0) + 1
+        same_start.clear()
+        same_start[start] = skip
+        index += 1
+        return Document(agent, doc_id, items, Position(start, line, skip, index), offset)
+
+    def flush(r: _Run) -> Iterator[Document]:
+        doc_id = f"{r.conversation_id}#L{r.line}"
+        yield emit(r.agent_id, doc_id, r.items, r.offset, r.line)
+
+    with path.open("rb") as handle:
+        handle.seek(offset)
+        for raw in handle:
+            start = offset
+            offset += len(raw)
+            line_no += 1
+            if not raw.strip():
+                continue
+            quiet = to_skip > 0
+            try:
+                record = json.loads(raw)
+                if not isinstance(record, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as exc:
+                if not quiet:
+                    report(line_no, f"invalid JSON: {exc}")
+                continue
+            agent = default_agent or str(record.get("agent_id") or "default")
+            conv_id = str(record.get("conversation_id") or f"line-{line_no}")
+            if isinstance(record.get("messages"), list):
+                if run is not None:
+                    for doc in flush(run):
+                        if to_skip:
+                            to_skip -= 1
+                        else:
+                            yield doc
+                    run = None
+                items = []
+                for i, message in enumerate(record["messages"]):
+                    try:
+                        items.append(make_item(message, record.get("started_at")))
+                    except ValueError as exc:
+                        if not quiet:
+                            report(line_no, f"message {i}: {exc}")
+                for part, chunk in enumerate(_chunks(items, max_items)):
+                    doc_id = conv_id if part == 0 else f"{conv_id}#{part + 1}"
+                    doc = emit(agent, doc_id, chunk, start, line_no)
+                    if to_skip:
+                        to_skip -= 1
+                    else:
+                        yield doc
+                continue
+            try:
+                item = make_item(record)
+            except ValueError as exc:
+                if not quiet:
+                    report(line_no, str(exc))
+                continue
+            if run is not None and (
+                run.conversation_id != conv_id
+                or run.agent_id != agent
+                or len(run.items) >= max_items
+            ):
+                for doc in flush(run):
+                    if to_skip:
+                        to_skip -= 1
+                    else:
+                        yield doc
+                run = None
+            if run is None:
+                run = _Run(agent, conv_id, start, line_no)
+            run.items.append(item)
+        if run is not None:
+            for doc in flush(run):
+                if to_skip:
+                    to_skip -= 1
+                else:
+                    yield doc
+
+
+# ----------------------------------------------------------------------------- LoCoMo
+def _locomo_time(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.strptime(value.strip(), LOCOMO_TIME).replace(tzinfo=UTC).isoformat()
+    except ValueError:
+        return None
+
+
+def _locomo(
+    path: Path,
+    default_agent: str | None,
+    max_items: int,
+    resume: Position | None,
+    report: Problem,
+) -> Iterator[Document]:
+    import ijson
+
+    to_skip = resume.index if resume else 0
+    index = 0
+    with path.open("rb") as handle:
+        conversation = 0
+        sessions: dict[str, list[dict[str, Any]]] = {}
+        times: dict[str, str] = {}
+        sample_id: str | None = None
+        builder: Any = None
+        session_key = ""
+        for prefix, event, value in ijson.parse(handle):
+            if builder is not None:
+                builder.event(event, value)
+                if prefix == f"item.conversation.{session_key}.item" and event == "end_map":
+                    sessions[session_key].append(builder.value)
+                    builder = None
+                continue
+            if prefix == "item" and event == "start_map":
+                conversation += 1
+                sessions, times, sample_id = {}, {}, None
+            elif prefix == "item.sample_id" and event in ("string", "number"):
+                sample_id = str(value)
+            elif prefix.startswith("item.conversation.session_"):
+                key = prefix.removeprefix("item.conversation.")
+                if key.endswith("_date_time") and event == "string":
+                    times[key.removesuffix("_date_time")] = value
+                elif "." not in key and event == "start_array":
+                    sessions.setdefault(key, [])
+                elif key.endswith(".item") and event == "start_map":
+                    session_key = key.removesuffix(".item")
+                    builder = ijson.ObjectBuilder()
+                    builder.event(event, value)
+            elif prefix == "item" and event == "end_map":
+                name = sample_id or f"conversation-{conversation}"
+                agent = default_agent or name
+                for key in sorted(sessions, key=_session_number):
+                    when = _locomo_time(times.get(key))
+                    items = []
+                    for turn in sessions[key]:
+                        try:
+                            items.append(_locomo_item(turn, when))
+                        except ValueError as exc:
+                            if index >= to_skip:
+                                report(index + 1, f"{name} {key}: {exc}")
+                    for part, chunk in enumerate(_chunks(items, max_items)):
+                        doc_id = f"{name}:{key}" + (f"#{part + 1}" if part else "")
+                        index += 1
+                        if index <= to_skip:
+                            continue
+                        yield Document(
+                            agent, doc_id, chunk, Position(None, 0, 0, index), handle.tell()
+                        )
+
+
+def _session_number(key: str) -> int:
+    digits = key.removeprefix("session_")
+    return int(digits) if digits.isdigit() else 0
+
+
+def _locomo_item(turn: dict[str, Any], when: str | None) -> MemoryItem:
+    text = turn.get("text") if isinstance(turn, dict) else None
+    if isinstance(text, str) and turn.get("blip_caption"):
+        text = f"{text} [shares image: {turn['blip_caption']}]"
+    metadata = {"dia_id": turn["dia_id"]} if turn.get("dia_id") else {}
+    return make_item(
+        {"text": text, "speaker": turn.get("speaker"), "timestamp": when, "metadata": metadata}
+    )
+
+
+# ------------------------------------------------------------------------- checkpoint
+def fingerprint(path: Path, size: int = 1 << 20) -> str:
+    """SHA-256 of the file's first MiB: an archive that only grew keeps it."""
+    with path.open("rb") as handle:
+        return hashlib.sha256(handle.read(size)).hexdigest()
+
+
+@dataclass
+class Checkpoint:
+    """A backfill's progress, saved atomically: which documents are done and the counts."""
+
+    source: str
+    format: str
+    fingerprint: str
+    size: int
+    resume: Position | None = None
+    documents: int = 0
+    items: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    failed: int = 0
+    skipped_items: int = 0
+    seconds: float = 0.0
+    finished: bool = False
+    updated_at: str = ""
+
+    @classmethod
+    def load(cls, path: Path) -> Checkpoint | None:
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        resume = data.pop("resume", None)
+        checkpoint = cls(**data)
+        checkpoint.resume = Position(**resume) if resume else None
+        return checkpoint
+
+    def save(self, path: Path) -> None:
+        self.updated_at = datetime.now(UTC).isoformat()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with tmp.open("w") as handle:
+            json.dump(asdict(self), handle, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)

@@ -1,0 +1,347 @@
+"""Every Prometheus metric Memora exports, defined once, and small functions that record them.
+
+The services only glue these to their frameworks (services/api/metrics.py: an ASGI middleware
+and /metrics; services/workers/metrics.py: Celery signals and a metrics server). docs/operations.md
+lists the metrics and what they mean.
+
+Several processes (Celery's prefork pool, uvicorn --workers): set PROMETHEUS_MULTIPROC_DIR to an
+empty directory, one per worker instance, *before* the process starts; prometheus-client then
+keeps values in files there and `render()` adds up all processes. Each gauge says how to combine
+processes (`multiprocess_mode`): pool connections add up over live processes, scrape-time
+gauges (queue depth, operations per state) take the most recent value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import multiprocess as _multiprocess
+
+from memora.pipeline.stages import Stage
+
+NAMESPACE = "memora"
+
+if _dir := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.makedirs(_dir, exist_ok=True)  # value files are opened as metrics are created
+
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_TASK = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
+# POST -> searchable: seconds for live traffic, up to hours for a large backfill.
+_LAG = (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 3 * 3600, 12 * 3600)
+_BATCH = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+
+# ---------------------------------------------------------------------------------- HTTP
+HTTP_REQUESTS = Counter(
+    "http_requests",
+    "HTTP requests answered, by service, method, route template and status code",
+    ["service", "method", "route", "status"],
+    namespace=NAMESPACE,
+)
+HTTP_LATENCY = Histogram(
+    "http_request_duration_seconds",
+    "HTTP request latency (until the response started), by route template and status code",
+    ["service", "method", "route", "status"],
+    namespace=NAMESPACE,
+    buckets=_LATENCY,
+)
+HTTP_IN_PROGRESS = Gauge(
+    "http_requests_in_progress",
+    "HTTP requests being served",
+    ["service"],
+    namespace=NAMESPACE,
+    multiprocess_mode="livesum",
+)
+
+# ---------------------------------------------------------------------------------- tasks
+TASK_DURATION = Histogram(
+    "task_duration_seconds",
+    "Run time of one pipeline task attempt, by stage and queue",
+    ["stage", "queue"],
+    namespace=NAMESPACE,
+    buckets=_TASK,
+)
+TASK_SUCCESSES = Counter(
+    "task_successes", "Task attempts that succeeded", ["stage", "queue"], namespace=NAMESPACE
+)
+TASK_RETRIES = Counter(
+    "task_retries",
+    "Task attempts that failed and were scheduled for a retry",
+    ["stage", "queue", "exception"],
+    namespace=NAMESPACE,
+)
+TASK_FAILURES = Counter(
+    "task_failures",
+    "Tasks that failed for good (retries exhausted or a permanent error)",
+    ["stage", "queue", "exception"],
+    namespace=NAMESPACE,
+)
+TASKS_IN_PROGRESS = Gauge(
+    "tasks_in_progress",
+    "Task attempts running now",
+    ["stage"],
+    namespace=NAMESPACE,
+    multiprocess_mode="livesum",
+)
+
+# ---------------------------------------------------------------- queues and operations
+QUEUE_DEPTH = Gauge(
+    "queue_depth",
+    "Messages waiting in a broker queue (read at scrape time)",
+    ["queue"],
+    namespace=NAMESPACE,
+    multiprocess_mode="mostrecent",
+)
+OPERATIONS = Gauge(
+    "operations",
+    "Operations (accepted batches, thinks) per status (read at scrape time)",
+    ["status"],
+    namespace=NAMESPACE,
+    multiprocess_mode="mostrecent",
+)
+OPERATIONS_ACTIVE = Gauge(
+    "operations_active",
+    "Queued or running operations per pipeline stage (read at scrape time)",
+    ["stage"],
+    namespace=NAMESPACE,
+    multiprocess_mode="mostrecent",
+)
+OLDEST_ACTIVE_AGE = Gauge(
+    "oldest_active_operation_age_seconds",
+    "Age of the oldest queued or running operation (0 when none)",
+    namespace=NAMESPACE,
+    multiprocess_mode="mostrecent",
+)
+
+# --------------------------------------------------------------------------- ingestion
+INGEST_DOCUMENTS = Counter(
+    "ingest_documents",
+    "Documents accepted by the write API, by outcome (created, replaced, unchanged) and priority",
+    ["outcome", "priority"],
+    namespace=NAMESPACE,
+)
+INGEST_ITEMS = Counter(
+    "ingest_items",
+    "Items (messages) accepted by the write API, by outcome and priority",
+    ["outcome", "priority"],
+    namespace=NAMESPACE,
+)
+INGEST_LAG = Histogram(
+    "ingest_lag_seconds",
+    "From the POST that accepted a document to its operation completing (searchable)",
+    ["priority"],
+    namespace=NAMESPACE,
+    buckets=_LAG,
+)
+
+# --------------------------------------------------------------------------------- LLM
+LLM_REQUESTS = Counter(
+    "llm_requests",
+    "LLM HTTP attempts, by operation, model and outcome",
+    ["operation", "model", "outcome"],
+    namespace=NAMESPACE,
+)
+LLM_TOKENS = Counter(
+    "llm_tokens",
+    "LLM tokens used, by operation, model and kind (prompt, completion)",
+    ["operation", "model", "kind"],
+    namespace=NAMESPACE,
+)
+LLM_LATENCY = Histogram(
+    "llm_request_duration_seconds",
+    "Latency of one LLM HTTP attempt",
+    ["operation", "model"],
+    namespace=NAMESPACE,
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120),
+)
+
+# --------------------------------------------------------------------------- embedding
+EMBED_BATCH = Histogram(
+    "embedding_batch_size",
+    "Texts per call of the embedding model",
+    ["model"],
+    namespace=NAMESPACE,
+    buckets=_BATCH,
+)
+EMBED_TEXTS = Counter("embedding_texts", "Texts embedded", ["model"], namespace=NAMESPACE)
+EMBED_DURATION = Histogram(
+    "embedding_duration_seconds",
+    "Time of one call of the embedding model (texts/s = rate(texts) / rate(duration_sum))",
+    ["model"],
+    namespace=NAMESPACE,
+    buckets=_LATENCY,
+)
+
+# ----------------------------------------------------------------------------- database
+DB_POOL_CONNECTIONS = Gauge(
+    "db_pool_connections",
+    "Connections of a psycopg pool by state (size, available, in_use, max), over live processes",
+    ["pool", "state"],
+    namespace=NAMESPACE,
+    multiprocess_mode="livesum",
+)
+DB_POOL_WAITING = Gauge(
+    "db_pool_requests_waiting",
+    "Callers waiting for a pool connection",
+    ["pool"],
+    namespace=NAMESPACE,
+    multiprocess_mode="livesum",
+)
+
+OPERATION_STATUSES = ("queued", "running", "completed", "failed", "superseded")
+
+
+# ---------------------------------------------------------------------------- recording
+class LLMCallLike(Protocol):
+    """What memora.llm.LLMCall carries (kept structural: the core LLM client stays free of
+    metrics, and this module of the LLM client)."""
+
+    operation: str
+    model: str
+    outcome: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+
+class UsageSource(Protocol):
+    def add_listener(self, listener: Any) -> Any: ...
+
+
+def observe_llm_call(call: LLMCallLike) -> None:
+    LLM_REQUESTS.labels(call.operation, call.model, call.outcome).inc()
+    if call.prompt_tokens:
+        LLM_TOKENS.labels(call.operation, call.model, "prompt").inc(call.prompt_tokens)
+    if call.completion_tokens:
+        LLM_TOKENS.labels(call.operation, call.model, "completion").inc(call.completion_tokens)
+    LLM_LATENCY.labels(call.operation, call.model).observe(call.seconds)
+
+
+_llm_sources: list[int] = []
+
+
+def install_llm_hook(usage: UsageSource) -> None:
+    """Observe every LLM call recorded by `usage` (memora.llm.usage); once per registry."""
+    if id(usage) in _llm_sources:
+        return
+    usage.add_listener(observe_llm_call)
+    _llm_sources.append(id(usage))
+
+
+def observe_embedding(model: str, texts: int, seconds: float) -> None:
+    EMBED_BATCH.labels(model).observe(texts)
+    EMBED_TEXTS.labels(model).inc(texts)
+    EMBED_DURATION.labels(model).observe(seconds)
+
+
+def observe_accepted(outcome: str, items: int, *, backfill: bool) -> None:
+    priority = priority_label(backfill)
+    INGEST_DOCUMENTS.labels(outcome, priority).inc()
+    INGEST_ITEMS.labels(outcome, priority).inc(items)
+
+
+def observe_lag(seconds: float, *, backfill: bool) -> None:
+    INGEST_LAG.labels(priority_label(backfill)).observe(max(0.0, seconds))
+
+
+def priority_label(backfill: bool) -> str:
+    return "backfill" if backfill else "live"
+
+
+def record_pool(name: str, stats: Mapping[str, int]) -> None:
+    """`stats`: psycopg_pool's `pool.get_stats()`."""
+    size = int(stats.get("pool_size", 0))
+    available = int(stats.get("pool_available", 0))
+    for state, value in (
+        ("size", size),
+        ("available", available),
+        ("in_use", max(0, size - available)),
+        ("max", int(stats.get("pool_max", 0))),
+    ):
+        DB_POOL_CONNECTIONS.labels(name, state).set(value)
+    DB_POOL_WAITING.labels(name).set(int(stats.get("requests_waiting", 0)))
+
+
+def record_queue_depths(depths: Mapping[str, int]) -> None:
+    for queue, depth in depths.items():
+        QUEUE_DEPTH.labels(queue).set(depth)
+
+
+def record_operations(
+    by_status: Mapping[str, int], active_by_stage: Mapping[str, int], oldest_age: float
+) -> None:
+    for status in {*OPERATION_STATUSES, *by_status}:
+        OPERATIONS.labels(status).set(by_status.get(status, 0))
+    for stage in {*(s.value for s in Stage), *active_by_stage}:
+        OPERATIONS_ACTIVE.labels(stage).set(active_by_stage.get(stage, 0))
+    OLDEST_ACTIVE_AGE.set(oldest_age)
+
+
+# ------------------------------------------------------------------------------ exposition
+def multiprocess_dir() -> str | None:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+
+
+def exposition_registry() -> CollectorRegistry:
+    """The registry to expose: every process's files in multiprocess mode, else this process."""
+    if multiprocess_dir():
+        registry = CollectorRegistry()
+        _multiprocess.MultiProcessCollector(registry)
+        return registry
+    return REGISTRY
+
+
+def render() -> tuple[bytes, str]:
+    """The text exposition format and its content type."""
+    return generate_latest(exposition_registry()), CONTENT_TYPE_LATEST
+
+
+def mark_process_dead(pid: int) -> None:
+    """Drop a finished process's live gauges (multiprocess mode only)."""
+    if multiprocess_dir():
+        _multiprocess.mark_process_dead(pid)
+
+
+def remove_stale_files(directory: str, keep_pid: int) -> int:
+    """Delete value files of other processes (a previous run's) from a multiprocess directory;
+    returns how many were removed. Only safe while no other live process writes there."""
+    removed = 0
+    if not os.path.isdir(directory):
+        return 0
+    for name in os.listdir(directory):
+        if not name.endswith(".db"):
+            continue
+        pid = name[:-3].rsplit("_", 1)[-1]
+        if pid.isdigit() and int(pid) != keep_pid:
+            try:
+                os.remove(os.path.join(directory, name))
+                removed += 1
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def metric_names(registry: CollectorRegistry = REGISTRY) -> set[str]:
+    """Every Memora sample name as PromQL sees it (`_total`, `_bucket`, ... included)."""
+    names: set[str] = set()
+    for family in registry.collect():
+        if not family.name.startswith(f"{NAMESPACE}_"):
+            continue
+        names.add(family.name)
+        suffixes = {
+            "counter": ("_total", "_created"),
+            "histogram": ("_bucket", "_sum", "_count", "_created"),
+            "summary": ("_sum", "_count", "_created"),
+        }.get(family.type, ())
+        names.update(family.name + s for s in suffixes)
+    return names

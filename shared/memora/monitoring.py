@@ -1,0 +1,64 @@
+"""What operators look at: broker queue depths and operations per state.
+
+Read by the API's /metrics (cached) and by `memora status`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg import Connection
+
+from memora.pipeline.stages import all_queues
+
+# Kombu's Redis transport with `queue_order_strategy: priority` keeps one list per priority
+# step: the queue's own name (priority 0, which is what Memora sends) and `<queue>\x06\x16<n>`.
+PRIORITY_SEPARATOR = "\x06\x16"
+PRIORITY_STEPS = (3, 6, 9)
+
+
+def redis_lists(queue: str) -> list[str]:
+    return [queue, *(f"{queue}{PRIORITY_SEPARATOR}{step}" for step in PRIORITY_STEPS)]
+
+
+def queue_depths(client: Any, queues: Iterable[str] | None = None) -> dict[str, int]:
+    """Messages waiting per queue (not those a worker holds unacknowledged). `client`: a
+    redis.Redis; one round trip for all queues."""
+    names = list(queues or all_queues())
+    pipe = client.pipeline(transaction=False)
+    for queue in names:
+        for key in redis_lists(queue):
+            pipe.llen(key)
+    lengths = pipe.execute()
+    steps = len(PRIORITY_STEPS) + 1
+    return {q: int(sum(lengths[i * steps : (i + 1) * steps])) for i, q in enumerate(names)}
+
+
+@dataclass(frozen=True)
+class OperationStats:
+    by_status: dict[str, int] = field(default_factory=dict)
+    active_by_stage: dict[str, int] = field(default_factory=dict)
+    oldest_active_seconds: float = 0.0
+
+
+def operation_stats(conn: Connection[Any]) -> OperationStats:
+    """Counts per status (a scan of the table: cache it), and the active (queued or running)
+    operations per stage with the age of the oldest (the partial index on active rows)."""
+    by_status = {
+        r["status"]: int(r["n"])
+        for r in conn.execute("SELECT status, count(*) AS n FROM operations GROUP BY status")
+    }
+    active_rows = conn.execute(
+        """
+        SELECT COALESCE(stage, 'none') AS stage, count(*) AS n,
+               extract(epoch FROM now() - min(created_at))::float8 AS oldest
+        FROM operations WHERE status IN ('queued', 'running') GROUP BY 1
+        """
+    ).fetchall()
+    return OperationStats(
+        by_status=by_status,
+        active_by_stage={r["stage"]: int(r["n"]) for r in active_rows},
+        oldest_active_seconds=max((float(r["oldest"]) for r in active_rows), default=0.0),
+    )

@@ -1,0 +1,203 @@
+"""The database side of the retrievers: semantic (HNSW), graph neighbours, temporal ranges, and
+the hydration of fused candidates. Keyword retrieval (BM25) lives in `keyword.py`.
+
+Every query is scoped by agent_id (and the requested fact types) in its own WHERE clause.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from psycopg import Connection
+
+from memora.retrieval.graph import Edge
+from memora.retrieval.scoring import temporal_closeness
+from memora.retrieval.types import Candidate
+from memora.temporal import QueryTimeRange
+
+
+def semantic(
+    conn: Connection[Any],
+    agent_id: str,
+    fact_types: Sequence[str],
+    vector: np.ndarray,
+    limit: int,
+    ef_search: int,
+    min_similarity: float,
+) -> list[tuple[UUID, float]]:
+    """Nearest units by cosine similarity through the HNSW index, at least `min_similarity`.
+
+    Iterative index scans (pgvector ≥ 0.8) keep going until `limit` rows pass the agent and
+    fact-type filters, so a small agent in a large table still gets its neighbours."""
+    conn.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true), "
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        (str(ef_search),),
+    )
+    rows = conn.execute(
+        """
+        SELECT id, 1 - (embedding <=> %(v)s) AS sim FROM memory_units
+        WHERE agent_id = %(agent)s AND fact_type = ANY(%(types)s) AND embedding IS NOT NULL
+        ORDER BY embedding <=> %(v)s LIMIT %(limit)s
+        """,
+        {"v": vector, "agent": agent_id, "types": list(fact_types), "limit": limit},
+    ).fetchall()
+    found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
+    return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
+
+
+def neighbours(conn: Connection[Any], ids: list[UUID], fanout: int) -> dict[UUID, list[Edge]]:
+    """Each unit's strongest `fanout` links (links join units of one agent only)."""
+    rows = conn.execute(
+        """
+        SELECT l.from_unit, l.to_unit, l.link_type, l.weight
+        FROM unnest(%(ids)s::uuid[]) AS f(id)
+        CROSS JOIN LATERAL (
+            SELECT from_unit, to_unit, link_type, weight FROM memory_links
+            WHERE from_unit = f.id ORDER BY weight DESC, to_unit LIMIT %(fanout)s
+        ) l
+        """,
+        {"ids": ids, "fanout": fanout},
+        binary=True,
+    ).fetchall()
+    out: dict[UUID, list[Edge]] = defaultdict(list)
+    for r in rows:
+        out[r["from_unit"]].append(Edge(r["to_unit"], r["link_type"], float(r["weight"])))
+    return out
+
+
+# A unit lies in the range by when it happened (occurred_start/end, from the extractor) or,
+# lacking that, by when it was said (event_date).
+_IN_RANGE = """
+    ((m.occurred_start IS NULL AND m.event_date >= %(start)s AND m.event_date < %(end)s)
+     OR (m.occurred_start IS NOT NULL AND m.occurred_start < %(end)s
+         AND coalesce(m.occurred_end, m.occurred_start) >= %(start)s))
+"""
+_WHEN = (
+    "coalesce(m.occurred_start + (coalesce(m.occurred_end, m.occurred_start) - m.occurred_start)"
+    " / 2, m.event_date) AS at"
+)
+
+
+def temporal(
+    conn: Connection[Any],
+    agent_id: str,
+    fact_types: Sequence[str],
+    vector: np.ndarray,
+    time_range: QueryTimeRange,
+    limit: int,
+    spread: int,
+    decay: float,
+    seed_similarity: float,
+    min_similarity: float,
+) -> list[tuple[UUID, float]]:
+    """Seed 000 §3.1.4: units in the range with similarity ≥ `seed_similarity`, scored by
+    closeness to the range's centre; then one step along temporal links to more units in
+    the range (score · link weight · decay); finally only units with similarity ≥
+    `min_similarity` stay. `vector` embeds the query without its time words."""
+    params: dict[str, Any] = {
+        "v": vector,
+        "agent": agent_id,
+        "types": list(fact_types),
+        "start": time_range.start,
+        "end": time_range.end,
+        "limit": limit,
+        "seed": seed_similarity,
+    }
+    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+    seeds = conn.execute(
+        f"""
+        SELECT * FROM (
+            SELECT m.id, {_WHEN}, 1 - (m.embedding <=> %(v)s) AS sim FROM memory_units m
+            WHERE m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
+              AND m.embedding IS NOT NULL AND {_IN_RANGE}
+            ORDER BY m.embedding <=> %(v)s LIMIT %(limit)s
+        ) s WHERE sim >= %(seed)s
+        """,
+        params,
+    ).fetchall()
+    scores = {r["id"]: temporal_closeness(r["at"], time_range.start, time_range.end) for r in seeds}
+    if scores and spread > 0:
+        near = conn.execute(
+            f"""
+            SELECT l.from_unit, l.weight, m.id, 1 - (m.embedding <=> %(v)s) AS sim
+            FROM memory_links l JOIN memory_units m ON m.id = l.to_unit
+            WHERE l.from_unit = ANY(%(seeds)s) AND l.link_type = 'temporal'
+              AND m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
+              AND m.embedding IS NOT NULL AND {_IN_RANGE}
+            ORDER BY l.weight DESC LIMIT %(spread)s
+            """,
+            {**params, "seeds": list(scores), "spread": spread},
+        ).fetchall()
+        for r in near:
+            if r["sim"] < min_similarity:
+                continue
+            offered = scores[r["from_unit"]] * float(r["weight"]) * decay
+            if offered > scores.get(r["id"], 0.0):
+                scores[r["id"]] = offered
+    # seeds passed the stricter seed threshold; neighbours were filtered above
+    return sorted(scores.items(), key=lambda x: (-x[1], str(x[0])))
+
+
+def hydrate(
+    conn: Connection[Any],
+    agent_id: str,
+    fact_types: Sequence[str],
+    ids: Sequence[UUID],
+    keyword: tuple[str, dict[str, Any]],
+) -> dict[UUID, Candidate]:
+    """The candidates' rows (agent and fact types checked again here), with access counts and
+    their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and parameters).
+    Read in binary, which spares parsing the embeddings' text form."""
+    lateral, params = keyword
+    rows = conn.execute(
+        f"""
+        SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
+               m.occurred_end, m.metadata, m.embedding, coalesce(a.access_count, 0) AS access_count,
+               coalesce(kw.bm25, 0) AS bm25
+        FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
+        LEFT JOIN LATERAL {lateral} kw ON true
+        WHERE m.id = ANY(%(ids)s) AND m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
+          AND m.embedding IS NOT NULL
+        """,
+        {**params, "ids": list(ids), "agent": agent_id, "types": list(fact_types)},
+        binary=True,
+    ).fetchall()
+    return {
+        r["id"]: Candidate(
+            id=r["id"],
+            text=r["text"],
+            context=r["context"],
+            fact_type=r["fact_type"],
+            event_date=r["event_date"],
+            occurred_start=r["occurred_start"],
+            occurred_end=r["occurred_end"],
+            metadata=r["metadata"] or {},
+            access_count=int(r["access_count"]),
+            embedding=np.asarray(r["embedding"].to_numpy(), dtype=np.float32),
+            keyword=float(r["bm25"]),
+        )
+        for r in rows
+    }
+
+
+def record_access(conn: Connection[Any], counts: Mapping[UUID, int], at: datetime) -> int:
+    """Add to the access counts of these units (units deleted meanwhile are skipped)."""
+    ids = sorted(counts, key=str)  # one lock order for every writer
+    cur = conn.execute(
+        """
+        INSERT INTO memory_access (unit_id, access_count, last_accessed_at)
+        SELECT u.id, u.n, %(at)s FROM unnest(%(ids)s::uuid[], %(n)s::int[]) AS u(id, n)
+        JOIN memory_units m ON m.id = u.id ORDER BY u.id
+        ON CONFLICT (unit_id) DO UPDATE
+        SET access_count = memory_access.access_count + EXCLUDED.access_count,
+            last_accessed_at = EXCLUDED.last_accessed_at
+        """,
+        {"ids": ids, "n": [counts[i] for i in ids], "at": at},
+    )
+    return max(cur.rowcount, 0)

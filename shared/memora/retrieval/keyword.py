@@ -1,0 +1,145 @@
+"""Keyword retrieval: Okapi BM25 computed in PostgreSQL over its English full-text index.
+
+The query's terms are the lexemes PostgreSQL's `english` configuration makes of it (stemmed,
+stop words removed); a unit matches when it contains any of them (an OR query, through the
+GIN index), and matches are ranked by true BM25 rather than `ts_rank`:
+
+    score = Σ_t idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·dl / avgdl)),
+    idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))
+
+tf is the number of positions of the lexeme in the unit, dl the unit's number of distinct
+lexemes. `ts_rank` knows no document frequency, so a question's rare, telling word ("lidar")
+counts no more than its common ones ("work"); BM25's idf is what makes the keyword list
+precise on natural-language questions. N, avgdl and each term's df are per agent and cached
+for `ttl` seconds (they move slowly; a stale df changes a weight, never what matches).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from cachetools import TTLCache
+from psycopg import Connection
+
+K1 = 1.2
+B = 0.75
+
+
+@dataclass(frozen=True)
+class TermStats:
+    n_docs: int
+    avgdl: float
+    idf: dict[str, float]
+
+
+def idf(n_docs: int, df: int) -> float:
+    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+
+
+_MATCHES = (
+    "search_vector @@ (SELECT tsquery_or_agg(plainto_tsquery('simple', l)) "
+    "FROM unnest(%(terms)s::text[]) AS l)"
+)
+
+
+class KeywordIndex:
+    def __init__(self, ttl: float = 300.0, max_entries: int = 200_000) -> None:
+        self._agents: TTLCache[str, tuple[int, float]] = TTLCache(10_000, ttl)
+        self._df: TTLCache[tuple[str, str], int] = TTLCache(max_entries, ttl)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def terms(conn: Connection[Any], query: str) -> list[str]:
+        """The query's lexemes as the `english` configuration parses them."""
+        row = conn.execute(
+            "SELECT coalesce(array_agg(lexeme ORDER BY lexeme), '{}') AS terms "
+            "FROM unnest(to_tsvector('english', %s))",
+            (query,),
+        ).fetchone()
+        return list(row["terms"]) if row else []
+
+    def stats(self, conn: Connection[Any], agent_id: str, terms: Sequence[str]) -> TermStats:
+        with self._lock:
+            agent = self._agents.get(agent_id)
+            known = {t: self._df[(agent_id, t)] for t in terms if (agent_id, t) in self._df}
+        if agent is None:
+            row = conn.execute(
+                "SELECT count(*) AS n FROM memory_units WHERE agent_id = %s", (agent_id,)
+            ).fetchone()
+            sample = conn.execute(  # the average length of a sample is close enough
+                "SELECT coalesce(avg(length(search_vector)), 1) AS avgdl FROM "
+                "(SELECT search_vector FROM memory_units WHERE agent_id = %s LIMIT 2000) s",
+                (agent_id,),
+            ).fetchone()
+            agent = (int(row["n"]) if row else 0, max(1.0, float(sample["avgdl"] if sample else 1)))
+        missing = [t for t in terms if t not in known]
+        if missing:
+            rows = conn.execute(
+                "SELECT l AS term, (SELECT count(*) FROM memory_units m WHERE m.agent_id = %s "
+                "AND m.search_vector @@ plainto_tsquery('simple', l)) AS df "
+                "FROM unnest(%s::text[]) AS l",
+                (agent_id, missing),
+            ).fetchall()
+            known.update({r["term"]: int(r["df"]) for r in rows})
+        with self._lock:
+            self._agents[agent_id] = agent
+            for t in missing:
+                self._df[(agent_id, t)] = known[t]
+        n_docs, avgdl = agent
+        n_docs = max(n_docs, max(known.values(), default=0))
+        return TermStats(n_docs, avgdl, {t: idf(n_docs, known[t]) for t in terms})
+
+    @staticmethod
+    def _params(stats: TermStats) -> dict[str, Any]:
+        terms = list(stats.idf)
+        return {
+            "terms": terms,
+            "idf": [stats.idf[t] for t in terms],
+            "k1": K1,
+            "b": B,
+            "avgdl": stats.avgdl,
+        }
+
+    def search(
+        self,
+        conn: Connection[Any],
+        agent_id: str,
+        fact_types: Sequence[str],
+        stats: TermStats,
+        limit: int,
+    ) -> list[tuple[UUID, float]]:
+        """The agent's embedded units that contain any query term, best BM25 first."""
+        if not stats.idf:
+            return []
+        lateral, params = self.lateral(stats)
+        rows = conn.execute(
+            f"""
+            SELECT m.id, kw.bm25 FROM memory_units m CROSS JOIN LATERAL {lateral} kw
+            WHERE m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
+              AND m.embedding IS NOT NULL AND m.{_MATCHES}
+            ORDER BY kw.bm25 DESC, m.id LIMIT %(limit)s
+            """,
+            {**params, "agent": agent_id, "types": list(fact_types), "limit": limit},
+        ).fetchall()
+        return [(r["id"], float(r["bm25"])) for r in rows]
+
+    def lateral(self, stats: TermStats | None) -> tuple[str, dict[str, Any]]:
+        """A LATERAL subquery computing `bm25` for the unit aliased `m` (0 rows when no term
+        matches), and its parameters, for queries that read units with their keyword score."""
+        if stats is None or not stats.idf:
+            return "(SELECT 0.0::float8 AS bm25)", {}
+        return (
+            """(SELECT sum(terms.idf * tf.n * (%(k1)s + 1) / (tf.n + %(k1)s * (1 - %(b)s
+                          + %(b)s * length(m.search_vector) / %(avgdl)s))) AS bm25
+                FROM unnest(m.search_vector) AS u(lexeme, positions, weights)
+                JOIN unnest(%(terms)s::text[], %(idf)s::float8[]) AS terms(lexeme, idf)
+                  ON terms.lexeme = u.lexeme
+                CROSS JOIN LATERAL
+                  (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS n) tf)""",
+            self._params(stats),
+        )

@@ -1,0 +1,342 @@
+"""The fused read path (seed 000 §3.5):
+
+    query → embed ∥ keyword → [semantic → graph] ∥ keyword ∥ temporal-graph
+          → RRF → top candidates → heuristic or cross-encoder rerank → MMR → token budget
+
+Each retriever runs in a worker thread on its own pooled connection; the keyword retriever
+starts while the query is being embedded, and graph retrieval starts from the semantic
+retriever's hits (its entry points) as soon as those are in. The temporal-graph retriever
+runs only when the query states a time constraint.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from uuid import UUID
+
+import numpy as np
+from psycopg_pool import ConnectionPool
+
+from memora.config import Settings
+from memora.embedding import Embedder
+from memora.models import utcnow
+from memora.retrieval import arms, scoring
+from memora.retrieval.access import AccessRecorder
+from memora.retrieval.cross_encoder import CrossEncoderReranker, RerankerUnavailable, dated
+from memora.retrieval.graph import DEFAULT_TYPE_WEIGHTS, SpreadSettings, spread_activation
+from memora.retrieval.keyword import KeywordIndex, TermStats
+from memora.retrieval.types import ArmResult, Candidate, Hit, SearchOutcome, SearchParams
+from memora.temporal import QueryTimeRange, parse_query_range, strip_time_expression
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Clock:
+    started: float = field(default_factory=time.perf_counter)
+    marks: dict[str, float] = field(default_factory=dict)
+
+    def lap(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        self.marks[name] = round((now - since) * 1000, 2)
+        return now
+
+
+def _timed(name: str, fn: Callable[[], list[tuple[UUID, float]]]) -> ArmResult:
+    started = time.perf_counter()
+    ranked = fn()
+    return ArmResult(name, ranked, ms=round((time.perf_counter() - started) * 1000, 2))
+
+
+class Retriever:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: ConnectionPool,
+        embedder: Embedder,
+        *,
+        access: AccessRecorder | None = None,
+    ) -> None:
+        self.settings, self.pool, self.embedder = settings, pool, embedder
+        self.keyword = KeywordIndex(ttl=settings.keyword_stats_ttl_seconds)
+        self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
+        self.spread = SpreadSettings(
+            decay=settings.graph_decay,
+            type_weights={**DEFAULT_TYPE_WEIGHTS, **settings.graph_link_weights},
+        )
+        self.weights = scoring.HeuristicWeights(
+            settings.heuristic_semantic_weight,
+            settings.heuristic_keyword_weight,
+            settings.heuristic_recency_weight,
+            settings.heuristic_frequency_weight,
+            settings.heuristic_fused_weight,
+        )
+        # three tasks per search (keyword, semantic→graph, temporal)
+        self._executor = ThreadPoolExecutor(
+            3 * settings.search_concurrency, thread_name_prefix="memora-retrieval"
+        )
+        self._slots = threading.BoundedSemaphore(settings.search_concurrency)
+        self._cross_encoder: CrossEncoderReranker | None = None
+        self._cross_encoder_error: RerankerUnavailable | None = None
+        self._load_lock = threading.Lock()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        self.access.close()
+
+    # ------------------------------------------------------------------ cross-encoder
+    def cross_encoder(self) -> CrossEncoderReranker:
+        """Loaded once, on first use (or at start with MEMORA_PRELOAD_CROSS_ENCODER)."""
+        with self._load_lock:
+            if self._cross_encoder is None:
+                if self._cross_encoder_error is not None:
+                    raise self._cross_encoder_error
+                try:
+                    self._cross_encoder = CrossEncoderReranker(
+                        self.settings.cross_encoder_model,
+                        batch_size=self.settings.cross_encoder_batch_size,
+                    )
+                except RerankerUnavailable as exc:
+                    self._cross_encoder_error = exc
+                    raise
+            return self._cross_encoder
+
+    # ------------------------------------------------------------------ search
+    def search(self, p: SearchParams) -> SearchOutcome:
+        if p.reranker == "cross-encoder":
+            self.cross_encoder()  # fail before any work when it cannot be loaded
+        with self._slots:
+            return self._search(p)
+
+    def _submit(self, fn: Callable[[], T]) -> Future[T]:
+        return self._executor.submit(fn)
+
+    def _search(self, p: SearchParams) -> SearchOutcome:
+        s = self.settings
+        clock = _Clock()
+        reference = p.reference_time or utcnow()
+        per_arm = min(500, max(50, 3 * p.top_k))
+        stats_box: dict[str, TermStats] = {}
+        keyword = self._submit(lambda: self._keyword(p, per_arm, stats_box))
+
+        time_range = parse_query_range(p.query, reference)
+        texts = [p.query]
+        if time_range is not None:
+            texts.append(strip_time_expression(p.query, time_range))
+        vectors = self.embedder.embed(texts)
+        t = clock.lap("embed", clock.started)
+        query_vec, topic_vec = vectors[0], vectors[-1]
+
+        semantic_graph = self._submit(lambda: self._semantic_then_graph(p, query_vec, per_arm))
+        temporal = (
+            self._submit(lambda: self._temporal(p, topic_vec, time_range, per_arm))
+            if time_range is not None
+            else None
+        )
+        semantic, graph = semantic_graph.result()
+        results = {
+            "semantic": semantic,
+            "keyword": keyword.result(),
+            "graph": graph,
+            "temporal": temporal.result()
+            if temporal is not None
+            else ArmResult("temporal", ran=False, note="no time constraint in the query"),
+        }
+        t = clock.lap("retrieval", t)
+
+        fused = scoring.rrf(
+            {n: [i for i, _ in r.ranked] for n, r in results.items()},
+            k=s.rrf_k,
+            weights=s.rrf_weights or None,
+        )
+        cap = max(s.rerank_candidates, p.top_k)
+        shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
+        with self.pool.connection() as conn:
+            keyword_score = self.keyword.lateral(stats_box.get("stats"))
+            found = arms.hydrate(conn, p.agent_key, p.fact_types, shortlist, keyword_score)
+        candidates = [found[i] for i in shortlist if i in found]
+        ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
+        for c in candidates:
+            c.semantic = float(c.embedding @ query_vec)
+            c.rrf = fused[c.id]
+            c.ranks = {n: r[c.id] for n, r in ranks.items() if c.id in r}
+        t = clock.lap("fusion", t)
+
+        self._rerank(p, candidates, reference)
+        t = clock.lap("rerank", t)
+        order = scoring.mmr(
+            np.array([c.score for c in candidates]),
+            np.array([c.embedding for c in candidates]).reshape(len(candidates), -1)
+            if candidates
+            else np.zeros((0, 1)),
+            p.top_k,
+            s.mmr_lambda,
+        )
+        chosen = [candidates[i] for i in order]
+        t = clock.lap("mmr", t)
+        max_tokens = p.max_tokens or s.search_max_tokens
+        kept = chosen[
+            : scoring.within_budget(
+                self.embedder.count_tokens([c.text for c in chosen]), max_tokens
+            )
+        ]
+        clock.lap("budget", t)
+        self.access.record(c.id for c in kept)
+        clock.marks["total"] = round((time.perf_counter() - clock.started) * 1000, 2)
+
+        hits = [
+            Hit(
+                id=c.id,
+                text=c.text,
+                context=c.context,
+                event_date=c.event_date,
+                weight=round(c.score, 6),
+                fact_type=c.fact_type,
+                metadata=c.metadata,
+                occurred_start=c.occurred_start,
+                occurred_end=c.occurred_end,
+            )
+            for c in kept
+        ]
+        trace = (
+            _trace(p, results, candidates, kept, time_range, stats_box, clock, max_tokens)
+            if p.trace
+            else None
+        )
+        return SearchOutcome(hits, trace)
+
+    # ------------------------------------------------------------------ retrievers
+    def _keyword(self, p: SearchParams, limit: int, box: dict[str, TermStats]) -> ArmResult:
+        started = time.perf_counter()
+        with self.pool.connection() as conn:
+            terms = self.keyword.terms(conn, p.query)
+            stats = self.keyword.stats(conn, p.agent_key, terms)
+            box["stats"] = stats
+            ranked = self.keyword.search(conn, p.agent_key, p.fact_types, stats, limit)
+        result = ArmResult("keyword", ranked, ms=round((time.perf_counter() - started) * 1000, 2))
+        if not terms:
+            result.note = "no searchable words in the query"
+        return result
+
+    def _semantic_then_graph(
+        self, p: SearchParams, vector: np.ndarray, limit: int
+    ) -> tuple[ArmResult, ArmResult]:
+        s = self.settings
+        ef_search = min(1000, max(64, 2 * limit, p.thinking_budget))
+        with self.pool.connection() as conn:
+            semantic = _timed(
+                "semantic",
+                lambda: arms.semantic(
+                    conn, p.agent_key, p.fact_types, vector, limit, ef_search,
+                    s.semantic_min_similarity,
+                ),
+            )  # fmt: skip
+            entry = {
+                i: 1.0 for i, sim in semantic.ranked[: s.graph_entry_points]
+                if sim >= s.graph_entry_similarity
+            }  # fmt: skip
+            graph = _timed(
+                "graph",
+                lambda: spread_activation(
+                    entry,
+                    lambda ids: arms.neighbours(conn, ids, s.graph_fanout),
+                    p.thinking_budget,
+                    self.spread,
+                ),
+            )
+        if not entry:
+            graph.note = f"no semantic match ≥ {s.graph_entry_similarity} to start from"
+        return semantic, graph
+
+    def _temporal(
+        self, p: SearchParams, vector: np.ndarray, time_range: QueryTimeRange | None, limit: int
+    ) -> ArmResult:
+        assert time_range is not None
+        s = self.settings
+        with self.pool.connection() as conn:
+            return _timed(
+                "temporal",
+                lambda: arms.temporal(
+                    conn, p.agent_key, p.fact_types, vector, time_range, limit,
+                    p.thinking_budget, s.graph_decay, s.temporal_seed_similarity,
+                    s.temporal_min_similarity,
+                ),
+            )  # fmt: skip
+
+    # ------------------------------------------------------------------ reranking
+    def _rerank(self, p: SearchParams, candidates: list[Candidate], reference: Any) -> None:
+        if not candidates:
+            return
+        if p.reranker == "cross-encoder":
+            passages = [dated(c.text, c.event_date) for c in candidates]
+            for c, value in zip(
+                candidates, self.cross_encoder().score(p.query, passages), strict=True
+            ):
+                c.score = float(value)
+            return
+        formula = self.settings.recency_formula
+        scores = scoring.heuristic_scores(
+            np.array([c.semantic for c in candidates]),
+            np.array([c.keyword for c in candidates]),
+            np.array([scoring.recency_boost(c.event_date, reference, formula) for c in candidates]),
+            np.array([scoring.frequency_boost(c.access_count) for c in candidates]),
+            np.array([c.rrf for c in candidates]),
+            self.weights,
+        )
+        for c, value in zip(candidates, scores, strict=True):
+            c.score = float(value)
+
+
+def _trace(
+    p: SearchParams,
+    results: dict[str, ArmResult],
+    candidates: list[Candidate],
+    kept: list[Candidate],
+    time_range: QueryTimeRange | None,
+    stats_box: dict[str, TermStats],
+    clock: _Clock,
+    max_tokens: int,
+) -> dict[str, Any]:
+    stats = stats_box.get("stats")
+    return {
+        "query": p.query,
+        "reranker": p.reranker,
+        "paths": {
+            name: {
+                "ran": r.ran,
+                "ms": r.ms,
+                "count": len(r.ranked),
+                "note": r.note,
+                "results": [{"id": str(i), "score": round(s, 6)} for i, s in r.ranked],
+            }
+            for name, r in results.items()
+        },
+        "time_range": {
+            "start": time_range.start.isoformat(),
+            "end": time_range.end.isoformat(),
+            "expression": time_range.expression,
+        }
+        if time_range
+        else None,
+        "query_terms": {t: round(v, 4) for t, v in stats.idf.items()} if stats else {},
+        "candidates": [
+            {
+                "id": str(c.id),
+                "rrf": round(c.rrf, 6),
+                "ranks": c.ranks,
+                "semantic": round(c.semantic, 6),
+                "keyword": round(c.keyword, 6),
+                "access_count": c.access_count,
+                "score": round(c.score, 6),
+            }
+            for c in candidates
+        ],
+        "selected": [str(c.id) for c in kept],
+        "max_tokens": max_tokens,
+        "timings_ms": clock.marks,
+    }

@@ -1,0 +1,158 @@
+"""Scoring of the read path as small pure functions over plain data (seed 000 §3.2–3.5).
+
+Reciprocal rank fusion, the heuristic reranker's signals, MMR and the token budget; nothing
+here touches the database, so each is unit-tested on lists and arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+import numpy as np
+
+RRF_K = 60
+RecencyFormula = Literal["decay", "seed"]
+
+
+def rrf(
+    ranked: Mapping[str, Sequence[UUID]],
+    k: int = RRF_K,
+    weights: Mapping[str, float] | None = None,
+) -> dict[UUID, float]:
+    """Σ over lists of weight / (k + rank), rank 1-based; an id missing from a list adds 0.
+
+    With no `weights` every list counts 1: the formula of seed 000 §3.2."""
+    scores: dict[UUID, float] = {}
+    for name, ids in ranked.items():
+        w = 1.0 if weights is None else weights.get(name, 1.0)
+        if w == 0:
+            continue
+        for rank, unit_id in enumerate(ids, start=1):
+            scores[unit_id] = scores.get(unit_id, 0.0) + w / (k + rank)
+    return scores
+
+
+def minmax(values: np.ndarray) -> np.ndarray:
+    """Scaled to [0, 1]; all-equal values map to 1 when positive, else 0."""
+    if values.size == 0:
+        return values.astype(np.float64)
+    lo, hi = float(values.min()), float(values.max())
+    if hi - lo < 1e-12:
+        return np.full(values.shape, 1.0 if hi > 0 else 0.0)
+    return (values - lo) / (hi - lo)
+
+
+def recency_boost(
+    event_date: datetime, reference: datetime, formula: RecencyFormula = "decay"
+) -> float:
+    """How recent a memory is, in [0, 1], on a log scale over one year.
+
+    "seed" is seed 000 §3.3.1 as written, log(1 + days) / log(366), which grows with age;
+    "decay" (the default) is its complement, so that newer memories get the boost the seed's
+    prose describes. Memories dated after the reference time count as brand new."""
+    days = max(0.0, (reference - event_date).total_seconds() / 86400.0)
+    aged = min(1.0, math.log1p(days) / math.log1p(365.0))
+    return aged if formula == "seed" else 1.0 - aged
+
+
+def frequency_boost(access_count: int) -> float:
+    """min(1, access_count / 100)."""
+    return min(1.0, max(0, access_count) / 100.0)
+
+
+@dataclass(frozen=True)
+class HeuristicWeights:
+    """score = semantic·s + keyword·k + recency·r + frequency·f + fused·rrf (all normalised).
+
+    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). `fused` adds the candidate's
+    normalised RRF score, the only place where graph and temporal evidence can outweigh
+    lexical and semantic similarity; 0 gives the seed's formula exactly."""
+
+    semantic: float = 0.6
+    keyword: float = 0.4
+    recency: float = 0.2
+    frequency: float = 0.1
+    fused: float = 0.0
+
+
+def scale_to_max(values: np.ndarray) -> np.ndarray:
+    """values / max(values), so the best scores 1 and no match (0) stays 0."""
+    top = float(values.max()) if values.size else 0.0
+    return values / top if top > 0 else np.zeros(values.shape)
+
+
+def heuristic_scores(
+    semantic: np.ndarray,
+    keyword: np.ndarray,
+    recency: np.ndarray,
+    frequency: np.ndarray,
+    fused: np.ndarray,
+    w: HeuristicWeights,
+) -> np.ndarray:
+    """The heuristic reranker over one candidate set. Cosine similarity is already normalised
+    (clipped to [0, 1]); BM25 and RRF scores are divided by the set's best, so that a unit no
+    query word matches scores 0 and the best keyword match 1. Recency and frequency are in
+    [0, 1]. (Min-max scaling of the similarities, tried on the LoCoMo dev split, stretched
+    small differences and cost 1 point of Recall@10: docs/retrieval.md.)"""
+    return (
+        w.semantic * np.clip(semantic, 0.0, 1.0)
+        + w.keyword * scale_to_max(keyword)
+        + w.recency * recency
+        + w.frequency * frequency
+        + w.fused * scale_to_max(fused)
+    )
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.asarray(1.0 / (1.0 + np.exp(-np.asarray(x, dtype=np.float64))))
+
+
+def mmr(relevance: np.ndarray, embeddings: np.ndarray, k: int, lam: float = 0.5) -> list[int]:
+    """Maximal marginal relevance: repeatedly pick argmax λ·rel − (1−λ)·max cos(c, selected).
+
+    `relevance` is min-max normalised first so that λ weighs two quantities on one scale;
+    `embeddings` are unit vectors. Returns indices in selection order; λ = 1 is plain ranking."""
+    n = len(relevance)
+    k = min(k, n)
+    if k <= 0:
+        return []
+    rel = minmax(np.asarray(relevance, dtype=np.float64))
+    if lam >= 1.0:
+        return [int(i) for i in np.argsort(-rel, kind="stable")[:k]]
+    sims = np.asarray(embeddings, dtype=np.float64) @ np.asarray(embeddings, dtype=np.float64).T
+    max_sim = np.full(n, -np.inf)
+    chosen = np.zeros(n, dtype=bool)
+    order: list[int] = []
+    for _ in range(k):
+        penalty = np.where(np.isfinite(max_sim), max_sim, 0.0)
+        value = lam * rel - (1.0 - lam) * penalty
+        value[chosen] = -np.inf
+        pick = int(np.argmax(value))
+        order.append(pick)
+        chosen[pick] = True
+        max_sim = np.maximum(max_sim, sims[pick])
+    return order
+
+
+def within_budget(token_counts: Sequence[int], max_tokens: int) -> int:
+    """How many results, taken in order, fit in `max_tokens`. It stops at the first that does
+    not fit, so what is returned is always a prefix of the ranking."""
+    used = 0
+    for i, n in enumerate(token_counts):
+        if used + n > max_tokens:
+            return i
+        used += n
+    return len(token_counts)
+
+
+def temporal_closeness(when: datetime, start: datetime, end: datetime) -> float:
+    """1 − |t − centre| / range size, in [0, 1] (seed 000 §3.1.4): 1 at the centre, 0.5 at the
+    edges of the range."""
+    size = max(1.0, (end - start).total_seconds())
+    centre = start + (end - start) / 2
+    return max(0.0, 1.0 - abs((when - centre).total_seconds()) / size)

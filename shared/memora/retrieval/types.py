@@ -1,0 +1,85 @@
+"""Plain data of the read path: what a search asks, what each retriever found, what comes back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+import numpy as np
+
+from memora.models import FACT_TYPES
+from memora.tenancy import DEFAULT_SCOPE, Scope
+
+Reranker = Literal["heuristic", "cross-encoder"]
+ARMS = ("semantic", "keyword", "graph", "temporal")
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    agent_id: str  # as the client names it; `scope` maps it to the stored key
+    query: str
+    fact_types: tuple[str, ...] = FACT_TYPES
+    thinking_budget: int = 100
+    top_k: int = 10
+    reranker: Reranker = "heuristic"
+    max_tokens: int | None = None  # None: the configured default
+    reference_time: datetime | None = None  # relative dates resolve against it; None: now
+    trace: bool = False
+    scope: Scope = DEFAULT_SCOPE
+
+    @property
+    def agent_key(self) -> str:
+        return self.scope.key(self.agent_id)
+
+
+@dataclass
+class ArmResult:
+    """One retriever's ranked list: (unit id, its score on that retriever's own scale)."""
+
+    name: str
+    ranked: list[tuple[UUID, float]] = field(default_factory=list)
+    ran: bool = True
+    ms: float = 0.0
+    note: str | None = None
+
+
+@dataclass
+class Candidate:
+    """A fused candidate with everything the rerankers, MMR and the budget need."""
+
+    id: UUID
+    text: str
+    context: str | None
+    fact_type: str
+    event_date: datetime
+    occurred_start: datetime | None
+    occurred_end: datetime | None
+    metadata: dict[str, Any]
+    access_count: int
+    embedding: np.ndarray
+    semantic: float = 0.0  # cosine similarity to the query
+    keyword: float = 0.0  # BM25 score (0 when no query term matches)
+    rrf: float = 0.0
+    ranks: dict[str, int] = field(default_factory=dict)  # 1-based rank per retriever
+    score: float = 0.0  # the reranker's relevance
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: UUID
+    text: str
+    context: str | None
+    event_date: datetime
+    weight: float
+    fact_type: str
+    metadata: dict[str, Any]
+    occurred_start: datetime | None = None
+    occurred_end: datetime | None = None
+
+
+@dataclass
+class SearchOutcome:
+    hits: list[Hit]
+    trace: dict[str, Any] | None = None

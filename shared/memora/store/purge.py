@@ -1,0 +1,68 @@
+"""Hard deletes, table by table (not through ON DELETE CASCADE), so that the counts returned
+are the rows really removed.
+
+Order matters against a pipeline stage writing at the same moment: the rows a request adds to
+are locked first (agents: see `agents.ensure_agent`; a document: its row), then the operations
+are deleted, which waits for any stage holding its operation's row lock; a stage that comes
+later finds no operation and writes nothing. Only then are units and the rest deleted, by
+statements that see what such a stage committed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import Connection
+
+# Every table that holds an agent's data, in the order they are emptied.
+PURGE_TABLES = (
+    "operations",
+    "memory_links",
+    "unit_entities",
+    "memory_access",
+    "memory_units",
+    "entities",
+    "documents",
+    "agents",
+)
+
+
+def purge_units(conn: Connection[Any], units_sql: str, params: dict[str, Any]) -> dict[str, int]:
+    """Delete the units `units_sql` selects (a `SELECT id FROM memory_units ...` with named
+    parameters), and their links, entity references and access counts."""
+    counts = {}
+    # Links are stored in both directions, and only between units of one agent.
+    counts["memory_links"] = (
+        conn.execute(f"DELETE FROM memory_links WHERE from_unit IN ({units_sql})", params).rowcount
+        + conn.execute(f"DELETE FROM memory_links WHERE to_unit IN ({units_sql})", params).rowcount
+    )
+    for table in ("unit_entities", "memory_access"):
+        counts[table] = conn.execute(
+            f"DELETE FROM {table} WHERE unit_id IN ({units_sql})", params
+        ).rowcount
+    counts["memory_units"] = conn.execute(
+        f"DELETE FROM memory_units WHERE id IN ({units_sql})", params
+    ).rowcount
+    return counts
+
+
+def purge_agents(conn: Connection[Any], keys: list[str]) -> dict[str, int]:
+    """Delete the agents stored under `keys` and every row of theirs; rows deleted per table.
+    Run it in a transaction: the deletes and their counts are one unit."""
+    counts = dict.fromkeys(PURGE_TABLES, 0)
+    if not keys:
+        return counts
+    params = {"k": keys}
+    conn.execute(
+        "SELECT agent_id FROM agents WHERE agent_id = ANY(%(k)s) ORDER BY agent_id FOR UPDATE",
+        params,
+    )
+    counts["operations"] = conn.execute(
+        "DELETE FROM operations WHERE agent_id = ANY(%(k)s)", params
+    ).rowcount
+    counts |= purge_units(conn, "SELECT id FROM memory_units WHERE agent_id = ANY(%(k)s)", params)
+    for table in ("entities", "documents", "agents"):
+        counts[table] = conn.execute(
+            f"DELETE FROM {table} WHERE agent_id = ANY(%(k)s)", params
+        ).rowcount
+    return counts

@@ -1,0 +1,235 @@
+"""The read path through the query service's API, on real PostgreSQL + pgvector: graph and
+temporal retrieval, fact-type filters, agent isolation, the cross-encoder, access counts,
+the token budget and bad input (seed 000 §3, seed 003 "Search Memories")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from memora.config import Settings
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def query_api(settings: Settings, pool: Any) -> Iterator[TestClient]:
+    from services.api.query_app import create_app
+
+    with TestClient(create_app(settings, pool=pool)) as client:
+        yield client
+
+
+def _ingest(api: Any, agent_id: str, items: list[dict[str, Any]], doc: str = "d1") -> None:
+    body = {"agent_id": agent_id, "document_id": doc, "items": items}
+    response = api.post("/api/memories/batch", json=body)
+    assert response.status_code == 200, response.text
+    op = api.get(f"/api/operations/{response.json()['operation_id']}").json()
+    assert op["status"] == "completed", op
+
+
+def _search(api: TestClient, path: str = "/api/search", **body: Any) -> dict[str, Any]:
+    response = api.post(path, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def _ids(trace: dict[str, Any], path: str) -> set[str]:
+    return {r["id"] for r in trace["paths"][path]["results"]}
+
+
+def _texts(result: dict[str, Any]) -> list[str]:
+    return [r["text"] for r in result["results"]]
+
+
+WORK = [
+    {"content": "Alice works at Google as a software engineer.", "event_date": "2024-03-01"},
+    {"content": "Alice said her favourite snack is salted licorice.", "event_date": "2024-03-20"},
+    {"content": "The weather in Lisbon was rainy all week.", "event_date": "2024-03-02"},
+    {"content": "Bob repaired his old bicycle in the garage.", "event_date": "2024-03-05"},
+]
+
+
+def test_graph_finds_an_entity_linked_memory_that_semantic_search_misses(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    _ingest(inline_api, agent_id, WORK)
+    result = _search(
+        query_api,
+        agent_id=agent_id,
+        query="Who is employed as a software engineer at Google?",
+        trace=True,
+    )
+    trace = result["trace"]
+    by_text = {r["text"]: r["id"] for r in result["results"]}
+    licorice = by_text["Alice said her favourite snack is salted licorice."]
+    google = by_text["Alice works at Google as a software engineer."]
+    assert _texts(result)[0] == "Alice works at Google as a software engineer."
+    assert google in _ids(trace, "semantic") and google in _ids(trace, "graph")
+    # reached only through the "Alice" entity link
+    assert licorice in _ids(trace, "graph")
+    assert licorice not in _ids(trace, "semantic") | _ids(trace, "keyword")
+    graph = trace["paths"]["graph"]["results"]
+    assert graph[0]["id"] == google and graph[0]["score"] == 1.0  # the entry point
+    assert {r["id"]: r["score"] for r in graph}[licorice] == pytest.approx(0.8)  # one hop
+    assert trace["paths"]["temporal"]["ran"] is False
+    assert trace["time_range"] is None
+    assert set(trace["timings_ms"]) >= {"embed", "retrieval", "fusion", "rerank", "mmr", "total"}
+    for field in ("id", "text", "context", "event_date", "weight", "fact_type"):
+        assert field in result["results"][0]
+
+
+def test_temporal_path_keeps_alices_june_and_drops_bob_and_other_months(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    _ingest(
+        inline_api,
+        agent_id,
+        [
+            {"content": "Alice went kayaking on the lake with her sister.",
+             "event_date": "2024-06-10T10:00:00Z"},
+            {"content": "Bob went kayaking on the lake.", "event_date": "2024-06-10T11:00:00Z"},
+            {"content": "Alice went skiing in the Alps.", "event_date": "2024-01-15T10:00:00Z"},
+            {"content": "Alice kayaked on Lake Tahoe.", "event_date": "2023-06-12T10:00:00Z"},
+        ],
+    )  # fmt: skip
+    result = _search(
+        query_api,
+        agent_id=agent_id,
+        query="What did Alice do in June?",
+        reference_time="2024-09-01T00:00:00Z",
+        trace=True,
+    )
+    trace = result["trace"]
+    assert trace["time_range"]["start"].startswith("2024-06-01")
+    assert trace["time_range"]["end"].startswith("2024-07-01")
+    by_text = {r["text"]: r["id"] for r in result["results"]}
+    temporal = _ids(trace, "temporal")
+    assert temporal == {by_text["Alice went kayaking on the lake with her sister."]}
+    assert trace["paths"]["temporal"]["ran"] is True
+
+
+def test_fact_type_filters_and_network_routes(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    _ingest(
+        inline_api,
+        agent_id,
+        [
+            {"content": "Assistant: I recommended Yosemite National Park to Alice for hiking."},
+            {"content": "Alice loves hiking in Yosemite National Park."},
+        ],
+    )
+    query = {"agent_id": agent_id, "query": "Yosemite hiking"}
+    every = _search(query_api, **query)
+    assert {r["fact_type"] for r in every["results"]} == {"world", "agent"}
+    agent = _search(query_api, "/api/agent_search", **query)
+    assert [r["fact_type"] for r in agent["results"]] == ["agent"]
+    world = _search(query_api, "/api/world_search", **query)
+    assert [r["fact_type"] for r in world["results"]] == ["world"]
+    assert _search(query_api, "/api/opinion_search", **query)["results"] == []
+    only_world = _search(query_api, **query, fact_type=["world"])
+    assert [r["text"] for r in only_world["results"]] == [r["text"] for r in world["results"]]
+
+
+def test_agents_never_see_each_others_memories(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    other = f"{agent_id}-other"
+    _ingest(inline_api, agent_id, [{"content": "Maya's passport number ends in 4417."}])
+    _ingest(inline_api, other, [{"content": "Ravi keeps his passport in the blue drawer."}])
+    mine = _search(query_api, agent_id=agent_id, query="passport", trace=True)
+    theirs = _search(query_api, agent_id=other, query="passport", trace=True)
+    assert _texts(mine) == ["Maya's passport number ends in 4417."]
+    assert _texts(theirs) == ["Ravi keeps his passport in the blue drawer."]
+    for trace in (mine["trace"], theirs["trace"]):
+        assert all(len(p["results"]) <= 1 for p in trace["paths"].values())
+    assert _search(query_api, agent_id="nobody-at-all", query="passport")["results"] == []
+
+
+def test_cross_encoder_reranks_with_the_local_model(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    _ingest(inline_api, agent_id, WORK)
+    body = {"agent_id": agent_id, "query": "Where does Alice work?", "trace": True}
+    heuristic = _search(query_api, **body)
+    cross = _search(query_api, **body, reranker="cross-encoder")
+    assert cross["trace"]["reranker"] == "cross-encoder"
+    assert {r["id"] for r in cross["results"]} == {r["id"] for r in heuristic["results"]}
+    assert all(0.0 <= r["weight"] <= 1.0 for r in cross["results"])  # sigmoid scores
+    candidates = cross["trace"]["candidates"]
+    assert len({round(c["score"], 6) for c in candidates}) > 1  # the model scored each pair
+
+
+def test_returned_memories_have_their_access_counted(
+    inline_api: Any, query_api: TestClient, pool: Any, agent_id: str
+) -> None:
+    _ingest(inline_api, agent_id, WORK)
+    first = _search(query_api, agent_id=agent_id, query="Alice", top_k=2)
+    _search(query_api, agent_id=agent_id, query="Alice", top_k=2)
+    query_api.app.state.retriever.access.flush()  # type: ignore[attr-defined]
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT u.text, coalesce(a.access_count, 0) AS n FROM memory_units u "
+            "LEFT JOIN memory_access a ON a.unit_id = u.id WHERE u.agent_id = %s",
+            (agent_id,),
+        ).fetchall()
+    counts = {r["text"]: r["n"] for r in rows}
+    returned = _texts(first)
+    assert len(returned) == 2
+    assert all(counts[t] >= 1 for t in returned)
+    assert sum(counts.values()) == 4  # two searches, two results each
+    assert counts["The weather in Lisbon was rainy all week."] == 0
+
+
+def test_token_budget_cuts_the_results(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    _ingest(inline_api, agent_id, WORK)
+    everything = _search(query_api, agent_id=agent_id, query="Alice Google Lisbon Bob", top_k=10)
+    budget = _search(
+        query_api, agent_id=agent_id, query="Alice Google Lisbon Bob", top_k=10, max_tokens=12
+    )
+    assert 1 <= len(budget["results"]) < len(everything["results"])
+    assert _texts(budget) == _texts(everything)[: len(budget["results"])]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"query": "x", "top_k": 0},
+        {"query": "x", "top_k": 201},
+        {"query": "x", "thinking_budget": 0},
+        {"query": "x", "max_tokens": 0},
+        {"query": "x" * 2001},
+        {"query": ""},
+        {"query": "x", "reranker": "bm25"},
+        {"query": "x", "fact_type": ["facts"]},
+        {"query": "x", "fact_type": []},
+        {"query": "x", "unknown": 1},
+        {"query": "x", "reference_time": "yesterday"},
+    ],
+)
+def test_bad_searches_are_422_json(query_api: TestClient, body: dict[str, Any]) -> None:
+    response = query_api.post("/api/search", json={"agent_id": "a", **body})
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["code"] == "validation_error"
+
+
+def test_unavailable_cross_encoder_is_a_503(settings: Settings, pool: Any) -> None:
+    from services.api.query_app import create_app
+
+    broken = settings.model_copy(update={"cross_encoder_model": "/nonexistent/cross-encoder"})
+    with TestClient(create_app(broken, pool=pool)) as client:
+        response = client.post(
+            "/api/search", json={"agent_id": "a", "query": "x", "reranker": "cross-encoder"}
+        )
+        assert response.status_code == 503
+        error = response.json()["error"]
+        assert error["code"] == "reranker_unavailable"
+        assert "MEMORA_CROSS_ENCODER_MODEL" in error["message"]
+        ok = client.post("/api/search", json={"agent_id": "a", "query": "x"})
+        assert ok.status_code == 200  # the heuristic path is unaffected

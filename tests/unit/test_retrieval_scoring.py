@@ -1,0 +1,169 @@
+"""The read path's scoring over plain data: RRF, heuristic signals, MMR, budget, spreading
+activation, temporal closeness (seed 000 §3)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from memora.retrieval.graph import Edge, Neighbours, SpreadSettings, spread_activation
+from memora.retrieval.scoring import (
+    HeuristicWeights,
+    frequency_boost,
+    heuristic_scores,
+    minmax,
+    mmr,
+    recency_boost,
+    rrf,
+    temporal_closeness,
+    within_budget,
+)
+
+A, B, C, D, E = (uuid.UUID(int=i) for i in range(1, 6))
+
+
+def test_rrf_matches_the_seed_example() -> None:
+    # seed 000 §3.2: A rank 1 semantic, 5 keyword; B rank 3, 2, and 10 in graph
+    semantic = [A, C, B]
+    keyword = [D, B, E, uuid.uuid4(), A]
+    graph = [uuid.uuid4() for _ in range(9)] + [B]
+    scores = rrf({"semantic": semantic, "keyword": keyword, "graph": graph})
+    assert scores[A] == pytest.approx(1 / 61 + 1 / 65)
+    assert scores[B] == pytest.approx(1 / 63 + 1 / 62 + 1 / 70)
+    assert scores[B] > scores[A]
+
+
+def test_rrf_weights_scale_a_list_and_zero_drops_it() -> None:
+    scores = rrf({"semantic": [A], "graph": [B]}, weights={"graph": 0.5})
+    assert scores[B] == pytest.approx(0.5 / 61)
+    assert B not in rrf({"semantic": [A], "graph": [B]}, weights={"graph": 0})
+
+
+def test_minmax_handles_constant_and_empty_input() -> None:
+    assert list(minmax(np.array([2.0, 4.0, 3.0]))) == [0.0, 1.0, 0.5]
+    assert list(minmax(np.array([3.0, 3.0]))) == [1.0, 1.0]
+    assert list(minmax(np.array([0.0, 0.0]))) == [0.0, 0.0]
+    assert minmax(np.array([])).size == 0
+
+
+def test_recency_decays_on_a_log_scale_and_the_seed_formula_is_its_complement() -> None:
+    now = datetime(2025, 1, 1, tzinfo=UTC)
+    assert recency_boost(now, now) == 1.0
+    assert recency_boost(now + timedelta(days=3), now) == 1.0  # future: brand new
+    month = recency_boost(now - timedelta(days=30), now)
+    year = recency_boost(now - timedelta(days=365), now)
+    assert 1.0 > month > year == pytest.approx(0.0)
+    assert recency_boost(now - timedelta(days=900), now) == 0.0
+    seed = recency_boost(now - timedelta(days=30), now, "seed")
+    assert seed == pytest.approx(np.log1p(30) / np.log1p(365))
+    assert seed + month == pytest.approx(1.0)
+
+
+def test_frequency_boost_saturates_at_100_accesses() -> None:
+    assert frequency_boost(0) == 0.0
+    assert frequency_boost(50) == 0.5
+    assert frequency_boost(1000) == 1.0
+
+
+def test_heuristic_is_the_seed_formula_over_normalised_signals() -> None:
+    semantic = np.array([0.9, 0.5, -0.1])
+    keyword = np.array([0.0, 10.0, 5.0])
+    recency = np.array([1.0, 0.0, 0.0])
+    frequency = np.array([0.0, 0.0, 1.0])
+    fused = np.array([0.03, 0.015, 0.0])
+    scores = heuristic_scores(semantic, keyword, recency, frequency, fused, HeuristicWeights())
+    expected = [0.6 * 0.9 + 0.4 * 0 + 0.2, 0.6 * 0.5 + 0.4 * 1, 0.6 * 0 + 0.4 * 0.5 + 0.1]
+    assert list(scores) == pytest.approx(expected)
+    with_fused = heuristic_scores(
+        semantic, keyword, recency, frequency, fused, HeuristicWeights(fused=0.3)
+    )
+    assert list(with_fused - scores) == pytest.approx([0.3, 0.15, 0.0])
+
+
+def test_no_keyword_match_anywhere_scores_zero_not_nan() -> None:
+    zeros = np.zeros(2)
+    scores = heuristic_scores(np.array([0.4, 0.2]), zeros, zeros, zeros, zeros, HeuristicWeights())
+    assert list(scores) == pytest.approx([0.24, 0.12])
+
+
+def _unit(*xs: float) -> np.ndarray:
+    v = np.array(xs, dtype=np.float64)
+    return v / np.linalg.norm(v)
+
+
+def test_mmr_skips_a_near_duplicate_for_a_different_relevant_result() -> None:
+    embeddings = np.array([_unit(1, 0, 0), _unit(1, 0.01, 0), _unit(0, 1, 0)])
+    relevance = np.array([1.0, 0.95, 0.8])
+    assert mmr(relevance, embeddings, 3, lam=0.5) == [0, 2, 1]
+    assert mmr(relevance, embeddings, 3, lam=1.0) == [0, 1, 2]
+    assert mmr(relevance, embeddings, 10, lam=0.5)[:1] == [0]
+    assert mmr(np.array([]), np.zeros((0, 3)), 5) == []
+
+
+def test_token_budget_keeps_a_prefix_of_the_ranking() -> None:
+    assert within_budget([10, 20, 30], 60) == 3
+    assert within_budget([10, 20, 30], 59) == 2
+    assert within_budget([100, 1, 1], 50) == 0
+    assert within_budget([], 10) == 0
+
+
+def test_temporal_closeness_is_one_at_the_centre_and_half_at_the_edges() -> None:
+    start = datetime(2024, 6, 1, tzinfo=UTC)
+    end = datetime(2024, 7, 1, tzinfo=UTC)
+    assert temporal_closeness(start + (end - start) / 2, start, end) == pytest.approx(1.0)
+    assert temporal_closeness(start, start, end) == pytest.approx(0.5)
+    assert temporal_closeness(end + (end - start), start, end) == 0.0
+
+
+def _graph(edges: dict[uuid.UUID, list[Edge]]) -> tuple[list[list[uuid.UUID]], Neighbours]:
+    calls: list[list[uuid.UUID]] = []
+
+    def neighbours(ids: list[uuid.UUID]) -> dict[uuid.UUID, list[Edge]]:
+        calls.append(list(ids))
+        return {i: edges.get(i, []) for i in ids}
+
+    return calls, neighbours
+
+
+def test_spreading_activation_decays_per_hop_and_ranks_by_activation() -> None:
+    edges = {
+        A: [Edge(B, "entity", 1.0), Edge(C, "temporal", 0.5)],
+        B: [Edge(D, "semantic", 0.9)],
+        D: [Edge(E, "entity", 1.0)],
+    }
+    _, neighbours = _graph(edges)
+    found = dict(spread_activation({A: 1.0}, neighbours, 10, SpreadSettings()))
+    assert found[A] == 1.0
+    assert found[B] == pytest.approx(0.8)
+    assert found[C] == pytest.approx(0.4)
+    assert found[D] == pytest.approx(0.8 * 0.9 * 0.8)
+    assert found[E] == pytest.approx(0.8 * 0.9 * 0.8 * 0.8)
+    ranked = spread_activation({A: 1.0}, neighbours, 10, SpreadSettings())
+    assert [n for n, _ in ranked] == [A, B, D, E, C]
+
+
+def test_spreading_activation_explores_at_most_the_budget_in_waves() -> None:
+    hub = {A: [Edge(uuid.UUID(int=100 + i), "entity", 1.0) for i in range(30)]}
+    calls, neighbours = _graph(hub)
+    found = spread_activation({A: 1.0}, neighbours, 5, SpreadSettings(wave=3))
+    assert len(found) == 5
+    assert [len(c) for c in calls] == [1, 3, 1]  # one round trip per wave, never past budget
+
+
+def test_causal_links_are_boosted_but_never_exceed_their_source() -> None:
+    edges = {A: [Edge(B, "causes", 1.0), Edge(C, "temporal", 1.0)], B: [Edge(D, "caused_by", 0.3)]}
+    _, neighbours = _graph(edges)
+    found = dict(spread_activation({A: 0.9}, neighbours, 10, SpreadSettings()))
+    assert found[B] == pytest.approx(0.9)  # 0.9 · 1.0 · 2 · 0.8 = 1.44, capped at the source
+    assert found[C] == pytest.approx(0.72)
+    assert found[D] == pytest.approx(0.9 * 0.3 * 2 * 0.8)
+
+
+def test_weak_activation_stops_the_spread() -> None:
+    edges = {A: [Edge(B, "temporal", 0.05)], B: [Edge(C, "entity", 1.0)]}
+    _, neighbours = _graph(edges)
+    found = dict(spread_activation({A: 1.0}, neighbours, 10, SpreadSettings()))
+    assert B not in found and C not in found  # 0.04 < min_activation
