@@ -52,12 +52,12 @@ def passages(n: int) -> list[str]:
         turns = [t for k, v in conv.items() if k.startswith("session_") and isinstance(v, list)
                  for t in v]  # fmt: skip
         return [dated(f"{t['speaker']}: {t['text']}", when) for t in turns[:n]]
-    return [dated(f"Maya: I went hiking near the lake with Lena, trip {i}.", when) for i in range(n)]
+    return [dated(f"Maya: I went hiking near the lake, trip {i}.", when) for i in range(n)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", help="a CrossEncoder name or path (default: random, MiniLM-L6 shape)")
+    parser.add_argument("--model", help="CrossEncoder name or path (default: MiniLM-L6 shape)")
     parser.add_argument("--candidates", type=int, default=100)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
