@@ -101,10 +101,13 @@ class Settings(BaseSettings):
     heuristic_keyword_weight: float = 0.4
     heuristic_recency_weight: float = 0.2
     heuristic_frequency_weight: float = 0.1
+    # extensions of the seed's formula (docs/retrieval.md); 0 and 0 give it exactly
+    heuristic_context_weight: float = 0.1
     heuristic_fused_weight: float = 0.0
     recency_formula: Literal["decay", "seed"] = "decay"
     mmr_lambda: float = 0.5
     keyword_stats_ttl_seconds: float = 300.0
+    keyword_match_budget: int = 2000  # units the keyword retriever scores at most
     access_flush_seconds: float = 1.0
     cross_encoder_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     cross_encoder_batch_size: int = 64

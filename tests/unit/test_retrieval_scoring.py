@@ -73,19 +73,21 @@ def test_heuristic_is_the_seed_formula_over_normalised_signals() -> None:
     keyword = np.array([0.0, 10.0, 5.0])
     recency = np.array([1.0, 0.0, 0.0])
     frequency = np.array([0.0, 0.0, 1.0])
+    context = np.array([0.2, 0.8, 0.0])
     fused = np.array([0.03, 0.015, 0.0])
-    scores = heuristic_scores(semantic, keyword, recency, frequency, fused, HeuristicWeights())
+    signals = (semantic, keyword, recency, frequency, context, fused)
+    seed = heuristic_scores(*signals, HeuristicWeights())
     expected = [0.6 * 0.9 + 0.4 * 0 + 0.2, 0.6 * 0.5 + 0.4 * 1, 0.6 * 0 + 0.4 * 0.5 + 0.1]
-    assert list(scores) == pytest.approx(expected)
-    with_fused = heuristic_scores(
-        semantic, keyword, recency, frequency, fused, HeuristicWeights(fused=0.3)
-    )
-    assert list(with_fused - scores) == pytest.approx([0.3, 0.15, 0.0])
+    assert list(seed) == pytest.approx(expected)
+    extended = heuristic_scores(*signals, HeuristicWeights(context=0.5, fused=0.3))
+    assert list(extended - seed) == pytest.approx([0.1 + 0.3, 0.4 + 0.15, 0.0])
 
 
 def test_no_keyword_match_anywhere_scores_zero_not_nan() -> None:
     zeros = np.zeros(2)
-    scores = heuristic_scores(np.array([0.4, 0.2]), zeros, zeros, zeros, zeros, HeuristicWeights())
+    scores = heuristic_scores(
+        np.array([0.4, 0.2]), zeros, zeros, zeros, zeros, zeros, HeuristicWeights()
+    )
     assert list(scores) == pytest.approx([0.24, 0.12])
 
 
@@ -167,3 +169,13 @@ def test_weak_activation_stops_the_spread() -> None:
     _, neighbours = _graph(edges)
     found = dict(spread_activation({A: 1.0}, neighbours, 10, SpreadSettings()))
     assert B not in found and C not in found  # 0.04 < min_activation
+
+
+def test_keyword_reads_the_rarest_terms_within_its_budget() -> None:
+    from memora.retrieval.keyword import TermStats
+
+    stats = TermStats(1000, 10.0, {}, {"lidar": 3, "work": 400, "alice": 90, "zzz": 0})
+    assert stats.matching_terms(100) == ["lidar", "alice"]
+    assert stats.matching_terms(1000) == ["lidar", "alice", "work"]
+    assert stats.matching_terms(1) == ["lidar"]  # the rarest present term, whatever the budget
+    assert TermStats(10, 1.0, {}, {"zzz": 0}).matching_terms(5) == []

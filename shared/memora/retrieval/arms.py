@@ -144,28 +144,42 @@ def temporal(
     return sorted(scores.items(), key=lambda x: (-x[1], str(x[0])))
 
 
+# The units next to a unit in its document: the turns before and after it (or, in a
+# transcript item cut into several units, its neighbours within the item).
+_NEXT_TO = """
+    n.document_pk = m.document_pk AND n.id <> m.id AND n.embedding IS NOT NULL
+    AND ((n.item_index = m.item_index AND abs(n.seq - m.seq) = 1)
+         OR abs(n.item_index - m.item_index) = 1)
+"""
+
+
 def hydrate(
     conn: Connection[Any],
     agent_id: str,
     fact_types: Sequence[str],
     ids: Sequence[UUID],
+    vector: np.ndarray,
     keyword: tuple[str, dict[str, Any]],
 ) -> dict[UUID, Candidate]:
-    """The candidates' rows (agent and fact types checked again here), with access counts and
-    their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and parameters).
-    Read in binary, which spares parsing the embeddings' text form."""
+    """The candidates' rows (agent and fact types checked again here) with their access
+    counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
+    parameters) and their context: the best similarity to the query among the units next to
+    them in their document. Read in binary, which spares parsing the embeddings' text form."""
     lateral, params = keyword
     rows = conn.execute(
         f"""
         SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
                m.occurred_end, m.metadata, m.embedding, coalesce(a.access_count, 0) AS access_count,
-               coalesce(kw.bm25, 0) AS bm25
+               coalesce(kw.bm25, 0) AS bm25, coalesce(ctx.sim, 0) AS context_sim
         FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
         LEFT JOIN LATERAL {lateral} kw ON true
+        LEFT JOIN LATERAL (
+            SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
+        ) ctx ON true
         WHERE m.id = ANY(%(ids)s) AND m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
           AND m.embedding IS NOT NULL
         """,
-        {**params, "ids": list(ids), "agent": agent_id, "types": list(fact_types)},
+        {**params, "v": vector, "ids": list(ids), "agent": agent_id, "types": list(fact_types)},
         binary=True,
     ).fetchall()
     return {
@@ -181,6 +195,7 @@ def hydrate(
             access_count=int(r["access_count"]),
             embedding=np.asarray(r["embedding"].to_numpy(), dtype=np.float32),
             keyword=float(r["bm25"]),
+            neighbours=float(r["context_sim"]),
         )
         for r in rows
     }

@@ -35,6 +35,21 @@ class TermStats:
     n_docs: int
     avgdl: float
     idf: dict[str, float]
+    df: dict[str, int]
+
+    def matching_terms(self, budget: int) -> list[str]:
+        """The terms a unit must contain to be read: the rarest first, while their document
+        frequencies add up to at most `budget` (always at least the rarest one). A unit that
+        holds only the common terms left out can score at most their small idf sum, so the
+        work stays bounded on large agents without losing the units that rank well."""
+        chosen: list[str] = []
+        total = 0
+        for term in sorted((t for t in self.df if self.df[t] > 0), key=lambda t: (self.df[t], t)):
+            if chosen and total + self.df[term] > budget:
+                break
+            chosen.append(term)
+            total += self.df[term]
+        return chosen
 
 
 def idf(n_docs: int, df: int) -> float:
@@ -43,7 +58,7 @@ def idf(n_docs: int, df: int) -> float:
 
 _MATCHES = (
     "search_vector @@ (SELECT tsquery_or_agg(plainto_tsquery('simple', l)) "
-    "FROM unnest(%(terms)s::text[]) AS l)"
+    "FROM unnest(%(match)s::text[]) AS l)"
 )
 
 
@@ -92,7 +107,9 @@ class KeywordIndex:
                 self._df[(agent_id, t)] = known[t]
         n_docs, avgdl = agent
         n_docs = max(n_docs, max(known.values(), default=0))
-        return TermStats(n_docs, avgdl, {t: idf(n_docs, known[t]) for t in terms})
+        return TermStats(
+            n_docs, avgdl, {t: idf(n_docs, known[t]) for t in terms}, {t: known[t] for t in terms}
+        )
 
     @staticmethod
     def _params(stats: TermStats) -> dict[str, Any]:
@@ -112,19 +129,34 @@ class KeywordIndex:
         fact_types: Sequence[str],
         stats: TermStats,
         limit: int,
+        match_budget: int,
     ) -> list[tuple[UUID, float]]:
-        """The agent's embedded units that contain any query term, best BM25 first."""
+        """The agent's embedded units that contain a query term, best BM25 over all terms
+        first. At most `match_budget` units are scored: those holding the rarest terms
+        (TermStats.matching_terms) and, when even the rarest term is that common, the most
+        recent of them."""
         if not stats.idf:
             return []
         lateral, params = self.lateral(stats)
         rows = conn.execute(
             f"""
-            SELECT m.id, kw.bm25 FROM memory_units m CROSS JOIN LATERAL {lateral} kw
-            WHERE m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-              AND m.embedding IS NOT NULL AND m.{_MATCHES}
+            WITH matched AS MATERIALIZED (
+                SELECT id, search_vector FROM memory_units
+                WHERE agent_id = %(agent)s AND fact_type = ANY(%(types)s)
+                  AND embedding IS NOT NULL AND {_MATCHES}
+                ORDER BY event_date DESC LIMIT %(budget)s
+            )
+            SELECT m.id, kw.bm25 FROM matched m CROSS JOIN LATERAL {lateral} kw
             ORDER BY kw.bm25 DESC, m.id LIMIT %(limit)s
             """,
-            {**params, "agent": agent_id, "types": list(fact_types), "limit": limit},
+            {
+                **params,
+                "match": stats.matching_terms(match_budget),
+                "budget": match_budget,
+                "agent": agent_id,
+                "types": list(fact_types),
+                "limit": limit,
+            },
         ).fetchall()
         return [(r["id"], float(r["bm25"])) for r in rows]
 

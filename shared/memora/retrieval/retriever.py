@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -74,6 +75,7 @@ class Retriever:
             settings.heuristic_keyword_weight,
             settings.heuristic_recency_weight,
             settings.heuristic_frequency_weight,
+            settings.heuristic_context_weight,
             settings.heuristic_fused_weight,
         )
         # three tasks per search (keyword, semantic→graph, temporal)
@@ -117,12 +119,10 @@ class Retriever:
         return self._executor.submit(fn)
 
     def _search(self, p: SearchParams) -> SearchOutcome:
-        s = self.settings
         clock = _Clock()
         reference = p.reference_time or utcnow()
         per_arm = min(500, max(50, 3 * p.top_k))
-        stats_box: dict[str, TermStats] = {}
-        keyword = self._submit(lambda: self._keyword(p, per_arm, stats_box))
+        keyword = self._submit(lambda: self._keyword(p, per_arm))
 
         time_range = parse_query_range(p.query, reference)
         texts = [p.query]
@@ -139,9 +139,10 @@ class Retriever:
             else None
         )
         semantic, graph = semantic_graph.result()
+        keyword_result, stats = keyword.result()
         results = {
             "semantic": semantic,
-            "keyword": keyword.result(),
+            "keyword": keyword_result,
             "graph": graph,
             "temporal": temporal.result()
             if temporal is not None
@@ -149,42 +150,17 @@ class Retriever:
         }
         t = clock.lap("retrieval", t)
 
-        fused = scoring.rrf(
-            {n: [i for i, _ in r.ranked] for n, r in results.items()},
-            k=s.rrf_k,
-            weights=s.rrf_weights or None,
-        )
-        cap = max(s.rerank_candidates, p.top_k)
-        shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
-        with self.pool.connection() as conn:
-            keyword_score = self.keyword.lateral(stats_box.get("stats"))
-            found = arms.hydrate(conn, p.agent_key, p.fact_types, shortlist, keyword_score)
-        candidates = [found[i] for i in shortlist if i in found]
-        ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
-        for c in candidates:
-            c.semantic = float(c.embedding @ query_vec)
-            c.rrf = fused[c.id]
-            c.ranks = {n: r[c.id] for n, r in ranks.items() if c.id in r}
+        candidates = self._fuse(p, results, query_vec, stats)
         t = clock.lap("fusion", t)
-
         self._rerank(p, candidates, reference)
         t = clock.lap("rerank", t)
-        order = scoring.mmr(
-            np.array([c.score for c in candidates]),
-            np.array([c.embedding for c in candidates]).reshape(len(candidates), -1)
-            if candidates
-            else np.zeros((0, 1)),
-            p.top_k,
-            s.mmr_lambda,
-        )
-        chosen = [candidates[i] for i in order]
+        chosen = [candidates[i] for i in self._diversify(p, candidates)]
         t = clock.lap("mmr", t)
-        max_tokens = p.max_tokens or s.search_max_tokens
-        kept = chosen[
-            : scoring.within_budget(
-                self.embedder.count_tokens([c.text for c in chosen]), max_tokens
-            )
-        ]
+        max_tokens = p.max_tokens or self.settings.search_max_tokens
+        fits = scoring.within_budget(
+            self.embedder.count_tokens([c.text for c in chosen]), max_tokens
+        )
+        kept = chosen[:fits]
         clock.lap("budget", t)
         self.access.record(c.id for c in kept)
         clock.marks["total"] = round((time.perf_counter() - clock.started) * 1000, 2)
@@ -204,24 +180,63 @@ class Retriever:
             for c in kept
         ]
         trace = (
-            _trace(p, results, candidates, kept, time_range, stats_box, clock, max_tokens)
+            _trace(p, results, candidates, kept, time_range, stats, clock, max_tokens)
             if p.trace
             else None
         )
         return SearchOutcome(hits, trace)
 
+    def _fuse(
+        self,
+        p: SearchParams,
+        results: dict[str, ArmResult],
+        query_vec: np.ndarray,
+        stats: TermStats | None,
+    ) -> list[Candidate]:
+        """RRF over the retrievers' lists, then the best candidates read with their signals."""
+        s = self.settings
+        fused = scoring.rrf(
+            {n: [i for i, _ in r.ranked] for n, r in results.items()},
+            k=s.rrf_k,
+            weights=s.rrf_weights or None,
+        )
+        cap = max(s.rerank_candidates, p.top_k)
+        shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
+        with self.pool.connection() as conn:
+            found = arms.hydrate(
+                conn, p.agent_key, p.fact_types, shortlist, query_vec, self.keyword.lateral(stats)
+            )
+        candidates = [found[i] for i in shortlist if i in found]
+        ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
+        for c in candidates:
+            c.semantic = float(c.embedding @ query_vec)
+            c.rrf = fused[c.id]
+            c.ranks = {n: r[c.id] for n, r in ranks.items() if c.id in r}
+        return candidates
+
+    def _diversify(self, p: SearchParams, candidates: list[Candidate]) -> list[int]:
+        if not candidates:
+            return []
+        return scoring.mmr(
+            np.array([c.score for c in candidates]),
+            np.stack([c.embedding for c in candidates]),
+            p.top_k,
+            self.settings.mmr_lambda,
+        )
+
     # ------------------------------------------------------------------ retrievers
-    def _keyword(self, p: SearchParams, limit: int, box: dict[str, TermStats]) -> ArmResult:
+    def _keyword(self, p: SearchParams, limit: int) -> tuple[ArmResult, TermStats]:
         started = time.perf_counter()
         with self.pool.connection() as conn:
             terms = self.keyword.terms(conn, p.query)
             stats = self.keyword.stats(conn, p.agent_key, terms)
-            box["stats"] = stats
-            ranked = self.keyword.search(conn, p.agent_key, p.fact_types, stats, limit)
+            ranked = self.keyword.search(
+                conn, p.agent_key, p.fact_types, stats, limit, self.settings.keyword_match_budget
+            )
         result = ArmResult("keyword", ranked, ms=round((time.perf_counter() - started) * 1000, 2))
         if not terms:
             result.note = "no searchable words in the query"
-        return result
+        return result, stats
 
     def _semantic_then_graph(
         self, p: SearchParams, vector: np.ndarray, limit: int
@@ -269,7 +284,7 @@ class Retriever:
             )  # fmt: skip
 
     # ------------------------------------------------------------------ reranking
-    def _rerank(self, p: SearchParams, candidates: list[Candidate], reference: Any) -> None:
+    def _rerank(self, p: SearchParams, candidates: list[Candidate], reference: datetime) -> None:
         if not candidates:
             return
         if p.reranker == "cross-encoder":
@@ -285,6 +300,7 @@ class Retriever:
             np.array([c.keyword for c in candidates]),
             np.array([scoring.recency_boost(c.event_date, reference, formula) for c in candidates]),
             np.array([scoring.frequency_boost(c.access_count) for c in candidates]),
+            np.array([c.neighbours for c in candidates]),
             np.array([c.rrf for c in candidates]),
             self.weights,
         )
@@ -298,11 +314,10 @@ def _trace(
     candidates: list[Candidate],
     kept: list[Candidate],
     time_range: QueryTimeRange | None,
-    stats_box: dict[str, TermStats],
+    stats: TermStats | None,
     clock: _Clock,
     max_tokens: int,
 ) -> dict[str, Any]:
-    stats = stats_box.get("stats")
     return {
         "query": p.query,
         "reranker": p.reranker,
@@ -331,6 +346,7 @@ def _trace(
                 "ranks": c.ranks,
                 "semantic": round(c.semantic, 6),
                 "keyword": round(c.keyword, 6),
+                "context": round(c.neighbours, 6),
                 "access_count": c.access_count,
                 "score": round(c.score, 6),
             }

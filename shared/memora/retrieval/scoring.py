@@ -67,16 +67,18 @@ def frequency_boost(access_count: int) -> float:
 
 @dataclass(frozen=True)
 class HeuristicWeights:
-    """score = semantic·s + keyword·k + recency·r + frequency·f + fused·rrf (all normalised).
+    """score = semantic·s + keyword·k + recency·r + frequency·f + context·c + fused·rrf.
 
-    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). `fused` adds the candidate's
-    normalised RRF score, the only place where graph and temporal evidence can outweigh
-    lexical and semantic similarity; 0 gives the seed's formula exactly."""
+    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Two extensions, both 0 here (the
+    seed's formula exactly): `context`, the best similarity to the query among the units next
+    to the candidate in its conversation (the turn a reply answers, the reply to a question),
+    and `fused`, the candidate's normalised RRF score."""
 
     semantic: float = 0.6
     keyword: float = 0.4
     recency: float = 0.2
     frequency: float = 0.1
+    context: float = 0.0
     fused: float = 0.0
 
 
@@ -91,6 +93,7 @@ def heuristic_scores(
     keyword: np.ndarray,
     recency: np.ndarray,
     frequency: np.ndarray,
+    context: np.ndarray,
     fused: np.ndarray,
     w: HeuristicWeights,
 ) -> np.ndarray:
@@ -104,6 +107,7 @@ def heuristic_scores(
         + w.keyword * scale_to_max(keyword)
         + w.recency * recency
         + w.frequency * frequency
+        + w.context * np.clip(context, 0.0, 1.0)
         + w.fused * scale_to_max(fused)
     )
 

@@ -61,6 +61,7 @@ class Candidate:
     embedding: np.ndarray
     semantic: float = 0.0  # cosine similarity to the query
     keyword: float = 0.0  # BM25 score (0 when no query term matches)
+    neighbours: float = 0.0  # best similarity to the query of the units next to it
     rrf: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # 1-based rank per retriever
     score: float = 0.0  # the reranker's relevance
