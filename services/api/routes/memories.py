@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Literal
 from uuid import UUID
 
@@ -24,6 +25,7 @@ from services.api.schemas import (
     OperationResponse,
 )
 
+log = logging.getLogger("memora.api.memories")
 router = APIRouter(
     prefix="/api", tags=["memories"], responses=error_responses(*AUTH_ERRORS, 422, 503)
 )
@@ -66,7 +68,12 @@ def store_batch(
     backfill = priority == "backfill"
     metrics.observe_accepted(accepted.outcome, accepted.items_count, backfill=backfill)
     if accepted.needs_processing:
-        backend.enqueue(INGEST_STAGES[0], accepted.operation_id, backfill=backfill)
+        try:
+            backend.enqueue(INGEST_STAGES[0], accepted.operation_id, backfill=backfill)
+        except Exception:  # the content and its operation are durable: the reconciler
+            # re-enqueues it once the broker is back (MEMORA_STUCK_AFTER_SECONDS)
+            log.warning("broker unavailable; operation %s left to the reconciler",
+                        accepted.operation_id, exc_info=True)  # fmt: skip
     message = {
         "created": f"Successfully stored {accepted.items_count} memory items",
         "replaced": f"Replaced document content with {accepted.items_count} memory items",
