@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
@@ -56,14 +55,12 @@ class CrossEncoderReranker:
         self.name, self.device, self.batch_size = model, device, batch_size
         self._identity = torch.nn.Identity()
         self._lock = threading.Lock()  # one forward pass at a time per process
-        self.last_seconds = 0.0
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """sigmoid(logit) per passage, in [0, 1]."""
         if not passages:
             return np.zeros(0)
         with self._lock:
-            started = time.perf_counter()
             logits = self.model.predict(
                 [(query, p) for p in passages],
                 batch_size=self.batch_size,
@@ -71,5 +68,4 @@ class CrossEncoderReranker:
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
-            self.last_seconds = time.perf_counter() - started
         return sigmoid(np.asarray(logits, dtype=np.float64).reshape(len(passages), -1)[:, 0])

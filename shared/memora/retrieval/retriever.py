@@ -14,10 +14,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID
 
 import numpy as np
@@ -28,13 +28,16 @@ from memora.embedding import Embedder
 from memora.models import utcnow
 from memora.retrieval import arms, scoring
 from memora.retrieval.access import AccessRecorder
-from memora.retrieval.cross_encoder import CrossEncoderReranker, RerankerUnavailable, dated
+from memora.retrieval.cross_encoder import (
+    CrossEncoderReranker,
+    PairScorer,
+    RerankerUnavailable,
+    dated,
+)
 from memora.retrieval.graph import DEFAULT_TYPE_WEIGHTS, SpreadSettings, spread_activation
 from memora.retrieval.keyword import KeywordIndex, TermStats
 from memora.retrieval.types import ArmResult, Candidate, Hit, SearchOutcome, SearchParams
 from memora.temporal import QueryTimeRange, parse_query_range, strip_time_expression
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -83,7 +86,7 @@ class Retriever:
             3 * settings.search_concurrency, thread_name_prefix="memora-retrieval"
         )
         self._slots = threading.BoundedSemaphore(settings.search_concurrency)
-        self._cross_encoder: CrossEncoderReranker | None = None
+        self._cross_encoder: PairScorer | None = None
         self._cross_encoder_error: RerankerUnavailable | None = None
         self._load_lock = threading.Lock()
 
@@ -92,7 +95,7 @@ class Retriever:
         self.access.close()
 
     # ------------------------------------------------------------------ cross-encoder
-    def cross_encoder(self) -> CrossEncoderReranker:
+    def cross_encoder(self) -> PairScorer:
         """Loaded once, on first use (or at start with MEMORA_PRELOAD_CROSS_ENCODER)."""
         with self._load_lock:
             if self._cross_encoder is None:
@@ -115,14 +118,11 @@ class Retriever:
         with self._slots:
             return self._search(p)
 
-    def _submit(self, fn: Callable[[], T]) -> Future[T]:
-        return self._executor.submit(fn)
-
     def _search(self, p: SearchParams) -> SearchOutcome:
         clock = _Clock()
         reference = p.reference_time or utcnow()
         per_arm = min(500, max(50, 3 * p.top_k))
-        keyword = self._submit(lambda: self._keyword(p, per_arm))
+        keyword = self._executor.submit(lambda: self._keyword(p, per_arm))
 
         time_range = parse_query_range(p.query, reference)
         texts = [p.query]
@@ -132,9 +132,11 @@ class Retriever:
         t = clock.lap("embed", clock.started)
         query_vec, topic_vec = vectors[0], vectors[-1]
 
-        semantic_graph = self._submit(lambda: self._semantic_then_graph(p, query_vec, per_arm))
+        semantic_graph = self._executor.submit(
+            lambda: self._semantic_then_graph(p, query_vec, per_arm)
+        )
         temporal = (
-            self._submit(lambda: self._temporal(p, topic_vec, time_range, per_arm))
+            self._executor.submit(lambda: self._temporal(p, topic_vec, time_range, per_arm))
             if time_range is not None
             else None
         )
