@@ -41,7 +41,11 @@ def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None 
             name="query",
         )
         embedder = get_embedder(
-            settings.embedding_model, settings.torch_threads, settings.embedding_batch_size
+            settings.embedding_model,
+            settings.torch_threads,
+            settings.embedding_batch_size,
+            settings.embedding_backend,
+            settings.model_cache_dir,
         )
         check_dimension(embedder, settings.embedding_dim)
         app.state.embedder = embedder

@@ -51,7 +51,9 @@ class Stack:
     def start_infrastructure(self) -> None:
         data = self.settings.data_dir
         if not self.settings.database_url:
-            self.postgres = EmbeddedPostgres(data)
+            self.postgres = EmbeddedPostgres(
+                data, shared_buffers=self.settings.embedded_pg_shared_buffers
+            )
             self.settings.database_url = self.postgres.start()
             log.info("embedded PostgreSQL at %s", self.settings.database_url)
         if not self.settings.broker_url:

@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     query_port: int = 8081
     # Where the write API forwards read routes (search, think); unset = no forwarding.
     query_url: str | None = None
+    # shared_buffers of the embedded PostgreSQL (when database_url is unset)
+    embedded_pg_shared_buffers: str = "1GB"
     db_pool_min: int = 1
     db_pool_max: int = 10
 
@@ -35,6 +37,11 @@ class Settings(BaseSettings):
     # 0 = by device: small batches on CPU (less padding: measured 1.6x faster on chat turns),
     # large ones on a GPU.
     embedding_batch_size: int = 0
+    # "auto": ONNX Runtime on a CPU when the model allows it (same vectors, ~3x faster per
+    # query), torch on a GPU; "torch" or "onnx" to choose. Exported models are cached in
+    # model_cache_dir (unset: $XDG_CACHE_HOME/memora/onnx, else ~/.cache/memora/onnx).
+    embedding_backend: Literal["auto", "torch", "onnx"] = "auto"
+    model_cache_dir: Path | None = None
     torch_threads: int = 1
     worker_concurrency: int = 1
     # Models a worker process loads at start rather than on its first task: "nlp", "embedder".
@@ -107,7 +114,7 @@ class Settings(BaseSettings):
     recency_formula: Literal["decay", "seed"] = "decay"
     mmr_lambda: float = 0.5
     keyword_stats_ttl_seconds: float = 300.0
-    keyword_match_budget: int = 2000  # units the keyword retriever scores at most
+    keyword_match_budget: int = 1000  # units the keyword retriever scores at most
     access_flush_seconds: float = 1.0
     cross_encoder_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     cross_encoder_batch_size: int = 64

@@ -1,24 +1,34 @@
-"""Sentence embeddings with sentence-transformers, offline, batched, one model per process."""
+"""Sentence embeddings with sentence-transformers, offline, batched, one model per process.
+
+On a CPU the forward pass runs on ONNX Runtime when it can (`memora.onnx_encoder`: the same
+vectors, about 3x faster for a short query); `backend="torch"` keeps sentence-transformers' own.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from memora import metrics
 from memora.config import DEFAULT_EMBEDDING_MODEL
+from memora.onnx_encoder import OnnxEncoder, default_cache_dir
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+log = logging.getLogger(__name__)
+Backend = Literal["auto", "torch", "onnx"]
 
 
 def resolve_model_path(name: str) -> str:
@@ -32,7 +42,15 @@ def resolve_model_path(name: str) -> str:
 
 
 class Embedder:
-    def __init__(self, model_name: str, *, torch_threads: int = 1, batch_size: int = 0) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        torch_threads: int = 1,
+        batch_size: int = 0,
+        backend: Backend = "auto",
+        cache_dir: Path | None = None,
+    ) -> None:
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -55,6 +73,22 @@ class Embedder:
         assert dim is not None
         self.dim = int(dim)
         self._lock = threading.Lock()
+        self._onnx: OnnxEncoder | None = None
+        if backend == "onnx" or (backend == "auto" and device == "cpu"):
+            self._onnx = self._load_onnx(backend, cache_dir or default_cache_dir(), torch_threads)
+        self.backend = "onnx" if self._onnx is not None else "torch"
+
+    def _load_onnx(self, backend: Backend, cache_dir: Path, threads: int) -> OnnxEncoder | None:
+        try:
+            return OnnxEncoder(self.model, cache_dir, threads)
+        except Exception as exc:  # ImportError, OnnxUnsupported, ONNX Runtime's own errors
+            if backend == "onnx":
+                raise RuntimeError(
+                    f"cannot run embedding model {self.model_name!r} on ONNX Runtime "
+                    f"(MEMORA_EMBEDDING_BACKEND=onnx): {exc}"
+                ) from exc
+            log.warning("embedding on torch: ONNX Runtime unavailable for this model (%s)", exc)
+            return None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit-normalised float32 vectors, shape (len(texts), dim)."""
@@ -62,15 +96,27 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:  # torch modules are not re-entrant across threads
             started = time.perf_counter()
-            vectors = self.model.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            if self._onnx is not None:
+                vectors = self._encode_onnx(self._onnx, texts)
+            else:
+                vectors = self.model.encode(
+                    list(texts),
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
             metrics.observe_embedding(self.model_name, len(texts), time.perf_counter() - started)
         return np.asarray(vectors, dtype=np.float32)
+
+    def _encode_onnx(self, encoder: OnnxEncoder, texts: Sequence[str]) -> np.ndarray:
+        """Batches of similar length (less padding), in the caller's order, normalised."""
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            out[chunk] = encoder.encode([texts[i] for i in chunk])
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
@@ -88,8 +134,20 @@ class Embedder:
 
 
 @lru_cache(maxsize=2)
-def get_embedder(model_name: str, torch_threads: int = 1, batch_size: int = 0) -> Embedder:
-    return Embedder(model_name, torch_threads=torch_threads, batch_size=batch_size)
+def get_embedder(
+    model_name: str,
+    torch_threads: int = 1,
+    batch_size: int = 0,
+    backend: Backend = "auto",
+    cache_dir: Path | None = None,
+) -> Embedder:
+    return Embedder(
+        model_name,
+        torch_threads=torch_threads,
+        batch_size=batch_size,
+        backend=backend,
+        cache_dir=cache_dir,
+    )
 
 
 def check_dimension(embedder: Embedder, expected: int) -> None:

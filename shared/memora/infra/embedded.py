@@ -46,6 +46,9 @@ class EmbeddedPostgres:
     data_dir: Path
     port: int = 0
     host: str = "127.0.0.1"
+    # allocated as pages are first used; a search-heavy agent of 100k memories reads ~1 GB
+    # of tables and indexes
+    shared_buffers: str = "1GB"
     _run_as: str | None = field(default=None, init=False)
 
     @property
@@ -117,7 +120,7 @@ class EmbeddedPostgres:
         self.port = self.port or free_port(self.host)
         options = (
             f"-h {self.host} -p {self.port} -k {self.pgdata} -c max_connections=300 "
-            "-c shared_buffers=256MB -c fsync=on -c synchronous_commit=off"
+            f"-c shared_buffers={self.shared_buffers} -c fsync=on -c synchronous_commit=off"
         )
         try:
             self._run(

@@ -44,7 +44,13 @@ class Pipeline:
     @cached_property
     def embedder(self) -> Embedder:
         s = self.settings
-        embedder = get_embedder(s.embedding_model, s.torch_threads, s.embedding_batch_size)
+        embedder = get_embedder(
+            s.embedding_model,
+            s.torch_threads,
+            s.embedding_batch_size,
+            s.embedding_backend,
+            s.model_cache_dir,
+        )
         check_dimension(embedder, s.embedding_dim)
         return embedder
 

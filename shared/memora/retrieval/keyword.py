@@ -8,10 +8,14 @@ GIN index), and matches are ranked by true BM25 rather than `ts_rank`:
     idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))
 
 tf is the number of positions of the lexeme in the unit, dl the unit's number of distinct
-lexemes. `ts_rank` knows no document frequency, so a question's rare, telling word ("lidar")
-counts no more than its common ones ("work"); BM25's idf is what makes the keyword list
-precise on natural-language questions. N, avgdl and each term's df are per agent and cached
-for `ttl` seconds (they move slowly; a stale df changes a weight, never what matches).
+lexemes. Matching and scoring read `memory_search`, a narrow copy of every embedded unit's
+tsvector with a GIN index on (agent_id, search_vector) (migration 0005), not the wide
+`memory_units` rows.
+
+`ts_rank` knows no document frequency, so a question's rare, telling word ("lidar") counts
+no more than its common ones ("work"); BM25's idf is what makes the keyword list precise on
+natural-language questions. N, avgdl and each term's df are per agent and cached for `ttl`
+seconds (they move slowly; a stale df changes a weight, never what matches).
 """
 
 from __future__ import annotations
@@ -56,10 +60,11 @@ def idf(n_docs: int, df: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
-_MATCHES = (
-    "search_vector @@ (SELECT tsquery_or_agg(plainto_tsquery('simple', l)) "
-    "FROM unnest(%(match)s::text[]) AS l)"
-)
+def or_query(lexemes: Sequence[str]) -> str:
+    """A tsquery, in its text form, matching any of these lexemes taken literally: each is
+    quoted (quotes doubled, backslashes escaped), so no character of user text can act as
+    tsquery syntax, and it is not normalised again when cast to tsquery."""
+    return " | ".join("'" + x.replace("\\", "\\\\").replace("'", "''") + "'" for x in lexemes)
 
 
 class KeywordIndex:
@@ -84,21 +89,21 @@ class KeywordIndex:
             known = {t: self._df[(agent_id, t)] for t in terms if (agent_id, t) in self._df}
         if agent is None:
             row = conn.execute(
-                "SELECT count(*) AS n FROM memory_units WHERE agent_id = %s", (agent_id,)
+                "SELECT count(*) AS n FROM memory_search WHERE agent_id = %s", (agent_id,)
             ).fetchone()
             sample = conn.execute(  # the average length of a sample is close enough
                 "SELECT coalesce(avg(length(search_vector)), 1) AS avgdl FROM "
-                "(SELECT search_vector FROM memory_units WHERE agent_id = %s LIMIT 2000) s",
+                "(SELECT search_vector FROM memory_search WHERE agent_id = %s LIMIT 2000) s",
                 (agent_id,),
             ).fetchone()
             agent = (int(row["n"]) if row else 0, max(1.0, float(sample["avgdl"] if sample else 1)))
         missing = [t for t in terms if t not in known]
         if missing:
             rows = conn.execute(
-                "SELECT l AS term, (SELECT count(*) FROM memory_units m WHERE m.agent_id = %s "
-                "AND m.search_vector @@ plainto_tsquery('simple', l)) AS df "
-                "FROM unnest(%s::text[]) AS l",
-                (agent_id, missing),
+                "SELECT l AS term, (SELECT count(*) FROM memory_search m WHERE m.agent_id = %s "
+                "AND m.search_vector @@ q::tsquery) AS df "
+                "FROM unnest(%s::text[], %s::text[]) AS x(l, q)",
+                (agent_id, missing, [or_query([t]) for t in missing]),
             ).fetchall()
             known.update({r["term"]: int(r["df"]) for r in rows})
         with self._lock:
@@ -134,16 +139,20 @@ class KeywordIndex:
         """The agent's embedded units that contain a query term, best BM25 over all terms
         first. At most `match_budget` units are scored: those holding the rarest terms
         (TermStats.matching_terms) and, when even the rarest term is that common, the most
-        recent of them."""
-        if not stats.idf:
+        recent of them. The tsquery is a parameter (not built in SQL) so that the planner
+        sees its selectivity: for a rare term it reads the GIN index, for a common one it
+        walks the agent's units newest first and stops after `match_budget` matches, a cost
+        that does not grow with the agent's size."""
+        match = stats.matching_terms(match_budget)
+        if not match:
             return []
         lateral, params = self.lateral(stats)
         rows = conn.execute(
             f"""
             WITH matched AS MATERIALIZED (
-                SELECT id, search_vector FROM memory_units
+                SELECT unit_id AS id, search_vector FROM memory_search
                 WHERE agent_id = %(agent)s AND fact_type = ANY(%(types)s)
-                  AND embedding IS NOT NULL AND {_MATCHES}
+                  AND search_vector @@ %(query)s::tsquery
                 ORDER BY event_date DESC LIMIT %(budget)s
             )
             SELECT m.id, kw.bm25 FROM matched m CROSS JOIN LATERAL {lateral} kw
@@ -151,7 +160,7 @@ class KeywordIndex:
             """,
             {
                 **params,
-                "match": stats.matching_terms(match_budget),
+                "query": or_query(match),
                 "budget": match_budget,
                 "agent": agent_id,
                 "types": list(fact_types),

@@ -1,0 +1,153 @@
+"""Keyword retrieval on real PostgreSQL: the narrow `memory_search` table follows
+`memory_units` (migration 0005), BM25 in SQL equals the formula, the match budget keeps the
+most recent matches, and tsqueries built from lexemes cannot be steered by their characters."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memora.retrieval.keyword import K1, B, KeywordIndex, or_query
+
+pytestmark = pytest.mark.integration
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture()
+def conn(pool: Any, agent_id: str) -> Iterator[Any]:
+    with pool.connection() as c:
+        c.execute("INSERT INTO agents (agent_id) VALUES (%s)", (agent_id,))
+        c.commit()
+        yield c
+        c.execute("DELETE FROM memory_units WHERE agent_id = %s", (agent_id,))
+        c.execute("DELETE FROM agents WHERE agent_id = %s", (agent_id,))
+        c.commit()
+
+
+def _vector(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(384).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _add(conn: Any, agent_id: str, text: str, day: int, embedded: bool = True) -> uuid.UUID:
+    unit = uuid.uuid4()
+    when = START + timedelta(days=day)
+    conn.execute(
+        "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
+        " mentioned_at) VALUES (%s, %s, %s, %s, 'world', %s, %s)",
+        (unit, agent_id, text, _vector(day) if embedded else None, when, when),
+    )
+    return unit
+
+
+def _search_rows(conn: Any, unit: uuid.UUID) -> list[dict[str, Any]]:
+    return conn.execute(  # type: ignore[no-any-return]
+        "SELECT agent_id, fact_type, search_vector::text AS v FROM memory_search"
+        " WHERE unit_id = %s",
+        (unit,),
+    ).fetchall()
+
+
+def test_the_keyword_table_follows_the_searchable_units(conn: Any, agent_id: str) -> None:
+    pending = _add(conn, agent_id, "Alice adopted a puppy", 0, embedded=False)
+    assert _search_rows(conn, pending) == []  # not embedded yet: not searchable
+    conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (_vector(1), pending))
+    assert _search_rows(conn, pending) == [
+        {"agent_id": agent_id, "fact_type": "world", "v": "'adopt':2 'alic':1 'puppi':4"}
+    ]
+    conn.execute("UPDATE memory_units SET text = 'Bob sold a kayak' WHERE id = %s", (pending,))
+    assert _search_rows(conn, pending)[0]["v"] == "'bob':1 'kayak':4 'sold':2"
+    conn.execute("UPDATE memory_units SET embedding = NULL WHERE id = %s", (pending,))
+    assert _search_rows(conn, pending) == []
+    other = _add(conn, agent_id, "Chen plays chess", 2)
+    assert len(_search_rows(conn, other)) == 1
+    conn.execute("DELETE FROM memory_units WHERE id = %s", (other,))
+    assert _search_rows(conn, other) == []
+    conn.commit()
+
+
+def test_bm25_in_sql_equals_the_formula(conn: Any, agent_id: str) -> None:
+    texts = [
+        "Alice took her kayak to the lake",
+        "the lake was calm and the kayak glided, kayak after kayak",
+        "Bob went to the market",
+        "Alice and Bob cooked dinner by the lake house with friends from work",
+        "nothing to see here",
+    ]
+    units = [_add(conn, agent_id, t, day) for day, t in enumerate(texts)]
+    conn.commit()
+    index = KeywordIndex(ttl=0.01)
+    terms = index.terms(conn, "kayaks on the lake?")
+    assert terms == ["kayak", "lake"]
+    stats = index.stats(conn, agent_id, terms)
+    assert (stats.n_docs, stats.df) == (5, {"kayak": 2, "lake": 3})
+    ranked = index.search(conn, agent_id, ["world"], stats, limit=10, match_budget=100)
+
+    vectors = {
+        r["id"]: r["v"]
+        for r in conn.execute(
+            "SELECT unit_id AS id, search_vector AS v FROM memory_search WHERE agent_id = %s",
+            (agent_id,),
+        ).fetchall()
+    }
+    avgdl = sum(len(_lexemes(v)) for v in vectors.values()) / len(vectors)
+    assert stats.avgdl == pytest.approx(avgdl)
+
+    def expected(unit: uuid.UUID) -> float:
+        lexemes = _lexemes(vectors[unit])
+        total = 0.0
+        for term in terms:
+            tf = lexemes.get(term, 0)
+            if tf:
+                idf = math.log(1 + (5 - stats.df[term] + 0.5) / (stats.df[term] + 0.5))
+                norm = K1 * (1 - B + B * len(lexemes) / avgdl)
+                total += idf * tf * (K1 + 1) / (tf + norm)
+        return total
+
+    assert [u for u, _ in ranked] == [units[1], units[0], units[3]]
+    for unit, score in ranked:
+        assert score == pytest.approx(expected(unit))
+
+
+def _lexemes(vector: str) -> dict[str, int]:
+    """'kayak':3,5 'lake':2 → {kayak: 2, lake: 1} (tf = positions)."""
+    out = {}
+    for part in vector.split(" "):
+        lexeme, _, positions = part.rpartition(":")
+        out[lexeme.strip("'")] = len(positions.split(","))
+    return out
+
+
+def test_the_match_budget_keeps_the_most_recent_matches(conn: Any, agent_id: str) -> None:
+    units = [_add(conn, agent_id, f"walked the dog, day {day}", day) for day in range(12)]
+    conn.commit()
+    index = KeywordIndex(ttl=0.01)
+    stats = index.stats(conn, agent_id, index.terms(conn, "dog"))
+    ranked = index.search(conn, agent_id, ["world"], stats, limit=50, match_budget=5)
+    assert {u for u, _ in ranked} == set(units[-5:])
+
+
+@pytest.mark.parametrize(
+    "lexemes",
+    [["o'neil"], ["back\\slash", "a|b"], ["x:*", "!not", "(paren)", "a&b", "c <-> d", "''"]],
+)
+def test_or_query_matches_each_lexeme_literally(conn: Any, lexemes: list[str]) -> None:
+    query = or_query(lexemes)
+    row = conn.execute("SELECT numnode(%s::tsquery) AS nodes", (query,)).fetchone()
+    assert row["nodes"] == 2 * len(lexemes) - 1  # n lexemes joined by n - 1 ORs
+    for lexeme in lexemes:
+        alone = conn.execute(
+            "SELECT array_to_tsvector(ARRAY[%s]) @@ %s::tsquery AS hit", (lexeme, query)
+        ).fetchone()
+        assert alone["hit"], lexeme
+    other = conn.execute(
+        "SELECT array_to_tsvector(ARRAY['unrelated']) @@ %s::tsquery AS hit", (query,)
+    ).fetchone()
+    assert not other["hit"]

@@ -1,0 +1,69 @@
+"""The embedding model on ONNX Runtime gives torch's vectors, is exported once per model,
+and anything it cannot run falls back to torch (auto) or fails clearly (onnx)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memora import onnx_encoder
+from memora.config import DEFAULT_EMBEDDING_MODEL
+from memora.embedding import Embedder
+
+TEXTS = [
+    "What did Alice do last spring?",
+    "hi",
+    "Bob repaired his old bicycle in the garage after a long week of rain, " * 20,  # > 256
+    "Café crème, naïve résumé — ünïcödé 🙂",
+]
+
+
+@pytest.fixture(scope="module")
+def torch_embedder() -> Embedder:
+    return Embedder(DEFAULT_EMBEDDING_MODEL, backend="torch")
+
+
+def test_onnx_vectors_equal_torch_vectors(torch_embedder: Embedder, tmp_path: Path) -> None:
+    onnx = Embedder(DEFAULT_EMBEDDING_MODEL, backend="onnx", cache_dir=tmp_path)
+    assert (onnx.backend, torch_embedder.backend) == ("onnx", "torch")
+    got, expected = onnx.embed(TEXTS), torch_embedder.embed(TEXTS)
+    assert got.shape == expected.shape == (len(TEXTS), 384)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
+    # one text at a time (the query path) gives the same as a padded batch
+    np.testing.assert_allclose(onnx.embed([TEXTS[1]])[0], got[1], atol=1e-5)
+
+
+def test_the_export_is_cached_and_reused(tmp_path: Path) -> None:
+    Embedder(DEFAULT_EMBEDDING_MODEL, backend="onnx", cache_dir=tmp_path)
+    (exported,) = tmp_path.glob("*.onnx")
+    stamp = exported.stat().st_mtime_ns
+    again = Embedder(DEFAULT_EMBEDDING_MODEL, backend="onnx", cache_dir=tmp_path)
+    assert again.backend == "onnx"
+    assert list(tmp_path.iterdir()) == [exported]  # no second file, no partial left behind
+    assert exported.stat().st_mtime_ns == stamp
+
+
+def test_an_unsupported_model_falls_back_or_fails_clearly(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise onnx_encoder.OnnxUnsupported("unsupported module chain ['Transformer', 'Dense']")
+
+    monkeypatch.setattr("memora.embedding.OnnxEncoder", refuse)
+    fallback = Embedder(DEFAULT_EMBEDDING_MODEL, backend="auto", cache_dir=tmp_path)
+    assert fallback.backend == "torch"
+    assert fallback.embed(["still works"]).shape == (1, 384)
+    with pytest.raises(RuntimeError, match=r"MEMORA_EMBEDDING_BACKEND=onnx.*Dense"):
+        Embedder(DEFAULT_EMBEDDING_MODEL, backend="onnx", cache_dir=tmp_path)
+
+
+def test_a_model_of_another_shape_is_refused(torch_embedder: Embedder, tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    modules = list(torch_embedder.model)
+    no_pooling = SentenceTransformer(modules=[modules[0]], device="cpu")
+    with pytest.raises(onnx_encoder.OnnxUnsupported, match="module chain"):
+        onnx_encoder.OnnxEncoder(no_pooling, tmp_path)
