@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     # model_cache_dir (unset: $XDG_CACHE_HOME/memora/onnx, else ~/.cache/memora/onnx).
     embedding_backend: Literal["auto", "torch", "onnx"] = "auto"
     model_cache_dir: Path | None = None
-    torch_threads: int = 1
+    torch_threads: int = 1  # per process: torch, ONNX Runtime and numpy BLAS threads
     worker_concurrency: int = 1
     # Models a worker process loads at start rather than on its first task: "nlp", "embedder".
     preload: str = ""
