@@ -120,10 +120,12 @@ def test_temporal_closeness_is_one_at_the_centre_and_half_at_the_edges() -> None
     assert temporal_closeness(end + (end - start), start, end) == 0.0
 
 
-def _graph(edges: dict[uuid.UUID, list[Edge]]) -> tuple[list[list[uuid.UUID]], Neighbours]:
+def _graph(
+    edges: dict[uuid.UUID, list[Edge[uuid.UUID]]],
+) -> tuple[list[list[uuid.UUID]], Neighbours[uuid.UUID]]:
     calls: list[list[uuid.UUID]] = []
 
-    def neighbours(ids: list[uuid.UUID]) -> dict[uuid.UUID, list[Edge]]:
+    def neighbours(ids: list[uuid.UUID]) -> dict[uuid.UUID, list[Edge[uuid.UUID]]]:
         calls.append(list(ids))
         return {i: edges.get(i, []) for i in ids}
 
@@ -132,9 +134,9 @@ def _graph(edges: dict[uuid.UUID, list[Edge]]) -> tuple[list[list[uuid.UUID]], N
 
 def test_spreading_activation_decays_per_hop_and_ranks_by_activation() -> None:
     edges = {
-        A: [Edge(B, "entity", 1.0), Edge(C, "temporal", 0.5)],
-        B: [Edge(D, "semantic", 0.9)],
-        D: [Edge(E, "entity", 1.0)],
+        A: [(B, "entity", 1.0), (C, "temporal", 0.5)],
+        B: [(D, "semantic", 0.9)],
+        D: [(E, "entity", 1.0)],
     }
     _, neighbours = _graph(edges)
     found = dict(spread_activation({A: 1.0}, neighbours, 10, SpreadSettings()))
@@ -148,7 +150,7 @@ def test_spreading_activation_decays_per_hop_and_ranks_by_activation() -> None:
 
 
 def test_spreading_activation_explores_at_most_the_budget_in_waves() -> None:
-    hub = {A: [Edge(uuid.UUID(int=100 + i), "entity", 1.0) for i in range(30)]}
+    hub = {A: [(uuid.UUID(int=100 + i), "entity", 1.0) for i in range(30)]}
     calls, neighbours = _graph(hub)
     found = spread_activation({A: 1.0}, neighbours, 5, SpreadSettings(wave=3))
     assert len(found) == 5
@@ -156,7 +158,7 @@ def test_spreading_activation_explores_at_most_the_budget_in_waves() -> None:
 
 
 def test_causal_links_are_boosted_but_never_exceed_their_source() -> None:
-    edges = {A: [Edge(B, "causes", 1.0), Edge(C, "temporal", 1.0)], B: [Edge(D, "caused_by", 0.3)]}
+    edges = {A: [(B, "causes", 1.0), (C, "temporal", 1.0)], B: [(D, "caused_by", 0.3)]}
     _, neighbours = _graph(edges)
     found = dict(spread_activation({A: 0.9}, neighbours, 10, SpreadSettings()))
     assert found[B] == pytest.approx(0.9)  # 0.9 · 1.0 · 2 · 0.8 = 1.44, capped at the source
@@ -165,7 +167,7 @@ def test_causal_links_are_boosted_but_never_exceed_their_source() -> None:
 
 
 def test_weak_activation_stops_the_spread() -> None:
-    edges = {A: [Edge(B, "temporal", 0.05)], B: [Edge(C, "entity", 1.0)]}
+    edges = {A: [(B, "temporal", 0.05)], B: [(C, "entity", 1.0)]}
     _, neighbours = _graph(edges)
     found = dict(spread_activation({A: 1.0}, neighbours, 10, SpreadSettings()))
     assert B not in found and C not in found  # 0.04 < min_activation

@@ -14,6 +14,7 @@ from uuid import UUID
 
 import numpy as np
 from psycopg import Connection
+from psycopg.rows import tuple_row
 
 from memora.retrieval.graph import Edge
 from memora.retrieval.scoring import temporal_closeness
@@ -51,23 +52,28 @@ def semantic(
     return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
 
 
-def neighbours(conn: Connection[Any], ids: list[UUID], fanout: int) -> dict[UUID, list[Edge]]:
-    """Each unit's strongest `fanout` links (links join units of one agent only)."""
-    rows = conn.execute(
-        """
-        SELECT l.from_unit, l.to_unit, l.link_type, l.weight
-        FROM unnest(%(ids)s::uuid[]) AS f(id)
-        CROSS JOIN LATERAL (
-            SELECT from_unit, to_unit, link_type, weight FROM memory_links
-            WHERE from_unit = f.id ORDER BY weight DESC, to_unit LIMIT %(fanout)s
-        ) l
-        """,
-        {"ids": ids, "fanout": fanout},
-        binary=True,
-    ).fetchall()
-    out: dict[UUID, list[Edge]] = defaultdict(list)
-    for r in rows:
-        out[r["from_unit"]].append(Edge(r["to_unit"], r["link_type"], float(r["weight"])))
+def neighbours(conn: Connection[Any], ids: list[str], fanout: int) -> dict[str, list[Edge[str]]]:
+    """Each unit's strongest `fanout` links (links join units of one agent only). Ids travel
+    as text and rows as tuples: graph retrieval reads thousands of links per search, and
+    UUID objects and dict rows were most of its cost."""
+    rows = (
+        conn.cursor(row_factory=tuple_row)
+        .execute(
+            """
+            SELECT l.from_unit::text, l.to_unit::text, l.link_type, l.weight
+            FROM unnest(%(ids)s::uuid[]) AS f(id)
+            CROSS JOIN LATERAL (
+                SELECT from_unit, to_unit, link_type, weight FROM memory_links
+                WHERE from_unit = f.id ORDER BY weight DESC, to_unit LIMIT %(fanout)s
+            ) l
+            """,
+            {"ids": ids, "fanout": fanout},
+        )
+        .fetchall()
+    )
+    out: dict[str, list[Edge[str]]] = defaultdict(list)
+    for source, target, link_type, weight in rows:
+        out[source].append((target, link_type, weight))
     return out
 
 

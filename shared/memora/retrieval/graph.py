@@ -1,7 +1,8 @@
 """Spreading activation over the memory graph (seed 000 §3.1.3), independent of storage.
 
-Entry points start with activation 1.0. The most active unexplored nodes are expanded a wave
-at a time (one database round trip per wave, not per node; a wave is a quarter of the budget):
+Entry points start with activation 1.0. The most active unexplored nodes (a heap with lazy
+deletion) are expanded a wave at a time (one database round trip per wave, not per node; a
+wave is a quarter of the budget):
 each neighbour receives activation · link weight · type weight · decay, keeping the highest
 value it was offered and never exceeding its source's activation. Exploration stops after
 `budget` nodes (the search's thinking_budget) or when nothing above `min_activation` is left;
@@ -11,10 +12,12 @@ the explored nodes come back ranked by activation.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
-from uuid import UUID
+from typing import TypeVar
+
+N = TypeVar("N", bound=Hashable)
 
 DEFAULT_TYPE_WEIGHTS: Mapping[str, float] = {
     "entity": 1.0,
@@ -28,13 +31,9 @@ DEFAULT_TYPE_WEIGHTS: Mapping[str, float] = {
 }
 
 
-class Edge(NamedTuple):  # a tuple: hundreds are built per search, a dataclass costs 5x more
-    target: UUID
-    link_type: str
-    weight: float
-
-
-Neighbours = Callable[[list[UUID]], Mapping[UUID, Sequence[Edge]]]
+# (target, link type, weight): plain tuples, since graph retrieval builds thousands per search
+Edge = tuple[N, str, float]
+Neighbours = Callable[[list[N]], Mapping[N, Sequence[Edge[N]]]]
 
 
 @dataclass(frozen=True)
@@ -46,29 +45,41 @@ class SpreadSettings:
 
 
 def spread_activation(
-    entry: Mapping[UUID, float], neighbours: Neighbours, budget: int, s: SpreadSettings
-) -> list[tuple[UUID, float]]:
-    """Explored nodes with their final activation, most active first."""
-    activation: dict[UUID, float] = dict(entry)
-    explored: dict[UUID, float] = {}
+    entry: Mapping[N, float], neighbours: Neighbours[N], budget: int, s: SpreadSettings
+) -> list[tuple[N, float]]:
+    """Explored nodes with their final activation, most active first. Nodes are any hashable
+    ids; the caller's choice matters for speed (str hashes are cached, UUID's are not)."""
+    pending: dict[N, float] = {}  # activated, not explored yet
+    explored: dict[N, float] = {}
+    heap: list[tuple[float, int, N]] = []  # (-activation, arrival, node); stale entries skipped
+    arrivals = itertools.count()
+
+    def offer(node: N, value: float) -> None:
+        pending[node] = value
+        heapq.heappush(heap, (-value, next(arrivals), node))
+
+    for node, value in entry.items():
+        offer(node, value)
     wave = s.wave or max(10, -(-budget // 4))
+    weights, decay, floor = s.type_weights, s.decay, s.min_activation
     while len(explored) < budget:
-        frontier = heapq.nlargest(
-            min(wave, budget - len(explored)),
-            (n for n, a in activation.items() if n not in explored and a >= s.min_activation),
-            key=activation.__getitem__,
-        )
+        frontier: list[N] = []
+        size = min(wave, budget - len(explored))
+        while heap and len(frontier) < size:
+            negative, _, node = heapq.heappop(heap)
+            if -negative < floor:
+                heap.clear()  # the rest is weaker still
+            elif pending.get(node) == -negative and node not in frontier:
+                frontier.append(node)
         if not frontier:
             break
         edges = neighbours(frontier)
         for node in frontier:
-            source = activation[node]
-            explored[node] = source
-            for edge in edges.get(node, ()):
-                if edge.target in explored:
+            source = explored[node] = pending.pop(node)
+            for target, link_type, weight in edges.get(node, ()):
+                if target in explored:
                     continue
-                offered = source * edge.weight * s.type_weights.get(edge.link_type, 1.0) * s.decay
-                offered = min(offered, source)
-                if offered > activation.get(edge.target, 0.0):
-                    activation[edge.target] = offered
+                offered = min(source * weight * weights.get(link_type, 1.0) * decay, source)
+                if offered > pending.get(target, 0.0):
+                    offer(target, offered)
     return sorted(explored.items(), key=lambda kv: -kv[1])

@@ -254,17 +254,20 @@ class Retriever:
                 ),
             )  # fmt: skip
             entry = {
-                i: 1.0 for i, sim in semantic.ranked[: s.graph_entry_points]
+                str(i): 1.0 for i, sim in semantic.ranked[: s.graph_entry_points]
                 if sim >= s.graph_entry_similarity
             }  # fmt: skip
             graph = _timed(
                 "graph",
-                lambda: spread_activation(
-                    entry,
-                    lambda ids: arms.neighbours(conn, ids, s.graph_fanout),
-                    p.thinking_budget,
-                    self.spread,
-                ),
+                lambda: [
+                    (UUID(node), activation)
+                    for node, activation in spread_activation(
+                        entry,
+                        lambda ids: arms.neighbours(conn, ids, s.graph_fanout),
+                        p.thinking_budget,
+                        self.spread,
+                    )
+                ],
             )
         if not entry:
             graph.note = f"no semantic match ≥ {s.graph_entry_similarity} to start from"
