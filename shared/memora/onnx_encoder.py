@@ -3,7 +3,7 @@
 A sentence-transformers model of the usual shape (Transformer → Pooling → optional Normalize)
 is exported once to ONNX with torch's exporter and cached on disk under a key that hashes its
 weights; later processes load the file. On this project's 2-vCPU machine a short query takes
-2.8 ms instead of 8 ms through torch (docs/benchmarks.md), because ONNX Runtime runs the graph
+3.1 ms instead of 9.1 ms through torch (docs/benchmarks.md), because ONNX Runtime runs the graph
 without Python-level dispatch per operator. Results match torch to 1e-6; the encoder checks
 that on probe sentences before it is used, and anything it cannot reproduce raises
 `OnnxUnsupported` so the caller can keep torch.
