@@ -234,6 +234,13 @@ def _match(
     for cand in same_type:
         if name in cand.names():
             return cand
+    # The same name under another named type is, within one agent's memories, far more often
+    # the tagger changing its mind (spaCy's small model tags "Alice" PERSON in one sentence and
+    # ORG in the next) than two different entities; splitting them cuts graph reach.
+    if entity_type in GAZETTEER_TYPES:
+        for cand in candidates.values():
+            if cand.entity_type in GAZETTEER_TYPES and name in cand.names():
+                return cand
     # Fuzzy: never merge with an entity that this same memory names separately.
     fuzzy = [c for c in same_type if not (c.names() & (unit_names - {name}))]
     scored = [(c, name_similarity(name, c.normalized_name)) for c in fuzzy]

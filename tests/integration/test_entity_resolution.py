@@ -129,3 +129,43 @@ def test_fuzzy_match_needs_evidence_and_same_memory_names_stay_distinct(
     assert len(orgs) == 1
     assert orgs[0]["canonical_name"] == "Google Inc" and orgs[0]["aliases"] == ["google inc"]
     assert orgs[0]["mention_count"] == 16
+
+
+def test_the_same_name_under_another_named_type_is_one_entity(pool: Any, agent_id: str) -> None:
+    """spaCy's small model tags one person PERSON in one sentence and ORG in the next."""
+    ids = _units(pool, agent_id, ["Alice went hiking", "Alice's favourite snack", "AI is fun"])
+    with pool.connection() as conn, conn.transaction():
+        resolve(
+            conn,
+            agent_id,
+            [
+                UnitMentions(ids[0], T0, [Mention("Alice", "PERSON")]),
+                UnitMentions(ids[1], T0, [Mention("Alice", "ORGANIZATION")]),
+                UnitMentions(ids[2], T0, [Mention("AI", "CONCEPT")]),
+            ],
+            ResolutionWeights(),
+        )
+        later = _units(pool, agent_id, ["AI and Alice"])
+        resolve(
+            conn,
+            agent_id,
+            [
+                UnitMentions(
+                    later[0], T0, [Mention("AI", "ORGANIZATION"), Mention("Alice", "LOCATION")]
+                )
+            ],
+            ResolutionWeights(),
+        )
+    with pool.connection() as conn:
+        found = conn.execute(
+            "SELECT canonical_name, entity_type, mention_count FROM entities WHERE agent_id = %s "
+            "ORDER BY canonical_name, entity_type",
+            (agent_id,),
+        ).fetchall()
+    # Alice is one entity across three named types (typed as first seen); a concept is not a
+    # named type, so "AI" the concept and "AI" the organisation stay apart
+    assert [tuple(e.values()) for e in found] == [
+        ("AI", "CONCEPT", 1),
+        ("AI", "ORGANIZATION", 1),
+        ("Alice", "PERSON", 3),
+    ]
