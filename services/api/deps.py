@@ -43,14 +43,17 @@ async def _principal(
     if bearer is None and request.headers.get("authorization"):
         raise unauthorized("the Authorization header must be `Bearer <API key>`")
     key = bearer.credentials if bearer is not None else api_key
+    if not key and not request.app.state.settings.rate_limit.strip():
+        return authenticate(request, key)  # no key to look up, no limit to count: no I/O
     return await run_in_threadpool(authenticate, request, key)
 
 
-def _scope(principal: Annotated[Principal, Depends(_principal)]) -> Scope:
+# async: FastAPI runs plain functions in its thread pool, a hop these do not need
+async def _scope(principal: Annotated[Principal, Depends(_principal)]) -> Scope:
     return principal.scope
 
 
-def _admin(principal: Annotated[Principal, Depends(_principal)]) -> Principal:
+async def _admin(principal: Annotated[Principal, Depends(_principal)]) -> Principal:
     if not principal.is_admin:
         raise APIError(403, "forbidden", "this route needs an admin API key")
     return principal
