@@ -11,6 +11,7 @@ runs only when the query states a time constraint.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -109,6 +110,7 @@ class Retriever:
                 except RerankerUnavailable as exc:
                     self._cross_encoder_error = exc
                     raise
+                gc.freeze()  # the model's objects, like the embedder's, are never garbage
             return self._cross_encoder
 
     # ------------------------------------------------------------------ search
