@@ -81,6 +81,8 @@ class Embedder:
         if backend == "onnx" or (backend == "auto" and device == "cpu"):
             self._onnx = self._load_onnx(backend, cache_dir or default_cache_dir(), torch_threads)
         self.backend = "onnx" if self._onnx is not None else "torch"
+        if self._onnx is not None:  # torch's copy of the weights is no longer read: ~90 MB
+            self.model[0].auto_model.to("meta")
 
     def _load_onnx(self, backend: Backend, cache_dir: Path, threads: int) -> OnnxEncoder | None:
         try:
