@@ -112,7 +112,7 @@ class Settings(BaseSettings):
     heuristic_context_weight: float = 0.1
     heuristic_fused_weight: float = 0.0
     recency_formula: Literal["decay", "seed"] = "decay"
-    mmr_lambda: float = 0.5
+    mmr_lambda: float = 0.7  # the seed's 0.5 is a setting away (docs/retrieval.md)
     keyword_stats_ttl_seconds: float = 300.0
     keyword_match_budget: int = 1000  # units the keyword retriever scores at most
     access_flush_seconds: float = 1.0
