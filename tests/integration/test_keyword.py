@@ -151,3 +151,17 @@ def test_or_query_matches_each_lexeme_literally(conn: Any, lexemes: list[str]) -
         "SELECT array_to_tsvector(ARRAY['unrelated']) @@ %s::tsquery AS hit", (query,)
     ).fetchone()
     assert not other["hit"]
+
+
+def test_a_new_word_matches_before_its_cached_counts_expire(conn: Any, agent_id: str) -> None:
+    _add(conn, agent_id, "walked the dog", 0)
+    conn.commit()
+    index = KeywordIndex(ttl=300)
+    terms = index.terms(conn, "zeppelin dog")
+    assert index.stats(conn, agent_id, terms).df == {"dog": 1, "zeppelin": 0}
+    unit = _add(conn, agent_id, "saw a zeppelin over the bay", 1)
+    conn.commit()
+    stats = index.stats(conn, agent_id, terms)  # still the cached counts
+    assert stats.df["zeppelin"] == 0
+    ranked = index.search(conn, agent_id, ["world"], stats, limit=10, match_budget=1000)
+    assert unit in {u for u, _ in ranked}

@@ -177,7 +177,8 @@ def test_keyword_reads_the_rarest_terms_within_its_budget() -> None:
     from memora.retrieval.keyword import TermStats
 
     stats = TermStats(1000, 10.0, {}, {"lidar": 3, "work": 400, "alice": 90, "zzz": 0})
-    assert stats.matching_terms(100) == ["lidar", "alice"]
-    assert stats.matching_terms(1000) == ["lidar", "alice", "work"]
-    assert stats.matching_terms(1) == ["lidar"]  # the rarest present term, whatever the budget
-    assert TermStats(10, 1.0, {}, {"zzz": 0}).matching_terms(5) == []
+    # a term no unit held when counted stays: units written since may hold it
+    assert stats.matching_terms(100) == ["zzz", "lidar", "alice"]
+    assert stats.matching_terms(1000) == ["zzz", "lidar", "alice", "work"]
+    assert stats.matching_terms(1) == ["zzz", "lidar"]  # the rarest held, whatever the budget
+    assert TermStats(10, 1.0, {}, {"zzz": 0}).matching_terms(5) == ["zzz"]

@@ -45,11 +45,12 @@ class TermStats:
         """The terms a unit must contain to be read: the rarest first, while their document
         frequencies add up to at most `budget` (always at least the rarest one). A unit that
         holds only the common terms left out can score at most their small idf sum, so the
-        work stays bounded on large agents without losing the units that rank well."""
-        chosen: list[str] = []
+        work stays bounded on large agents without losing the units that rank well. Terms
+        with a cached df of 0 come free: units written since the count may hold them."""
+        chosen = sorted(t for t in self.df if self.df[t] == 0)
         total = 0
         for term in sorted((t for t in self.df if self.df[t] > 0), key=lambda t: (self.df[t], t)):
-            if chosen and total + self.df[term] > budget:
+            if total and total + self.df[term] > budget:
                 break
             chosen.append(term)
             total += self.df[term]
@@ -146,6 +147,13 @@ class KeywordIndex:
         match = stats.matching_terms(match_budget)
         if not match:
             return []
+        # When the agent's matches all fit the budget (its df says so) they are all scored,
+        # and without an order to keep the planner has no reason to walk the agent's units.
+        newest = (
+            "ORDER BY event_date DESC LIMIT %(budget)s"
+            if sum(stats.df[t] for t in match) > match_budget
+            else ""
+        )
         lateral, params = self.lateral(stats)
         rows = conn.execute(
             f"""
@@ -153,7 +161,7 @@ class KeywordIndex:
                 SELECT unit_id AS id, search_vector FROM memory_search
                 WHERE agent_id = %(agent)s AND fact_type = ANY(%(types)s)
                   AND search_vector @@ %(query)s::tsquery
-                ORDER BY event_date DESC LIMIT %(budget)s
+                {newest}
             )
             SELECT m.id, kw.bm25 FROM matched m CROSS JOIN LATERAL {lateral} kw
             ORDER BY kw.bm25 DESC, m.id LIMIT %(limit)s
