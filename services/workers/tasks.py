@@ -119,7 +119,10 @@ links = _stage_task(Stage.LINKS)
 
 @app.task(name=RECONCILE_TASK, ignore_result=True)
 def reconcile_stuck() -> int:
-    stuck = reconcile(pipeline().pool, backend, get_settings().stuck_after_seconds)
+    s = get_settings()
+    stuck = reconcile(
+        pipeline().pool, backend, s.stuck_after_seconds, s.backfill_stuck_after_seconds
+    )
     return len(stuck)
 
 

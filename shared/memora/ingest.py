@@ -34,8 +34,12 @@ def accept_batch(
     agent_id: str,
     items: list[MemoryItem],
     document_id: str | None = None,
+    *,
+    backfill: bool = False,
 ) -> Accepted:
     """Store the raw items and create the operation, in one transaction (committed here).
+    The operation records its priority, so that the reconciler can put it back on its own
+    queues.
 
     Re-posting a document_id with identical items creates nothing and returns the operation
     that processed it; changed items replace the document's memories.
@@ -56,6 +60,7 @@ def accept_batch(
                 first_stage=INGEST_STAGES[0],
                 document_pk=doc.pk,
                 document_id=document_id,
+                payload={"priority": "backfill" if backfill else "live"},
                 counts={"items": len(items)},
             )
             documents.set_current_operation(conn, doc.pk, op_id)

@@ -41,3 +41,41 @@ def test_stuck_operation_is_resumed_at_its_stage(pool: Any, pipeline: Any, agent
     # A second sweep finds nothing to do.
     again = reconcile(pool, InlineBackend(pipeline), older_than_seconds=600)
     assert accepted.operation_id not in {op["id"] for op in again}
+
+
+class RecordingBackend:
+    """Records where the reconciler sends work instead of running it."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Stage, Any, bool]] = []
+
+    def enqueue(self, stage: Stage, operation_id: Any, *, backfill: bool = False) -> None:
+        self.sent.append((stage, operation_id, backfill))
+
+
+def test_backfill_work_waits_longer_and_goes_back_to_the_backfill_queues(
+    pool: Any, agent_id: str
+) -> None:
+    items = [MemoryItem(content="Alice: the archive turn.")]
+    with pool.connection() as conn:
+        live = accept_batch(conn, DEFAULT_SCOPE, agent_id, items, "live-doc")
+        archived = accept_batch(conn, DEFAULT_SCOPE, agent_id, items, "old-doc", backfill=True)
+        conn.execute(
+            "UPDATE operations SET updated_at = now() - interval '20 minutes' WHERE id = ANY(%s)",
+            ([live.operation_id, archived.operation_id],),
+        )
+    backend = RecordingBackend()
+    ours = {live.operation_id, archived.operation_id}  # other tests' operations may be stuck too
+    # 20 minutes: stuck for live work (10 min), merely queued for backfill work (1 h)
+    reconcile(pool, backend, older_than_seconds=600, backfill_older_than_seconds=3600)
+    assert [s for s in backend.sent if s[1] in ours] == [(Stage.EXTRACT, live.operation_id, False)]
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE operations SET updated_at = now() - interval '2 hours' WHERE id = %s",
+            (archived.operation_id,),
+        )
+    backend.sent.clear()
+    reconcile(pool, backend, older_than_seconds=600, backfill_older_than_seconds=3600)
+    assert [s for s in backend.sent if s[1] in ours] == [
+        (Stage.EXTRACT, archived.operation_id, True)
+    ]

@@ -64,8 +64,10 @@ def store_batch(
             f"item content is limited to {settings.max_content_chars} characters",
             {"items": too_long[:20]},
         )
-    accepted = accept_batch(conn, scope, body.agent_id, body.items, body.document_id)
     backfill = priority == "backfill"
+    accepted = accept_batch(
+        conn, scope, body.agent_id, body.items, body.document_id, backfill=backfill
+    )
     metrics.observe_accepted(accepted.outcome, accepted.items_count, backfill=backfill)
     if accepted.needs_processing:
         try:

@@ -15,14 +15,18 @@ log = logging.getLogger("memora.reconcile")
 
 
 def reconcile(
-    pool: ConnectionPool, backend: TaskBackend, older_than_seconds: float
+    pool: ConnectionPool,
+    backend: TaskBackend,
+    older_than_seconds: float,
+    backfill_older_than_seconds: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Every stage is idempotent, so re-enqueueing a live operation only costs a no-op task."""
+    """Every stage is idempotent, so re-enqueueing a live operation only costs a no-op task.
+    Each goes back to the queues of its priority (backfill work never lands on live queues)."""
     with pool.connection() as conn:
-        stuck = operations.claim_stuck(conn, older_than_seconds)
+        stuck = operations.claim_stuck(conn, older_than_seconds, backfill_older_than_seconds)
     for op in stuck:
         stage = Stage(op["stage"]) if op["stage"] else None
         if stage is not None:
             log.warning("re-enqueueing stuck operation %s at stage %s", op["id"], stage.value)
-            backend.enqueue(stage, op["id"])
+            backend.enqueue(stage, op["id"], backfill=op["backfill"])
     return stuck

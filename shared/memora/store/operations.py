@@ -164,20 +164,31 @@ def mark_superseded(conn: Connection[Any], operation_id: UUID) -> None:
 
 
 def claim_stuck(
-    conn: Connection[Any], older_than_seconds: float, limit: int = 500
+    conn: Connection[Any],
+    older_than_seconds: float,
+    backfill_older_than_seconds: float | None = None,
+    limit: int = 500,
 ) -> list[dict[str, Any]]:
-    """Active operations untouched for too long; touched here so one sweep claims each once."""
+    """Active operations untouched for too long; touched here so one sweep claims each once.
+    Backfill operations wait behind the archive's backlog by design, so they get their own,
+    longer, threshold (the same one when None); `backfill` says which queues they belong on."""
     return conn.execute(
         """
         UPDATE operations SET updated_at = now()
         WHERE id IN (
             SELECT id FROM operations
             WHERE status IN ('queued', 'running')
-              AND updated_at < now() - make_interval(secs => %s)
-            ORDER BY updated_at LIMIT %s FOR UPDATE SKIP LOCKED)
-        RETURNING id, kind, stage, payload
+              AND updated_at < now() - make_interval(secs => CASE
+                  WHEN payload->>'priority' = 'backfill' THEN %(backfill)s ELSE %(live)s END)
+            ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+        RETURNING id, kind, stage, payload,
+                  coalesce(payload->>'priority' = 'backfill', false) AS backfill
         """,
-        (older_than_seconds, limit),
+        {
+            "live": older_than_seconds,
+            "backfill": backfill_older_than_seconds or older_than_seconds,
+            "limit": limit,
+        },
     ).fetchall()
 
 
