@@ -12,16 +12,18 @@ import threading
 from typing import Any
 from uuid import UUID
 
+import redis
 from celery import Task
 from celery.exceptions import Retry
 from celery.signals import worker_init, worker_process_init
 
 from memora.config import get_settings
 from memora.db.pool import make_pool
+from memora.monitoring import queue_depths
 from memora.pipeline.errors import PermanentStageError
 from memora.pipeline.reconcile import reconcile
 from memora.pipeline.runner import Pipeline
-from memora.pipeline.stages import Stage
+from memora.pipeline.stages import INGEST_STAGES, Stage, queue_for
 from services.workers import metrics as worker_metrics
 from services.workers.celery_app import app
 from services.workers.dispatch import CeleryBackend
@@ -117,11 +119,28 @@ entities = _stage_task(Stage.ENTITIES)
 links = _stage_task(Stage.LINKS)
 
 
+def _backfill_backlog() -> int:
+    """Messages waiting on the backfill queues (0 when the broker cannot say)."""
+    try:
+        with redis.Redis.from_url(app.conf.broker_url, socket_timeout=2) as client:
+            depths = queue_depths(client, [queue_for(s, backfill=True) for s in INGEST_STAGES])
+    except redis.RedisError:
+        log.warning("backfill queue depth unknown; the live threshold applies", exc_info=True)
+        return 0
+    return sum(depths.values())
+
+
 @app.task(name=RECONCILE_TASK, ignore_result=True)
 def reconcile_stuck() -> int:
     s = get_settings()
+    # Backfill work waits behind its own backlog by design, so it gets the longer threshold
+    # while the backfill queues hold messages; with them empty, a quiet operation was lost.
+    backlog = _backfill_backlog()
     stuck = reconcile(
-        pipeline().pool, backend, s.stuck_after_seconds, s.backfill_stuck_after_seconds
+        pipeline().pool,
+        backend,
+        s.stuck_after_seconds,
+        s.backfill_stuck_after_seconds if backlog else s.stuck_after_seconds,
     )
     return len(stuck)
 
