@@ -35,13 +35,13 @@ def unauthorized(message: str) -> APIError:
     return APIError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
 
 
-def limiter(request: Request) -> Limiter | None:
+def _limiter(request: Request) -> Limiter | None:
     """The app's limiter, made on first use (both apps share this code; neither sets it up)."""
     state = request.app.state
     if not hasattr(state, "rate_limiter"):
         state.rate_limiter = limiter_from_settings(state.settings)
-    found: Limiter | None = state.rate_limiter
-    return found
+    limiter: Limiter | None = state.rate_limiter
+    return limiter
 
 
 def _identify(request: Request, settings: Settings, key: str | None) -> Principal:
@@ -67,14 +67,14 @@ def _identify(request: Request, settings: Settings, key: str | None) -> Principa
 def authenticate(request: Request, key: str | None) -> Principal:
     """The caller of `request`, counted against its rate limit (429 when over it)."""
     principal = _identify(request, request.app.state.settings, key)
-    counter = limiter(request)
-    if counter is not None:
-        wait = counter.retry_after(principal.identity)
+    limiter = _limiter(request)
+    if limiter is not None:
+        wait = limiter.retry_after(principal.identity)
         if wait is not None:
             raise APIError(
                 429,
                 "rate_limited",
-                f"rate limit exceeded ({counter.describe()}); retry in {wait} s",
+                f"rate limit exceeded ({limiter.describe()}); retry in {wait} s",
                 {"retry_after": wait},
                 headers={"Retry-After": str(wait)},
             )

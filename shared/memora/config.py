@@ -50,7 +50,8 @@ class Settings(BaseSettings):
     task_retry_backoff_max: int = 120
     visibility_timeout: int = 900
     stuck_after_seconds: int = 300
-    # backfill operations queue behind their archive's backlog: re-enqueued only after this
+    # backfill operations queue behind their archive's backlog: while the backfill queues
+    # hold messages they are re-enqueued only after this (else after stuck_after_seconds)
     backfill_stuck_after_seconds: int = 3600
     reconcile_interval_seconds: float = 60.0
 

@@ -20,7 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from memora import metrics
 from memora.config import DEFAULT_EMBEDDING_MODEL
-from memora.onnx_encoder import OnnxEncoder, default_cache_dir
+from memora.onnx_encoder import OnnxEncoder, default_cache_dir, normalised
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -122,7 +122,7 @@ class Embedder:
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             out[chunk] = encoder.encode([texts[i] for i in chunk])
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return normalised(out)
 
     def embed_one(self, text: str) -> np.ndarray:
         return self.embed([text])[0]

@@ -57,7 +57,7 @@ class OnnxEncoder:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         expected = model.encode(_PROBES, normalize_embeddings=True, convert_to_numpy=True)
-        got = _normalised(self.encode(_PROBES))
+        got = normalised(self.encode(_PROBES))
         if float(np.min(np.sum(expected * got, axis=1))) < 0.9999:
             raise OnnxUnsupported("ONNX Runtime results differ from torch's")
 
@@ -80,7 +80,8 @@ class OnnxEncoder:
         return np.asarray((hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9))
 
 
-def _normalised(vectors: np.ndarray) -> np.ndarray:
+def normalised(vectors: np.ndarray) -> np.ndarray:
+    """Each row scaled to unit length (a zero row stays zero)."""
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 

@@ -69,7 +69,7 @@ def spread_activation(
             negative, _, node = heapq.heappop(heap)
             if -negative < floor:
                 heap.clear()  # the rest is weaker still
-            elif pending.get(node) == -negative and node not in frontier:
+            elif pending.get(node) == -negative:  # else stale: explored, or offered more since
                 frontier.append(node)
         if not frontier:
             break

@@ -1,7 +1,7 @@
 """Narrow reads for the read path: a keyword table of its own, graph steps from an index alone.
 
-Keyword search. BM25 needs each matching unit's tsvector, so the keyword retriever reads every unit its GIN
-index matches. In `memory_units` those rows are ~2 kB wide (the embedding is stored inline:
+Keyword search. BM25 needs each matching unit's tsvector, so the keyword retriever reads every
+unit its GIN index matches. In `memory_units` those rows are ~2 kB wide (the embedding is stored inline:
 below PostgreSQL's 2 kB TOAST threshold, so `toast_tuple_target` cannot move it), about four
 to a page; `memory_search` holds only what keyword search reads (~170 B a row), so a common
 word's matches come from a quarter of the pages. Its GIN index leads with agent_id
