@@ -15,7 +15,10 @@ from memora.pipeline.backend import TaskBackend
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import CachedCheck, health_router
 from services.api.metrics import install_metrics
+from services.api.proxy import proxy_router
 from services.api.routes import admin, agents, memories
+from services.workers.celery_app import create_celery
+from services.workers.dispatch import CeleryBackend
 
 
 def _db_check(app: FastAPI) -> bool:
@@ -51,12 +54,9 @@ def create_app(
     app.state.settings = settings
     checks = {"database": lambda: _db_check(app)}
     if backend is None:
-        from services.workers.celery_app import create_celery
-        from services.workers.dispatch import CeleryBackend
-
         celery = create_celery(settings)
         backend = CeleryBackend(celery)
-        broker = redis.Redis.from_url(settings.broker_url or "redis://127.0.0.1:6379/0")
+        broker = redis.Redis.from_url(settings.broker)
         checks["broker"] = lambda: bool(broker.ping())
         checks["workers"] = CachedCheck(lambda: bool(celery.control.ping(timeout=1.0)), ttl=5.0)
     app.state.backend = backend
@@ -68,7 +68,5 @@ def create_app(
     app.include_router(admin.router)
     install_metrics(app, "api", queue_depths="broker" in checks)
     if settings.query_url:
-        from services.api.proxy import proxy_router
-
         app.include_router(proxy_router(settings.query_url))
     return app

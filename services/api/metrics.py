@@ -2,7 +2,7 @@
 route template and status, and GET /metrics, which also refreshes the scrape-time gauges
 (database pool use; for the write API queue depths and operations per state, cached).
 
-One line in an app factory: `install_metrics(app, "api", broker_url=...)`.
+One line in an app factory: `install_metrics(app, "api", queue_depths=...)`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from memora.monitoring import queue_depths as broker_queue_depths
 
 log = logging.getLogger("memora.metrics")
 UNMATCHED = "unmatched"
-DEFAULT_BROKER = "redis://127.0.0.1:6379/0"  # as services/workers/celery_app.py
 
 
 def route_template(scope: Scope, routes: list[BaseRoute]) -> str:
@@ -115,9 +114,7 @@ def install_metrics(app: FastAPI, service: str, *, queue_depths: bool = False) -
     if service == "api":
         refreshers.append(Throttled(operations, settings.metrics_cache_seconds))
     if queue_depths:
-        client = redis.Redis.from_url(
-            settings.broker_url or DEFAULT_BROKER, socket_timeout=2, socket_connect_timeout=2
-        )
+        client = redis.Redis.from_url(settings.broker, socket_timeout=2, socket_connect_timeout=2)
         refreshers.append(
             Throttled(
                 lambda: metrics.record_queue_depths(broker_queue_depths(client)),

@@ -10,7 +10,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from memora.archive import read_jsonl_conversations, sample_archive
+from memora.backfill import detect_format, read_documents, sample_archive
 from memora.config import Settings
 from memora.infra.embedded import free_port
 from services.cli.stack import Stack
@@ -64,17 +64,17 @@ def run_demo(archive: Path | None, data_dir: Path | None) -> int:
             op_ids: list[str] = []
             agent_id = "default"
             items = 0
-            for conv in read_jsonl_conversations(archive):
-                agent_id = conv.agent_id
+            for doc in read_documents(archive, detect_format(archive)):
+                agent_id = doc.agent_id
                 body = {
-                    "agent_id": conv.agent_id,
-                    "document_id": conv.conversation_id,
-                    "items": [i.model_dump(mode="json", exclude_none=True) for i in conv.items],
+                    "agent_id": doc.agent_id,
+                    "document_id": doc.document_id,
+                    "items": [i.model_dump(mode="json", exclude_none=True) for i in doc.items],
                 }
                 response = client.post("/api/memories/batch", json=body)
                 response.raise_for_status()
                 op_ids.append(response.json()["operation_id"])
-                items += len(conv.items)
+                items += len(doc.items)
             console.print(f"posted {len(op_ids)} conversations ({items} messages) to {base}")
             states = wait_for_operations(client, op_ids)
             elapsed = time.monotonic() - started

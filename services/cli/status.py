@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
 from rich.console import Console
 from rich.table import Table
 
 from memora.config import Settings
+from memora.db.pool import connect
 from memora.monitoring import OperationStats, operation_stats, queue_depths
-
-DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 
 
 @dataclass
@@ -36,15 +36,9 @@ class Status:
 
 
 def collect_status(settings: Settings) -> Status:
-    import redis
-
-    from memora.db.pool import connect
-
     status = Status()
     try:
-        client = redis.Redis.from_url(
-            settings.broker_url or DEFAULT_BROKER, socket_timeout=3, socket_connect_timeout=3
-        )
+        client = redis.Redis.from_url(settings.broker, socket_timeout=3, socket_connect_timeout=3)
         status.queues = queue_depths(client)
     except Exception as exc:
         status.errors["broker"] = f"{type(exc).__name__}: {exc}"

@@ -1,8 +1,5 @@
 """`memora tenants …` and `memora keys …`: tenants and API keys, straight in the database
 (MEMORA_DATABASE_URL), for the first admin key and for operators (docs/security.md).
-
-The database modules are imported inside the commands, so that other commands (`memora
-worker-ready`, an exec probe) start as quickly as before.
 """
 
 from __future__ import annotations
@@ -18,6 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from memora.config import Settings
+from memora.db.pool import connect
+from memora.store import tenants
 
 console = Console(stderr=True)
 tenants_app = typer.Typer(help="Tenants: create, list, delete.", no_args_is_help=True)
@@ -28,8 +27,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
 @contextmanager
 def _connection() -> Iterator[Any]:
     """A connection in a transaction, committed when the block ends without an error."""
-    from memora.db.pool import connect
-
     conn = connect(Settings().require_database_url())
     try:
         with conn.transaction():
@@ -53,8 +50,6 @@ def create_tenant(
     tenant_id: Annotated[str, typer.Argument(help="letters, digits and _.:@- (no /)")],
     name: Annotated[str, typer.Option(help="a display name")] = "",
 ) -> None:
-    from memora.store import tenants
-
     try:
         with _connection() as conn:
             row = tenants.create_tenant(conn, tenant_id, name)
@@ -68,8 +63,6 @@ def create_tenant(
 
 @tenants_app.command("list")
 def list_tenants(json_output: JsonOption = False) -> None:
-    from memora.store import tenants
-
     with _connection() as conn:
         rows = tenants.list_tenants(conn)
     _print(rows, ["tenant_id", "name", "agents", "keys", "created_at"], json_output)
@@ -82,8 +75,6 @@ def delete_tenant(
 ) -> None:
     """Hard delete of every agent of the tenant with all its data, its keys and the tenant
     ("default" is emptied but stays)."""
-    from memora.store import tenants
-
     if not yes:
         typer.confirm(f"Delete tenant {tenant_id} and ALL its data?", abort=True)
     with _connection() as conn:
@@ -98,8 +89,6 @@ def create_key(
     name: Annotated[str, typer.Option(help="a label, e.g. who uses it")] = "",
 ) -> None:
     """Print a new key on stdout: it is shown this once (only its hash is stored)."""
-    from memora.store import tenants
-
     try:
         with _connection() as conn:
             new = tenants.create_key(conn, tenant_id, is_admin=admin, name=name)
@@ -115,8 +104,6 @@ def list_keys(
     tenant: Annotated[str | None, typer.Option(help="only this tenant's keys")] = None,
     json_output: JsonOption = False,
 ) -> None:
-    from memora.store import tenants
-
     with _connection() as conn:
         rows = tenants.list_keys(conn, tenant)
     columns = ["id", "tenant_id", "prefix", "name", "is_admin", "created_at", "revoked_at"]
@@ -125,8 +112,6 @@ def list_keys(
 
 @keys_app.command("revoke")
 def revoke_key(key_id: UUID) -> None:
-    from memora.store import tenants
-
     with _connection() as conn:
         row = tenants.revoke_key(conn, key_id)
     if row is None:

@@ -21,7 +21,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
+from uuid import UUID
 
 from celery.exceptions import Retry
 from celery.signals import (
@@ -42,6 +43,7 @@ from psycopg_pool import ConnectionPool
 from memora import llm, metrics
 from memora.config import get_settings
 from memora.pipeline.stages import INGEST_STAGES
+from memora.store import operations
 from services.workers.probe import heartbeat_path
 from services.workers.queues import TASK_PREFIX
 
@@ -127,17 +129,12 @@ def _observe_lag(operation_id: str, backfill: bool) -> None:
         return
     try:
         with _pool().connection() as conn:
-            row = conn.execute(
-                "SELECT extract(epoch FROM finished_at - created_at)::float8 AS lag "
-                "FROM operations WHERE id = %s AND status = 'completed' "
-                "AND finished_at > now() - interval '60 seconds'",
-                (operation_id,),
-            ).fetchone()
+            lag = operations.completion_lag(conn, UUID(operation_id), within_seconds=60)
     except Exception as exc:
         log.debug("lag metric: %s", exc)
         return
-    if row is not None:
-        metrics.observe_lag(float(cast(dict[str, Any], row)["lag"]), backfill=backfill)
+    if lag is not None:
+        metrics.observe_lag(lag, backfill=backfill)
 
 
 @worker_process_shutdown.connect

@@ -20,9 +20,10 @@ from celery.signals import worker_init, worker_process_init
 from memora.config import get_settings
 from memora.db.pool import make_pool
 from memora.monitoring import queue_depths
+from memora.pipeline.context import StageContext
 from memora.pipeline.errors import PermanentStageError
 from memora.pipeline.reconcile import reconcile
-from memora.pipeline.runner import Pipeline
+from memora.pipeline.runner import REGISTRY, Pipeline
 from memora.pipeline.stages import INGEST_STAGES, Stage, queue_for
 from services.workers import metrics as worker_metrics
 from services.workers.celery_app import app
@@ -58,7 +59,7 @@ def _preload_or_exit(**_: Any) -> None:
     if not names:
         return
     try:
-        Pipeline(get_settings(), None).preload(names)  # type: ignore[arg-type] # models only
+        StageContext(get_settings()).preload(names)  # the models only (no pool yet)
     except Exception as exc:
         log.critical("worker cannot start: %s", exc)
         raise SystemExit(f"memora worker cannot start: {exc}") from exc
@@ -67,7 +68,7 @@ def _preload_or_exit(**_: Any) -> None:
 @worker_process_init.connect
 def _preload(**_: Any) -> None:
     if get_settings().preload:
-        pipeline().preload(get_settings().preload)
+        pipeline().context.preload(get_settings().preload)
 
 
 class StageTask(Task):
@@ -113,10 +114,9 @@ def _stage_task(stage: Stage) -> Task:
     return run_stage
 
 
-extract = _stage_task(Stage.EXTRACT)
-embed = _stage_task(Stage.EMBED)
-entities = _stage_task(Stage.ENTITIES)
-links = _stage_task(Stage.LINKS)
+# One Celery task per registered stage, each named and routed to its queue by services.workers
+# .queues; a worker started with `-A services.workers.tasks -Q <queue>` runs that stage.
+STAGE_TASKS: dict[Stage, Task] = {stage: _stage_task(stage) for stage in REGISTRY}
 
 
 def _backfill_backlog() -> int:
@@ -143,6 +143,3 @@ def reconcile_stuck() -> int:
         s.backfill_stuck_after_seconds if backlog else s.stuck_after_seconds,
     )
     return len(stuck)
-
-
-from services.workers import opinion_tasks  # noqa: E402,F401 - registers memora.opinions

@@ -1,4 +1,5 @@
-"""Conversation archives for backfills, read as a stream of documents (never the whole file).
+"""Conversation archives (backfills, the demo's bundled sample), read as a stream of documents
+(never the whole file).
 
 Formats (`detect_format` picks one from the first byte):
 
@@ -27,6 +28,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,6 +60,11 @@ class Document:
     items: list[MemoryItem]
     resume: Position
     bytes_read: int
+
+
+def sample_archive() -> Path:
+    """The bundled sample archive (JSONL conversations) that `memora demo` ingests."""
+    return Path(str(resources.files("memora.data") / "sample_conversations.jsonl"))
 
 
 def detect_format(path: Path) -> Format:

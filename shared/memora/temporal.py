@@ -132,14 +132,6 @@ class QueryTimeRange:
     end: datetime
     expression: str
 
-    @property
-    def center(self) -> datetime:
-        return self.start + (self.end - self.start) / 2
-
-    @property
-    def size_seconds(self) -> float:
-        return max(1.0, (self.end - self.start).total_seconds())
-
 
 def _month_range(year: int, month: int) -> tuple[datetime, datetime]:
     start = datetime(year, month, 1)

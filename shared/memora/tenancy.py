@@ -31,10 +31,10 @@ class Scope:
             return key
         return key.removeprefix(f"{self.tenant_id}{SEPARATOR}")
 
-    def owns(self, key: str) -> bool:
-        if self.tenant_id == DEFAULT_TENANT:
-            return SEPARATOR not in key
-        return key.startswith(f"{self.tenant_id}{SEPARATOR}")
-
 
 DEFAULT_SCOPE = Scope()
+
+
+def client_agent_id(key: str) -> str:
+    """The agent id as its client named it, whatever its tenant."""
+    return key.rpartition(SEPARATOR)[2]

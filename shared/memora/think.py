@@ -20,12 +20,13 @@ from uuid import UUID
 from pydantic import BaseModel, Field, field_validator
 
 from memora.llm import LLMClient, LLMError
+from memora.models import FACT_TYPES
 from memora.opinions import OpinionDraft
 from memora.personality import bias_message, full_personality, influence_line, personality_lines
 
 log = logging.getLogger("memora.think")
 
-NETWORKS = ("world", "agent", "opinion")
+NETWORKS = FACT_TYPES  # think searches each network on its own
 THINK_MARKER = "You are an AI agent with your own memories"
 OPINION_MARKER = "You identify the opinions"
 

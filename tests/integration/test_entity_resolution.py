@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from memora.config import Settings
 from memora.entities import ResolutionWeights, UnitMentions, resolve
 from memora.extraction.base import Fact, Mention
-from memora.pipeline.runner import insert_facts
+from memora.store.units import insert_facts
 
 T0 = datetime(2024, 3, 4, 9, 0, tzinfo=UTC)
 
@@ -45,7 +46,7 @@ def test_concurrent_workers_never_create_two_canonical_entities(pool: Any, agent
                     conn,
                     agent_id,
                     [UnitMentions(unit_id, T0, [Mention("Alice", "PERSON")])],
-                    ResolutionWeights(),
+                    ResolutionWeights.from_settings(Settings()),
                 )
         except BaseException as exc:  # surfaced below
             errors.append(exc)
@@ -64,7 +65,7 @@ def test_concurrent_workers_never_create_two_canonical_entities(pool: Any, agent
 def test_fuzzy_match_needs_evidence_and_same_memory_names_stay_distinct(
     pool: Any, agent_id: str
 ) -> None:
-    w = ResolutionWeights()
+    w = ResolutionWeights.from_settings(Settings())
     first = _units(pool, agent_id, [f"Alice works at Google with Bob ({i})" for i in range(6)])
     with pool.connection() as conn, conn.transaction():
         resolve(
@@ -143,7 +144,7 @@ def test_the_same_name_under_another_named_type_is_one_entity(pool: Any, agent_i
                 UnitMentions(ids[1], T0, [Mention("Alice", "ORGANIZATION")]),
                 UnitMentions(ids[2], T0, [Mention("AI", "CONCEPT")]),
             ],
-            ResolutionWeights(),
+            ResolutionWeights.from_settings(Settings()),
         )
         later = _units(pool, agent_id, ["AI and Alice"])
         resolve(
@@ -154,7 +155,7 @@ def test_the_same_name_under_another_named_type_is_one_entity(pool: Any, agent_i
                     later[0], T0, [Mention("AI", "ORGANIZATION"), Mention("Alice", "LOCATION")]
                 )
             ],
-            ResolutionWeights(),
+            ResolutionWeights.from_settings(Settings()),
         )
     with pool.connection() as conn:
         found = conn.execute(

@@ -151,7 +151,7 @@ def test_query_service_and_pipeline_fail_clearly_without_their_model(
         pass  # the lifespan fails: no request is ever served
 
     with pytest.raises(RuntimeError) as failed:
-        Pipeline(bad, pool).preload("embedder")
+        Pipeline(bad, pool).context.preload("embedder")
     assert str(failed.value) == f"{MODEL_ERROR}: no such directory {BAD_MODEL}"
 
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from memora.archive import sample_archive
 from memora.backfill import (
     Checkpoint,
     Position,
     detect_format,
     fingerprint,
     read_documents,
+    sample_archive,
 )
 
 LOCOMO_DEV = Path(__file__).resolve().parents[3] / "shared" / "locomo" / "locomo_dev.json"

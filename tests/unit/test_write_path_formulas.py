@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memora.config import Settings
 from memora.entities import (
     ResolutionWeights,
     cooccurrence_score,
@@ -17,9 +18,9 @@ from memora.entities import (
 )
 from memora.extraction.base import SourceItem
 from memora.extraction.local import is_noise, split_turns
-from memora.links import temporal_weight
 from memora.pipeline.stages import INGEST_STAGES, Stage, next_stage, queue_for
 from memora.store.documents import content_hash
+from memora.store.links import temporal_weight
 from memora.temporal import period_range, resolve_expression
 
 
@@ -32,7 +33,7 @@ def test_name_similarity_is_levenshtein_with_word_containment() -> None:
 
 
 def test_resolution_score_matches_the_specification() -> None:
-    w = ResolutionWeights()
+    w = ResolutionWeights.from_settings(Settings())
     assert (w.name, w.cooccurrence, w.temporal, w.threshold) == (0.5, 0.3, 0.2, 0.75)
     assert cooccurrence_score(3) == pytest.approx(0.3)
     assert cooccurrence_score(25) == 1.0

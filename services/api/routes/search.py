@@ -10,14 +10,13 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from memora.models import AgentId, StorableText, aware
+from memora.models import FACT_TYPES, AgentId, FactType, StorableText, aware
 from memora.retrieval import RerankerUnavailable, Retriever, SearchParams
 from memora.tenancy import Scope
 from services.api.deps import ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 
 router = APIRouter(prefix="/api", tags=["search"])
-FactType = Literal["world", "agent", "opinion"]
 
 
 class NetworkSearchRequest(BaseModel):
@@ -99,7 +98,7 @@ RESPONSES = error_responses(*AUTH_ERRORS, *BODY_ERRORS, 503)
 @router.post("/search", response_model=SearchResponse, responses=RESPONSES)
 async def search(scope: ScopeDep, request: Request, body: SearchRequest) -> SearchResponse:
     """All networks, or those named in `fact_type`."""
-    return await run_search(request, scope, body, body.fact_type or ["world", "agent", "opinion"])
+    return await run_search(request, scope, body, body.fact_type or list(FACT_TYPES))
 
 
 @router.post("/world_search", response_model=SearchResponse, responses=RESPONSES)

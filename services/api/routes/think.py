@@ -34,6 +34,8 @@ from services.api.deps import ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 from services.api.llm import llm_api_error, llm_client
 from services.api.routes import search as search_routes
+from services.workers.celery_app import create_celery
+from services.workers.dispatch import CeleryBackend
 
 log = logging.getLogger("memora.api.think")
 router = APIRouter(prefix="/api", tags=["think"])
@@ -134,9 +136,6 @@ def _backend(request: Request) -> TaskBackend:
     state = request.app.state
     backend: TaskBackend | None = getattr(state, "backend", None)
     if backend is None:
-        from services.workers.celery_app import create_celery
-        from services.workers.dispatch import CeleryBackend
-
         backend = CeleryBackend(create_celery(state.settings))
         state.backend = backend
     return backend
@@ -179,7 +178,7 @@ async def think_route(scope: ScopeDep, body: ThinkRequest, request: Request) -> 
     found = await asyncio.gather(
         *(_search(retriever, scope, body, network) for network in NETWORKS)
     )
-    based_on = dict(zip(NETWORKS, found, strict=True))
+    based_on: dict[str, list[Evidence]] = dict(zip(NETWORKS, found, strict=True))
     based_on["opinion"] = await run_in_threadpool(
         _current_opinions, pool, scope, body.agent_id, based_on["opinion"]
     )

@@ -1,7 +1,7 @@
 """Documents: the raw content of each accepted batch, kept verbatim.
 
-Functions a request calls take its `Scope` and the client's agent id; `delete_orphan_entities`
-and `get_document` serve the pipeline, which knows stored agent keys and document pks.
+Functions a request calls take its `Scope` and the client's agent id; `get_document` serves the
+pipeline, which knows stored agent keys and document pks.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
+from memora.store import entities
 from memora.store.purge import purge_units
 from memora.tenancy import Scope
 
@@ -125,17 +126,6 @@ def list_documents(
     ).fetchall()
 
 
-def delete_orphan_entities(conn: Connection[Any], agent_key: str) -> int:
-    cur = conn.execute(
-        """
-        DELETE FROM entities e WHERE e.agent_id = %s
-          AND NOT EXISTS (SELECT 1 FROM unit_entities ue WHERE ue.entity_id = e.id)
-        """,
-        (agent_key,),
-    )
-    return cur.rowcount
-
-
 def delete_document(
     conn: Connection[Any], scope: Scope, agent_id: str, document_id: str
 ) -> dict[str, int] | None:
@@ -156,10 +146,10 @@ def delete_document(
     operations = conn.execute("DELETE FROM operations WHERE document_pk = %(d)s", params).rowcount
     counts = purge_units(conn, "SELECT id FROM memory_units WHERE document_pk = %(d)s", params)
     conn.execute("DELETE FROM documents WHERE id = %(d)s", params)
-    entities = delete_orphan_entities(conn, key)
+    orphans = entities.delete_orphans(conn, key)
     return {
         "units_deleted": counts["memory_units"],
-        "entities_deleted": entities,
+        "entities_deleted": orphans,
         "links_deleted": counts["memory_links"],
         "operations_deleted": operations,
     }

@@ -81,12 +81,6 @@ def create_tenant(conn: Connection[Any], tenant_id: str, name: str = "") -> dict
     return row
 
 
-def get_tenant(conn: Connection[Any], tenant_id: str) -> dict[str, Any] | None:
-    return conn.execute(
-        "SELECT tenant_id, name, created_at FROM tenants WHERE tenant_id = %s", (tenant_id,)
-    ).fetchone()
-
-
 def list_tenants(conn: Connection[Any]) -> list[dict[str, Any]]:
     """Every tenant with its number of agents and of active keys."""
     return conn.execute(

@@ -1,4 +1,4 @@
-"""Memory graph links (seed 000 §2.4): temporal, semantic, entity and causal edges.
+"""memory_links (seed 000 §2.4): temporal, semantic, entity and causal edges.
 
 Every edge is stored in both directions so traversal needs one index lookup per node.
 Each kind is bounded per unit: the nearest units in time, the nearest HNSW neighbours, and for
@@ -13,16 +13,27 @@ from uuid import UUID
 
 from psycopg import Connection
 
+from memora.config import Settings
 from memora.extraction.base import CAUSAL_TYPES
 
 
 @dataclass(frozen=True)
 class LinkSettings:
-    temporal_window_hours: float = 24.0
-    temporal_per_unit: int = 10
-    semantic_threshold: float = 0.7
-    semantic_per_unit: int = 5
-    entity_per_entity: int = 10
+    temporal_window_hours: float
+    temporal_per_unit: int
+    semantic_threshold: float
+    semantic_per_unit: int
+    entity_per_entity: int
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> LinkSettings:
+        return cls(
+            s.temporal_window_hours,
+            s.temporal_links_per_unit,
+            s.semantic_link_threshold,
+            s.semantic_links_per_unit,
+            s.entity_links_per_entity,
+        )
 
 
 def temporal_weight(delta_seconds: float, window_seconds: float) -> float:

@@ -1,0 +1,72 @@
+"""What a stage computes with: the settings and the models, loaded once per process, lazily."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from psycopg import Connection
+
+from memora.config import Settings
+from memora.embedding import Embedder, check_dimension, get_embedder
+from memora.extraction.base import Extractor
+from memora.extraction.llm import LLMExtractor
+from memora.extraction.local import LocalExtractor
+from memora.llm import LLMClient
+from memora.models import utcnow
+from memora.nlp import load_nlp
+from memora.temporal import resolve_expression
+
+# A stage's write step: runs inside the write transaction, returns counts for the operation.
+Writer = Callable[[Connection[Any]], dict[str, int]]
+
+
+class StageContext:
+    """Per-process: settings and the models the stages share."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        s = self.settings
+        embedder = get_embedder(
+            s.embedding_model,
+            s.torch_threads,
+            s.embedding_batch_size,
+            s.embedding_backend,
+            s.model_cache_dir,
+        )
+        check_dimension(embedder, s.embedding_dim)
+        return embedder
+
+    @cached_property
+    def extractor(self) -> Extractor:
+        if self.settings.resolved_extractor == "llm":
+            return LLMExtractor(LLMClient.from_settings(self.settings), self.settings)
+        return LocalExtractor()
+
+    def preload(self, names: str) -> None:
+        """Load models now (at worker start) so the first task is not slowed by it."""
+        wanted = {n.strip() for n in names.split(",") if n.strip()}
+        if "embedder" in wanted:
+            self.embedder.embed(["warm-up"])
+        if "nlp" in wanted:
+            list(load_nlp().pipe(["Alice met Bob in Paris yesterday."]))
+            resolve_expression("yesterday", utcnow())
+
+
+@dataclass(frozen=True)
+class Job:
+    """One stage's input: the operation row and, for ingest operations, its document row
+    (with the raw items only for stages that declare they read them)."""
+
+    operation: dict[str, Any]
+    document: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def agent_key(self) -> str:
+        key: str = self.operation["agent_id"]
+        return key

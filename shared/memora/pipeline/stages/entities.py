@@ -1,0 +1,32 @@
+"""entities: mentions (the extractor's, else spaCy NER, plus names the agent already knows)
+resolved to the agent's canonical entities (memora.entities)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import Connection
+
+from memora import entities
+from memora.pipeline.context import Job, StageContext, Writer
+from memora.store import entities as entity_store
+from memora.store import units
+
+
+def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
+    rows = units.for_entities(conn, job.document["id"])
+    found = entities.find_mentions(rows)
+    gazetteer = entities.Gazetteer.load(
+        conn, job.agent_key, also=[m for u in found for m in u.mentions]
+    )
+    texts = {r["id"]: r["text"] for r in rows}
+    for unit in found:
+        unit.mentions = entities.merge_mentions(unit.mentions, gazetteer.find(texts[unit.unit_id]))
+    weights = entities.ResolutionWeights.from_settings(ctx.settings)
+
+    def write(c: Connection[Any]) -> dict[str, int]:
+        entity_store.unlink_units(c, [u.unit_id for u in found])
+        result = entities.resolve(c, job.agent_key, found, weights)
+        return {"entity_mentions": len(result.links), "entities_created": result.created}
+
+    return write

@@ -1,0 +1,144 @@
+"""entities and unit_entities: the SQL of entity resolution and of orphan cleanup."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import Connection
+
+NAMED_TYPES = ("PERSON", "ORGANIZATION", "LOCATION", "PRODUCT")
+
+
+def lock_agent(conn: Connection[Any], agent_id: str) -> None:
+    """Serialise resolution for one agent until the transaction ends."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"entities:{agent_id}",))
+
+
+def known_names(conn: Connection[Any], agent_id: str, limit: int) -> list[dict[str, Any]]:
+    """The agent's most mentioned named entities (canonical_name, entity_type)."""
+    return conn.execute(
+        "SELECT canonical_name, entity_type FROM entities WHERE agent_id = %s "
+        "AND entity_type = ANY(%s) AND length(canonical_name) > 2 "
+        "ORDER BY mention_count DESC LIMIT %s",
+        (agent_id, list(NAMED_TYPES), limit),
+    ).fetchall()
+
+
+def candidates(conn: Connection[Any], agent_id: str, names: Sequence[str]) -> list[dict[str, Any]]:
+    """Entities whose normalised name or alias equals, or is trigram-similar to, a name."""
+    return conn.execute(
+        """
+        SELECT DISTINCT e.id, e.normalized_name, e.aliases, e.entity_type, e.last_seen
+        FROM unnest(%s::text[]) AS m(name)
+        JOIN LATERAL (
+            SELECT id, normalized_name, aliases, entity_type, last_seen FROM entities
+            WHERE agent_id = %s AND (normalized_name = m.name OR m.name = ANY(aliases)
+                                     OR normalized_name %% m.name)
+            LIMIT 25
+        ) e ON true
+        """,
+        (list(names), agent_id),
+    ).fetchall()
+
+
+def shared_memory_counts(
+    conn: Connection[Any], entity_ids: Sequence[UUID], co_names: Sequence[str]
+) -> dict[UUID, int]:
+    """For each entity: how many of its memories also name one of `co_names`."""
+    if not entity_ids or not co_names:
+        return {}
+    rows = conn.execute(
+        """
+        SELECT a.entity_id, count(DISTINCT a.unit_id) AS n
+        FROM unit_entities a
+        JOIN unit_entities b ON b.unit_id = a.unit_id AND b.entity_id <> a.entity_id
+        JOIN entities e ON e.id = b.entity_id
+        WHERE a.entity_id = ANY(%s)
+          AND (e.normalized_name = ANY(%s) OR e.aliases && %s)
+        GROUP BY a.entity_id
+        """,
+        (list(entity_ids), list(co_names), list(co_names)),
+    ).fetchall()
+    return {r["entity_id"]: r["n"] for r in rows}
+
+
+def create(
+    conn: Connection[Any],
+    agent_id: str,
+    canonical_name: str,
+    normalized_name: str,
+    entity_type: str,
+    seen: datetime,
+) -> UUID:
+    row = conn.execute(
+        """
+        INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,
+                              first_seen, last_seen)
+        VALUES (%s, %s, %s, %s, %s, %s) RETURNING id
+        """,
+        (agent_id, canonical_name, normalized_name, entity_type, seen, seen),
+    ).fetchone()
+    assert row is not None
+    entity_id: UUID = row["id"]
+    return entity_id
+
+
+def add_alias(conn: Connection[Any], entity_id: UUID, alias: str) -> None:
+    conn.execute(
+        "UPDATE entities SET aliases = array_append(aliases, %s) WHERE id = %s", (alias, entity_id)
+    )
+
+
+def unlink_units(conn: Connection[Any], unit_ids: Sequence[UUID]) -> None:
+    """Forget the entity references of these units (before resolving them again)."""
+    conn.execute("DELETE FROM unit_entities WHERE unit_id = ANY(%s)", (list(unit_ids),))
+
+
+def link_units(
+    conn: Connection[Any], links: Sequence[tuple[UUID, UUID, str]], unit_ids: Sequence[UUID]
+) -> None:
+    """Write (unit, entity, mention) references and refresh the entities' counts, first and
+    last sightings and longest name from the units just linked."""
+    if not links:
+        return
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO unit_entities (unit_id, entity_id, mention) VALUES (%s, %s, %s) "
+            "ON CONFLICT DO NOTHING",
+            links,
+        )
+    conn.execute(
+        """
+        UPDATE entities e SET
+            mention_count = e.mention_count + s.n,
+            first_seen = LEAST(e.first_seen, s.first_seen),
+            last_seen = GREATEST(e.last_seen, s.last_seen),
+            canonical_name = CASE WHEN length(s.longest) > length(e.canonical_name)
+                                  THEN s.longest ELSE e.canonical_name END
+        FROM (
+            SELECT ue.entity_id, count(*) AS n, min(u.event_date) AS first_seen,
+                   max(u.event_date) AS last_seen,
+                   (array_agg(ue.mention ORDER BY length(ue.mention) DESC))[1] AS longest
+            FROM unit_entities ue JOIN memory_units u ON u.id = ue.unit_id
+            WHERE ue.unit_id = ANY(%s)
+            GROUP BY ue.entity_id
+        ) s
+        WHERE e.id = s.entity_id
+        """,
+        (list(unit_ids),),
+    )
+
+
+def delete_orphans(conn: Connection[Any], agent_key: str) -> int:
+    """Delete the agent's entities that no memory mentions any more."""
+    cur = conn.execute(
+        """
+        DELETE FROM entities e WHERE e.agent_id = %s
+          AND NOT EXISTS (SELECT 1 FROM unit_entities ue WHERE ue.entity_id = e.id)
+        """,
+        (agent_key,),
+    )
+    return max(cur.rowcount, 0)

@@ -1,0 +1,228 @@
+"""memory_units: the write side's SQL (the pipeline's stages, opinions, deletes).
+
+The read path's search queries (HNSW, BM25, graph steps, candidate hydration) live with the
+retrievers in `memora.retrieval.arms` and `memora.retrieval.keyword`: they are the search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from psycopg import Connection
+from psycopg.types.json import Jsonb
+
+from memora.extraction.base import Fact
+from memora.models import utcnow
+
+_COPY_COLUMNS = (
+    "id, agent_id, document_pk, item_index, seq, text, context, fact_type, event_date, "
+    "occurred_start, occurred_end, mentioned_at, confidence_score, mentions, relations, "
+    "metadata, created_at"
+)
+
+
+def _row(unit_id: UUID, agent_id: str, document_pk: UUID | None, f: Fact) -> tuple[Any, ...]:
+    mentions = (
+        Jsonb([{"name": m.name, "entity_type": m.entity_type} for m in f.mentions])
+        if f.mentions is not None
+        else None
+    )
+    relations = (
+        Jsonb(
+            [
+                {"target_item": r.target_item, "target_seq": r.target_seq, "relation": r.relation}
+                for r in f.relations
+            ]
+        )
+        if f.relations
+        else None
+    )
+    return (
+        unit_id,
+        agent_id,
+        document_pk,
+        f.item_index,
+        f.seq,
+        f.text,
+        f.context,
+        f.fact_type,
+        f.event_date,
+        f.occurred_start,
+        f.occurred_end,
+        f.mentioned_at,
+        f.confidence,
+        mentions,
+        relations,
+        Jsonb(f.metadata),
+        utcnow(),
+    )
+
+
+def insert_facts(
+    conn: Connection[Any], agent_id: str, document_pk: UUID | None, facts: Sequence[Fact]
+) -> list[UUID]:
+    """Bulk insert with COPY; returns the new unit ids in order."""
+    if not facts:
+        return []
+    ids: list[UUID] = [
+        r["id"]
+        for r in conn.execute(
+            "SELECT gen_random_uuid() AS id FROM generate_series(1, %s)", (len(facts),)
+        ).fetchall()
+    ]
+    with conn.cursor() as cur, cur.copy(f"COPY memory_units ({_COPY_COLUMNS}) FROM STDIN") as copy:
+        for unit_id, fact in zip(ids, facts, strict=True):
+            copy.write_row(_row(unit_id, agent_id, document_pk, fact))
+    return ids
+
+
+def delete_for_document(conn: Connection[Any], document_pk: UUID) -> int:
+    """Delete a document's units (their links, entity references and access counts go with
+    them by foreign key); the number deleted."""
+    cur = conn.execute("DELETE FROM memory_units WHERE document_pk = %s", (document_pk,))
+    return max(cur.rowcount, 0)
+
+
+def to_embed(conn: Connection[Any], document_pk: UUID) -> list[dict[str, Any]]:
+    """The document's units without an embedding (id, text), in document order."""
+    return conn.execute(
+        "SELECT id, text FROM memory_units WHERE document_pk = %s AND embedding IS NULL "
+        "ORDER BY item_index, seq",
+        (document_pk,),
+    ).fetchall()
+
+
+def set_embeddings(conn: Connection[Any], rows: Sequence[tuple[np.ndarray, UUID]]) -> None:
+    """(vector, unit id) pairs."""
+    with conn.cursor() as cur:
+        cur.executemany("UPDATE memory_units SET embedding = %s WHERE id = %s", rows)
+
+
+def for_entities(conn: Connection[Any], document_pk: UUID) -> list[dict[str, Any]]:
+    """The document's units with what entity resolution reads (id, text, event_date,
+    mentions recorded by the extractor), in document order."""
+    return conn.execute(
+        "SELECT id, text, event_date, mentions FROM memory_units WHERE document_pk = %s "
+        "ORDER BY item_index, seq",
+        (document_pk,),
+    ).fetchall()
+
+
+def ids_for_document(conn: Connection[Any], document_pk: UUID) -> list[UUID]:
+    return [
+        r["id"]
+        for r in conn.execute("SELECT id FROM memory_units WHERE document_pk = %s", (document_pk,))
+    ]
+
+
+# ------------------------------------------------------------------------------ opinions
+def lock_opinions(conn: Connection[Any], agent_id: str) -> None:
+    """Serialise opinion writes of one agent until the transaction ends."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"opinions:{agent_id}",))
+
+
+def set_opinion_vector(
+    conn: Connection[Any], unit_id: UUID, vector: np.ndarray, supersedes: UUID | None
+) -> None:
+    conn.execute(
+        "UPDATE memory_units SET embedding = %s, supersedes = %s WHERE id = %s",
+        (vector, supersedes, unit_id),
+    )
+
+
+def opinion_head(conn: Connection[Any], agent_id: str, opinion_id: UUID) -> dict[str, Any] | None:
+    """The newest version (id, confidence_score) of the history `opinion_id` belongs to."""
+    return conn.execute(
+        """
+        WITH RECURSIVE chain AS (
+            SELECT id, confidence_score, 0 AS depth FROM memory_units
+            WHERE id = %s AND agent_id = %s AND fact_type = 'opinion'
+            UNION ALL
+            SELECT m.id, m.confidence_score, chain.depth + 1
+            FROM memory_units m JOIN chain ON m.supersedes = chain.id
+        )
+        SELECT id, confidence_score FROM chain ORDER BY depth DESC LIMIT 1
+        """,
+        (opinion_id, agent_id),
+    ).fetchone()
+
+
+def nearest_current_opinion(
+    conn: Connection[Any], agent_id: str, vector: np.ndarray
+) -> dict[str, Any] | None:
+    """The agent's current opinion most similar to `vector` (id, confidence_score,
+    similarity)."""
+    return conn.execute(
+        """
+        SELECT m.id, m.confidence_score, 1 - (m.embedding <=> %(v)s) AS similarity
+        FROM memory_units m
+        WHERE m.agent_id = %(a)s AND m.fact_type = 'opinion' AND m.embedding IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM memory_units n WHERE n.supersedes = m.id)
+        ORDER BY m.embedding <=> %(v)s LIMIT 1
+        """,
+        {"v": vector, "a": agent_id},
+    ).fetchone()
+
+
+_OPINION_COLUMNS = (
+    "u.id, u.text, u.confidence_score AS confidence, u.event_date, u.supersedes, u.metadata"
+)
+
+
+def opinion_history(
+    conn: Connection[Any], agent_key: str, opinion_id: UUID
+) -> list[dict[str, Any]]:
+    """Every version of the opinion's history, oldest first; [] when it is not this agent's."""
+    return conn.execute(
+        f"""
+        WITH RECURSIVE back AS (
+            SELECT id, supersedes, 0 AS depth FROM memory_units
+            WHERE id = %(id)s AND agent_id = %(a)s AND fact_type = 'opinion'
+            UNION ALL
+            SELECT m.id, m.supersedes, back.depth - 1
+            FROM memory_units m JOIN back ON m.id = back.supersedes
+        ), fwd AS (
+            SELECT id, 0 AS depth FROM back WHERE depth = 0
+            UNION ALL
+            SELECT m.id, fwd.depth + 1 FROM memory_units m JOIN fwd ON m.supersedes = fwd.id
+        ), chain AS (SELECT id, depth FROM back UNION SELECT id, depth FROM fwd)
+        SELECT {_OPINION_COLUMNS}, chain.depth FROM chain JOIN memory_units u ON u.id = chain.id
+        ORDER BY chain.depth
+        """,
+        {"id": opinion_id, "a": agent_key},
+    ).fetchall()
+
+
+def current_opinions(
+    conn: Connection[Any], agent_key: str, *, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """The agent's opinions that no later version supersedes, newest first."""
+    return conn.execute(
+        f"""
+        SELECT {_OPINION_COLUMNS} FROM memory_units u
+        WHERE u.agent_id = %s AND u.fact_type = 'opinion'
+          AND NOT EXISTS (SELECT 1 FROM memory_units n WHERE n.supersedes = u.id)
+        ORDER BY u.event_date DESC, u.id LIMIT %s OFFSET %s
+        """,
+        (agent_key, limit, offset),
+    ).fetchall()
+
+
+def opinion_state(
+    conn: Connection[Any], agent_key: str, ids: Sequence[UUID]
+) -> dict[UUID, tuple[float | None, bool]]:
+    """For the agent's opinion ids: (confidence, superseded?); other ids are left out."""
+    if not ids:
+        return {}
+    rows = conn.execute(
+        """
+        SELECT u.id, u.confidence_score,
+               EXISTS (SELECT 1 FROM memory_units n WHERE n.supersedes = u.id) AS superseded
+        FROM memory_units u WHERE u.id = ANY(%s) AND u.agent_id = %s
+        """,
+        (list(ids), agent_key),
+    ).fetchall()
+    return {r["id"]: (r["confidence_score"], r["superseded"]) for r in rows}
