@@ -5,7 +5,8 @@ from __future__ import annotations
 from celery import Celery
 
 from memora.config import Settings, get_settings
-from services.workers.queues import RECONCILE_TASK, task_routes
+from memora.jobs import JOBS
+from services.workers.queues import job_task_name, task_routes
 
 
 def create_celery(settings: Settings | None = None) -> Celery:
@@ -28,11 +29,11 @@ def create_celery(settings: Settings | None = None) -> Celery:
         worker_send_task_events=True,
         task_send_sent_event=True,
         worker_hijack_root_logger=False,
+        # Every registered periodic job whose interval is positive (memora.jobs.JOBS).
         beat_schedule={
-            "reconcile-stuck-operations": {
-                "task": RECONCILE_TASK,
-                "schedule": settings.reconcile_interval_seconds,
-            }
+            name: {"task": job_task_name(name), "schedule": spec.interval_seconds(settings)}
+            for name, spec in JOBS.items()
+            if spec.interval_seconds(settings) > 0
         },
     )
     return app

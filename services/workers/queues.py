@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from memora.jobs import JOBS
 from memora.pipeline.stages import MAINTENANCE_QUEUE, Stage
 
 TASK_PREFIX = "memora."
-RECONCILE_TASK = "memora.reconcile"
 
 
 def task_name(stage: Stage) -> str:
     return f"{TASK_PREFIX}{stage.value}"
 
 
+def job_task_name(job: str) -> str:
+    """A periodic job's task (`memora.reconcile`, …), on the maintenance queue."""
+    return f"{TASK_PREFIX}{job}"
+
+
 def task_routes() -> dict[str, dict[str, str]]:
     routes = {task_name(stage): {"queue": stage.value} for stage in Stage}
-    routes[RECONCILE_TASK] = {"queue": MAINTENANCE_QUEUE}
+    routes |= {job_task_name(job): {"queue": MAINTENANCE_QUEUE} for job in JOBS}
     return routes

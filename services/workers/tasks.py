@@ -12,23 +12,21 @@ import threading
 from typing import Any
 from uuid import UUID
 
-import redis
 from celery import Task
 from celery.exceptions import Retry
 from celery.signals import worker_init, worker_process_init
 
 from memora.config import get_settings
 from memora.db.pool import make_pool
-from memora.monitoring import queue_depths
+from memora.jobs import JOBS, JobContext, JobSpec, run_job
 from memora.pipeline.context import StageContext
 from memora.pipeline.errors import PermanentStageError
-from memora.pipeline.reconcile import reconcile
 from memora.pipeline.runner import REGISTRY, Pipeline
-from memora.pipeline.stages import INGEST_STAGES, Stage, queue_for
+from memora.pipeline.stages import Stage
 from services.workers import metrics as worker_metrics
 from services.workers.celery_app import app
 from services.workers.dispatch import CeleryBackend
-from services.workers.queues import RECONCILE_TASK, task_name
+from services.workers.queues import job_task_name, task_name
 
 log = logging.getLogger("memora.worker")
 _state: dict[int, Pipeline] = {}
@@ -119,27 +117,13 @@ def _stage_task(stage: Stage) -> Task:
 STAGE_TASKS: dict[Stage, Task] = {stage: _stage_task(stage) for stage in REGISTRY}
 
 
-def _backfill_backlog() -> int:
-    """Messages waiting on the backfill queues (0 when the broker cannot say)."""
-    try:
-        with redis.Redis.from_url(app.conf.broker_url, socket_timeout=2) as client:
-            depths = queue_depths(client, [queue_for(s, backfill=True) for s in INGEST_STAGES])
-    except redis.RedisError:
-        log.warning("backfill queue depth unknown; the live threshold applies", exc_info=True)
-        return 0
-    return sum(depths.values())
+def _job_task(spec: JobSpec) -> Task:
+    @app.task(name=job_task_name(spec.name), ignore_result=True)
+    def run_periodic_job() -> int:
+        ctx = JobContext(get_settings(), pipeline().pool, backend)
+        return run_job(spec, ctx).changed
+
+    return run_periodic_job
 
 
-@app.task(name=RECONCILE_TASK, ignore_result=True)
-def reconcile_stuck() -> int:
-    s = get_settings()
-    # Backfill work waits behind its own backlog by design, so it gets the longer threshold
-    # while the backfill queues hold messages; with them empty, a quiet operation was lost.
-    backlog = _backfill_backlog()
-    stuck = reconcile(
-        pipeline().pool,
-        backend,
-        s.stuck_after_seconds,
-        s.backfill_stuck_after_seconds if backlog else s.stuck_after_seconds,
-    )
-    return len(stuck)
+JOB_TASKS: dict[str, Task] = {name: _job_task(spec) for name, spec in JOBS.items()}

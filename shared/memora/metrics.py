@@ -198,6 +198,26 @@ DB_POOL_WAITING = Gauge(
     multiprocess_mode="livesum",
 )
 
+# ---------------------------------------------------------------------------------- jobs
+JOB_RUNS = Counter(
+    "job_runs",
+    "Periodic job runs, by job and outcome (ok, failed)",
+    ["job", "outcome"],
+    namespace=NAMESPACE,
+)
+JOB_EXAMINED = Counter(
+    "job_examined", "Rows a periodic job looked at", ["job"], namespace=NAMESPACE
+)
+JOB_CHANGED = Counter("job_changed", "Rows a periodic job changed", ["job"], namespace=NAMESPACE)
+JOB_DURATION = Histogram(
+    "job_duration_seconds",
+    "Run time of a periodic job",
+    ["job"],
+    namespace=NAMESPACE,
+    buckets=_TASK,
+)
+
+
 OPERATION_STATUSES = ("queued", "running", "completed", "failed", "superseded")
 
 
@@ -236,6 +256,13 @@ def install_llm_hook(usage: UsageSource) -> None:
         return
     usage.add_listener(observe_llm_call)
     _llm_sources.append(id(usage))
+
+
+def observe_job(job: str, outcome: str, seconds: float, examined: int, changed: int) -> None:
+    JOB_RUNS.labels(job, outcome).inc()
+    JOB_DURATION.labels(job).observe(seconds)
+    JOB_EXAMINED.labels(job).inc(examined)
+    JOB_CHANGED.labels(job).inc(changed)
 
 
 def observe_embedding(model: str, texts: int, seconds: float) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from memora.ingest import accept_batch
+from memora.jobs.reconcile import reconcile
 from memora.models import MemoryItem
 from memora.pipeline.backend import InlineBackend
-from memora.pipeline.reconcile import reconcile
 from memora.pipeline.stages import Stage
 from memora.tenancy import DEFAULT_SCOPE
 

@@ -1,0 +1,67 @@
+"""`memora jobs list|run`: the periodic jobs of memora.jobs, run once now (beat runs them on
+their schedule), against MEMORA_DATABASE_URL and MEMORA_BROKER_URL."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memora.config import Settings
+from memora.db.pool import make_pool
+from memora.jobs import JOBS, JobContext, run_job
+from memora.tenancy import Scope
+from services.workers.celery_app import create_celery
+from services.workers.dispatch import CeleryBackend
+
+console = Console(stderr=True)
+jobs_app = typer.Typer(help="Periodic jobs: list them, run one now.", no_args_is_help=True)
+
+
+@jobs_app.command("list")
+def list_jobs() -> None:
+    """Each job with its schedule (seconds; 0: not scheduled) and what it does."""
+    settings = Settings()
+    table = Table("job", "every (s)", "what it does")
+    for name, spec in JOBS.items():
+        table.add_row(name, f"{max(spec.interval_seconds(settings), 0):g}", spec.description)
+    Console().print(table)
+
+
+@jobs_app.command("run")
+def run(
+    name: Annotated[str, typer.Argument(help="the job (see `memora jobs list`)")],
+    agent: Annotated[
+        str | None, typer.Option(help="only this agent (default: every agent)")
+    ] = None,
+    tenant: Annotated[str, typer.Option(help="the agent's tenant")] = "default",
+) -> None:
+    """Run one job now and print what it examined and changed (JSON)."""
+    spec = JOBS.get(name)
+    if spec is None:
+        console.print(f"[red]no job {name!r}; jobs: {', '.join(JOBS)}[/]")
+        raise typer.Exit(2)
+    settings = Settings()
+    pool = make_pool(settings.require_database_url(), min_size=1, max_size=2, name="cli-job")
+    try:
+        ctx = JobContext(
+            settings,
+            pool,
+            CeleryBackend(create_celery(settings)),
+            agent_key=Scope(tenant).key(agent) if agent else None,
+        )
+        result = run_job(spec, ctx)
+    finally:
+        pool.close()
+    print(
+        json.dumps(
+            {"job": name, "examined": result.examined, "changed": result.changed} | result.details
+        )
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(jobs_app, name="jobs")

@@ -1,0 +1,24 @@
+"""Periodic jobs (Celery beat on the maintenance queue; `memora jobs run NAME` runs one now).
+
+Adding a job is one module with `run(ctx) -> JobResult` and one entry below; beat's schedule,
+the Celery tasks and the metrics follow from this registry.
+"""
+
+from __future__ import annotations
+
+from memora.jobs import reconcile
+from memora.jobs.base import JobContext, JobResult, JobSpec, run_job
+
+JOBS: dict[str, JobSpec] = {
+    spec.name: spec
+    for spec in (
+        JobSpec(
+            "reconcile",
+            reconcile.run,
+            lambda s: s.reconcile_interval_seconds,
+            "re-enqueue operations that stopped moving",
+        ),
+    )
+}
+
+__all__ = ["JOBS", "JobContext", "JobResult", "JobSpec", "run_job"]
