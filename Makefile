@@ -26,6 +26,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	PYTHONPATH=shared:. $(VENV)/bin/lint-imports
 
 # Headless locust run against an embedded stack it starts itself (docs/loadtests.md), e.g.
 #   make loadtest LOADTEST_ARGS="--scenario mixed --users 8 --run-time 5m"

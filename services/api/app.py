@@ -9,6 +9,7 @@ import redis
 from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
 
+from memora import logs
 from memora.config import Settings, get_settings
 from memora.db.pool import make_pool
 from memora.pipeline.backend import TaskBackend
@@ -34,6 +35,7 @@ def create_app(
     backend: TaskBackend | None = None,
 ) -> FastAPI:
     settings = settings or get_settings()
+    logs.configure(settings.log_format, settings.log_level)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 import redis
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -23,6 +23,7 @@ from memora.monitoring import operation_stats
 from memora.monitoring import queue_depths as broker_queue_depths
 
 log = logging.getLogger("memora.metrics")
+request_log = logging.getLogger("memora.request")
 UNMATCHED = "unmatched"
 
 
@@ -42,7 +43,24 @@ def route_template(scope: Scope, routes: list[BaseRoute]) -> str:
     return str(getattr(route, "path_format", None) or getattr(route, "path", UNMATCHED))
 
 
+def operation_of(scope: Scope) -> str | None:
+    """The operation a request addressed (a path parameter) or created (set by the route with
+    `note_operation`)."""
+    found = scope.get("state", {}).get("operation_id") or scope.get("path_params", {}).get(
+        "operation_id"
+    )
+    return str(found) if found else None
+
+
+def note_operation(request: Request, operation_id: object) -> None:
+    """Name the operation a request created, for the request log."""
+    request.state.operation_id = operation_id
+
+
 class PrometheusMiddleware:
+    """Times every request by route template and status, and writes the request log (method,
+    route, status, duration, and the operation id where there is one)."""
+
     def __init__(self, app: ASGIApp, service: str, routes: Callable[[], list[BaseRoute]]) -> None:
         self.app, self.service, self.routes = app, service, routes
 
@@ -66,8 +84,19 @@ class PrometheusMiddleware:
         finally:
             in_progress.dec()
             labels = (self.service, scope["method"], route_template(scope, self.routes()), status)
+            seconds = time.perf_counter() - started
             metrics.HTTP_REQUESTS.labels(*labels).inc()
-            metrics.HTTP_LATENCY.labels(*labels).observe(time.perf_counter() - started)
+            metrics.HTTP_LATENCY.labels(*labels).observe(seconds)
+            fields = {
+                "service": self.service,
+                "method": labels[1],
+                "route": labels[2],
+                "status": status,
+                "duration_ms": round(seconds * 1000, 1),
+            }
+            if operation := operation_of(scope):
+                fields["operation"] = operation
+            request_log.info("request", extra=fields)
 
 
 class Throttled:

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 from psycopg_pool import ConnectionPool
 
+from memora import logs
 from memora.config import Settings, get_settings
 from memora.db.pool import make_pool
 from memora.embedding import check_dimension, get_embedder
@@ -29,6 +30,7 @@ CONNECTIONS_PER_SEARCH = 4
 
 def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None = None) -> FastAPI:
     settings = settings or get_settings()
+    logs.configure(settings.log_format, settings.log_level)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

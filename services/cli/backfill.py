@@ -38,7 +38,7 @@ from rich.progress import (
 )
 
 from memora.backfill import Checkpoint, Document, Format, detect_format, fingerprint, read_documents
-from memora.pipeline.stages import INGEST_STAGES, queue_for
+from memora.queues import INGEST_STAGES, queue_for
 
 TERMINAL = ("completed", "failed", "superseded")
 

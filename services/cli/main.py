@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import signal
 import sys
 import time
@@ -13,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from memora import logs
 from memora.config import Settings
 from services.cli import jobs, ops, tenants
 from services.cli.stack import Stack
@@ -35,8 +35,8 @@ def serve(
     data_dir: Annotated[Path | None, typer.Option(help="where embedded servers keep data")] = None,
 ) -> None:
     """Run the whole stack in the foreground; Ctrl-C or SIGTERM stops every process."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = _settings(port=port, query_port=query_port, data_dir=data_dir)
+    logs.configure(settings.log_format, settings.log_level)
     stack = Stack(settings, log_dir=settings.data_dir / "logs")
     stopping = False
 

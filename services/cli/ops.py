@@ -143,7 +143,7 @@ def worker(
     ] = None,
 ) -> None:
     """A Celery worker with Prometheus multiprocess metrics set up (PROMETHEUS_MULTIPROC_DIR)."""
-    from memora.pipeline.stages import INGEST_STAGES, Stage, all_queues, queue_for
+    from memora.queues import INGEST_STAGES, Stage, all_queues, queue_for
 
     settings = Settings()
     selected: list[str] = [q.strip() for q in (queues or "").split(",") if q.strip()]

@@ -18,7 +18,7 @@ import httpx
 from memora.config import Settings
 from memora.db.migrate import upgrade
 from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
-from memora.pipeline.stages import INGEST_STAGES, MAINTENANCE_QUEUE, Stage, queue_for
+from memora.queues import INGEST_STAGES, MAINTENANCE_QUEUE, Stage, queue_for
 
 log = logging.getLogger("memora.stack")
 

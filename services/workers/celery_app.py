@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from celery import Celery
+from celery.signals import setup_logging
 
+from memora import logs
 from memora.config import Settings, get_settings
 from memora.jobs import JOBS
 from services.workers.queues import job_task_name, task_routes
@@ -37,6 +39,13 @@ def create_celery(settings: Settings | None = None) -> Celery:
         },
     )
     return app
+
+
+@setup_logging.connect
+def _logging(loglevel: str | None = None, **_: object) -> None:
+    """Workers and beat log through Memora's formatter (MEMORA_LOG_FORMAT), not Celery's."""
+    settings = get_settings()
+    logs.configure(settings.log_format, loglevel or settings.log_level)
 
 
 app = create_celery()

@@ -42,7 +42,7 @@ from psycopg_pool import ConnectionPool
 
 from memora import llm, metrics
 from memora.config import get_settings
-from memora.pipeline.stages import INGEST_STAGES
+from memora.queues import INGEST_STAGES
 from memora.store import operations
 from services.workers.probe import heartbeat_path
 from services.workers.queues import TASK_PREFIX

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memora.jobs import JOBS
-from memora.pipeline.stages import MAINTENANCE_QUEUE, Stage
+from memora.queues import MAINTENANCE_QUEUE, Stage
 
 TASK_PREFIX = "memora."
 

@@ -18,11 +18,11 @@ from celery.signals import worker_init, worker_process_init
 
 from memora.config import get_settings
 from memora.db.pool import make_pool
+from memora.errors import PermanentStageError
 from memora.jobs import JOBS, JobContext, JobSpec, run_job
 from memora.pipeline.context import StageContext
-from memora.pipeline.errors import PermanentStageError
 from memora.pipeline.runner import REGISTRY, Pipeline
-from memora.pipeline.stages import Stage
+from memora.queues import Stage
 from services.workers import metrics as worker_metrics
 from services.workers.celery_app import app
 from services.workers.dispatch import CeleryBackend

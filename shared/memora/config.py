@@ -128,6 +128,10 @@ class Settings(BaseSettings):
     preload_cross_encoder: bool = False
 
     # --- operations (docs/operations.md) ----------------------------------------------------
+    # Logs on stderr: "text" (readable lines) or "json" (one object per line); the fields a
+    # log call passes (operation, stage, attempt…) are printed in both.
+    log_format: Literal["text", "json"] = "text"
+    log_level: str = "INFO"
     # Port of a worker's /metrics server (its main process); 0 = no server.
     worker_metrics_port: int = 9540
     # The file a worker touches while its consumer is alive (`memora worker-ready` reads it);

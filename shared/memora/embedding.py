@@ -125,7 +125,8 @@ class Embedder:
         return normalised(out)
 
     def embed_one(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
+        vector: np.ndarray = self.embed([text])[0]
+        return vector
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text as the model's tokenizer counts them (whole texts, no special

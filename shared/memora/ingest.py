@@ -10,7 +10,7 @@ from uuid import UUID
 from psycopg import Connection
 
 from memora.models import MemoryItem, jsonable_items
-from memora.pipeline.stages import INGEST_STAGES
+from memora.queues import INGEST_STAGES
 from memora.store import agents, documents, operations
 from memora.tenancy import Scope
 

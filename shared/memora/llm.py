@@ -33,7 +33,7 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from memora.config import Settings
-from memora.pipeline.errors import PermanentStageError, TransientStageError
+from memora.errors import PermanentStageError, TransientStageError
 
 log = logging.getLogger("memora.llm")
 
@@ -281,7 +281,7 @@ class LLMClient:
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         s = self.settings
-        delay = min(s.llm_backoff_max_seconds, s.llm_backoff_seconds * (2**attempt))
+        delay = min(s.llm_backoff_max_seconds, s.llm_backoff_seconds * (2.0**attempt))
         delay *= random.uniform(0.5, 1.0)
         if retry_after is not None:
             delay = max(delay, min(retry_after, s.llm_backoff_max_seconds))

@@ -28,7 +28,7 @@ from prometheus_client import (
 )
 from prometheus_client import multiprocess as _multiprocess
 
-from memora.pipeline.stages import Stage
+from memora.queues import Stage
 
 NAMESPACE = "memora"
 
@@ -323,7 +323,7 @@ def exposition_registry() -> CollectorRegistry:
     """The registry to expose: every process's files in multiprocess mode, else this process."""
     if multiprocess_dir():
         registry = CollectorRegistry()
-        _multiprocess.MultiProcessCollector(registry)
+        _multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return registry
     return REGISTRY
 
@@ -336,7 +336,7 @@ def render() -> tuple[bytes, str]:
 def mark_process_dead(pid: int) -> None:
     """Drop a finished process's live gauges (multiprocess mode only)."""
     if multiprocess_dir():
-        _multiprocess.mark_process_dead(pid)
+        _multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
 
 
 def remove_stale_files(directory: str, keep_pid: int) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 from psycopg import Connection
 
-from memora.pipeline.stages import all_queues
+from memora.queues import all_queues
 from memora.store import operations
 
 # Kombu's Redis transport with `queue_order_strategy: priority` keeps one list per priority

@@ -82,7 +82,8 @@ class OnnxEncoder:
 
 def normalised(vectors: np.ndarray) -> np.ndarray:
     """Each row scaled to unit length (a zero row stays zero)."""
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    scaled: np.ndarray = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return scaled
 
 
 def _weights_key(module: Any, inputs: list[str]) -> str:
@@ -116,7 +117,10 @@ def _exported(module: Any, tokenizer: Any, inputs: list[str], cache_dir: Path) -
             self.inner = module
 
         def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
-            return self.inner(**dict(zip(inputs, tensors, strict=True))).last_hidden_state
+            hidden: torch.Tensor = self.inner(
+                **dict(zip(inputs, tensors, strict=True))
+            ).last_hidden_state
+            return hidden
 
     sample = tokenizer(["a short sample sentence"], return_tensors="pt")
     axes = {name: {0: "batch", 1: "sequence"} for name in [*inputs, "last_hidden_state"]}

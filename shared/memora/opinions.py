@@ -21,7 +21,7 @@ from uuid import UUID
 from psycopg import Connection
 from pydantic import BaseModel, Field
 
-from memora.pipeline.stages import Stage
+from memora.queues import Stage
 from memora.store import agents, operations, units
 from memora.tenancy import Scope
 

@@ -16,7 +16,7 @@ import yaml
 
 from memora import metrics
 from memora.config import Settings
-from memora.pipeline.stages import Stage, all_queues, queue_for
+from memora.queues import Stage, all_queues, queue_for
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"

@@ -19,7 +19,7 @@ import yaml
 
 from memora import metrics
 from memora.config import Settings
-from memora.pipeline.stages import Stage, all_queues, queue_for
+from memora.queues import Stage, all_queues, queue_for
 from tests.deploy.crd_schemas import CRD_SCHEMAS
 from tests.deploy.kustomize_lite import build
 

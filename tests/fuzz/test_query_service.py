@@ -34,7 +34,7 @@ def query_service(fuzz_settings: Settings, fuzz_pool: Any, fuzz_pipeline: Any) -
     from memora.ingest import accept_batch
     from memora.models import MemoryItem
     from memora.pipeline.backend import InlineBackend
-    from memora.pipeline.stages import INGEST_STAGES
+    from memora.queues import INGEST_STAGES
     from memora.tenancy import DEFAULT_SCOPE
     from services.api.query_app import create_app
 

@@ -12,7 +12,7 @@ import pytest
 from memora import opinions
 from memora.opinions import OpinionDraft
 from memora.pipeline.backend import InlineBackend
-from memora.pipeline.stages import Stage
+from memora.queues import Stage
 from memora.tenancy import Scope
 from tests.integration.auth_support import (  # noqa: F401 - fixture
     ADMIN,

@@ -11,7 +11,7 @@ import pytest
 from memora import opinions
 from memora.opinions import OpinionDraft
 from memora.pipeline.backend import InlineBackend
-from memora.pipeline.stages import Stage
+from memora.queues import Stage
 from memora.tenancy import DEFAULT_SCOPE
 from tests.conftest import wait_until
 

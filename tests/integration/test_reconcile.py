@@ -8,7 +8,7 @@ from memora.ingest import accept_batch
 from memora.jobs.reconcile import reconcile
 from memora.models import MemoryItem
 from memora.pipeline.backend import InlineBackend
-from memora.pipeline.stages import Stage
+from memora.queues import Stage
 from memora.tenancy import DEFAULT_SCOPE
 
 

@@ -8,6 +8,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from memora.config import Settings
+from memora.errors import PermanentStageError, TransientStageError
 from memora.llm import (
     LLMCall,
     LLMClient,
@@ -18,7 +19,6 @@ from memora.llm import (
     UsageRegistry,
     extract_json,
 )
-from memora.pipeline.errors import PermanentStageError, TransientStageError
 from tests.fakes import LLM_TEST_SETTINGS, Fail, FakeOpenAI, Reply
 
 

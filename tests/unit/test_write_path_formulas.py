@@ -18,7 +18,7 @@ from memora.entities import (
 )
 from memora.extraction.base import SourceItem
 from memora.extraction.local import is_noise, split_turns
-from memora.pipeline.stages import INGEST_STAGES, Stage, next_stage, queue_for
+from memora.queues import INGEST_STAGES, Stage, next_stage, queue_for
 from memora.store.documents import content_hash
 from memora.store.links import temporal_weight
 from memora.temporal import period_range, resolve_expression

@@ -6,15 +6,16 @@ import logging
 from typing import Annotated, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Path, Query
+from fastapi import APIRouter, Header, Path, Query, Request
 
 from memora import metrics
 from memora.ingest import accept_batch
 from memora.models import AGENT_ID_PATTERN
-from memora.pipeline.stages import INGEST_STAGES
+from memora.queues import INGEST_STAGES
 from memora.store import documents, operations
 from services.api.deps import BackendDep, ConnDep, Offset, ScopeDep, SettingsDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
+from services.api.metrics import note_operation
 from services.api.schemas import (
     BatchRequest,
     BatchResponse,
@@ -42,6 +43,7 @@ Priority = Annotated[
     "/memories/batch", response_model=BatchResponse, responses=error_responses(*BODY_ERRORS)
 )
 def store_batch(
+    request: Request,
     scope: ScopeDep,
     body: BatchRequest,
     conn: ConnDep,
@@ -69,6 +71,7 @@ def store_batch(
         conn, scope, body.agent_id, body.items, body.document_id, backfill=backfill
     )
     metrics.observe_accepted(accepted.outcome, accepted.items_count, backfill=backfill)
+    note_operation(request, accepted.operation_id)
     if accepted.needs_processing:
         try:
             backend.enqueue(INGEST_STAGES[0], accepted.operation_id, backfill=backfill)

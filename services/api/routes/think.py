@@ -25,7 +25,7 @@ from memora.llm import LLMError
 from memora.models import AgentId, utcnow
 from memora.personality import full_personality
 from memora.pipeline.backend import TaskBackend
-from memora.pipeline.stages import Stage
+from memora.queues import Stage
 from memora.retrieval import RerankerUnavailable, Retriever, SearchParams
 from memora.store import agents
 from memora.tenancy import Scope

@@ -11,7 +11,7 @@ from psycopg_pool import ConnectionPool
 from memora.jobs.base import JobContext, JobResult
 from memora.monitoring import queue_depths
 from memora.pipeline.backend import TaskBackend
-from memora.pipeline.stages import INGEST_STAGES, Stage, queue_for
+from memora.queues import INGEST_STAGES, Stage, queue_for
 from memora.store import operations
 
 log = logging.getLogger("memora.reconcile")

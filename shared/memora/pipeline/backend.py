@@ -6,7 +6,7 @@ from typing import Protocol
 from uuid import UUID
 
 from memora.pipeline.runner import Pipeline
-from memora.pipeline.stages import Stage
+from memora.queues import Stage
 
 
 class TaskBackend(Protocol):

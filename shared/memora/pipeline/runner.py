@@ -21,7 +21,8 @@ from psycopg_pool import ConnectionPool
 
 from memora.config import Settings
 from memora.pipeline.context import Job, StageContext, Writer
-from memora.pipeline.stages import Stage, embed, entities, extract, links, next_stage, opinions
+from memora.pipeline.stages import embed, entities, extract, links, opinions
+from memora.queues import Stage, next_stage
 from memora.store import documents, operations
 
 log = logging.getLogger("memora.pipeline")

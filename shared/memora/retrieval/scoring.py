@@ -102,7 +102,7 @@ def heuristic_scores(
     query word matches scores 0 and the best keyword match 1. Recency and frequency are in
     [0, 1]. (Min-max scaling of the similarities, tried on the LoCoMo dev split, stretched
     small differences and cost 1 point of Recall@10: docs/retrieval.md.)"""
-    return (
+    score: np.ndarray = (
         w.semantic * np.clip(semantic, 0.0, 1.0)
         + w.keyword * scale_to_max(keyword)
         + w.recency * recency
@@ -110,6 +110,7 @@ def heuristic_scores(
         + w.context * np.clip(context, 0.0, 1.0)
         + w.fused * scale_to_max(fused)
     )
+    return score
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:

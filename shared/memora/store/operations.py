@@ -12,7 +12,7 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
-from memora.pipeline.stages import Stage
+from memora.queues import Stage
 from memora.tenancy import Scope
 
 TERMINAL = ("completed", "failed", "superseded")
@@ -65,7 +65,8 @@ def create_operation(
         ),
     ).fetchone()
     assert row is not None
-    return row["id"]
+    operation_id: UUID = row["id"]
+    return operation_id
 
 
 def get_operation(

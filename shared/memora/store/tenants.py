@@ -78,7 +78,8 @@ def create_tenant(conn: Connection[Any], tenant_id: str, name: str = "") -> dict
     ).fetchone()
     if row is None:
         raise TenantExists(tenant_id)
-    return row
+    created: dict[str, Any] = row
+    return created
 
 
 def list_tenants(conn: Connection[Any]) -> list[dict[str, Any]]:

@@ -13,10 +13,10 @@ import numpy as np
 from psycopg import Connection
 
 from memora import entities
+from memora.errors import PermanentStageError
 from memora.extraction.base import Fact, Mention
 from memora.opinions import OpinionDraft, updated_confidence
 from memora.pipeline.context import Job, StageContext, Writer
-from memora.pipeline.errors import PermanentStageError
 from memora.store import links, units
 
 

@@ -1,0 +1,63 @@
+"""Logging for every Memora process: one stdlib root handler whose formatter is structlog's.
+
+`MEMORA_LOG_FORMAT=text` (default) prints readable lines, `json` one JSON object per line for a
+log pipeline. Either way the fields a call passes with `extra={...}` (operation, stage,
+attempt, job, …) are printed with the message, for Memora's own loggers and third-party ones
+alike: `log.info("stage done", extra={"stage": "embed", "operation": op_id})`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal
+
+import structlog
+from structlog.typing import Processor
+
+LogFormat = Literal["text", "json"]
+# Libraries whose INFO lines are noise next to Memora's own.
+_QUIET = ("httpx", "httpcore", "urllib3", "alembic.runtime.migration", "celery.redirected")
+
+
+def formatter(fmt: LogFormat) -> structlog.stdlib.ProcessorFormatter:
+    renderer: Processor = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(
+            colors=False, pad_event_to=0, exception_formatter=structlog.dev.plain_traceback
+        )
+    )
+    pre_chain: list[Processor] = [
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.stdlib.ExtraAdder(),  # the `extra=` fields
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if fmt == "json":
+        pre_chain.append(structlog.processors.format_exc_info)
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=pre_chain,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    )
+
+
+class _MemoraHandler(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
+    """Marks the handler `configure` installed, so that calling it again replaces only it."""
+
+
+def configure(fmt: LogFormat = "text", level: str = "INFO") -> None:
+    """Install Memora's handler (stderr) on the root logger, replacing an earlier one of its
+    own and leaving other handlers (a test runner's) alone; uvicorn's loggers go through it."""
+    handler = _MemoraHandler(sys.stderr)
+    handler.setFormatter(formatter(fmt))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _MemoraHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error"):
+        logging.getLogger(name).handlers.clear()
+        logging.getLogger(name).propagate = True
+    for name in _QUIET:
+        logging.getLogger(name).setLevel(logging.WARNING)
