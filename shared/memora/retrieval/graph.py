@@ -17,6 +17,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from memora.config import Settings
+
 N = TypeVar("N", bound=Hashable)
 
 DEFAULT_TYPE_WEIGHTS: Mapping[str, float] = {
@@ -42,6 +44,13 @@ class SpreadSettings:
     type_weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_TYPE_WEIGHTS))
     wave: int = 0  # nodes expanded per round trip; 0: a quarter of the budget, at least 10
     min_activation: float = 0.05
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> SpreadSettings:
+        """Settings' link weights override the defaults type by type."""
+        return cls(
+            decay=s.graph_decay, type_weights={**DEFAULT_TYPE_WEIGHTS, **s.graph_link_weights}
+        )
 
 
 def spread_activation(

@@ -35,7 +35,7 @@ from memora.retrieval.cross_encoder import (
     RerankerUnavailable,
     dated,
 )
-from memora.retrieval.graph import DEFAULT_TYPE_WEIGHTS, SpreadSettings, spread_activation
+from memora.retrieval.graph import SpreadSettings, spread_activation
 from memora.retrieval.keyword import KeywordIndex, TermStats
 from memora.retrieval.types import ArmResult, Candidate, Hit, SearchOutcome, SearchParams
 from memora.temporal import QueryTimeRange, parse_query_range, strip_time_expression
@@ -70,18 +70,8 @@ class Retriever:
         self.settings, self.pool, self.embedder = settings, pool, embedder
         self.keyword = KeywordIndex(ttl=settings.keyword_stats_ttl_seconds)
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
-        self.spread = SpreadSettings(
-            decay=settings.graph_decay,
-            type_weights={**DEFAULT_TYPE_WEIGHTS, **settings.graph_link_weights},
-        )
-        self.weights = scoring.HeuristicWeights(
-            settings.heuristic_semantic_weight,
-            settings.heuristic_keyword_weight,
-            settings.heuristic_recency_weight,
-            settings.heuristic_frequency_weight,
-            settings.heuristic_context_weight,
-            settings.heuristic_fused_weight,
-        )
+        self.spread = SpreadSettings.from_settings(settings)
+        self.weights = scoring.HeuristicWeights.from_settings(settings)
         # three tasks per search (keyword, semantic→graph, temporal)
         self._executor = ThreadPoolExecutor(
             3 * settings.search_concurrency, thread_name_prefix="memora-retrieval"

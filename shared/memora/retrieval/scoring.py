@@ -15,6 +15,8 @@ from uuid import UUID
 
 import numpy as np
 
+from memora.config import Settings
+
 RRF_K = 60
 RecencyFormula = Literal["decay", "seed"]
 
@@ -80,6 +82,17 @@ class HeuristicWeights:
     frequency: float = 0.1
     context: float = 0.0
     fused: float = 0.0
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> HeuristicWeights:
+        return cls(
+            s.heuristic_semantic_weight,
+            s.heuristic_keyword_weight,
+            s.heuristic_recency_weight,
+            s.heuristic_frequency_weight,
+            s.heuristic_context_weight,
+            s.heuristic_fused_weight,
+        )
 
 
 def scale_to_max(values: np.ndarray) -> np.ndarray:
