@@ -20,6 +20,16 @@ LogFormat = Literal["text", "json"]
 _QUIET = ("httpx", "httpcore", "urllib3", "alembic.runtime.migration", "celery.redirected")
 
 
+def _drop_formatting_leftovers(
+    _logger: object, _name: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """Another formatter that saw the record first (a test runner's) leaves `message` and
+    `asctime` on it; they are not fields of the call."""
+    event.pop("message", None)
+    event.pop("asctime", None)
+    return event
+
+
 def formatter(fmt: LogFormat) -> structlog.stdlib.ProcessorFormatter:
     renderer: Processor = (
         structlog.processors.JSONRenderer()
@@ -32,6 +42,7 @@ def formatter(fmt: LogFormat) -> structlog.stdlib.ProcessorFormatter:
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.stdlib.ExtraAdder(),  # the `extra=` fields
+        _drop_formatting_leftovers,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     if fmt == "json":
@@ -46,7 +57,7 @@ class _MemoraHandler(logging.StreamHandler):  # type: ignore[type-arg,unused-ign
     """Marks the handler `configure` installed, so that calling it again replaces only it."""
 
 
-def configure(fmt: LogFormat = "text", level: str = "INFO") -> None:
+def configure(fmt: LogFormat = "text", level: str | int = "INFO") -> None:
     """Install Memora's handler (stderr) on the root logger, replacing an earlier one of its
     own and leaving other handlers (a test runner's) alone; uvicorn's loggers go through it."""
     handler = _MemoraHandler(sys.stderr)
@@ -55,7 +66,7 @@ def configure(fmt: LogFormat = "text", level: str = "INFO") -> None:
     for old in [h for h in root.handlers if isinstance(h, _MemoraHandler)]:
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level.upper())
+    root.setLevel(level.upper() if isinstance(level, str) else level)
     for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers.clear()
         logging.getLogger(name).propagate = True

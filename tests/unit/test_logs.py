@@ -75,3 +75,14 @@ def test_request_log_carries_method_route_status_duration_and_operation(
     assert fields["status"] == 200 and fields["duration_ms"] >= 0
     assert fields["operation"] == "op-42"
     assert "operation=op-42" in io.StringIO(_render("text", record)).getvalue()
+
+
+def test_configure_takes_a_numeric_level_as_celery_passes_it() -> None:
+    root = logging.getLogger()
+    try:
+        logs.configure("text", logging.WARNING)  # Celery's setup_logging signal sends an int
+        assert root.level == logging.WARNING
+    finally:
+        for h in [h for h in root.handlers if isinstance(h, logs._MemoraHandler)]:
+            root.removeHandler(h)
+        root.setLevel(logging.WARNING)
