@@ -70,6 +70,10 @@ class Settings(BaseSettings):
 
     # --- input limits ----------------------------------------------------------------------
     max_body_bytes: int = 10 * 1024 * 1024
+    # A body over max_body_bytes is read and discarded up to this many bytes more before the
+    # 413 is sent, so that clients which send the whole body before reading (urllib, requests,
+    # httpx) get the 413 instead of a reset connection; beyond it the connection is closed.
+    max_body_drain_bytes: int = 64 * 1024 * 1024
     max_items_per_batch: int = 1000
     max_content_chars: int = 200_000
 
