@@ -25,6 +25,9 @@ class Settings(BaseSettings):
     query_port: int = 8081
     # Where the write API forwards read routes (search, think); unset = no forwarding.
     query_url: str | None = None
+    # The write API the CLI's HTTP clients talk to (`memora backfill`); unset: http://host:port
+    api_url: str | None = None
+    api_key: SecretStr | None = None  # the key they send, when the API requires one
     # shared_buffers of the embedded PostgreSQL (when database_url is unset)
     embedded_pg_shared_buffers: str = "1GB"
     db_pool_min: int = 1
@@ -152,7 +155,7 @@ class Settings(BaseSettings):
     # Where the counters live; unset: the broker's Redis ("memory://" counts per process).
     rate_limit_storage_url: str | None = None
 
-    @field_validator("admin_key", mode="before")
+    @field_validator("admin_key", "api_key", mode="before")
     @classmethod
     def _unset_if_empty(cls, value: object) -> object:
         return None if value == "" else value
@@ -185,6 +188,10 @@ class Settings(BaseSettings):
         if self.extractor == "auto":
             return "llm" if self.llm_configured else "local"
         return self.extractor
+
+    @property
+    def resolved_api_url(self) -> str:
+        return self.api_url or f"http://{self.host}:{self.port}"
 
     def require_database_url(self) -> str:
         if not self.database_url:
