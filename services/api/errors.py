@@ -192,9 +192,10 @@ class BodySizeLimit:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            if headers.get(b"expect", b"").lower() != b"100-continue":
-                # Nothing read yet: a drain budget of its own, measured from the first byte.
-                await self._drain(receive, int(declared) <= self.max_bytes + self.drain_bytes)
+            expects_answer_first = headers.get(b"expect", b"").lower() == b"100-continue"
+            # A body larger than max_bytes + drain_bytes is not read at all: closed at once.
+            if not expects_answer_first and int(declared) <= self.max_bytes + self.drain_bytes:
+                await self._drain(receive)
             await self._reject(send)
             return
         received = 0
@@ -219,13 +220,13 @@ class BodySizeLimit:
             await self.app(scope, limited, unless_overflowed)
         if overflow is not None:
             if overflow.more:
-                await self._drain(receive, True)
+                await self._drain(receive)
             await self._reject(send)
 
-    async def _drain(self, receive: Receive, worth_it: bool) -> None:
+    async def _drain(self, receive: Receive) -> None:
         """Reads and drops the rest of the body, `drain_bytes` at most."""
         drained = 0
-        while worth_it and drained <= self.drain_bytes:
+        while drained <= self.drain_bytes:
             message = await receive()
             if message["type"] != "http.request":
                 return
