@@ -20,6 +20,7 @@ import pytest
 import uvicorn
 from rich.console import Console
 
+from memora import metrics
 from memora.backfill import Checkpoint, content_hash, target_of
 from memora.config import Settings
 from memora.infra.embedded import free_port
@@ -88,6 +89,9 @@ def test_checkpoints_are_kept_per_target_and_content_through_the_environment(
 ) -> None:
     agent = f"bt-{uuid.uuid4().hex[:8]}"
     archive = write_archive(tmp_path / "a.jsonl", conversations=6, turns=2, agent=agent)
+    # The inline API has no broker; queue depths an earlier test's API (same process, same
+    # registry) recorded would still be exported.
+    metrics.QUEUE_DEPTH.clear()
 
     first = _cli(_env(tmp_path, MEMORA_API_URL=api), str(archive))
     assert first.returncode == 0, first.stderr
