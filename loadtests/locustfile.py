@@ -8,6 +8,12 @@ User classes (the runner picks them by scenario):
 - `SearchUser`: `POST /api/search` over the seeded agents (and, in the mixed scenario, the
   agents being ingested).
 
+In the chaos scenario (`MEMORA_LT_PATIENCE_SECONDS` > 0) a 503 JSON error with `Retry-After`
+is a clear answer, not a failure: it is counted per endpoint as `unavailable`, the user waits
+the time it names, and a batch is posted again (same `document_id`) until it is acknowledged
+or the patience runs out. Anything else that is not a 200 (a 500, a reset, a 503 without
+Retry-After) is a failure.
+
 Every accepted batch (a 200 answer) is written to a ledger (JSON, `MEMORA_LT_LEDGER`) when locust
 exits; the runner compares it with the database. Settings come from `MEMORA_LT_*` variables.
 """
@@ -37,6 +43,7 @@ SEARCH_AGENTS = [a for a in os.environ.get("MEMORA_LT_SEARCH_AGENTS", "").split(
 QUERY_HOST = os.environ.get("MEMORA_LT_QUERY_HOST", "").rstrip("/")  # "" = the --host
 MAX_TURNS = int(os.environ.get("MEMORA_LT_MAX_TURNS", "4"))
 RETRIES = 3
+PATIENCE_SECONDS = float(os.environ.get("MEMORA_LT_PATIENCE_SECONDS", "0"))  # 0: RETRIES
 
 
 class Ledger:
@@ -50,6 +57,7 @@ class Ledger:
         self.requests = 0
         self.latencies_ms: dict[str, list[float]] = defaultdict(list)
         self.failures: dict[str, int] = defaultdict(int)
+        self.unavailable: dict[str, int] = defaultdict(int)
         self.started_at = 0.0
         self.stopped_at = 0.0
 
@@ -72,6 +80,7 @@ class Ledger:
             "unacknowledged": self.unacknowledged,
             "latencies_ms": dict(self.latencies_ms),
             "failures": dict(self.failures),
+            "unavailable": dict(self.unavailable),
         }
         with open(path, "w") as fh:
             json.dump(data, fh)
@@ -117,6 +126,23 @@ def _budget_left(user: FastHttpUser) -> bool:
     return False
 
 
+def _clearly_unavailable(response: Any, name: str) -> float | None:
+    """In the chaos scenario, a 503 JSON error with Retry-After: counted as `unavailable` (not a
+    failure); returns the seconds to wait. None for anything else."""
+    if not PATIENCE_SECONDS or response.status_code != 503:
+        return None
+    retry_after = response.headers.get("Retry-After") or response.headers.get("retry-after")
+    try:
+        code = response.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not retry_after or not retry_after.isdigit() or not code:
+        return None
+    response.success()
+    LEDGER.unavailable[name] += 1
+    return min(float(retry_after), 10.0)
+
+
 class ChatIngestUser(FastHttpUser):
     """One conversation at a time: small batches of turns, as a chat platform streams them."""
 
@@ -144,7 +170,11 @@ class ChatIngestUser(FastHttpUser):
             "document_id": f"{self.conversation}-{self.seq:06d}",
             "items": items,
         }
-        for _attempt in range(RETRIES):
+        give_up = time.monotonic() + PATIENCE_SECONDS
+        attempt = 0
+        while attempt < RETRIES or time.monotonic() < give_up:
+            attempt += 1
+            wait = 0.5
             with self.client.post(
                 "/api/memories/batch", json=body, catch_response=True
             ) as response:
@@ -152,8 +182,12 @@ class ChatIngestUser(FastHttpUser):
                     data = response.json()
                     LEDGER.accept(self.agent_id, len(items), data["operation_id"])
                     return
-                response.failure(f"{response.status_code}: {(response.text or '')[:200]}")
-            gevent.sleep(0.5)
+                retry_after = _clearly_unavailable(response, "/api/memories/batch")
+                if retry_after is None:
+                    response.failure(f"{response.status_code}: {(response.text or '')[:200]}")
+                else:
+                    wait = retry_after
+            gevent.sleep(wait)
         LEDGER.unacknowledged.append(
             {"agent_id": self.agent_id, "document_id": str(body["document_id"])}
         )
@@ -182,6 +216,11 @@ class SearchUser(FastHttpUser):
             "top_k": 10,
         }
         url = f"{QUERY_HOST}/api/search" if QUERY_HOST else "/api/search"
+        retry_after = None
         with self.client.post(url, json=body, name="/api/search", catch_response=True) as response:
             if response.status_code != 200:
-                response.failure(f"{response.status_code}: {(response.text or '')[:200]}")
+                retry_after = _clearly_unavailable(response, "/api/search")
+                if retry_after is None:
+                    response.failure(f"{response.status_code}: {(response.text or '')[:200]}")
+        if retry_after:
+            gevent.sleep(retry_after)

@@ -3,6 +3,7 @@ machine), seeds data, runs a locust scenario, waits for the pipeline to drain, t
 nothing was lost and reports throughput, latency and pipeline lag.
 
     python -m loadtests.run --scenario mixed --users 8 --run-time 60s
+    python -m loadtests.run --scenario chaos --users 8 --run-time 15m
     python -m loadtests.run --scenario chat --host http://127.0.0.1:8080 \\
         --database-url postgresql://postgres@127.0.0.1:5432/memora
 
@@ -34,9 +35,14 @@ from urllib.parse import urlparse
 import httpx
 import psycopg
 
+from loadtests.chaos import STACK_ENV, ChaosMonkey, Fault, backlog_recovery, schedule
 from loadtests.corpus import turn
+from memora.config import Settings
+from memora.infra.embedded import free_port
+from services.cli.stack import Stack
 
 SCENARIOS: dict[str, list[str]] = {
+    "chaos": ["ChatIngestUser", "SearchUser"],  # mixed, with faults (loadtests/chaos.py)
     "chat": ["ChatIngestUser"],
     "mixed": ["ChatIngestUser", "SearchUser"],
     "search": ["SearchUser"],
@@ -70,12 +76,10 @@ def percentiles(values: list[float], points: tuple[int, ...] = (50, 95, 99)) -> 
 
 
 @contextmanager
-def embedded_stack(out: Path, keep: bool) -> Iterator[tuple[str, str]]:
+def embedded_stack(
+    out: Path, keep: bool, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, str, Stack | None]]:
     """The whole stack (PostgreSQL, Redis, API, query service, workers, beat) on loopback."""
-    from memora.config import Settings
-    from memora.infra.embedded import free_port
-    from services.cli.stack import Stack
-
     data = Path(tempfile.mkdtemp(prefix="memora-loadtest-", dir=tempfile.gettempdir()))
     settings = Settings(
         data_dir=data,
@@ -87,13 +91,15 @@ def embedded_stack(out: Path, keep: bool) -> Iterator[tuple[str, str]]:
         llm_base_url=None,
         llm_api_key=None,
     )
-    stack = Stack(settings, log_dir=out / "logs", extra_env={"MEMORA_EXTRACTOR": "local"})
+    stack = Stack(
+        settings, log_dir=out / "logs", extra_env={"MEMORA_EXTRACTOR": "local", **(env or {})}
+    )
     try:
         t0 = time.monotonic()
         stack.start()
         stack.wait_ready()
         print(f"stack ready in {time.monotonic() - t0:.1f}s (logs: {out / 'logs'})", flush=True)
-        yield f"http://127.0.0.1:{settings.port}", settings.require_database_url()
+        yield f"http://127.0.0.1:{settings.port}", settings.require_database_url(), stack
     finally:
         stack.stop()
         if not keep:
@@ -132,6 +138,7 @@ def run_locust(
         MEMORA_LT_SEARCH_AGENTS=",".join(search_agents),
         MEMORA_LT_QUERY_HOST=args.query_host or "",
         MEMORA_LT_MAX_TURNS=str(args.max_turns),
+        MEMORA_LT_PATIENCE_SECONDS=str(args.patience if args.scenario == "chaos" else 0),
         PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
     )
     cmd = [
@@ -309,7 +316,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-timeout", type=float, default=600)
     parser.add_argument("--out", type=Path, help="results folder (default loadtests/results/…)")
     parser.add_argument("--keep", action="store_true", help="keep the stack's data folder")
+    chaos = parser.add_argument_group("chaos scenario (embedded stack only)")
+    chaos.add_argument("--chaos-rounds", type=int, default=0, help="0: one per 7 minutes")
+    chaos.add_argument("--postgres-down", type=float, default=20, help="seconds stopped")
+    chaos.add_argument("--redis-down", type=float, default=10, help="seconds stopped")
+    chaos.add_argument("--worker-restart-delay", type=float, default=3, help="seconds")
+    chaos.add_argument("--patience", type=float, default=300, help="seconds a batch is retried")
     args = parser.parse_args(argv)
+    if args.scenario == "chaos" and args.host:
+        parser.error("the chaos scenario starts and breaks its own stack: no --host")
 
     if args.host:
         require_loopback(args.host)
@@ -321,26 +336,55 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or ROOT / "loadtests" / "results" / f"{time.strftime('%Y%m%d-%H%M%S')}-{run_id}"
     out.mkdir(parents=True, exist_ok=True)
     stack_cm: Any = (
-        _given(args.host, args.database_url) if args.host else embedded_stack(out, args.keep)
+        _given(args.host, args.database_url)
+        if args.host
+        else embedded_stack(out, args.keep, STACK_ENV if args.scenario == "chaos" else None)
     )
 
     prefix = f"lt-{run_id}-"
-    with stack_cm as (host, db_url):
+    faults: list[Fault] = []
+    chaos_errors: list[str] = []
+    with stack_cm as (host, db_url, stack):
         search_agents: list[str] = []
         ledger: dict[str, Any] = {"batches": {}, "items": {}, "operations": []}
-        if args.scenario in ("mixed", "search") and args.seed_agents:
+        if args.scenario in ("mixed", "search", "chaos") and args.seed_agents:
             t0 = time.monotonic()
             ledger = seed(host, run_id, args.seed_agents, args.seed_batches, args.seed_turns)
             search_agents = sorted(ledger["batches"])
             drain(db_url, prefix, args.drain_timeout)
             print(f"seeded {sum(ledger['items'].values())} items in {time.monotonic() - t0:.1f}s")
         seed_ops = len(ledger["operations"])
-        run, _ = run_locust(args, host, run_id, search_agents, out)
+        monkey = None
+        if args.scenario == "chaos":
+            seconds = _seconds(args.run_time)
+            faults = schedule(seconds, args.chaos_rounds or max(1, seconds // 420))
+            monkey = ChaosMonkey(
+                stack,
+                host,
+                db_url,
+                run_id,
+                faults,
+                postgres_down=args.postgres_down,
+                redis_down=args.redis_down,
+                worker_restart_delay=args.worker_restart_delay,
+            )
+            monkey.begin()
+        try:
+            run, _ = run_locust(args, host, run_id, search_agents, out)
+        finally:
+            if monkey is not None:
+                monkey.finish()
+                chaos_errors = monkey.errors
         drained = drain(db_url, prefix, args.drain_timeout)
         for key in ("batches", "items"):
             for agent, n in run[key].items():
                 ledger[key][agent] = ledger[key].get(agent, 0) + n
         ledger["operations"] += run["operations"]
+        if faults:
+            probe = f"{prefix}probe"
+            ledger["batches"][probe] = ledger["items"][probe] = sum(f.probe_items for f in faults)
+            ledger["operations"] += [op for f in faults for op in f.probe_operations]
+            backlog_recovery(db_url, prefix, faults)
         check = verify(db_url, prefix, ledger)
         # Lag of the load phase only (the seed ran before it, with nothing else going on).
         run_check = verify(
@@ -379,17 +423,27 @@ def main(argv: list[str] | None = None) -> int:
             k: v for k, v in check.items() if k not in ("lag_seconds", "lag_by_minute")
         },
         "lost_items": len(check["problems"]),
+        "unavailable_503": run.get("unavailable", {}),
     }
+    if args.scenario == "chaos":
+        summary["chaos"] = {
+            "stack_env": STACK_ENV,
+            "faults": [f.report() for f in faults],
+            "errors": chaos_errors,
+        }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     print(report(summary))
     print(f"results: {out}")
     ok = failures == 0 and not check["problems"] and not run["unacknowledged"]
+    if args.scenario == "chaos":
+        recovered = all(f.injected_at and f.recovery.get("pipeline_s") for f in faults)
+        ok = ok and recovered and not chaos_errors
     return 0 if ok else 1
 
 
 @contextmanager
-def _given(host: str, db_url: str) -> Iterator[tuple[str, str]]:
-    yield host.rstrip("/"), db_url
+def _given(host: str, db_url: str) -> Iterator[tuple[str, str, None]]:
+    yield host.rstrip("/"), db_url, None
 
 
 def _memory_gib() -> float:
@@ -431,6 +485,14 @@ def report(s: dict[str, Any]) -> str:
         + ("NO LOST ITEMS" if not v["problems"] else f"{len(v['problems'])} MISMATCHES:")
     )
     lines += [f"  {p}" for p in v["problems"][:20]]
+    if s.get("unavailable_503"):
+        lines.append(f"clear 503s with Retry-After (not failures): {s['unavailable_503']}")
+    for f in s.get("chaos", {}).get("faults", []):
+        lines.append(
+            f"fault {f['kind']} ({f['target']}) at {f['at']}s, down {f['down_seconds']}s: "
+            f"recovery {f['recovery']}"
+        )
+    lines += [f"  chaos error: {e}" for e in s.get("chaos", {}).get("errors", [])]
     return "\n".join(lines)
 
 

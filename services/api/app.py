@@ -14,7 +14,7 @@ from memora.config import Settings, get_settings
 from memora.db.pool import make_pool
 from memora.pipeline.backend import TaskBackend
 from services.api.errors import BodySizeLimit, install_error_handlers
-from services.api.health import CachedCheck, health_router
+from services.api.health import Cached, Check, health_router
 from services.api.metrics import install_metrics
 from services.api.proxy import proxy_router
 from services.api.routes import admin, agents, memories
@@ -54,21 +54,34 @@ def create_app(
 
     app = FastAPI(title="Memora API", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
-    checks = {"database": lambda: _db_check(app)}
+    # Ready = able to make content durable: the database only. With the broker down batches are
+    # still accepted and the reconciler enqueues them once it is back; with no worker they wait
+    # in their queues. Neither takes the write API out of service (docs/operations.md).
+    checks: dict[str, Check] = {"database": lambda: _db_check(app)}
+    informational: dict[str, Check] = {}
+    workers: Cached[int] | None = None
     if backend is None:
         celery = create_celery(settings)
         backend = CeleryBackend(celery)
-        broker = redis.Redis.from_url(settings.broker)
-        checks["broker"] = lambda: bool(broker.ping())
-        checks["workers"] = CachedCheck(lambda: bool(celery.control.ping(timeout=1.0)), ttl=5.0)
+        broker = redis.Redis.from_url(
+            settings.broker,
+            socket_timeout=2,
+            socket_connect_timeout=2,
+        )
+        informational["broker"] = lambda: bool(broker.ping())
+        workers = Cached(lambda: len(celery.control.ping(timeout=1.0)), ttl=5.0, default=0)
     app.state.backend = backend
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.include_router(health_router(checks))
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=settings.max_body_bytes,
+        drain_bytes=settings.max_body_drain_bytes,
+    )
+    app.include_router(health_router(checks, informational=informational, workers=workers))
     app.include_router(memories.router)
     app.include_router(agents.router)
     app.include_router(admin.router)
-    install_metrics(app, "api", queue_depths="broker" in checks)
+    install_metrics(app, "api", queue_depths="broker" in informational, workers=workers)
     if settings.query_url:
         app.include_router(proxy_router(settings.query_url))
     return app

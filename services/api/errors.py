@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import psycopg
@@ -171,47 +172,81 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 class BodySizeLimit:
-    """Rejects bodies over `max_bytes` with 413, whether or not Content-Length is sent."""
+    """Rejects bodies over `max_bytes` with a 413 JSON error, whether or not Content-Length is
+    sent, in a way ordinary clients receive.
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    Most clients (urllib, requests, httpx) send the whole body before they read the answer: a
+    server that answers and closes while the body is still arriving makes the client's kernel
+    see a reset, and the 413 is lost. So the rest of the body is read and discarded (up to
+    `drain_bytes`) before the 413 goes out, with `Connection: close`. A client that sent
+    `Expect: 100-continue` is answered at once: it has not sent the body and will not.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int, drain_bytes: int = 64 * 1024 * 1024) -> None:
+        self.app, self.max_bytes, self.drain_bytes = app, max_bytes, drain_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            expects_answer_first = headers.get(b"expect", b"").lower() == b"100-continue"
+            # A body larger than max_bytes + drain_bytes is not read at all: closed at once.
+            if not expects_answer_first and int(declared) <= self.max_bytes + self.drain_bytes:
+                await self._drain(receive)
             await self._reject(send)
             return
         received = 0
-        too_large = False
+        overflow: _TooLarge | None = None
 
         async def limited() -> Message:
-            nonlocal received, too_large
+            nonlocal received, overflow
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    too_large = True
-                    raise _TooLarge
+                    overflow = _TooLarge(more=bool(message.get("more_body")))
+                    raise overflow
             return message
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
+        async def unless_overflowed(message: Message) -> None:
+            # FastAPI turns an error while reading the body into its own 400: never sent.
+            if overflow is None:
+                await send(message)
+
+        with contextlib.suppress(_TooLarge):
+            await self.app(scope, limited, unless_overflowed)
+        if overflow is not None:
+            if overflow.more:
+                await self._drain(receive)
             await self._reject(send)
+
+    async def _drain(self, receive: Receive) -> None:
+        """Reads and drops the rest of the body, `drain_bytes` at most."""
+        drained = 0
+        while drained <= self.drain_bytes:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            drained += len(message.get("body", b""))
+            if not message.get("more_body"):
+                return
 
     async def _reject(self, send: Send) -> None:
         response = JSONResponse(
             error_body("payload_too_large", f"request body exceeds {self.max_bytes} bytes"),
             status_code=413,
+            headers={"Connection": "close"},
         )
         await response({"type": "http"}, _empty_receive, send)
 
 
 class _TooLarge(Exception):
-    pass
+    def __init__(self, more: bool) -> None:
+        super().__init__("request body too large")
+        self.more = more  # whether the client is still sending
 
 
 async def _empty_receive() -> Message:

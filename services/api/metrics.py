@@ -120,9 +120,16 @@ class Throttled:
             log.warning("metrics refresh failed: %s", exc)
 
 
-def install_metrics(app: FastAPI, service: str, *, queue_depths: bool = False) -> None:
+def install_metrics(
+    app: FastAPI,
+    service: str,
+    *,
+    queue_depths: bool = False,
+    workers: Callable[[], int] | None = None,
+) -> None:
     """Middleware, /metrics and the LLM usage hook. `queue_depths`: also export the broker's
-    queue depths; the write API ("api") also exports operations per state."""
+    queue depths; `workers`: how many Celery workers answer a ping; the write API ("api") also
+    exports operations per state."""
     settings = app.state.settings
     metrics.install_llm_hook(llm.usage)
     app.add_middleware(PrometheusMiddleware, service=service, routes=lambda: app.router.routes)
@@ -150,6 +157,10 @@ def install_metrics(app: FastAPI, service: str, *, queue_depths: bool = False) -
                 settings.metrics_cache_seconds,
             )
         )
+
+    if workers is not None:
+        count_workers = workers
+        refreshers.append(Throttled(lambda: metrics.WORKERS_ANSWERING.set(count_workers()), 0.0))
 
     def metrics_endpoint() -> Response:
         for refresh in refreshers:

@@ -12,6 +12,27 @@ from fastapi import APIRouter, Request, Response
 from services.api.errors import APIError
 
 READ_PATHS = ("search", "world_search", "agent_search", "opinion_search", "think")
+# Hop-by-hop headers (RFC 9110 §7.6.1) and those that describe the body as httpx received it
+# (it decodes content-encoding); every other upstream header reaches the client unchanged.
+NOT_FORWARDED = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "content-encoding",
+    }
+)
+
+
+def forwarded_headers(headers: httpx.Headers) -> dict[str, str]:
+    """The upstream answer's end-to-end headers (Retry-After included)."""
+    return {k: v for k, v in headers.items() if k.lower() not in NOT_FORWARDED}
 
 
 def proxy_router(query_url: str) -> APIRouter:
@@ -32,12 +53,15 @@ def proxy_router(query_url: str) -> APIRouter:
             )
         except httpx.HTTPError as exc:
             raise APIError(
-                503, "query_service_unavailable", f"query service unreachable: {exc}"
+                503,
+                "query_service_unavailable",
+                f"query service unreachable: {exc}",
+                headers={"Retry-After": "5"},
             ) from exc
         return Response(
             upstream.content,
             status_code=upstream.status_code,
-            media_type=upstream.headers.get("content-type"),
+            headers=forwarded_headers(upstream.headers),
         )
 
     for path in READ_PATHS:

@@ -74,7 +74,9 @@ def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None 
         return True
 
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=1024 * 1024)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=1024 * 1024, drain_bytes=settings.max_body_drain_bytes
+    )
     app.include_router(
         health_router({"database": db_ready, "embedder": lambda: hasattr(app.state, "embedder")})
     )

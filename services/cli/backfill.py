@@ -6,22 +6,30 @@
   saved (atomically) every second, on Ctrl-C or SIGTERM, and at the end. A re-run resumes
   there; documents posted twice are harmless (the API answers "unchanged" for identical
   content), so a crash loses nothing and duplicates nothing.
+- The default checkpoint is keyed by target (API URL and a hash of the API key) and by the
+  archive's content (SHA-256, streamed): the same archive posted to another server, or as
+  another tenant, starts from the beginning; a re-run against the same one resumes.
 - Sends `X-Memora-Priority: backfill`: the pipeline runs on the `<stage>.backfill` queues, which
   workers drain after their live queues; it pauses while those queues hold more than
-  `--max-backlog` messages (read from the API's /metrics).
-- Transient failures (connection errors, 5xx) are retried with back-off; a document the API
-  refuses (4xx) is logged to `<checkpoint>.failures.jsonl` and counted, and the run goes on.
+  `--max-backlog` messages (read from the API's /metrics). When the depths cannot be read it
+  says so on stderr and in the summary, posts on without pausing, and keeps trying to read them.
+- Transient failures (connection errors, 408, 429, 5xx) are retried (tenacity): after the
+  `Retry-After` the API sends with a 429 or 503, else with exponential back-off; a document
+  the API refuses (4xx) is logged to `<checkpoint>.failures.jsonl` and counted, and the run
+  goes on.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +44,52 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+from tenacity import wait_exponential as exponential
 
-from memora.backfill import Checkpoint, Document, Format, detect_format, fingerprint, read_documents
+from memora.backfill import (
+    Checkpoint,
+    Document,
+    Format,
+    checkpoint_name,
+    content_hash,
+    detect_format,
+    fingerprint,
+    read_documents,
+    target_of,
+)
 from memora.queues import INGEST_STAGES, queue_for
 
+log = logging.getLogger("memora.backfill")
 TERMINAL = ("completed", "failed", "superseded")
+RETRIED_STATUSES = (408, 429)  # and every 5xx
+MAX_RETRY_AFTER = 300.0  # seconds: a longer Retry-After is waited this long, then retried
 
 
 class BackfillError(Exception):
     """The run cannot go on (the API is unreachable, the archive changed...)."""
+
+
+class _Retryable(Exception):
+    """A transient failure: connection error, 408, 429 or 5xx (with its Retry-After)."""
+
+    def __init__(self, problem: str, retry_after: float | None = None) -> None:
+        super().__init__(problem)
+        self.retry_after = retry_after
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None without one."""
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 @dataclass
@@ -66,6 +111,9 @@ class BackfillOptions:
     wait: bool = False
     progress: bool = True
     timeout: float = 120.0
+    # Who posts: checkpoints are kept per target (target_of(api_url, api_key)).
+    api_key: str | None = None
+    content_sha256: str | None = None  # the archive's content_hash, when already computed
 
 
 @dataclass
@@ -83,6 +131,10 @@ class Summary:
     failed_operations: int = 0
     total_documents: int = 0
     failures_log: str | None = None
+    # "on"; "disabled" (--max-backlog 0); else why the queue depths could not be read
+    backpressure: str = "on"
+    retry_after_waits: int = 0  # 429/503 answers whose Retry-After was waited
+    retry_after_seconds: float = 0.0
 
     @property
     def items_per_second(self) -> float:
@@ -94,11 +146,9 @@ class Summary:
         return data
 
 
-def default_checkpoint(data_dir: Path, archive: Path) -> Path:
-    import hashlib
-
-    key = hashlib.sha1(str(archive.resolve()).encode()).hexdigest()[:12]
-    return data_dir / "backfill" / f"{archive.name}.{key}.checkpoint.json"
+def default_checkpoint(data_dir: Path, archive: Path, target: str, content: str) -> Path:
+    """One checkpoint per target (API URL and key) and archive content (`content_hash`)."""
+    return data_dir / "backfill" / checkpoint_name(archive, target, content)
 
 
 class Backfill:
@@ -113,6 +163,10 @@ class Backfill:
         self.pending_operations: deque[str] = deque()
         self._backlog_checked = 0.0
         self._throttle = options.max_backlog > 0 and not options.dry_run
+        self._backlog_problem = ""
+        self._lock = threading.Lock()
+        if options.max_backlog <= 0:
+            self.summary.backpressure = "disabled (--max-backlog 0)"
         self._queues = {
             queue_for(s, backfill=options.priority == "backfill") for s in INGEST_STAGES
         }
@@ -121,19 +175,37 @@ class Backfill:
     def _checkpoint(self, fmt: Format) -> Checkpoint:
         path, archive = self.o.checkpoint, self.o.path
         current = Checkpoint(
-            str(archive.resolve()), fmt, fingerprint(archive), archive.stat().st_size
+            str(archive.resolve()),
+            fmt,
+            fingerprint(archive),
+            archive.stat().st_size,
+            target=target_of(self.o.api_url, self.o.api_key),
+            content_sha256=self.o.content_sha256 or content_hash(archive),
         )
         saved = None if self.o.restart or self.o.dry_run else Checkpoint.load(path)
         if saved is None:
             return current
+        if saved.target and saved.target != current.target:
+            raise BackfillError(
+                f"the checkpoint {path} is for another target ({saved.target.split()[0]}, or "
+                "another API key); use another --checkpoint (or none: the default is kept per "
+                "target), or --restart"
+            )
+        saved.target = current.target
         if saved.fingerprint != current.fingerprint or saved.size > current.size:
             raise BackfillError(
                 f"{archive} changed since the checkpoint {path} was written; "
                 "run again with --restart to post it from the beginning (nothing is duplicated)"
             )
-        if saved.finished and saved.size == current.size:
+        same = (
+            saved.content_sha256 == current.content_sha256
+            if saved.content_sha256
+            else saved.size == current.size
+        )
+        if saved.finished and same:
             self.summary.already_complete = True
         saved.size, saved.finished = current.size, False
+        saved.content_sha256 = current.content_sha256
         return saved
 
     # ------------------------------------------------------------------------ posting
@@ -145,26 +217,50 @@ class Backfill:
             "items": [i.model_dump(mode="json", exclude_none=True) for i in doc.items],
         }
         headers = {"X-Memora-Priority": self.o.priority}
-        delay, problem = 0.5, ""
-        for attempt in range(self.o.retries + 1):
-            if attempt:
-                if self.stop.wait(delay):
-                    break
-                delay = min(delay * 2, 30.0)
+
+        def attempt() -> tuple[str, str | None, str | None]:
             try:
                 r = self.client.post("/api/memories/batch", json=body, headers=headers)
             except httpx.TransportError as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-                continue
+                raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
             if r.status_code == 200:
                 answer = r.json()
                 return str(answer["status"]), str(answer["operation_id"]), None
             if r.status_code in (401, 403):  # every other document would fail the same way
                 raise BackfillError(f"the API refused the key: HTTP {r.status_code} {r.text[:200]}")
-            if r.status_code < 500 and r.status_code not in (408, 429):
-                return "failed", None, f"HTTP {r.status_code}: {r.text[:500]}"
-            problem = f"HTTP {r.status_code}: {r.text[:200]}"
-        raise BackfillError(f"cannot post {doc.document_id!r}: {problem}")
+            if r.status_code >= 500 or r.status_code in RETRIED_STATUSES:
+                wait = retry_after(r) if r.status_code in (429, 503) else None
+                raise _Retryable(f"HTTP {r.status_code}: {r.text[:200]}", wait)
+            return "failed", None, f"HTTP {r.status_code}: {r.text[:500]}"
+
+        retrying = Retrying(
+            retry=retry_if_exception_type(_Retryable),
+            stop=stop_after_attempt(self.o.retries + 1),
+            wait=self._wait,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except _Retryable as exc:
+            raise BackfillError(f"cannot post {doc.document_id!r}: {exc}") from exc
+
+    _backoff = exponential(multiplier=0.5, max=30.0)
+
+    def _wait(self, state: RetryCallState) -> float:
+        """The server's Retry-After when it sent one (capped), else exponential back-off."""
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            wait = min(exc.retry_after, MAX_RETRY_AFTER)
+            with self._lock:
+                self.summary.retry_after_waits += 1
+                self.summary.retry_after_seconds += wait
+            return wait
+        return float(self._backoff(state))
+
+    def _sleep(self, seconds: float) -> None:
+        if self.stop.wait(seconds):
+            raise BackfillError("stopped while waiting to retry")
 
     def _settle(
         self,
@@ -203,20 +299,30 @@ class Backfill:
 
     # ------------------------------------------------------------------------ backpressure
     def backlog(self) -> int | None:
-        """Messages waiting on the backfill queues, from the API's /metrics (None: unknown)."""
+        """Messages waiting on the backfill queues, from the API's /metrics; None when they
+        cannot be read (the reason is left in `_backlog_problem`)."""
         try:
             r = self.client.get("/metrics")
-        except httpx.HTTPError:
+        except httpx.HTTPError as exc:
+            self._backlog_problem = f"GET /metrics failed: {type(exc).__name__}: {exc}"
             return None
         if r.status_code != 200:
+            self._backlog_problem = f"GET /metrics answered HTTP {r.status_code}"
             return None
-        total = 0
-        for family in text_string_to_metric_families(r.text):
-            if family.name == "memora_queue_depth":
-                total += int(
-                    sum(s.value for s in family.samples if s.labels.get("queue") in self._queues)
-                )
-        return total
+        depths = [
+            s.value
+            for family in text_string_to_metric_families(r.text)
+            if family.name == "memora_queue_depth"
+            for s in family.samples
+            if s.labels.get("queue") in self._queues
+        ]
+        if not depths:
+            self._backlog_problem = (
+                "the API's /metrics has no memora_queue_depth for the backfill queues "
+                "(an API without a broker, or one that cannot reach it)"
+            )
+            return None
+        return int(sum(depths))
 
     def _wait_for_backlog(self, progress: Progress, task: Any) -> None:
         if not self._throttle or time.monotonic() - self._backlog_checked < 2.0:
@@ -225,12 +331,27 @@ class Backfill:
         while not self.stop.is_set():
             depth = self.backlog()
             if depth is None:
-                self._throttle = False  # an API without /metrics: post without pausing
+                self._backpressure_lost(progress)
                 return
+            if self.summary.backpressure != "on":
+                progress.console.print("[green]queue depths readable again: backpressure on[/]")
+                self.summary.backpressure = "on"
             if depth <= self.o.max_backlog:
                 return
             progress.update(task, description=f"paused: {depth} messages queued")
             time.sleep(2.0)
+
+    def _backpressure_lost(self, progress: Progress) -> None:
+        """Loudly: posting goes on without pausing, which may flood the backfill queues."""
+        problem = f"off: {self._backlog_problem}"
+        if self.summary.backpressure != problem:
+            progress.console.print(
+                f"[bold yellow]warning: cannot read the backfill queue depths[/] "
+                f"({self._backlog_problem}); posting WITHOUT backpressure (--max-backlog "
+                f"{self.o.max_backlog} is not enforced) until they can be read again"
+            )
+            log.warning("backfill backpressure off: %s", self._backlog_problem)
+        self.summary.backpressure = problem
 
     # ------------------------------------------------------------------------ run
     def run(self) -> Summary:
@@ -385,7 +506,15 @@ def print_summary(console: Console, summary: Summary, checkpoint: Path) -> None:
         ("skipped messages", f"{summary.skipped_items:,}"),
         ("elapsed", f"{summary.seconds:,.1f} s"),
         ("throughput", f"{summary.items_per_second:,.1f} items/s"),
+        ("backpressure", summary.backpressure),
     ]
+    if summary.retry_after_waits:
+        rows.append(
+            (
+                "Retry-After honoured",
+                f"{summary.retry_after_waits:,} × ({summary.retry_after_seconds:,.0f} s)",
+            )
+        )
     if summary.resumed_at:
         rows.append(("resumed after", f"{summary.resumed_at:,} documents"))
     if summary.searchable_seconds is not None:
@@ -396,6 +525,8 @@ def print_summary(console: Console, summary: Summary, checkpoint: Path) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    if summary.backpressure.startswith("off"):
+        console.print(f"[bold yellow]warning[/]: backpressure was {summary.backpressure}")
     if summary.interrupted:
         console.print(f"[yellow]interrupted[/]: run the same command to resume ({checkpoint})")
 

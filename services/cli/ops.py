@@ -26,7 +26,10 @@ console = Console(stderr=True)
 def backfill(
     path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="the archive")],
     api: Annotated[
-        str | None, typer.Option(help="write API base URL (default http://MEMORA_HOST:MEMORA_PORT)")
+        str | None,
+        typer.Option(
+            help="write API base URL (env MEMORA_API_URL; default http://MEMORA_HOST:MEMORA_PORT)"
+        ),
     ] = None,
     fmt: Annotated[
         str, typer.Option("--format", help="auto, jsonl (messages or conversations) or locomo")
@@ -35,7 +38,11 @@ def backfill(
         str | None, typer.Option(help="store everything for this agent (default: the archive's)")
     ] = None,
     checkpoint: Annotated[
-        Path | None, typer.Option(help="checkpoint file (default under MEMORA_DATA_DIR/backfill)")
+        Path | None,
+        typer.Option(
+            help="checkpoint file (default: MEMORA_DATA_DIR/backfill/, one per API URL, API key "
+            "and archive content)"
+        ),
     ] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="requests in flight")] = 4,
     max_items: Annotated[
@@ -56,10 +63,11 @@ def backfill(
     ] = False,
     api_key: Annotated[
         str | None,
-        typer.Option(envvar="MEMORA_API_KEY", help="API key (when the API requires one)"),
+        typer.Option(help="API key, when the API requires one (env MEMORA_API_KEY)"),
     ] = None,
 ) -> None:
     """Stream a conversation archive into Memora on the backfill queues; resumable, idempotent."""
+    from memora.backfill import content_hash, target_of
     from services.cli.backfill import (
         Backfill,
         BackfillError,
@@ -74,10 +82,19 @@ def backfill(
     if priority not in ("backfill", "live"):
         raise typer.BadParameter("--priority must be backfill or live")
     settings = Settings()
+    api_url = api or settings.resolved_api_url
+    api_key = api_key or (settings.api_key.get_secret_value() if settings.api_key else None)
+    content = content_hash(path)  # streamed; the checkpoint is kept per archive content
+    if checkpoint is None:
+        checkpoint = default_checkpoint(
+            settings.data_dir, path, target_of(api_url, api_key), content
+        )
     options = BackfillOptions(
         path=path,
-        api_url=api or f"http://{settings.host}:{settings.port}",
-        checkpoint=checkpoint or default_checkpoint(settings.data_dir, path),
+        api_url=api_url,
+        api_key=api_key,
+        content_sha256=content,
+        checkpoint=checkpoint,
         fmt=None if fmt == "auto" else fmt,  # type: ignore[arg-type]
         agent=agent,
         priority=priority,

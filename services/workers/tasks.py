@@ -82,7 +82,18 @@ class StageTask(Task):
     def on_retry(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
-        pipeline().record_failure(self.stage, UUID(args[0]), _describe(exc), final=False)
+        # The retry is already enqueued; recording its error is best effort. Raising here (the
+        # database is down, the usual cause of the retry) would make Celery fail the task for
+        # good and mark the operation failed although its retry is pending.
+        try:
+            pipeline().record_failure(self.stage, UUID(args[0]), _describe(exc), final=False)
+        except Exception as record_exc:
+            log.warning(
+                "stage %s of operation %s will be retried; its error could not be recorded: %s",
+                self.stage.value,
+                args[0],
+                record_exc,
+            )
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any

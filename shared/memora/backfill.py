@@ -333,6 +333,29 @@ def fingerprint(path: Path, size: int = 1 << 20) -> str:
         return hashlib.sha256(handle.read(size)).hexdigest()
 
 
+def content_hash(path: Path) -> str:
+    """SHA-256 of the whole file, read in chunks (memory stays flat)."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def target_of(api_url: str, api_key: str | None) -> str:
+    """Where a backfill posts: the API's URL and who posts (a one-way hash of the API key,
+    never the key itself), so that a checkpoint never carries over to another server or
+    tenant."""
+    url = api_url.strip().rstrip("/").lower()
+    if not api_key:
+        return f"{url} anonymous"
+    digest = hashlib.sha256(b"memora-backfill-target\0" + api_key.encode()).hexdigest()
+    return f"{url} key:{digest[:16]}"
+
+
+def checkpoint_name(archive: Path, target: str, content: str) -> str:
+    """The default checkpoint file's name: one per (target, archive content)."""
+    key = hashlib.sha256(f"{target}\n{content}".encode()).hexdigest()[:16]
+    return f"{archive.name}.{key}.checkpoint.json"
+
+
 @dataclass
 class Checkpoint:
     """A backfill's progress, saved atomically: which documents are done and the counts."""
@@ -342,6 +365,8 @@ class Checkpoint:
     fingerprint: str
     size: int
     resume: Position | None = None
+    target: str = ""  # target_of(): checkpoints written before it had none
+    content_sha256: str = ""
     documents: int = 0
     items: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     query_port: int = 8081
     # Where the write API forwards read routes (search, think); unset = no forwarding.
     query_url: str | None = None
+    # The write API the CLI's HTTP clients talk to (`memora backfill`); unset: http://host:port
+    api_url: str | None = None
+    api_key: SecretStr | None = None  # the key they send, when the API requires one
     # shared_buffers of the embedded PostgreSQL (when database_url is unset)
     embedded_pg_shared_buffers: str = "1GB"
     db_pool_min: int = 1
@@ -73,6 +76,10 @@ class Settings(BaseSettings):
 
     # --- input limits ----------------------------------------------------------------------
     max_body_bytes: int = 10 * 1024 * 1024
+    # A body over max_body_bytes is read and discarded up to this many bytes more before the
+    # 413 is sent, so that clients which send the whole body before reading (urllib, requests,
+    # httpx) get the 413 instead of a reset connection; beyond it the connection is closed.
+    max_body_drain_bytes: int = 64 * 1024 * 1024
     max_items_per_batch: int = 1000
     max_content_chars: int = 200_000
 
@@ -155,7 +162,7 @@ class Settings(BaseSettings):
     # Where the counters live; unset: the broker's Redis ("memory://" counts per process).
     rate_limit_storage_url: str | None = None
 
-    @field_validator("admin_key", mode="before")
+    @field_validator("admin_key", "api_key", mode="before")
     @classmethod
     def _unset_if_empty(cls, value: object) -> object:
         return None if value == "" else value
@@ -191,6 +198,10 @@ class Settings(BaseSettings):
     def broker(self) -> str:
         """The broker's URL, or the local default when none is configured."""
         return self.broker_url or DEFAULT_BROKER_URL
+
+    @property
+    def resolved_api_url(self) -> str:
+        return self.api_url or f"http://{self.host}:{self.port}"
 
     def require_database_url(self) -> str:
         if not self.database_url:

@@ -122,6 +122,12 @@ OLDEST_ACTIVE_AGE = Gauge(
     namespace=NAMESPACE,
     multiprocess_mode="mostrecent",
 )
+WORKERS_ANSWERING = Gauge(
+    "workers_answering",
+    "Celery workers that answered the write API's ping (read at scrape time, cached 5 s)",
+    namespace=NAMESPACE,
+    multiprocess_mode="mostrecent",
+)
 
 # --------------------------------------------------------------------------- ingestion
 INGEST_DOCUMENTS = Counter(
