@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 import redis
 from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
+from starlette.middleware.gzip import GZipMiddleware
 
 from memora.config import Settings, get_settings
 from memora.db.pool import make_pool
@@ -15,7 +16,8 @@ from memora.pipeline.backend import TaskBackend
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import CachedCheck, health_router
 from services.api.metrics import install_metrics
-from services.api.routes import admin, agents, memories
+from services.api.routes import admin, agents, graph, memories, operations, queues
+from services.api.webapp import install_ui
 
 
 def _db_check(app: FastAPI) -> bool:
@@ -59,13 +61,19 @@ def create_app(
         broker = redis.Redis.from_url(settings.broker_url or "redis://127.0.0.1:6379/0")
         checks["broker"] = lambda: bool(broker.ping())
         checks["workers"] = CachedCheck(lambda: bool(celery.control.ping(timeout=1.0)), ttl=5.0)
+        app.state.celery, app.state.broker = celery, broker
     app.state.backend = backend
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.include_router(health_router(checks))
     app.include_router(memories.router)
     app.include_router(agents.router)
     app.include_router(admin.router)
+    app.include_router(graph.router)
+    app.include_router(operations.router)
+    app.include_router(queues.router)
+    install_ui(app)
     install_metrics(app, "api", queue_depths="broker" in checks)
     if settings.query_url:
         from services.api.proxy import proxy_router
