@@ -20,6 +20,7 @@ router = APIRouter(prefix="/api", tags=["graph"], responses=error_responses(*AUT
 AgentPath = Annotated[str, Path(pattern=AGENT_ID_PATTERN)]
 FactType = Literal["world", "agent", "opinion"]
 LinkType = Literal["temporal", "semantic", "entity", "causes", "caused_by", "enables", "prevents"]
+NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
 Moment = Annotated[datetime | None, AfterValidator(aware)]
 
 
@@ -99,9 +100,12 @@ def get_graph(
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     fact_type: Annotated[list[FactType] | None, Query()] = None,
     link_type: Annotated[list[LinkType] | None, Query()] = None,
-    q: Annotated[str | None, Query(max_length=500, description="seed by a keyword search")] = None,
+    q: Annotated[
+        str | None, Query(max_length=500, pattern=NO_NUL, description="seed by a keyword search")
+    ] = None,
     entity: Annotated[
-        str | None, Query(max_length=300, description="seed by an entity (id or name)")
+        str | None,
+        Query(max_length=300, pattern=NO_NUL, description="seed by an entity (id or name)"),
     ] = None,
     depth: Annotated[int, Query(ge=0, le=graph.MAX_DEPTH)] = 1,
     since: Moment = None,
