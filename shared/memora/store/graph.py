@@ -13,12 +13,14 @@ appear again on later pages; clients merge by id.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from psycopg import Connection
+from psycopg.rows import tuple_row
 
 from memora.retrieval.keyword import KeywordIndex
 
@@ -29,7 +31,7 @@ FANOUT = 8
 EDGES_PER_NODE = 4
 LABEL_CHARS = 80
 MAX_TEXT_SEEDS = 2000  # a text seeds at most this many matches, over all pages
-KEYWORD_MATCH_BUDGET = 5000
+KEYWORD_MATCH_BUDGET = 1000  # as the keyword retriever (MEMORA_KEYWORD_MATCH_BUDGET)
 SYMMETRIC = ("temporal", "semantic", "entity")
 
 Cursor = tuple[datetime, UUID] | int
@@ -140,67 +142,70 @@ def _units(conn: Connection[Any], q: GraphQuery, ids: list[UUID]) -> list[dict[s
     ).fetchall()
 
 
-def _neighbours(conn: Connection[Any], q: GraphQuery, frontier: list[UUID]) -> list[UUID]:
-    """The targets of each frontier unit's FANOUT strongest links, strongest first."""
-    type_filter = "AND link_type = ANY(%(types)s)" if q.link_types else ""
-    rows = conn.execute(
-        f"""
-        SELECT l.to_unit FROM unnest(%(frontier)s::uuid[]) AS f(id)
-        CROSS JOIN LATERAL (
-            SELECT to_unit, weight FROM memory_links
-            WHERE from_unit = f.id {type_filter}
-            ORDER BY weight DESC LIMIT %(fanout)s) l
-        ORDER BY l.weight DESC
-        """,
-        {"frontier": frontier, "types": list(q.link_types), "fanout": FANOUT},
-    ).fetchall()
-    return list(dict.fromkeys(r["to_unit"] for r in rows))
+Link = tuple[UUID, UUID, str, float]  # from, to, type, weight
 
 
-def _edges(conn: Connection[Any], q: GraphQuery, ids: list[UUID]) -> list[dict[str, Any]]:
-    """Links among the page's units, strongest first; a symmetric pair counts once."""
+def _links_from(conn: Connection[Any], q: GraphQuery, ids: list[UUID]) -> dict[UUID, list[Link]]:
+    """Every link out of these units, strongest first per unit, read from the links index
+    alone (idx_memory_links_strongest holds from, weight, to and type)."""
     type_filter = "AND l.link_type = ANY(%(types)s)" if q.link_types else ""
-    return conn.execute(
-        f"""
-        SELECT l.from_unit AS source, l.to_unit AS target, l.link_type AS type,
-               round(l.weight::numeric, 3)::float8 AS weight
-        FROM memory_links l
-        WHERE l.from_unit = ANY(%(ids)s) AND l.to_unit = ANY(%(ids)s) {type_filter}
-          AND (l.link_type <> ALL(%(symmetric)s) OR l.from_unit < l.to_unit)
-        ORDER BY l.weight DESC LIMIT %(cap)s
-        """,
-        {
-            "ids": ids,
-            "types": list(q.link_types),
-            "symmetric": list(SYMMETRIC),
-            "cap": EDGES_PER_NODE * len(ids) + 1,
-        },
-    ).fetchall()
+    out: dict[UUID, list[Link]] = {unit: [] for unit in ids}
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(
+            f"""
+            SELECT l.from_unit, l.to_unit, l.link_type, l.weight
+            FROM unnest(%(ids)s::uuid[]) AS f(id)
+            JOIN memory_links l ON l.from_unit = f.id {type_filter}
+            ORDER BY l.from_unit, l.weight DESC
+            """,
+            {"ids": ids, "types": list(q.link_types)},
+        )
+        for link in cur:
+            out[link[0]].append(link)
+    return out
+
+
+def _strongest_targets(links: dict[UUID, list[Link]], frontier: list[UUID]) -> list[UUID]:
+    """The targets of each frontier unit's FANOUT strongest links, strongest first."""
+    chosen = [link for unit in frontier for link in links[unit][:FANOUT]]
+    chosen.sort(key=lambda link: -link[3])
+    return list(dict.fromkeys(link[1] for link in chosen))
+
+
+def _edges(links: dict[UUID, list[Link]], units: set[UUID], cap: int) -> tuple[list[Link], bool]:
+    """Links among the units, strongest first, at most `cap`; a symmetric pair counts once.
+    And whether some were left out."""
+    kept = [
+        link
+        for out in links.values()
+        for link in out
+        if link[1] in units and (link[2] not in SYMMETRIC or link[0] < link[1])
+    ]
+    kept.sort(key=lambda link: -link[3])
+    return kept[:cap], len(kept) > cap
 
 
 def _entities(
     conn: Connection[Any], agent_key: str, ids: list[UUID], n: int, must: UUID | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The entities the units mention most (and `must`), and their mention edges."""
+) -> tuple[list[dict[str, Any]], list[tuple[UUID, UUID]]]:
+    """The `n` entities the units mention most (`must` first), and their mention edges."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        pairs: list[tuple[UUID, UUID]] = cur.execute(
+            "SELECT unit_id, entity_id FROM unit_entities WHERE unit_id = ANY(%s)", (ids,)
+        ).fetchall()
+    counts = Counter(entity for _, entity in pairs)
+    top = sorted(counts, key=lambda e: (e != must, -counts[e], e))[:n]
+    if not top:
+        return [], []
     chosen = conn.execute(
-        """
-        SELECT e.id, e.canonical_name AS label, e.entity_type, e.mention_count
-        FROM entities e JOIN (
-            SELECT entity_id, count(*) AS n FROM unit_entities
-            WHERE unit_id = ANY(%(ids)s) GROUP BY entity_id
-            ORDER BY (entity_id = %(must)s) DESC NULLS LAST, count(*) DESC, entity_id
-            LIMIT %(n)s) top ON top.entity_id = e.id
-        WHERE e.agent_id = %(agent)s
-        ORDER BY top.n DESC, e.id
-        """,
-        {"ids": ids, "n": n, "must": must, "agent": agent_key},
+        "SELECT id, canonical_name AS label, entity_type, mention_count FROM entities "
+        "WHERE id = ANY(%s) AND agent_id = %s",
+        (top, agent_key),
     ).fetchall()
-    mentions = conn.execute(
-        "SELECT unit_id AS source, entity_id AS target FROM unit_entities "
-        "WHERE unit_id = ANY(%(ids)s) AND entity_id = ANY(%(entities)s)",
-        {"ids": ids, "entities": [e["id"] for e in chosen]},
-    ).fetchall()
-    return chosen, mentions
+    order = {entity: i for i, entity in enumerate(top)}
+    chosen.sort(key=lambda e: order[e["id"]])
+    kept = {e["id"] for e in chosen}
+    return chosen, [(unit, entity) for unit, entity in pairs if entity in kept]
 
 
 def find_entity(conn: Connection[Any], agent_key: str, entity: str) -> dict[str, Any] | None:
@@ -251,22 +256,23 @@ def subgraph(
             page.next_cursor = (seeds[-1]["event_date"], seeds[-1]["id"])
 
     units = {r["id"]: r for r in seeds}
+    links = _links_from(conn, q, list(units))
     frontier = list(units)
     for _ in range(q.depth):
         if not frontier or len(units) >= unit_budget:
             break
-        fresh = [u for u in _neighbours(conn, q, frontier) if u not in units]
+        fresh = [u for u in _strongest_targets(links, frontier) if u not in units]
         room = unit_budget - len(units)
         page.truncated = page.truncated or len(fresh) > room
         found = _units(conn, q, fresh[:room])
         units.update((r["id"], r) for r in found)
         frontier = [r["id"] for r in found]
+        # the links of the new units: to expand them next, and for the edges among all
+        links.update(_links_from(conn, q, frontier))
 
     ids = list(units)
-    edges = _edges(conn, q, ids) if ids else []
-    if len(edges) > EDGES_PER_NODE * len(ids):
-        edges = edges[:-1]
-        page.truncated = True
+    edges, cut = _edges(links, set(ids), EDGES_PER_NODE * len(ids))
+    page.truncated = page.truncated or cut
     page.nodes = [
         {
             "id": r["id"],
@@ -277,7 +283,10 @@ def subgraph(
         }
         for r in units.values()
     ]
-    page.edges = edges
+    page.edges = [
+        {"source": a, "target": b, "type": kind, "weight": round(weight, 3)}
+        for a, b, kind, weight in edges
+    ]
     if ids and entity_budget:
         ents, mentions = _entities(conn, q.agent_key, ids, entity_budget, entity_id)
         page.nodes += [
@@ -290,7 +299,10 @@ def subgraph(
             }
             for e in ents
         ]
-        page.edges += [{**m, "type": "mentions", "weight": 1.0} for m in mentions]
+        page.edges += [
+            {"source": unit, "target": entity, "type": "mentions", "weight": 1.0}
+            for unit, entity in mentions
+        ]
     return page
 
 
