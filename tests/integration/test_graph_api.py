@@ -196,3 +196,15 @@ def test_tenants_see_only_their_own_graph(auth_api: Any) -> None:  # noqa: F811
     sizes = auth_api.get("/api/graph/agents", headers=a.headers).json()["agents"]
     assert [s["agent_id"] for s in sizes] == ["shared-name"] and sizes[0]["memories"] > 0
     assert auth_api.get("/api/graph/agents", headers=b.headers).json()["agents"] == []
+
+
+def test_ui_is_served_from_the_package(inline_api: Any) -> None:
+    page = inline_api.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert '<script src="/ui/app.js">' in page.text
+    script = inline_api.get("/ui/app.js", headers={"Accept-Encoding": "gzip"})
+    assert script.status_code == 200 and script.headers["content-encoding"] == "gzip"
+    assert "cytoscape" in script.text
+    assert inline_api.get("/ui/app.css").status_code == 200
+    assert inline_api.get("/ui/missing.js").status_code == 404
