@@ -125,23 +125,28 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=350)
     parser.add_argument("--warmup", type=int, default=35)
     parser.add_argument(
+        "--data-dir", type=Path, help="reuse a data directory an earlier run loaded (one size)"
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "graph_latency.json"
     )
     args = parser.parse_args()
-    embedder = Embedder(Settings().embedding_model, torch_threads=2)
+    embedder = None if args.data_dir else Embedder(Settings().embedding_model, torch_threads=2)
     report: dict[str, Any] = {}
     for n in args.sizes:
-        settings = Settings(
-            data_dir=Path(tempfile.mkdtemp(prefix=f"memora-graph-{n}-")), port=free_port()
-        )
+        reuse = args.data_dir is not None and (args.data_dir / "pgdata").is_dir()
+        data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix=f"memora-graph-{n}-"))
+        settings = Settings(data_dir=data_dir, port=free_port())
         stack = Stack(settings, workers={}, with_query=False, with_beat=False,
                       log_dir=settings.data_dir / "logs")  # fmt: skip
         try:
             stack.start_infrastructure()
-            started = time.monotonic()
-            load(settings.require_database_url(), n, embedder)
-            add_mentions(settings.require_database_url())
-            print(f"{n} memories loaded in {time.monotonic() - started:.0f}s")
+            if not reuse:
+                started = time.monotonic()
+                assert embedder is not None
+                load(settings.require_database_url(), n, embedder)
+                add_mentions(settings.require_database_url())
+                print(f"{n} memories loaded in {time.monotonic() - started:.0f}s")
             stack.start()  # infrastructure is up: this starts the write API only
             wait_live(f"http://{settings.host}:{settings.port}", stack)
             result = measure(f"http://{settings.host}:{settings.port}", args.requests, args.warmup)

@@ -73,7 +73,7 @@ class GraphPage:
     truncated: bool = False  # nodes or edges were left out to stay within the bounds
 
 
-_UNIT_COLUMNS = "u.id, left(u.text, %(label)s) AS label, u.fact_type, u.event_date"
+_UNIT_COLUMNS = "u.id::text AS id, left(u.text, %(label)s) AS label, u.fact_type, u.event_date"
 
 
 def _seed_count(q: GraphQuery, unit_budget: int) -> int:
@@ -125,54 +125,56 @@ def _text_seeds(
     wanted = min(offset + n, MAX_TEXT_SEEDS)
     fact_types = list(q.fact_types) or ["world", "agent", "opinion"]
     ranked = index.search(conn, q.agent_key, fact_types, stats, wanted, KEYWORD_MATCH_BUDGET)
-    ids = [unit_id for unit_id, _ in ranked[offset:wanted]]
+    ids = [str(unit_id) for unit_id, _ in ranked[offset:wanted]]
     rows = _units(conn, q, ids)
     order = {unit_id: i for i, unit_id in enumerate(ids)}
     rows.sort(key=lambda r: order[r["id"]])
     return rows, len(ranked) == wanted and wanted < MAX_TEXT_SEEDS
 
 
-def _units(conn: Connection[Any], q: GraphQuery, ids: list[UUID]) -> list[dict[str, Any]]:
+def _units(conn: Connection[Any], q: GraphQuery, ids: list[str]) -> list[dict[str, Any]]:
     if not ids:
         return []
     where, params = q.unit_filter()
     return conn.execute(
-        f"SELECT {_UNIT_COLUMNS} FROM memory_units u WHERE u.id = ANY(%(ids)s) AND {where}",
+        f"SELECT {_UNIT_COLUMNS} FROM memory_units u WHERE u.id = ANY(%(ids)s::uuid[]) AND {where}",
         params | {"ids": ids, "label": LABEL_CHARS},
     ).fetchall()
 
 
-Link = tuple[UUID, UUID, str, float]  # from, to, type, weight
+# Unit and entity ids are handled as text here: a page holds thousands of them, and strings
+# hash and compare far faster than uuid.UUID objects (same order: canonical lower-case hex).
+Link = tuple[str, str, str, float]  # from, to, type, weight
 
 
-def _links_from(conn: Connection[Any], q: GraphQuery, ids: list[UUID]) -> dict[UUID, list[Link]]:
+def _links_from(conn: Connection[Any], q: GraphQuery, ids: list[str]) -> dict[str, list[Link]]:
     """Every link out of these units, strongest first per unit, read from the links index
     alone (idx_memory_links_strongest holds from, weight, to and type)."""
     type_filter = "AND l.link_type = ANY(%(types)s)" if q.link_types else ""
-    out: dict[UUID, list[Link]] = {unit: [] for unit in ids}
+    out: dict[str, list[Link]] = {unit: [] for unit in ids}
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(
             f"""
-            SELECT l.from_unit, l.to_unit, l.link_type, l.weight
+            SELECT l.from_unit::text, l.to_unit::text, l.link_type, l.weight
             FROM unnest(%(ids)s::uuid[]) AS f(id)
             JOIN memory_links l ON l.from_unit = f.id {type_filter}
             ORDER BY l.from_unit, l.weight DESC
             """,
             {"ids": ids, "types": list(q.link_types)},
         )
-        for link in cur:
+        for link in cur.fetchall():
             out[link[0]].append(link)
     return out
 
 
-def _strongest_targets(links: dict[UUID, list[Link]], frontier: list[UUID]) -> list[UUID]:
+def _strongest_targets(links: dict[str, list[Link]], frontier: list[str]) -> list[str]:
     """The targets of each frontier unit's FANOUT strongest links, strongest first."""
     chosen = [link for unit in frontier for link in links[unit][:FANOUT]]
     chosen.sort(key=lambda link: -link[3])
     return list(dict.fromkeys(link[1] for link in chosen))
 
 
-def _edges(links: dict[UUID, list[Link]], units: set[UUID], cap: int) -> tuple[list[Link], bool]:
+def _edges(links: dict[str, list[Link]], units: set[str], cap: int) -> tuple[list[Link], bool]:
     """Links among the units, strongest first, at most `cap`; a symmetric pair counts once.
     And whether some were left out."""
     kept = [
@@ -186,20 +188,23 @@ def _edges(links: dict[UUID, list[Link]], units: set[UUID], cap: int) -> tuple[l
 
 
 def _entities(
-    conn: Connection[Any], agent_key: str, ids: list[UUID], n: int, must: UUID | None
-) -> tuple[list[dict[str, Any]], list[tuple[UUID, UUID]]]:
+    conn: Connection[Any], agent_key: str, ids: list[str], n: int, must: UUID | None
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """The `n` entities the units mention most (`must` first), and their mention edges."""
     with conn.cursor(row_factory=tuple_row) as cur:
-        pairs: list[tuple[UUID, UUID]] = cur.execute(
-            "SELECT unit_id, entity_id FROM unit_entities WHERE unit_id = ANY(%s)", (ids,)
+        pairs: list[tuple[str, str]] = cur.execute(
+            "SELECT unit_id::text, entity_id::text FROM unit_entities "
+            "WHERE unit_id = ANY(%s::uuid[])",
+            (ids,),
         ).fetchall()
     counts = Counter(entity for _, entity in pairs)
-    top = sorted(counts, key=lambda e: (e != must, -counts[e], e))[:n]
+    first = str(must) if must is not None else None
+    top = sorted(counts, key=lambda e: (e != first, -counts[e], e))[:n]
     if not top:
         return [], []
     chosen = conn.execute(
-        "SELECT id, canonical_name AS label, entity_type, mention_count FROM entities "
-        "WHERE id = ANY(%s) AND agent_id = %s",
+        "SELECT id::text AS id, canonical_name AS label, entity_type, mention_count FROM entities "
+        "WHERE id = ANY(%s::uuid[]) AND agent_id = %s",
         (top, agent_key),
     ).fetchall()
     order = {entity: i for i, entity in enumerate(top)}
@@ -253,7 +258,7 @@ def subgraph(
             seeds = _recent_seeds(conn, q, after, n_seeds + 1)
         if len(seeds) > n_seeds:
             seeds = seeds[:n_seeds]
-            page.next_cursor = (seeds[-1]["event_date"], seeds[-1]["id"])
+            page.next_cursor = (seeds[-1]["event_date"], UUID(seeds[-1]["id"]))
 
     units = {r["id"]: r for r in seeds}
     links = _links_from(conn, q, list(units))
