@@ -8,7 +8,9 @@ The write API in its own process (uvicorn, as `memora serve` runs it) on the emb
 PostgreSQL; one client sends requests one after another over HTTP with gzip, cycling through
 the UI's kinds of request: the newest 500 nodes one hop out, the next page by cursor, seeded by
 a keyword search, seeded by an entity, filtered by fact type and by link type, and two hops
-out. Reports p50/p95/p99 per kind and overall, node and edge counts, and bytes on the wire.
+out. Reports p50/p95/p99 per kind and overall, node and edge counts, bytes on the wire, and the
+CPU time the API process and PostgreSQL spent per request (what the latency comes down to on
+an idle machine; on a shared one the wall-clock figures include waiting for a core).
 """
 
 from __future__ import annotations
@@ -64,6 +66,30 @@ def wait_live(base: str, stack: Stack, timeout: float = 120.0) -> None:
     raise TimeoutError(f"the API did not start within {timeout:.0f}s")
 
 
+def cpu_ms(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far, in ms (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def server_pids(stack: Stack) -> list[int]:
+    """The API process and PostgreSQL's server processes (its backends among them)."""
+    assert stack.postgres is not None
+    postmaster = int((stack.postgres.pgdata / "postmaster.pid").read_text().split()[0])
+    children = [
+        int(stat.parent.name)
+        for stat in Path("/proc").glob("[0-9]*/stat")
+        if stat.read_text().rsplit(")", 1)[1].split()[1] == str(postmaster)
+    ]
+    return [stack.processes["api"].pid, postmaster, *children]
+
+
 def kinds(rng: random.Random, cursor: str | None) -> list[tuple[str, dict[str, Any]]]:
     base = {"agent_id": AGENT, "limit": 500}
     word = rng.choice(DOING).split()[-1]
@@ -78,7 +104,7 @@ def kinds(rng: random.Random, cursor: str | None) -> list[tuple[str, dict[str, A
     ]
 
 
-def measure(base: str, requests: int, warmup: int) -> dict[str, Any]:
+def measure(base: str, requests: int, warmup: int, pids: list[int]) -> dict[str, Any]:
     rng = random.Random(5)
     per_kind: dict[str, list[float]] = {}
     sizes: dict[str, list[tuple[int, int, int, int]]] = {}
@@ -87,6 +113,8 @@ def measure(base: str, requests: int, warmup: int) -> dict[str, Any]:
         cursor = first["next_cursor"]
         for i in range(requests + warmup):
             name, params = kinds(rng, cursor)[i % 7]
+            if i == warmup:
+                cpu_before = cpu_ms(pids)
             started = time.perf_counter()
             response = client.get("/api/graph", params=params)
             elapsed = (time.perf_counter() - started) * 1000
@@ -104,8 +132,13 @@ def measure(base: str, requests: int, warmup: int) -> dict[str, Any]:
         return {f"p{p}": round(float(np.percentile(values, p)), 1) for p in (50, 95, 99)}
 
     everything = [v for values in per_kind.values() for v in values]
+    cpu = (cpu_ms(pids) - cpu_before) / len(everything)
     return {
-        "overall": {**pct(everything), "requests": len(everything)},
+        "overall": {
+            **pct(everything),
+            "requests": len(everything),
+            "server_cpu_ms_per_request": round(cpu, 1),
+        },
         "kinds": {
             name: {
                 **pct(values),
@@ -149,7 +182,9 @@ def main() -> None:
                 print(f"{n} memories loaded in {time.monotonic() - started:.0f}s")
             stack.start()  # infrastructure is up: this starts the write API only
             wait_live(f"http://{settings.host}:{settings.port}", stack)
-            result = measure(f"http://{settings.host}:{settings.port}", args.requests, args.warmup)
+            base = f"http://{settings.host}:{settings.port}"
+            pids = server_pids(stack)
+            result = measure(base, args.requests, args.warmup, pids)
         finally:
             stack.stop()
         report[str(n)] = result
