@@ -34,12 +34,13 @@ SHOTS = Path(__file__).resolve().parents[2] / "docs" / "ui"
 ADMIN_KEY = "ui-admin-key-0123456789"
 AGENT = "support-bot"
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
 if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
     pytest.skip(
         f"no Chromium at {CHROMIUM}: run .ci/install-browser (apt-get install chromium)",
         allow_module_level=True,
     )
+
+from playwright.sync_api import sync_playwright  # noqa: E402 - a dev dependency; after the skip
 
 ITEMS = [
     {
@@ -183,7 +184,7 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
 
     errors: list[str] = []
-    with playwright_api.sync_playwright() as p:
+    with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
