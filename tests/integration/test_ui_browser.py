@@ -201,9 +201,7 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
 
         # The memory graph: units and entities drawn by cytoscape
         page.click('#tabs button[data-view="graph"]')
-        page.wait_for_function(
-            "document.querySelector('#graph-status').textContent.includes('nodes')"
-        )
+        page.locator("#graph-status", has_text="nodes").wait_for()
         counts = page.evaluate(COUNT_GRAPH)
         assert counts["units"] == 6 and counts["entities"] >= 5 and counts["edges"] > 6, counts
         assert counts["drawn"]
