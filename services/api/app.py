@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 import redis
 from fastapi import FastAPI
 from psycopg_pool import ConnectionPool
+from starlette.middleware.gzip import GZipMiddleware
 
 from memora import logs
 from memora.config import Settings, get_settings
@@ -17,7 +18,8 @@ from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import Cached, Check, health_router
 from services.api.metrics import install_metrics
 from services.api.proxy import proxy_router
-from services.api.routes import admin, agents, memories
+from services.api.routes import admin, agents, graph, memories, operations, queues
+from services.api.webapp import install_ui
 from services.workers.celery_app import create_celery
 from services.workers.dispatch import CeleryBackend
 
@@ -70,6 +72,7 @@ def create_app(
         )
         informational["broker"] = lambda: bool(broker.ping())
         workers = Cached(lambda: len(celery.control.ping(timeout=1.0)), ttl=5.0, default=0)
+        app.state.celery, app.state.broker = celery, broker
     app.state.backend = backend
     install_error_handlers(app)
     app.add_middleware(
@@ -77,10 +80,15 @@ def create_app(
         max_bytes=settings.max_body_bytes,
         drain_bytes=settings.max_body_drain_bytes,
     )
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.include_router(health_router(checks, informational=informational, workers=workers))
     app.include_router(memories.router)
     app.include_router(agents.router)
     app.include_router(admin.router)
+    app.include_router(graph.router)
+    app.include_router(operations.router)
+    app.include_router(queues.router)
+    install_ui(app)
     install_metrics(app, "api", queue_depths="broker" in informational, workers=workers)
     if settings.query_url:
         app.include_router(proxy_router(settings.query_url))

@@ -35,6 +35,8 @@ class StageStatus(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     error: str | None = None
+    retries: int = Field(default=0, description="times it was retried after failing")
+    last_error: str | None = Field(default=None, description="the error before the last retry")
 
 
 class OperationResponse(BaseModel):

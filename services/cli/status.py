@@ -12,12 +12,17 @@ from rich.table import Table
 from memora.config import Settings
 from memora.db.pool import connect
 from memora.monitoring import OperationStats, operation_stats, queue_depths
+from memora.store import operations
+from services.cli.operations import first_line
+
+FAILED_SHOWN = 10
 
 
 @dataclass
 class Status:
     queues: dict[str, int] | None = None
     operations: OperationStats | None = None
+    failed: list[dict[str, Any]] = field(default_factory=list)  # the latest failed operations
     errors: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -31,6 +36,10 @@ class Status:
                 "active_by_stage": ops.active_by_stage,
                 "oldest_active_seconds": round(ops.oldest_active_seconds, 1),
             },
+            "failed": [
+                {k: str(v) if v is not None else None for k, v in row.items()}
+                for row in self.failed
+            ],
             "errors": self.errors,
         }
 
@@ -45,6 +54,8 @@ def collect_status(settings: Settings) -> Status:
     try:
         with connect(settings.require_database_url()) as conn:
             status.operations = operation_stats(conn)
+            if status.operations.by_status.get("failed"):
+                status.failed = operations.recent_failed(conn, FAILED_SHOWN)
     except Exception as exc:
         status.errors["database"] = f"{type(exc).__name__}: {exc}"
     return status
@@ -74,5 +85,20 @@ def print_status(console: Console, status: Status) -> None:
             )
         else:
             console.print("nothing in flight")
+    if status.failed:
+        table = Table(title=f"failed operations (latest {FAILED_SHOWN}; `memora ops retry ID`)")
+        for column in ("id", "agent", "stage", "failed at", "error"):
+            table.add_column(column)
+        for row in status.failed:
+            failed_at = row["finished_at"]
+            table.add_row(
+                str(row["id"]),
+                row["agent_id"],
+                row["stage"] or "",
+                f"{failed_at:%Y-%m-%d %H:%M:%S}" if failed_at else "",
+                first_line(row["error"], 80),
+                style="red",
+            )
+        console.print(table)
     for what, error in status.errors.items():
         console.print(f"[red]{what} unreachable[/]: {error}")

@@ -223,3 +223,89 @@ def completion_lag(
         (operation_id, within_seconds),
     ).fetchone()
     return float(row["lag"]) if row is not None else None
+
+
+def list_operations(
+    conn: Connection[Any],
+    scope: Scope | None,
+    *,
+    agent_id: str | None = None,
+    status: str | None = None,
+    limit: int = 50,
+    before: tuple[Any, UUID] | None = None,
+) -> list[dict[str, Any]]:
+    """Operations newest first, after the keyset `before` = (created_at, id) of the last one
+    seen. `scope`: the caller's tenant (agent ids as its client names them); None: every
+    tenant, for operators (`memora ops list`), with stored agent keys."""
+    where: list[str] = []
+    params: dict[str, Any] = {"limit": limit}
+    if scope is not None:
+        where.append("a.tenant_id = %(tenant)s")
+        params["tenant"] = scope.tenant_id
+    if agent_id is not None:
+        where.append("o.agent_id = %(agent)s")
+        params["agent"] = scope.key(agent_id) if scope is not None else agent_id
+    if status is not None:
+        where.append("o.status = %(status)s")
+        params["status"] = status
+    if before is not None:
+        where.append("(o.created_at, o.id) < (%(before_at)s, %(before_id)s)")
+        params |= {"before_at": before[0], "before_id": before[1]}
+    join = "JOIN agents a ON a.agent_id = o.agent_id" if scope is not None else ""
+    rows = conn.execute(
+        f"SELECT {_QUALIFIED} FROM operations o {join} "
+        f"{'WHERE ' + ' AND '.join(where) if where else ''} "
+        "ORDER BY o.created_at DESC, o.id DESC LIMIT %(limit)s",
+        params,
+    ).fetchall()
+    if scope is not None:
+        for row in rows:
+            row["agent_id"] = scope.agent_id(row["agent_id"])
+    return rows
+
+
+def reopen_failed(
+    conn: Connection[Any], scope: Scope | None, operation_id: UUID
+) -> tuple[str, dict[str, Any] | None]:
+    """Put a failed operation back in the queue at the stage that failed (its `stage`), and
+    say what happened: "reopened" (the caller enqueues it), "active" (queued or running
+    already: a retry under way, nothing to do), "finished" (completed or superseded), or
+    "not_found" (no such operation in the scope). Call it in a transaction."""
+    row = conn.execute(
+        f"SELECT {_QUALIFIED} FROM operations o JOIN agents a ON a.agent_id = o.agent_id "
+        "WHERE o.id = %(id)s AND (%(tenant)s::text IS NULL OR a.tenant_id = %(tenant)s) "
+        "FOR UPDATE OF o",
+        {"id": operation_id, "tenant": scope.tenant_id if scope is not None else None},
+    ).fetchone()
+    if row is None:
+        return "not_found", None
+    outcome = {"failed": "reopened", "queued": "active", "running": "active"}.get(
+        row["status"], "finished"
+    )
+    if outcome == "reopened":
+        row = conn.execute(
+            f"""
+            UPDATE operations SET
+                status = 'queued', error = NULL, finished_at = NULL, updated_at = now(),
+                stages = CASE WHEN stage IS NULL THEN stages ELSE jsonb_set(stages, ARRAY[stage],
+                    COALESCE(stages -> stage, '{{}}'::jsonb) || jsonb_build_object(
+                        'status', 'queued',
+                        'retries', COALESCE((stages -> stage ->> 'retries')::int, 0) + 1,
+                        'last_error', stages -> stage -> 'error',
+                        'error', NULL)) END
+            WHERE id = %s RETURNING {_COLUMNS}
+            """,
+            (operation_id,),
+        ).fetchone()
+    if row is not None and scope is not None:
+        row["agent_id"] = scope.agent_id(row["agent_id"])
+    return outcome, row
+
+
+def recent_failed(conn: Connection[Any], limit: int = 10) -> list[dict[str, Any]]:
+    """The latest failed operations of every tenant, for `memora status`."""
+    return conn.execute(
+        "SELECT id, agent_id, kind, document_id, stage, error, finished_at FROM operations "
+        "WHERE status = 'failed' ORDER BY finished_at DESC NULLS LAST, id LIMIT %s",
+        (limit,),
+    ).fetchall()

@@ -1,0 +1,49 @@
+"""Queues and workers, for the operations console (admin keys only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from memora.monitoring import queue_depths
+from services.api.deps import AdminDep
+from services.api.errors import AUTH_ERRORS, APIError, error_responses
+
+router = APIRouter(
+    prefix="/api/admin", tags=["admin"], responses=error_responses(*AUTH_ERRORS, 403, 503)
+)
+INSPECT_TIMEOUT_SECONDS = 1.0
+
+
+class Worker(BaseModel):
+    name: str
+    queues: list[str]
+
+
+class QueuesAndWorkers(BaseModel):
+    queues: dict[str, int] = Field(description="messages waiting per queue")
+    workers: list[Worker] = Field(description="workers that answered within a second")
+
+
+@router.get("/queues", response_model=QueuesAndWorkers)
+def queues_and_workers(_: AdminDep, request: Request) -> QueuesAndWorkers:
+    broker = getattr(request.app.state, "broker", None)
+    celery = getattr(request.app.state, "celery", None)
+    if broker is None or celery is None:
+        raise APIError(503, "no_broker", "this API runs its pipeline without a broker")
+    try:
+        depths = queue_depths(broker)
+        answers: dict[str, list[dict[str, Any]]] = (
+            celery.control.inspect(timeout=INSPECT_TIMEOUT_SECONDS).active_queues() or {}
+        )
+    except Exception as exc:
+        raise APIError(503, "broker_unavailable", f"broker unreachable: {exc}") from exc
+    return QueuesAndWorkers(
+        queues=depths,
+        workers=[
+            Worker(name=name, queues=sorted(q["name"] for q in found))
+            for name, found in sorted(answers.items())
+        ],
+    )

@@ -1,0 +1,89 @@
+"""`memora ops list` and `memora ops retry`: operations, straight in the database
+(MEMORA_DATABASE_URL), every tenant's, for operators; a retry goes to the broker
+(MEMORA_BROKER_URL) like any other stage work."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+from uuid import UUID
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memora.config import Settings
+
+console = Console(stderr=True)
+ops_app = typer.Typer(help="Operations: list them, retry a failed one.", no_args_is_help=True)
+STATUSES = ("queued", "running", "completed", "failed", "superseded")
+
+
+def first_line(text: str | None, width: int = 100) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+@ops_app.command("list")
+def list_ops(
+    failed: Annotated[bool, typer.Option("--failed", help="failed operations only")] = False,
+    status: Annotated[str | None, typer.Option(help=f"one of {', '.join(STATUSES)}")] = None,
+    agent: Annotated[str | None, typer.Option(help="stored agent key (tenant/agent)")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+    json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Operations of every tenant, newest first, with their stage and error."""
+    from memora.db.pool import connect
+    from memora.store import operations
+
+    if failed and status not in (None, "failed"):
+        raise typer.BadParameter("--failed and --status disagree")
+    if status is not None and status not in STATUSES:
+        raise typer.BadParameter(f"--status must be one of {', '.join(STATUSES)}")
+    with connect(Settings().require_database_url()) as conn:
+        rows = operations.list_operations(
+            conn, None, agent_id=agent, status="failed" if failed else status, limit=limit
+        )
+    if json_output:
+        print(json.dumps(rows, default=str))
+        return
+    table = Table("id", "agent", "kind", "document", "status", "stage", "created", "error")
+    for r in rows:
+        table.add_row(
+            str(r["id"]),
+            r["agent_id"],
+            r["kind"],
+            r["document_id"] or "",
+            r["status"],
+            r["stage"] or "",
+            f"{r['created_at']:%Y-%m-%d %H:%M:%S}",
+            first_line(r["error"]),
+            style="red" if r["status"] == "failed" else None,
+        )
+    Console(width=200).print(table)
+    if not rows:
+        console.print("no operations match")
+
+
+@ops_app.command("retry")
+def retry_op(operation_id: Annotated[UUID, typer.Argument(help="the operation's id")]) -> None:
+    """Re-run a failed operation from the stage that failed. Idempotent: while it is queued or
+    running again, another retry changes nothing."""
+    from memora.db.pool import connect
+    from memora.pipeline.retry import retry_operation
+    from services.workers.celery_app import create_celery
+    from services.workers.dispatch import CeleryBackend
+
+    settings = Settings()
+    backend = CeleryBackend(create_celery(settings))
+    with connect(settings.require_database_url()) as conn:
+        outcome = retry_operation(conn, backend, None, operation_id)
+    messages = {
+        "reopened": "[green]re-queued[/] from its failed stage",
+        "active": "already queued or running: nothing to do",
+        "finished": "[yellow]completed or superseded[/]: nothing to retry",
+        "not_found": "[red]not found[/]",
+    }
+    console.print(f"operation {operation_id}: {messages[outcome]}")
+    if outcome in ("finished", "not_found"):
+        raise typer.Exit(1)

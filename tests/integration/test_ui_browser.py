@@ -1,0 +1,260 @@
+"""The web UI in a real browser: headless Chromium (Debian's `chromium`, driven by Playwright)
+against a real stack: the write API and query service under uvicorn, one Celery worker per
+stage on Redis, the suite's PostgreSQL, and the LLM extractor talking to the fake LLM server.
+
+It checks that the page loads without console errors, the graph shows the nodes of an ingested
+conversation, a search shows its results and trace, and an operation that failed for real
+(invalid LLM answers) is listed, then retried from the UI to completion once the LLM answers
+well. Screenshots go to docs/ui/ (docs/ui.md). `.ci/install-browser` installs what it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from memora.config import Settings
+from memora.extraction.llm import MARKER
+from memora.infra.embedded import free_port
+from tests.conftest import wait_until
+from tests.fakes import FakeOpenAI, Reply
+from tests.integration.test_llm_extraction import WORKER_LLM_ENV
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = os.environ.get("MEMORA_TEST_CHROMIUM", "/usr/bin/chromium")
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "ui"
+ADMIN_KEY = "ui-admin-key-0123456789"
+AGENT = "support-bot"
+
+if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+    pytest.skip(
+        f"no Chromium at {CHROMIUM}: run .ci/install-browser (apt-get install chromium)",
+        allow_module_level=True,
+    )
+
+from playwright.sync_api import sync_playwright  # noqa: E402 - a dev dependency; after the skip
+
+ITEMS = [
+    {
+        "content": "Alice: The storm knocked out power in Porto last night.\n"
+        "Bob: Did that stop your launch?\nAlice: Yes, we postponed it to next week.",
+        "context": "launch chat",
+        "event_date": "2024-03-10T09:00:00Z",
+    },
+    {
+        "content": "assistant: I suggested moving the servers to Frankfurt.",
+        "event_date": "2024-03-10T09:05:00Z",
+    },
+    {
+        "content": "Alice: Bob thinks Frankfurt is too expensive; Lisbon could work too.",
+        "event_date": "2024-03-11T10:00:00Z",
+    },
+]
+
+
+def _fact(item: int, text: str, kind: str, entities: list[tuple[str, str]], **extra: Any) -> Any:
+    return {
+        "item": item,
+        "text": text,
+        "fact_type": kind,
+        "entities": [{"name": n, "type": t} for n, t in entities],
+        **extra,
+    }
+
+
+ANSWER = {
+    "facts": [
+        _fact(
+            0,
+            "A storm knocked out power in Porto on March 9, 2024.",
+            "world",
+            [("Porto", "LOCATION")],
+            occurred_start="2024-03-09",
+            relations=[{"target": 1, "type": "causes"}],
+        ),
+        _fact(
+            0,
+            "Alice postponed her product launch by a week because of the outage.",
+            "world",
+            [("Alice", "PERSON"), ("product launch", "CONCEPT")],
+            relations=[{"target": 0, "type": "caused_by"}],
+        ),
+        _fact(
+            0,
+            "Bob asked Alice whether the outage stopped her launch.",
+            "world",
+            [("Bob", "PERSON"), ("Alice", "PERSON")],
+        ),
+        _fact(
+            1,
+            "I suggested that Alice move her servers to Frankfurt.",
+            "agent",
+            [("Alice", "PERSON"), ("Frankfurt", "LOCATION")],
+        ),
+        _fact(
+            2,
+            "Bob thinks hosting in Frankfurt is too expensive.",
+            "world",
+            [("Bob", "PERSON"), ("Frankfurt", "LOCATION")],
+        ),
+        _fact(
+            2,
+            "Alice considers Lisbon as another place for her servers.",
+            "world",
+            [("Alice", "PERSON"), ("Lisbon", "LOCATION")],
+        ),
+    ]
+}
+BROKEN = Reply({"facts": "not a list"})
+COUNT_GRAPH = """() => {
+    const cy = window.memoraUI.graph.cy;
+    return {
+        units: cy.nodes('[kind = "unit"]').length,
+        entities: cy.nodes('[kind = "entity"]').length,
+        edges: cy.edges().length,
+        drawn: cy.nodes().every((n) => n.renderedBoundingBox().w > 0),
+    };
+}"""
+
+
+@pytest.fixture(scope="module")
+def ui_stack(
+    settings: Settings, redis_url: str, data_dir: Path, fake_llm_server: FakeOpenAI
+) -> Iterator[Any]:
+    """The whole stack as processes on free ports, with its own Redis database."""
+    from services.cli.stack import Stack
+
+    stack_settings = settings.model_copy(
+        update={
+            "broker_url": redis_url.rsplit("/", 1)[0] + "/5",
+            "llm_base_url": fake_llm_server.base_url,
+            "data_dir": data_dir / "ui-stack",
+            "port": free_port(),
+            "query_port": free_port(),
+            "admin_key": SecretStr(ADMIN_KEY),
+        }
+    )
+    env = WORKER_LLM_ENV | {
+        "MEMORA_LLM_BASE_URL": fake_llm_server.base_url,
+        "MEMORA_ADMIN_KEY": ADMIN_KEY,
+    }
+    stack = Stack(
+        stack_settings, with_beat=False, log_dir=data_dir / "ui-stack-logs", extra_env=env
+    )
+    try:
+        stack.start()
+        stack.wait_ready()
+        yield stack
+    finally:
+        stack.stop()
+
+
+def _ingest(base: str, document_id: str) -> str:
+    body = {"agent_id": AGENT, "items": ITEMS, "document_id": document_id}
+    response = httpx.post(f"{base}/api/memories/batch", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    return str(response.json()["operation_id"])
+
+
+def _final_status(base: str, op_id: str) -> str:
+    def finished() -> str | None:
+        status = httpx.get(f"{base}/api/operations/{op_id}", timeout=10).json()["status"]
+        return status if status in ("completed", "failed") else None
+
+    return str(wait_until(finished, 120, 0.5))
+
+
+def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
+    s = ui_stack.settings
+    base = f"http://{s.host}:{s.port}"
+    fake_llm.always(Reply(ANSWER), when=MARKER)
+    assert _final_status(base, _ingest(base, "storm-chat")) == "completed"
+    fake_llm.reset()
+    fake_llm.always(BROKEN, when=MARKER)  # the LLM answers nonsense: the next ingest fails
+    failed_id = _ingest(base, "hosting-chat")
+    assert _final_status(base, failed_id) == "failed"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+
+        # Agents, with counts and documents
+        page.goto(f"{base}/")
+        row = page.locator(f'#agents-table tr[data-agent="{AGENT}"]')
+        row.wait_for()
+        assert row.locator("td").nth(1).inner_text() == "6"  # memories
+        assert row.locator("td").nth(4).inner_text() == "1"  # failed operations
+        page.locator("#documents-list li", has_text="storm-chat").wait_for()
+        page.screenshot(path=str(SHOTS / "agents.png"))
+
+        # The memory graph: units and entities drawn by cytoscape
+        page.click('#tabs button[data-view="graph"]')
+        page.locator("#graph-status", has_text="nodes").wait_for()
+        counts = page.evaluate(COUNT_GRAPH)
+        assert counts["units"] == 6 and counts["entities"] >= 5 and counts["edges"] > 6, counts
+        assert counts["drawn"]
+        page.evaluate(
+            "() => window.memoraUI.graph.cy.nodes('[kind = \"unit\"]')"
+            ".filter(n => n.data('label').includes('Porto'))[0].emit('tap')"
+        )
+        page.locator("#node-panel .node-text", has_text="storm knocked out power").wait_for()
+        page.locator("#node-panel dd", has_text="storm-chat").wait_for()  # its source document
+        page.locator("#node-panel .chip", has_text="Porto").wait_for()
+        page.screenshot(path=str(SHOTS / "graph.png"))
+
+        # The search playground: results and the trace
+        page.click('#tabs button[data-view="search"]')
+        page.fill('#search-form input[name="query"]', "Where could Alice move her servers?")
+        page.click('#search-form button[type="submit"]')
+        page.locator("#search-results li").first.wait_for()
+        results = page.locator("#search-results li").all_inner_texts()
+        assert any("Frankfurt" in r or "Lisbon" in r for r in results[:3]), results
+        trace = page.locator("#search-trace").inner_text()
+        assert "semantic" in trace and "keyword" in trace and " ms" in trace
+        page.screenshot(path=str(SHOTS / "search.png"))
+
+        # Operations: the failed one, its error, then a retry once the LLM is fixed
+        page.click('#tabs button[data-view="operations"]')
+        failed_row = page.locator(f'#ops-table tr[data-operation="{failed_id}"]')
+        failed_row.wait_for()
+        assert "LLMInvalidOutput" in failed_row.inner_text()
+        assert failed_row.locator(".stage.failed").inner_text() == "extract"
+        page.screenshot(path=str(SHOTS / "operations.png"))
+        fake_llm.reset()
+        fake_llm.always(Reply(ANSWER), when=MARKER)
+        failed_row.locator("button", has_text="Retry").click()
+        page.select_option("#ops-status", "")
+        page.locator(
+            f'#ops-table tr[data-operation="{failed_id}"] .badge', has_text="completed"
+        ).wait_for(timeout=90_000)
+        op = httpx.get(f"{base}/api/operations/{failed_id}", timeout=10).json()
+        assert op["status"] == "completed" and op["stages"]["extract"]["retries"] == 1
+        assert not errors, errors
+
+        # Queues and workers: an admin view, asking for the key
+        page.click('#tabs button[data-view="queues"]')
+        page.locator("#queues-notice", has_text="admin API key").wait_for()
+        page.click("#key-button")
+        page.fill('#key-dialog input[name="key"]', ADMIN_KEY)
+        page.click('#key-dialog button[value="save"]')
+        page.click('#tabs button[data-view="queues"]')
+        page.locator("#workers-list li b").first.wait_for(timeout=15_000)
+        workers = page.locator("#workers-list li").all_inner_texts()
+        assert len(workers) == len(ui_stack.workers), workers
+        assert "extract" in page.locator("#queues-table").inner_text()
+        assert page.evaluate("sessionStorage.getItem('memora.apiKey')") == ADMIN_KEY
+        page.screenshot(path=str(SHOTS / "queues.png"))
+        browser.close()
+    assert not errors, errors
