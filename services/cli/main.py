@@ -14,13 +14,14 @@ import typer
 from rich.console import Console
 
 from memora.config import Settings
-from services.cli import ops, tenants
+from services.cli import db, ops, tenants
 from services.cli.stack import Stack
 
 app = typer.Typer(help="Memora: long-term memory for conversational agents.", no_args_is_help=True)
 console = Console(stderr=True)
 ops.register(app)  # backfill, status, worker, worker-ready (services/cli/ops.py)
 tenants.register(app)  # tenants create|list|delete, keys create|list|revoke
+db.register(app)  # db wait
 
 
 def _settings(**overrides: object) -> Settings:

