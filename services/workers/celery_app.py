@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import Celery
 
 from memora.config import Settings, get_settings
-from services.workers.queues import RECONCILE_TASK, task_routes
+from services.workers.queues import HEARTBEAT_TASK, RECONCILE_TASK, task_routes
 
 
 def create_celery(settings: Settings | None = None) -> Celery:
@@ -32,7 +32,13 @@ def create_celery(settings: Settings | None = None) -> Celery:
             "reconcile-stuck-operations": {
                 "task": RECONCILE_TASK,
                 "schedule": settings.reconcile_interval_seconds,
-            }
+            },
+            # services/workers/heartbeat.py; one that waited a whole interval is dropped
+            "beat-heartbeat": {
+                "task": HEARTBEAT_TASK,
+                "schedule": settings.beat_heartbeat_seconds,
+                "options": {"expires": settings.beat_heartbeat_seconds},
+            },
         },
     )
     return app

@@ -6,6 +6,7 @@ from memora.pipeline.stages import MAINTENANCE_QUEUE, Stage
 
 TASK_PREFIX = "memora."
 RECONCILE_TASK = "memora.reconcile"
+HEARTBEAT_TASK = "memora.beat_heartbeat"
 
 
 def task_name(stage: Stage) -> str:
@@ -15,4 +16,5 @@ def task_name(stage: Stage) -> str:
 def task_routes() -> dict[str, dict[str, str]]:
     routes = {task_name(stage): {"queue": stage.value} for stage in Stage}
     routes[RECONCILE_TASK] = {"queue": MAINTENANCE_QUEUE}
+    routes[HEARTBEAT_TASK] = {"queue": MAINTENANCE_QUEUE}
     return routes

@@ -140,6 +140,8 @@ class Settings(BaseSettings):
     worker_heartbeat_file: Path | None = None
     # Scrape-time gauges that cost a query (queue depths, operations per state) are cached.
     metrics_cache_seconds: float = 10.0
+    # How often beat stamps its heartbeat (memora_beat_last_heartbeat_timestamp_seconds).
+    beat_heartbeat_seconds: float = 30.0
 
     # --- auth and rate limits (docs/security.md) ----------------------------------------------
     # Off: the embedded single-user default, where requests without a key act in the

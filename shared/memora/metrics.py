@@ -57,7 +57,7 @@ HTTP_LATENCY = Histogram(
 )
 HTTP_IN_PROGRESS = Gauge(
     "http_requests_in_progress",
-    "HTTP requests being served",
+    "HTTP requests being served, scrapes and health probes left out (query autoscaling signal)",
     ["service"],
     namespace=NAMESPACE,
     multiprocess_mode="livesum",
@@ -119,6 +119,12 @@ OPERATIONS_ACTIVE = Gauge(
 OLDEST_ACTIVE_AGE = Gauge(
     "oldest_active_operation_age_seconds",
     "Age of the oldest queued or running operation (0 when none)",
+    namespace=NAMESPACE,
+    multiprocess_mode="mostrecent",
+)
+BEAT_HEARTBEAT = Gauge(
+    "beat_last_heartbeat_timestamp_seconds",
+    "Unix time of beat's last heartbeat task, run by a maintenance worker (read at scrape time)",
     namespace=NAMESPACE,
     multiprocess_mode="mostrecent",
 )
@@ -275,6 +281,12 @@ def record_pool(name: str, stats: Mapping[str, int]) -> None:
 def record_queue_depths(depths: Mapping[str, int]) -> None:
     for queue, depth in depths.items():
         QUEUE_DEPTH.labels(queue).set(depth)
+
+
+def record_beat_heartbeat(timestamp: float | None) -> None:
+    """0 until the first heartbeat; kept when the broker has none (a flushed Redis)."""
+    if timestamp is not None:
+        BEAT_HEARTBEAT.set(timestamp)
 
 
 def record_operations(
