@@ -10,7 +10,12 @@ from services.workers.queues import HEARTBEAT_TASK, RECONCILE_TASK, task_routes
 
 def create_celery(settings: Settings | None = None) -> Celery:
     settings = settings or get_settings()
-    app = Celery("memora", broker=settings.broker_url or "redis://127.0.0.1:6379/0")
+    app = Celery(
+        "memora",
+        broker=settings.broker_url or "redis://127.0.0.1:6379/0",
+        # imported when a worker or beat starts (they import `app` from here)
+        include=["services.workers.heartbeat"],
+    )
     app.conf.update(
         task_ignore_result=True,
         task_acks_late=True,  # a task is acknowledged only after it finished...

@@ -146,4 +146,3 @@ def reconcile_stuck() -> int:
 
 
 from services.workers import opinion_tasks  # noqa: E402,F401 - registers memora.opinions
-from services.workers import heartbeat  # noqa: E402,F401 - registers memora.beat_heartbeat
