@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError
 
 from memora.config import Settings
 from memora.db.migrate import head_revision, schema_state
@@ -34,8 +34,8 @@ def wait(
     while True:
         try:
             state: str = schema_state(url)
-        except SQLAlchemyError as exc:
-            state = f"unreachable ({type(exc.orig or exc).__name__})"
+        except DBAPIError as exc:
+            state = f"unreachable ({type(exc.orig).__name__})"
         if state in READY:
             console.print(f"[green]schema is {state}[/] (this code's head: {head})")
             return

@@ -38,7 +38,9 @@ def test_beat_schedules_the_heartbeat_on_the_maintenance_queue() -> None:
     assert "services.workers.heartbeat" in celery.conf.include
 
 
-def test_write_api_exports_the_last_heartbeat(settings: Settings, redis_url: str, pool: Any) -> None:
+def test_write_api_exports_the_last_heartbeat(
+    settings: Settings, redis_url: str, pool: Any
+) -> None:
     client = redis.Redis.from_url(redis_url)
     client.delete(BEAT_HEARTBEAT_KEY)
     assert beat_heartbeat(client) is None
