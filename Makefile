@@ -29,7 +29,7 @@ setup: $(STAMP)
 lock:
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet uv==$(UV_VERSION)
-	$(VENV)/bin/uv pip compile pyproject.toml $(FIND_TORCH) \
+	$(VENV)/bin/uv pip compile --quiet pyproject.toml $(FIND_TORCH) \
 		--custom-compile-command "make lock" -o requirements.lock $(UPGRADE)
 
 demo: $(STAMP)

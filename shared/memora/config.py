@@ -182,7 +182,7 @@ class Settings(BaseSettings):
         if self.environment == "production" and (placeholders := self.placeholder_secrets()):
             raise ValueError(
                 f"placeholder secrets in production: {', '.join(placeholders)} "
-                "(set real values; docs/operations.md, Secrets)"
+                "(set real values; docs/deploy.md, Secrets)"
             )
         return self
 
