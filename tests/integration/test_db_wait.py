@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from typing import Any
 
 import psycopg
@@ -44,19 +43,24 @@ def test_returns_at_once_on_a_migrated_database(pg_url: str) -> None:
     assert "schema is current" in out and head_revision() in out
 
 
+def _next_line(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line, "memora db wait ended early"
+    return line
+
+
 def test_waits_for_the_migration_then_returns(empty_db: str) -> None:
     assert schema_state(empty_db) == "missing"
-    waiting = _wait(empty_db, "--timeout", "120")
-    time.sleep(3)
-    assert waiting.poll() is None  # still waiting: no schema yet
+    waiting = _wait(empty_db, "--timeout", "300")
+    assert "database is missing" in _next_line(waiting)  # still waiting: no schema yet
     upgrade(empty_db, 384, "0004_tenants")
     assert schema_state(empty_db) == "behind"
-    time.sleep(1)
-    assert waiting.poll() is None  # an older revision is not enough
+    assert "database is behind" in _next_line(waiting)  # an older revision is not enough
+    assert waiting.poll() is None
     upgrade(empty_db, 384)
-    out, _ = waiting.communicate(timeout=60)
+    out, _ = waiting.communicate(timeout=120)
     assert waiting.returncode == 0, out
-    assert "database is missing" in out and "database is behind" in out
     assert "schema is current" in out
 
 
