@@ -196,7 +196,8 @@ def test_image_and_make_install_the_lock() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert "-r requirements.lock" in makefile and "--no-deps -e ." in makefile
     assert re.search(r"^\$\(STAMP\): .*requirements\.lock", makefile, re.M)
-    assert re.search(r"^lock:", makefile, re.M) and re.search(r"uv pip compile .*pyproject\.toml", makefile)
+    assert re.search(r"^lock:", makefile, re.M)
+    assert re.search(r"uv pip compile .*pyproject\.toml", makefile)
     assert (ROOT / ".ci" / "run").read_text().strip().endswith("make test")
 
 
