@@ -22,14 +22,21 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     MEMORA_DATA_DIR=/var/lib/memora \
     MEMORA_MODEL_CACHE_DIR=/opt/memora/models
 
-# torch first: a plain `torch` requirement would pull the multi-GB CUDA build.
-RUN pip install "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX_URL}"
-
 WORKDIR /app
+# The tested versions: torch from TORCH_INDEX_URL at the lock's version (a plain `torch` would
+# pull the multi-GB CUDA build; the GPU image takes its CUDA build), then every other
+# dependency from requirements.lock, hash-checked, then Memora itself without resolving again.
+COPY requirements.lock ./
+RUN pip install "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX_URL}" \
+    && awk '/^torch==/ {skip=1; next} skip && /^ / {next} {skip=0; print}' requirements.lock \
+        > /tmp/requirements-no-torch.txt \
+    && pip install --require-hashes --no-deps -r /tmp/requirements-no-torch.txt \
+    && rm /tmp/requirements-no-torch.txt
 COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY services ./services
-RUN pip install . \
+RUN pip install --no-deps . \
+    && pip check \
     && useradd --uid 10001 --create-home --home-dir /home/memora memora \
     && mkdir -p /var/lib/memora /tmp/prometheus \
     && chown -R memora:memora /var/lib/memora /tmp/prometheus

@@ -1,20 +1,36 @@
-# One virtual environment for everything; CPU torch first (a plain `torch` pulls a CUDA build).
+# One virtual environment for everything, installed from requirements.lock: the exact versions
+# (and hashes) that were tested, torch as the CPU build. `make lock` regenerates the lock file
+# after a change of dependencies in pyproject.toml (docs/deploy.md, Reproducible installs).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Where the CPU torch wheel is found (`2.13.0+cpu` is not on PyPI): PyTorch's index when its
+# name resolves, else pip's own configuration (a directory holding the wheel, say).
+TORCH_FIND_LINKS ?= $(shell python3 -c "import socket; socket.getaddrinfo('download.pytorch.org', 443)" \
+	2>/dev/null && echo https://download.pytorch.org/whl/cpu/torch/)
+FIND_TORCH := $(if $(TORCH_FIND_LINKS),--find-links $(TORCH_FIND_LINKS))
+UV_VERSION := 0.13.9
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint bench-ingest bench-retrieval bench-latency bench-cross-encoder loadtest
+.PHONY: setup lock demo test lint bench-ingest bench-retrieval bench-latency bench-cross-encoder loadtest
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet $(FIND_TORCH) -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# Re-resolves pyproject.toml ([tool.uv] and [tool.uv.pip] hold the options), keeping every pin
+# it can; `make lock UPGRADE=--upgrade` moves everything to the newest versions.
+lock:
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip compile --quiet pyproject.toml $(FIND_TORCH) \
+		--custom-compile-command "make lock" -o requirements.lock $(UPGRADE)
 
 demo: $(STAMP)
 	$(VENV)/bin/memora demo

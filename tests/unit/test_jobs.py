@@ -19,7 +19,11 @@ def test_every_job_is_routed_to_maintenance_and_scheduled_by_its_interval() -> N
     schedule = create_celery(settings).conf.beat_schedule
     for name in JOBS:
         assert task_routes()[job_task_name(name)] == {"queue": MAINTENANCE_QUEUE}
-    assert schedule["reconcile"] == {"task": "memora.reconcile", "schedule": 7}
+    assert schedule["reconcile"] == {
+        "task": "memora.reconcile",
+        "schedule": 7,
+        "options": {"expires": 7},
+    }
     assert (
         "reconcile" not in create_celery(Settings(reconcile_interval_seconds=0)).conf.beat_schedule
     )

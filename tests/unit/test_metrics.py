@@ -159,3 +159,28 @@ def test_stale_files_of_other_processes_are_removed(tmp_path: Path) -> None:
         (tmp_path / name).write_text("")
     assert metrics.remove_stale_files(str(tmp_path), keep_pid=os.getpid()) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"counter_{os.getpid()}.db", "x.txt"]
+
+
+def test_requests_in_flight_leave_out_scrapes_and_probes() -> None:
+    """memora_http_requests_in_progress scales the query pods (KEDA): a request being served
+    counts; the scrape that reads the gauge and health probes do not."""
+    app = FastAPI()
+    app.state.settings = Settings(metrics_cache_seconds=0)
+
+    def in_flight() -> float:
+        return _value("memora_http_requests_in_progress", service="inflight")
+
+    @app.get("/api/search")
+    def search() -> dict[str, float]:
+        return {"in_flight": in_flight()}
+
+    @app.get("/health/live")
+    def live() -> dict[str, float]:
+        return {"in_flight": in_flight()}
+
+    install_metrics(app, "inflight")
+    client = TestClient(app)
+    assert client.get("/api/search").json() == {"in_flight": 1.0}
+    assert client.get("/health/live").json() == {"in_flight": 0.0}
+    assert 'memora_http_requests_in_progress{service="inflight"} 0.0' in client.get("/metrics").text
+    assert in_flight() == 0.0

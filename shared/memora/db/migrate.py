@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -32,3 +37,31 @@ def upgrade(url: str, embedding_dim: int, revision: str = "head") -> None:
 
 def downgrade(url: str, embedding_dim: int, revision: str) -> None:
     command.downgrade(alembic_config(url, embedding_dim), revision)
+
+
+SchemaState = Literal["missing", "behind", "current", "ahead"]
+
+
+def head_revision() -> str:
+    """The newest revision this code knows."""
+    head = ScriptDirectory.from_config(alembic_config("", 0)).get_current_head()
+    assert head is not None, "no migrations"
+    return head
+
+
+def schema_state(url: str) -> SchemaState:
+    """Where the database's schema stands against this code's head: "ahead" when it carries a
+    revision this code does not know (a newer release migrated it; old pods may run on)."""
+    script = ScriptDirectory.from_config(alembic_config(url, 0))
+    engine = create_engine(sqlalchemy_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            current = MigrationContext.configure(conn).get_current_heads()
+    finally:
+        engine.dispose()
+    if not current:
+        return "missing"
+    if script.get_current_head() in current:
+        return "current"
+    known = {r.revision for r in script.walk_revisions()}
+    return "ahead" if any(rev not in known for rev in current) else "behind"
