@@ -7,10 +7,9 @@ from contextlib import asynccontextmanager
 
 import redis
 from fastapi import FastAPI
-from psycopg_pool import ConnectionPool
 
 from memora.config import Settings, get_settings
-from memora.db.pool import make_pool
+from memora.db.pool import Pool, make_pool
 from memora.pipeline.backend import TaskBackend
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import CachedCheck, health_router
@@ -27,7 +26,7 @@ def _db_check(app: FastAPI) -> bool:
 def create_app(
     settings: Settings | None = None,
     *,
-    pool: ConnectionPool | None = None,
+    pool: Pool | None = None,
     backend: TaskBackend | None = None,
 ) -> FastAPI:
     settings = settings or get_settings()
@@ -40,6 +39,7 @@ def create_app(
             min_size=settings.db_pool_min,
             max_size=settings.db_pool_max,
             name="api",
+            row_security=settings.row_security,
         )
         try:
             yield

@@ -1,7 +1,18 @@
-"""Connection pools: psycopg 3 with pgvector types registered on every connection."""
+"""Connection pools: psycopg 3 with pgvector types registered on every connection, and the
+database roles that row-level security confines (migration 0006, docs/security.md).
+
+A pool's connections work as `memora_system` (cross-tenant work, said so by its policy);
+`Pool.tenant_connection` lends one as `memora_tenant` with the `memora.tenant` setting, which
+PostgreSQL confines to that tenant's rows whatever the query. Both switches are committed at
+once (autocommit), so a rollback by the borrower cannot undo them, and a tenant connection is
+switched back when it is returned. Off (`row_security=False`), connections keep the login
+role: meant for a superuser login that should not be confined (benchmarks, old databases).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -9,16 +20,63 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
+TENANT_ROLE = "memora_tenant"
+SYSTEM_ROLE = "memora_system"
+
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
     register_vector(conn)
 
 
-def connect(url: str) -> psycopg.Connection[Any]:
-    """A single connection (CLI, migrations, tests)."""
+def _switch(conn: psycopg.Connection[Any], role: str, tenant: str = "") -> None:
+    """Set the role and tenant for the session, committed whatever the borrower does later."""
+    autocommit = conn.autocommit
+    conn.autocommit = True
+    try:
+        conn.execute(
+            "SELECT set_config('role', %s, false), set_config('memora.tenant', %s, false)",
+            (role, tenant),
+        )
+    finally:
+        conn.autocommit = autocommit
+
+
+def connect(url: str, *, role: str | None = None) -> psycopg.Connection[Any]:
+    """A single connection (CLI, migrations, tests); `role`: SYSTEM_ROLE for cross-tenant
+    work that must also pass row-level security under a login that is not a superuser."""
     conn = psycopg.connect(url, row_factory=dict_row)
     _configure(conn)
+    if role is not None:
+        _switch(conn, role)
     return conn
+
+
+class Pool(ConnectionPool):
+    """A pool whose connections are cross-tenant (`memora_system`) unless lent for a tenant."""
+
+    def __init__(self, url: str, *, row_security: bool = True, **kwargs: Any) -> None:
+        self.row_security = row_security
+        self._lent_to_tenant: set[int] = set()  # ids of connections now lent as memora_tenant
+        super().__init__(url, configure=self._setup, reset=self._reset, **kwargs)
+
+    def _setup(self, conn: psycopg.Connection[Any]) -> None:
+        _configure(conn)
+        if self.row_security:
+            _switch(conn, SYSTEM_ROLE)
+
+    def _reset(self, conn: psycopg.Connection[Any]) -> None:
+        if id(conn) in self._lent_to_tenant:
+            self._lent_to_tenant.discard(id(conn))
+            _switch(conn, SYSTEM_ROLE)
+
+    @contextmanager
+    def tenant_connection(self, tenant_id: str) -> Iterator[psycopg.Connection[Any]]:
+        """A connection that sees and writes only `tenant_id`'s rows (row-level security)."""
+        with self.connection() as conn:
+            if self.row_security:
+                self._lent_to_tenant.add(id(conn))
+                _switch(conn, TENANT_ROLE, tenant_id)
+            yield conn
 
 
 def make_pool(
@@ -28,19 +86,20 @@ def make_pool(
     max_size: int = 10,
     name: str = "memora",
     timeout: float = 5.0,
-) -> ConnectionPool:
+    row_security: bool = True,
+) -> Pool:
     """`timeout`: how long a caller waits for a connection. While the database is down every
     request waits this long before its 503, so it is seconds, not psycopg_pool's 30.
 
     A failed connection is retried with doubling delays; giving such an attempt up after 10 s
     (not 5 minutes) lets the next request start afresh, so the pool reconnects at once when
     the database is back instead of after a delay that grew with the outage."""
-    pool: ConnectionPool = ConnectionPool(
+    pool = Pool(
         url,
+        row_security=row_security,
         min_size=min_size,
         max_size=max_size,
         kwargs={"row_factory": dict_row, "autocommit": False},
-        configure=_configure,
         name=name,
         timeout=timeout,
         reconnect_timeout=10.0,
