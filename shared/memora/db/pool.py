@@ -1,7 +1,7 @@
 """Connection pools: psycopg 3 with pgvector types registered on every connection, and the
 database roles that row-level security confines (migration 0006, docs/security.md).
 
-A pool's connections work as `memora_system` (cross-tenant work, said so by its policy);
+A pool's connections work as `memora_system` (cross-tenant work; it bypasses row security);
 `Pool.tenant_connection` lends one as `memora_tenant` with the `memora.tenant` setting, which
 PostgreSQL confines to that tenant's rows whatever the query. Both switches are committed at
 once (autocommit), so a rollback by the borrower cannot undo them, and a tenant connection is

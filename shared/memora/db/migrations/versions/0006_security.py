@@ -3,16 +3,19 @@
 - `api_keys.expires_at`: optional; a key past it is refused (401) like a revoked one.
 - Two roles the application switches to (`SET ROLE`; the login role is made a member):
   `memora_tenant` for work on behalf of one tenant, which sees and writes only the rows of
-  the tenant named by the `memora.tenant` setting, and `memora_system` for work that crosses
-  tenants on purpose (the pipeline workers, key lookup, tenant administration, maintenance),
-  whose policy says so (`USING (true)`). Neither can bypass RLS; superusers still do, which
-  is why the application never does tenant work as its login role.
+  the tenant named by the `memora.tenant` setting, and `memora_system` (BYPASSRLS) for work
+  that crosses tenants on purpose: the pipeline workers, key lookup, tenant administration,
+  maintenance. (It bypasses rather than passing a policy: COPY, which the pipeline writes
+  with, is refused on tables under row-level security.) Superusers bypass RLS too, which is
+  why the application never does tenant work as its login role. Creating a BYPASSRLS role
+  needs a superuser (or a migrating role that has BYPASSRLS itself); a DBA can create both
+  roles beforehand, and the migration then only grants them.
 - Every tenant-scoped table gets ENABLE + FORCE ROW LEVEL SECURITY (so a table owner that is
-  not a superuser is confined too: with no policy for it, it sees nothing) and the two
-  policies. The tenant of a row: `tenant_id` where the table has it; else the tenant of its
-  stored agent key (`memora_key_tenant(agent_id)`, memora.tenancy.Scope); tables keyed by a
-  unit alone (links, entity mentions, access counts) follow their unit in `memory_units`,
-  whose own policy then applies.
+  not a superuser is confined too: with no policy for it, it sees nothing until it takes one
+  of the two roles) and the policy `tenant_isolation`. The tenant of a row: `tenant_id` where
+  the table has it; else the tenant of its stored agent key (`memora_key_tenant(agent_id)`,
+  memora.tenancy.Scope); tables keyed by a unit alone (links, entity mentions, access
+  counts) follow their unit in `memory_units`, whose own policy then applies.
 - `ts_match_vq` (tsvector @@ tsquery) is declared LEAKPROOF when the migrating role is a
   superuser. PostgreSQL evaluates a non-leakproof condition of a query only after the row
   policies, so it cannot be an index condition: keyword search would then read every unit of
@@ -53,10 +56,11 @@ POLICIES = {
 
 def upgrade() -> None:
     op.execute("ALTER TABLE api_keys ADD COLUMN expires_at TIMESTAMPTZ")
-    for role in (TENANT_ROLE, SYSTEM_ROLE):  # roles are per cluster: another database may have them
+    # roles belong to the cluster: another database of it may have made them already
+    for role, bypass in ((TENANT_ROLE, "NOBYPASSRLS"), (SYSTEM_ROLE, "BYPASSRLS")):
         op.execute(
             f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') "
-            f"THEN CREATE ROLE {role} NOLOGIN NOBYPASSRLS; END IF; END $$"
+            f"THEN CREATE ROLE {role} NOLOGIN {bypass}; END IF; END $$"
         )
         op.execute(f"GRANT {role} TO CURRENT_USER")
     op.execute(f"GRANT USAGE ON SCHEMA public TO {TENANT_ROLE}, {SYSTEM_ROLE}")
@@ -83,9 +87,6 @@ def upgrade() -> None:
             f"CREATE POLICY tenant_isolation ON {table} TO {TENANT_ROLE} "
             f"USING ({condition}) WITH CHECK ({condition})"
         )
-        op.execute(
-            f"CREATE POLICY cross_tenant ON {table} TO {SYSTEM_ROLE} USING (true) WITH CHECK (true)"
-        )
     op.execute(
         """
         DO $$ BEGIN
@@ -106,7 +107,6 @@ def downgrade() -> None:
         "ALTER FUNCTION ts_match_vq(tsvector, tsquery) NOT LEAKPROOF; END IF; END $$"
     )
     for table in POLICIES:
-        op.execute(f"DROP POLICY IF EXISTS cross_tenant ON {table}")
         op.execute(f"DROP POLICY IF EXISTS tenant_isolation ON {table}")
         op.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
         op.execute(f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")
