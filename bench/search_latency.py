@@ -3,6 +3,7 @@ included) for one agent holding N memories, bulk-loaded.
 
     python bench/search_latency.py --sizes 10000 100000
     python bench/search_latency.py --sizes 1000000 --queries 300
+    python bench/search_latency.py --sizes 100000 --row-security both --rounds 2
 
 For each size: a fresh embedded PostgreSQL, N synthetic memories bulk-loaded with binary COPY
 (texts composed of two sentences from a pool of generated sentences; each embedding is the
@@ -11,6 +12,11 @@ text's), temporal, entity and semantic links (≈16 per memory), the HNSW index 
 load; then the query service in its own process, warmed up, and distinct natural-language
 questions sent one at a time. Reports p50/p95/p99 over HTTP and the server's per-stage median
 timings from a traced sample.
+
+`--row-security`: the query service confined by row-level security (`on`, the default: its
+searches run as `memora_tenant`), not (`off`: as the superuser login), or `both`: on the same
+loaded database, the service restarted in each mode, `--rounds` times in turn (on, off, on,
+off, …), so that the two are measured back to back under the same machine load.
 """
 
 from __future__ import annotations
@@ -176,12 +182,15 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=400)
     parser.add_argument("--warmup", type=int, default=40)
+    parser.add_argument("--row-security", choices=["on", "off", "both"], default="on")
+    parser.add_argument("--rounds", type=int, default=1, help="with --row-security both")
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "search_latency.json"
     )
     args = parser.parse_args()  # fmt: skip
     embedder = Embedder(Settings().embedding_model, torch_threads=2)
     qs = questions(args.queries + args.warmup)
+    modes = ["on", "off"] * args.rounds if args.row_security == "both" else [args.row_security]
     report: dict[str, Any] = {}
     for n in args.sizes:
         settings = Settings(
@@ -195,13 +204,21 @@ def main() -> None:
             started = time.monotonic()
             load(settings.require_database_url(), n, embedder)
             print(f"{n} memories loaded in {time.monotonic() - started:.0f}s")
-            stack.start()  # infrastructure is up: this starts the query service only
-            stack.wait_ready()
-            result = measure(f"http://{settings.host}:{settings.query_port}", qs, args.warmup)
+            results: dict[str, Any] = {}
+            for i, mode in enumerate(modes):
+                stack.extra_env["MEMORA_ROW_SECURITY"] = "true" if mode == "on" else "false"
+                stack.start()  # infrastructure is up: this starts the query service only
+                stack.wait_ready()
+                result = measure(f"http://{settings.host}:{settings.query_port}", qs, args.warmup)
+                stack.stop_process("query")
+                result["load_average"] = os.getloadavg()
+                results[f"row_security_{mode}" + (f"_{i // 2 + 1}" if args.rounds > 1 else "")] = (
+                    result
+                )
+                print(f"{n} row security {mode}: {json.dumps(result)}", flush=True)
         finally:
             stack.stop()
-        report[str(n)] = result
-        print(f"{n}: {json.dumps(result)}")
+        report[str(n)] = results if len(results) > 1 else next(iter(results.values()))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
 

@@ -3,16 +3,19 @@ database roles that row-level security confines (migration 0006, docs/security.m
 
 A pool's connections work as `memora_system` (cross-tenant work; it bypasses row security);
 `Pool.tenant_connection` lends one as `memora_tenant` with the `memora.tenant` setting, which
-PostgreSQL confines to that tenant's rows whatever the query. Both switches are committed at
-once (autocommit), so a rollback by the borrower cannot undo them, and a tenant connection is
-switched back when it is returned. Off (`row_security=False`), connections keep the login
-role: meant for a superuser login that should not be confined (benchmarks, old databases).
+PostgreSQL confines to that tenant's rows whatever the query. The switch is committed at
+once (autocommit), so a rollback by the borrower cannot undo it. It is made by the pool's
+connection check, the round trip every checkout makes anyway (a connection lent to a tenant
+is switched back on its next checkout), so confinement costs no extra round trip. Off
+(`row_security=False`), connections keep the login role: for a superuser login that should
+not be confined (benchmarks, comparisons).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import psycopg
@@ -51,32 +54,47 @@ def connect(url: str, *, role: str | None = None) -> psycopg.Connection[Any]:
     return conn
 
 
+_lending_to: ContextVar[str | None] = ContextVar("memora_lending_to", default=None)
+
+
 class Pool(ConnectionPool):
     """A pool whose connections are cross-tenant (`memora_system`) unless lent for a tenant."""
 
     def __init__(self, url: str, *, row_security: bool = True, **kwargs: Any) -> None:
         self.row_security = row_security
-        self._lent_to_tenant: set[int] = set()  # ids of connections now lent as memora_tenant
-        super().__init__(url, configure=self._setup, reset=self._reset, **kwargs)
+        self._tenant_lent: set[int] = set()  # ids of connections last lent to a tenant
+        super().__init__(url, configure=self._setup, check=self._check, **kwargs)
 
     def _setup(self, conn: psycopg.Connection[Any]) -> None:
         _configure(conn)
         if self.row_security:
             _switch(conn, SYSTEM_ROLE)
 
-    def _reset(self, conn: psycopg.Connection[Any]) -> None:
-        if id(conn) in self._lent_to_tenant:
-            self._lent_to_tenant.discard(id(conn))
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """On every checkout: that the connection works, and the role it is lent with."""
+        tenant = _lending_to.get() if self.row_security else None
+        if tenant is not None:
+            self._tenant_lent.add(id(conn))
+            _switch(conn, TENANT_ROLE, tenant)
+        elif id(conn) in self._tenant_lent:
+            self._tenant_lent.discard(id(conn))
             _switch(conn, SYSTEM_ROLE)
+        else:
+            ConnectionPool.check_connection(conn)
 
     @contextmanager
     def tenant_connection(self, tenant_id: str) -> Iterator[psycopg.Connection[Any]]:
         """A connection that sees and writes only `tenant_id`'s rows (row-level security)."""
-        with self.connection() as conn:
-            if self.row_security:
-                self._lent_to_tenant.add(id(conn))
-                _switch(conn, TENANT_ROLE, tenant_id)
-            yield conn
+        token = _lending_to.set(tenant_id)
+        try:
+            conn = self.getconn()  # its check switches it to the tenant
+        finally:
+            _lending_to.reset(token)
+        try:
+            with conn:  # as `connection()`: commit, or roll back on an error
+                yield conn
+        finally:
+            self.putconn(conn)
 
 
 def make_pool(
@@ -104,7 +122,6 @@ def make_pool(
         timeout=timeout,
         reconnect_timeout=10.0,
         open=False,
-        check=ConnectionPool.check_connection,
     )
     pool.open(wait=True, timeout=30)
     return pool
