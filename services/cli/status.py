@@ -38,7 +38,7 @@ class Status:
 def collect_status(settings: Settings) -> Status:
     import redis
 
-    from memora.db.pool import connect
+    from memora.db.pool import SYSTEM_ROLE, connect
 
     status = Status()
     try:
@@ -49,7 +49,8 @@ def collect_status(settings: Settings) -> Status:
     except Exception as exc:
         status.errors["broker"] = f"{type(exc).__name__}: {exc}"
     try:
-        with connect(settings.require_database_url()) as conn:
+        role = SYSTEM_ROLE if settings.row_security else None  # every tenant's operations
+        with connect(settings.require_database_url(), role=role) as conn:
             status.operations = operation_stats(conn)
     except Exception as exc:
         status.errors["database"] = f"{type(exc).__name__}: {exc}"
