@@ -3,6 +3,7 @@ included) for one agent holding N memories, bulk-loaded.
 
     python bench/search_latency.py --sizes 10000 100000
     python bench/search_latency.py --sizes 1000000 --queries 300
+    python bench/search_latency.py --sizes 100000 --row-security both
 
 For each size: a fresh embedded PostgreSQL, N synthetic memories bulk-loaded with binary COPY
 (texts composed of two sentences from a pool of generated sentences; each embedding is the
@@ -11,6 +12,13 @@ text's), temporal, entity and semantic links (≈16 per memory), the HNSW index 
 load; then the query service in its own process, warmed up, and distinct natural-language
 questions sent one at a time. Reports p50/p95/p99 over HTTP and the server's per-stage median
 timings from a traced sample.
+
+`--row-security`: the query service confined by row-level security (`on`, the default: its
+searches run as `memora_tenant`), not (`off`: as the superuser login), or `both`: two query
+services on the same database, one in each mode, each question sent to both one after the
+other (which goes first alternates), so that both see the same cache and the same load from
+whatever else runs on the machine; reported per mode, with the median of the per-question
+ratios on/off.
 """
 
 from __future__ import annotations
@@ -150,25 +158,51 @@ def questions(count: int, seed: int = 11) -> list[str]:
     return sorted(out, key=lambda _: rng.random())
 
 
-def measure(base: str, qs: list[str], warmup: int) -> dict[str, Any]:
-    latencies: list[float] = []
-    stages: list[dict[str, float]] = []
-    with httpx.Client(base_url=base, timeout=60) as client:
+def wait_ready(base: str, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/health/ready", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"{base} not ready after {timeout:.0f}s")
+
+
+def measure(bases: dict[str, str], qs: list[str], warmup: int) -> dict[str, Any]:
+    """Each question to every service in `bases` (by mode), the first one alternating."""
+    latencies: dict[str, list[float]] = {mode: [] for mode in bases}
+    stages: dict[str, list[dict[str, float]]] = {mode: [] for mode in bases}
+    clients = {mode: httpx.Client(base_url=base, timeout=60) for mode, base in bases.items()}
+    order = list(bases)
+    try:
         for i, q in enumerate(qs):
             body = {"agent_id": AGENT, "query": q, "trace": i % 10 == 0}
-            started = time.perf_counter()
-            response = client.post("/api/search", json=body)
-            elapsed = (time.perf_counter() - started) * 1000
-            response.raise_for_status()
-            if i < warmup:
-                continue
-            if body["trace"]:
-                stages.append(response.json()["trace"]["timings_ms"])
-            else:
-                latencies.append(elapsed)
-    pct = {f"p{p}": round(float(np.percentile(latencies, p)), 1) for p in (50, 95, 99)}
-    stage = {k: round(statistics.median(s[k] for s in stages), 1) for k in stages[0]}
-    return {**pct, "searches": len(latencies), "server_stage_median_ms": stage}
+            for mode in order if i % 2 == 0 else order[::-1]:
+                started = time.perf_counter()
+                response = clients[mode].post("/api/search", json=body)
+                elapsed = (time.perf_counter() - started) * 1000
+                response.raise_for_status()
+                if i < warmup:
+                    continue
+                if body["trace"]:
+                    stages[mode].append(response.json()["trace"]["timings_ms"])
+                else:
+                    latencies[mode].append(elapsed)
+    finally:
+        for client in clients.values():
+            client.close()
+    report: dict[str, Any] = {}
+    for mode in bases:
+        pct = {f"p{p}": round(float(np.percentile(latencies[mode], p)), 1) for p in (50, 95, 99)}
+        s = stages[mode]
+        stage = {k: round(statistics.median(x[k] for x in s), 1) for k in s[0]}
+        report[mode] = {**pct, "searches": len(latencies[mode]), "server_stage_median_ms": stage}
+    if len(bases) == 2:
+        ratios = [on / off for on, off in zip(latencies["on"], latencies["off"], strict=True)]
+        report["median_ratio_on_off"] = round(statistics.median(ratios), 3)
+    return report if len(bases) == 2 else report[order[0]]
 
 
 def main() -> None:
@@ -176,12 +210,14 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=400)
     parser.add_argument("--warmup", type=int, default=40)
+    parser.add_argument("--row-security", choices=["on", "off", "both"], default="on")
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "search_latency.json"
     )
     args = parser.parse_args()  # fmt: skip
     embedder = Embedder(Settings().embedding_model, torch_threads=2)
     qs = questions(args.queries + args.warmup)
+    modes = ["on", "off"] if args.row_security == "both" else [args.row_security]
     report: dict[str, Any] = {}
     for n in args.sizes:
         settings = Settings(
@@ -195,13 +231,27 @@ def main() -> None:
             started = time.monotonic()
             load(settings.require_database_url(), n, embedder)
             print(f"{n} memories loaded in {time.monotonic() - started:.0f}s")
+            stack.extra_env["MEMORA_ROW_SECURITY"] = "true" if modes[0] == "on" else "false"
             stack.start()  # infrastructure is up: this starts the query service only
+            bases = {modes[0]: f"http://{settings.host}:{settings.query_port}"}
+            if len(modes) == 2:
+                port = free_port()
+                stack._spawn(
+                    "query-off",
+                    ["uvicorn", "services.api.query_app:create_app", "--factory", "--host",
+                     settings.host, "--port", str(port), "--log-level", "warning"],
+                    env={"MEMORA_ROW_SECURITY": "false", "MEMORA_QUERY_PORT": str(port)},
+                )  # fmt: skip
+                bases["off"] = f"http://{settings.host}:{port}"
             stack.wait_ready()
-            result = measure(f"http://{settings.host}:{settings.query_port}", qs, args.warmup)
+            for base in bases.values():
+                wait_ready(base)
+            result = measure(bases, qs, args.warmup)
+            result["load_average"] = os.getloadavg()
+            print(f"{n}: {json.dumps(result)}", flush=True)
         finally:
             stack.stop()
         report[str(n)] = result
-        print(f"{n}: {json.dumps(result)}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
 

@@ -7,12 +7,11 @@ from contextlib import asynccontextmanager
 
 import redis
 from fastapi import FastAPI
-from psycopg_pool import ConnectionPool
 from starlette.middleware.gzip import GZipMiddleware
 
 from memora import logs
 from memora.config import Settings, get_settings
-from memora.db.pool import make_pool
+from memora.db.pool import Pool, make_pool
 from memora.pipeline.backend import TaskBackend
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import Cached, Check, health_router
@@ -33,7 +32,7 @@ def _db_check(app: FastAPI) -> bool:
 def create_app(
     settings: Settings | None = None,
     *,
-    pool: ConnectionPool | None = None,
+    pool: Pool | None = None,
     backend: TaskBackend | None = None,
 ) -> FastAPI:
     settings = settings or get_settings()
@@ -47,6 +46,7 @@ def create_app(
             min_size=settings.db_pool_min,
             max_size=settings.db_pool_max,
             name="api",
+            row_security=settings.row_security,
         )
         try:
             yield

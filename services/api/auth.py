@@ -1,9 +1,14 @@
-"""Who is calling: the API key of a request, its tenant, admin rights and its rate limit.
+"""Who is calling: the API key of a request, its tenant, admin rights and its rate limits.
 
 Keys come as `Authorization: Bearer <key>` or `X-API-Key: <key>`. With MEMORA_AUTH_REQUIRED
 a request without a valid key is refused (401); without it, a request with no key acts in
 the "default" tenant (the embedded single-user setup), and a key, when sent, must be valid and
 selects its tenant. MEMORA_ADMIN_KEY, when set, is an admin key of the "default" tenant.
+
+Failed authentications (a missing key where one is required, an unknown, revoked or expired
+key) are counted per client address (MEMORA_AUTH_FAILURE_LIMIT). An address over that limit
+gets 429 with Retry-After for every request, before any key is looked up, until its window
+frees: a flood of bad keys costs a Redis round trip each, not a database query.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from memora.config import Settings
 from memora.store import tenants
 from memora.tenancy import DEFAULT_SCOPE, Scope
 from services.api.errors import APIError
-from services.api.ratelimit import Limiter, limiter_from_settings
+from services.api.ratelimit import Limiter, failure_limiter_from_settings, limiter_from_settings
 
 BOOTSTRAP_IDENTITY = "admin-key"
 
@@ -35,47 +40,82 @@ def unauthorized(message: str) -> APIError:
     return APIError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
 
 
-def _limiter(request: Request) -> Limiter | None:
-    """The app's limiter, made on first use (both apps share this code; neither sets it up)."""
+def rate_limited(message: str, wait: int) -> APIError:
+    return APIError(
+        429, "rate_limited", message, {"retry_after": wait}, headers={"Retry-After": str(wait)}
+    )
+
+
+def client_address(request: Request, settings: Settings) -> str:
+    """The client's address: the last entry of the trusted proxy's header when one is
+    configured and sent (the address that proxy saw), else the connection's peer."""
+    if settings.trusted_proxy_header:
+        forwarded = request.headers.get(settings.trusted_proxy_header, "")
+        last = forwarded.rsplit(",", 1)[-1].strip()
+        if last:
+            return last
+    return request.client.host if request.client else "unknown"
+
+
+def _limiters(request: Request) -> tuple[Limiter | None, Limiter | None]:
+    """The app's per-key and failed-authentication limiters, made on first use (both apps
+    share this code; neither sets them up)."""
     state = request.app.state
     if not hasattr(state, "rate_limiter"):
+        state.auth_failure_limiter = failure_limiter_from_settings(state.settings)
         state.rate_limiter = limiter_from_settings(state.settings)
-    limiter: Limiter | None = state.rate_limiter
-    return limiter
+    return state.rate_limiter, state.auth_failure_limiter
 
 
-def _identify(request: Request, settings: Settings, key: str | None) -> Principal:
+def _identify(request: Request, settings: Settings, key: str | None, address: str) -> Principal:
+    """The caller; raises 401 (`unauthorized`) when authentication fails."""
     if not key:
         if settings.auth_required:
             raise unauthorized(
                 "an API key is required: send `Authorization: Bearer <key>` or `X-API-Key`"
             )
-        address = request.client.host if request.client else "unknown"
         return Principal(DEFAULT_SCOPE, identity=f"address:{address}")
     admin_key = settings.admin_key.get_secret_value() if settings.admin_key else None
     if admin_key is not None and hmac.compare_digest(key.encode(), admin_key.encode()):
         return Principal(DEFAULT_SCOPE, is_admin=True, identity=BOOTSTRAP_IDENTITY)
-    with request.app.state.pool.connection() as conn:
+    with request.app.state.pool.connection() as conn:  # keys of every tenant: cross-tenant
         owner = tenants.resolve_key(conn, key)
     if owner is None:
         raise unauthorized("the API key is unknown or revoked")
+    if owner.expired:
+        raise unauthorized(f"the API key expired at {owner.expires_at:%Y-%m-%dT%H:%M:%SZ}")
     return Principal(
         Scope(owner.tenant_id), owner.is_admin, owner.key_id, identity=f"key:{owner.key_id}"
     )
 
 
+def _too_many_failures(failures: Limiter, address: str, wait: int) -> APIError:
+    return rate_limited(
+        f"too many failed authentications from {address} ({failures.describe()}); "
+        f"retry in {wait} s",
+        wait,
+    )
+
+
 def authenticate(request: Request, key: str | None) -> Principal:
-    """The caller of `request`, counted against its rate limit (429 when over it)."""
-    principal = _identify(request, request.app.state.settings, key)
-    limiter = _limiter(request)
+    """The caller of `request`, counted against its rate limit (429 when over it); failed
+    authentications count against the client address's budget (429 when over it)."""
+    settings: Settings = request.app.state.settings
+    limiter, failures = _limiters(request)
+    address = client_address(request, settings)
+    if failures is not None and (key or settings.auth_required):
+        wait = failures.exhausted(address)
+        if wait is not None:
+            raise _too_many_failures(failures, address, wait)
+    try:
+        principal = _identify(request, settings, key, address)
+    except APIError:
+        if failures is not None and (wait := failures.retry_after(address)) is not None:
+            raise _too_many_failures(failures, address, wait) from None
+        raise
     if limiter is not None:
         wait = limiter.retry_after(principal.identity)
         if wait is not None:
-            raise APIError(
-                429,
-                "rate_limited",
-                f"rate limit exceeded ({limiter.describe()}); retry in {wait} s",
-                {"retry_after": wait},
-                headers={"Retry-After": str(wait)},
-            )
+            message = f"rate limit exceeded ({limiter.describe()}); retry in {wait} s"
+            raise rate_limited(message, wait)
     return principal

@@ -21,7 +21,7 @@ def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def _connection(request: Request) -> Iterator[Connection[Any]]:
+def _system_connection(request: Request) -> Iterator[Connection[Any]]:
     with request.app.state.pool.connection() as conn:
         yield conn
 
@@ -43,9 +43,17 @@ async def _principal(
     if bearer is None and request.headers.get("authorization"):
         raise unauthorized("the Authorization header must be `Bearer <API key>`")
     key = bearer.credentials if bearer is not None else api_key
-    if not key and not request.app.state.settings.rate_limit.strip():
-        return authenticate(request, key)  # no key to look up, no limit to count: no I/O
+    settings = request.app.state.settings
+    if not key and not settings.auth_required and not settings.rate_limit.strip():
+        return authenticate(request, key)  # no key to look up, nothing to count: no I/O
     return await run_in_threadpool(authenticate, request, key)
+
+
+def _tenant_connection(
+    request: Request, principal: Annotated[Principal, Depends(_principal)]
+) -> Iterator[Connection[Any]]:
+    with request.app.state.pool.tenant_connection(principal.scope.tenant_id) as conn:
+        yield conn
 
 
 # async: FastAPI runs plain functions in its thread pool, a hop these do not need
@@ -60,7 +68,10 @@ async def _admin(principal: Annotated[Principal, Depends(_principal)]) -> Princi
 
 
 SettingsDep = Annotated[Settings, Depends(_settings)]
-ConnDep = Annotated[Connection[Any], Depends(_connection)]
+# A connection confined by row-level security to the caller's tenant (authenticated).
+ConnDep = Annotated[Connection[Any], Depends(_tenant_connection)]
+# A connection across tenants: admin routes only.
+SystemConnDep = Annotated[Connection[Any], Depends(_system_connection)]
 BackendDep = Annotated[TaskBackend, Depends(_backend)]
 # The caller's tenant (authenticated and rate-limited): pass it to every data-layer call.
 # Routes that take it declare AUTH_ERRORS (401, 429) in their OpenAPI responses.

@@ -12,11 +12,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
-from psycopg_pool import ConnectionPool
 
 from memora import logs
 from memora.config import Settings, get_settings
-from memora.db.pool import make_pool
+from memora.db.pool import Pool, make_pool
 from memora.embedding import check_dimension, get_embedder
 from memora.retrieval import Retriever
 from services.api.errors import BodySizeLimit, install_error_handlers
@@ -28,7 +27,7 @@ from services.api.routes import search, think
 CONNECTIONS_PER_SEARCH = 4
 
 
-def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, pool: Pool | None = None) -> FastAPI:
     settings = settings or get_settings()
     logs.configure(settings.log_format, settings.log_level)
 
@@ -42,6 +41,7 @@ def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None 
                 settings.db_pool_max, CONNECTIONS_PER_SEARCH * settings.search_concurrency + 2
             ),
             name="query",
+            row_security=settings.row_security,
         )
         embedder = get_embedder(
             settings.embedding_model,

@@ -13,6 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from memora.config import Settings
+from memora.db.pool import connect_system
+from memora.pipeline.retry import retry_operation
+from memora.store import operations
+from services.workers.celery_app import create_celery
+from services.workers.dispatch import CeleryBackend
 
 console = Console(stderr=True)
 ops_app = typer.Typer(help="Operations: list them, retry a failed one.", no_args_is_help=True)
@@ -33,14 +38,11 @@ def list_ops(
     json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Operations of every tenant, newest first, with their stage and error."""
-    from memora.db.pool import connect
-    from memora.store import operations
-
     if failed and status not in (None, "failed"):
         raise typer.BadParameter("--failed and --status disagree")
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(f"--status must be one of {', '.join(STATUSES)}")
-    with connect(Settings().require_database_url()) as conn:
+    with connect_system(Settings()) as conn:
         rows = operations.list_operations(
             conn, None, agent_id=agent, status="failed" if failed else status, limit=limit
         )
@@ -69,14 +71,9 @@ def list_ops(
 def retry_op(operation_id: Annotated[UUID, typer.Argument(help="the operation's id")]) -> None:
     """Re-run a failed operation from the stage that failed. Idempotent: while it is queued or
     running again, another retry changes nothing."""
-    from memora.db.pool import connect
-    from memora.pipeline.retry import retry_operation
-    from services.workers.celery_app import create_celery
-    from services.workers.dispatch import CeleryBackend
-
     settings = Settings()
     backend = CeleryBackend(create_celery(settings))
-    with connect(settings.require_database_url()) as conn:
+    with connect_system(settings) as conn:
         outcome = retry_operation(conn, backend, None, operation_id)
     messages = {
         "reopened": "[green]re-queued[/] from its failed stage",

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memora.config import Settings
-from memora.db.pool import connect
+from memora.db.pool import connect_system
 from memora.monitoring import OperationStats, operation_stats, queue_depths
 from memora.store import operations
 from services.cli.operations import first_line
@@ -52,7 +52,7 @@ def collect_status(settings: Settings) -> Status:
     except Exception as exc:
         status.errors["broker"] = f"{type(exc).__name__}: {exc}"
     try:
-        with connect(settings.require_database_url()) as conn:
+        with connect_system(settings) as conn:  # every tenant's operations
             status.operations = operation_stats(conn)
             if status.operations.by_status.get("failed"):
                 status.failed = operations.recent_failed(conn, FAILED_SHOWN)

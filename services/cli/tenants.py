@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -15,7 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from memora.config import Settings
-from memora.db.pool import connect
+from memora.db.pool import connect_system
+from memora.models import utcnow
 from memora.store import tenants
 
 console = Console(stderr=True)
@@ -26,8 +28,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 @contextmanager
 def _connection() -> Iterator[Any]:
-    """A connection in a transaction, committed when the block ends without an error."""
-    conn = connect(Settings().require_database_url())
+    """A connection across tenants, in a transaction committed when the block ends without
+    an error."""
+    conn = connect_system(Settings())
     try:
         with conn.transaction():
             yield conn
@@ -87,16 +90,39 @@ def create_key(
     tenant_id: str,
     admin: Annotated[bool, typer.Option(help="may manage tenants and keys")] = False,
     name: Annotated[str, typer.Option(help="a label, e.g. who uses it")] = "",
+    expires_in: Annotated[
+        str | None, typer.Option(help='it stops working after this long: "30d", "12h", "2w"')
+    ] = None,
+    expires_at: Annotated[
+        str | None, typer.Option(help="it stops working then (ISO 8601; UTC unless a zone)")
+    ] = None,
 ) -> None:
     """Print a new key on stdout: it is shown this once (only its hash is stored)."""
+    if expires_in is not None and expires_at is not None:
+        raise typer.BadParameter("give --expires-in or --expires-at, not both")
     try:
+        expiry = (
+            utcnow() + tenants.parse_duration(expires_in)
+            if expires_in is not None
+            else _aware(datetime.fromisoformat(expires_at))
+            if expires_at is not None
+            else None
+        )
         with _connection() as conn:
-            new = tenants.create_key(conn, tenant_id, is_admin=admin, name=name)
+            new = tenants.create_key(conn, tenant_id, is_admin=admin, name=name, expires_at=expiry)
     except tenants.UnknownTenant as exc:
         console.print(f"[red]no tenant {tenant_id}[/] (memora tenants create {tenant_id})")
         raise typer.Exit(1) from exc
-    console.print(f"key {new.id} ({new.prefix}…) for tenant {tenant_id}; keep it secret:")
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    until = f", expires {new.expires_at.isoformat()}" if new.expires_at else ""
+    console.print(f"key {new.id} ({new.prefix}…) for tenant {tenant_id}{until}; keep it secret:")
     print(new.key)
+
+
+def _aware(moment: datetime) -> datetime:
+    """A time without a zone is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 @keys_app.command("list")
@@ -106,7 +132,8 @@ def list_keys(
 ) -> None:
     with _connection() as conn:
         rows = tenants.list_keys(conn, tenant)
-    columns = ["id", "tenant_id", "prefix", "name", "is_admin", "created_at", "revoked_at"]
+    columns = ["id", "tenant_id", "prefix", "name", "is_admin", "created_at", "expires_at"]
+    columns.append("revoked_at")
     _print(rows, columns, json_output)
 
 

@@ -39,7 +39,13 @@ def pipeline() -> Pipeline:
     with _state_lock:
         if pid not in _state:
             settings = get_settings()
-            pool = make_pool(settings.require_database_url(), min_size=1, max_size=4, name="worker")
+            pool = make_pool(
+                settings.require_database_url(),
+                min_size=1,
+                max_size=4,
+                name="worker",
+                row_security=settings.row_security,
+            )
             _state[pid] = Pipeline(settings, pool)
         return _state[pid]
 

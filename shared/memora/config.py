@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     embedded_pg_shared_buffers: str = "1GB"
     db_pool_min: int = 1
     db_pool_max: int = 10
+    # Tenant work runs as the `memora_tenant` role, confined by row-level security to the
+    # caller's tenant (migration 0006). Off: connections keep the login role (a superuser
+    # login is then not confined; for benchmarks and comparisons).
+    row_security: bool = True
 
     # --- pipeline ---------------------------------------------------------------------------
     extractor: Literal["auto", "local", "llm"] = "auto"
@@ -171,6 +175,12 @@ class Settings(BaseSettings):
     )
     # Where the counters live; unset: the broker's Redis ("memory://" counts per process).
     rate_limit_storage_url: str | None = None
+    # Failed authentications (no, unknown, revoked or expired key) per client address, in the
+    # same notation and storage; over it: 429 even before the key is looked up. Empty: off.
+    auth_failure_limit: str = "20/minute"
+    # The header carrying the client's address when a trusted proxy sets it (e.g.
+    # "X-Forwarded-For": its last entry is used). Unset: the connection's peer address.
+    trusted_proxy_header: str | None = None
 
     @field_validator("admin_key", "api_key", mode="before")
     @classmethod
@@ -189,8 +199,9 @@ class Settings(BaseSettings):
             raise ValueError("MEMORA_SEARCH_CONCURRENCY and MEMORA_RERANK_CANDIDATES must be >= 1")
         if self.admin_key is not None and len(self.admin_key.get_secret_value()) < 16:
             raise ValueError("MEMORA_ADMIN_KEY must be at least 16 characters")
-        if self.rate_limit.strip():
-            parse_many(self.rate_limit)  # ValueError when it does not parse
+        for spec in (self.rate_limit, self.auth_failure_limit):
+            if spec.strip():
+                parse_many(spec)  # ValueError when it does not parse
         if self.environment == "production" and (placeholders := self.placeholder_secrets()):
             raise ValueError(
                 f"placeholder secrets in production: {', '.join(placeholders)} "

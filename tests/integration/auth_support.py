@@ -18,13 +18,19 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
 def auth_app(settings: Settings, pool: Any, pipeline: Any, **overrides: Any) -> Any:
-    """The write API with auth required, the bootstrap admin key, stages run inline."""
+    """The write API with auth required, the bootstrap admin key, stages run inline. Failed
+    authentications are not limited unless asked for: every test client has one address."""
     from fastapi.testclient import TestClient
 
     from memora.pipeline.backend import InlineBackend
     from services.api.app import create_app
 
-    update = {"auth_required": True, "admin_key": SecretStr(ADMIN_KEY), **overrides}
+    update = {
+        "auth_required": True,
+        "admin_key": SecretStr(ADMIN_KEY),
+        "auth_failure_limit": "",
+        **overrides,
+    }
     app = create_app(settings.model_copy(update=update), pool=pool, backend=InlineBackend(pipeline))
     return TestClient(app)
 

@@ -6,10 +6,12 @@ import hashlib
 
 import pytest
 from pydantic import ValidationError
+from starlette.requests import Request
 
 from memora.config import Settings
-from memora.store.tenants import generate_key, hash_key, is_valid_tenant_id
-from services.api.ratelimit import Limiter, limiter_from_settings
+from memora.store.tenants import generate_key, hash_key, is_valid_tenant_id, parse_duration
+from services.api.auth import client_address
+from services.api.ratelimit import Limiter, failure_limiter_from_settings, limiter_from_settings
 
 
 def test_auth_settings_are_validated() -> None:
@@ -50,3 +52,40 @@ def test_keys_are_random_and_stored_as_sha256() -> None:
 )
 def test_tenant_ids(tenant_id: str, valid: bool) -> None:
     assert is_valid_tenant_id(tenant_id) is valid
+
+
+def test_failed_authentication_limit_settings() -> None:
+    assert Settings().auth_failure_limit == "20/minute"  # on by default
+    with pytest.raises(ValidationError, match="rate limit"):
+        Settings(auth_failure_limit="often")
+    assert failure_limiter_from_settings(Settings(auth_failure_limit="")) is None
+    limiter = failure_limiter_from_settings(Settings(auth_failure_limit="1/minute"))
+    assert limiter is not None and limiter.exhausted("1.2.3.4") is None  # testing counts nothing
+    assert limiter.retry_after("1.2.3.4") is None
+    assert limiter.exhausted("1.2.3.4") is not None and limiter.exhausted("5.6.7.8") is None
+
+
+def _request(headers: dict[str, str], peer: str = "198.51.100.7") -> Request:
+    raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    return Request({"type": "http", "headers": raw, "client": (peer, 1234)})
+
+
+def test_the_client_address_honours_only_a_configured_proxy_header() -> None:
+    forwarded = {"X-Forwarded-For": "203.0.113.1, 10.0.0.9"}
+    assert client_address(_request(forwarded), Settings()) == "198.51.100.7"
+    trusting = Settings(trusted_proxy_header="X-Forwarded-For")
+    assert client_address(_request(forwarded), trusting) == "10.0.0.9"  # what the proxy saw
+    assert client_address(_request({}), trusting) == "198.51.100.7"  # header missing
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30d", 30 * 86400), ("12h", 43200), ("90m", 5400), ("2w", 1209600)]
+)
+def test_key_lifetimes(text: str, seconds: int) -> None:
+    assert parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["0d", "d", "30", "3y", "-1d", "1.5h"])
+def test_bad_key_lifetimes(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Self
 from uuid import UUID
 
 from fastapi import APIRouter, Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from memora.models import utcnow
 from memora.store import tenants
-from services.api.deps import AdminDep, ConnDep
+from services.api.deps import AdminDep, SystemConnDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 
 router = APIRouter(
@@ -51,6 +52,26 @@ class KeyCreate(BaseModel):
 
     name: Label = ""
     admin: bool = Field(default=False, description="may manage tenants and keys")
+    expires_at: AwareDatetime | None = Field(
+        default=None, description="when the key stops working (ISO 8601 with a time zone)"
+    )
+    expires_in: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]{1,6}[smhdw]$",
+        description='or how long it works from now: e.g. "30d", "12h", "2w"',
+        examples=["30d"],
+    )
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> Self:
+        if self.expires_at is not None and self.expires_in is not None:
+            raise ValueError("give expires_at or expires_in, not both")
+        return self
+
+    def expiry(self, now: datetime) -> datetime | None:
+        if self.expires_in is not None:
+            return now + tenants.parse_duration(self.expires_in)
+        return self.expires_at
 
 
 class ApiKey(BaseModel):
@@ -60,6 +81,7 @@ class ApiKey(BaseModel):
     name: str
     admin: bool
     created_at: datetime
+    expires_at: datetime | None = Field(default=None, description="none: it does not expire")
     revoked_at: datetime | None = None
 
 
@@ -78,7 +100,7 @@ def _key(row: dict[str, object]) -> ApiKey:
 @router.post(
     "/tenants", status_code=201, response_model=Tenant, responses=error_responses(*BODY_ERRORS, 409)
 )
-def create_tenant(_: AdminDep, body: TenantCreate, conn: ConnDep) -> Tenant:
+def create_tenant(_: AdminDep, body: TenantCreate, conn: SystemConnDep) -> Tenant:
     try:
         with conn.transaction():
             row = tenants.create_tenant(conn, body.tenant_id, body.name)
@@ -88,12 +110,12 @@ def create_tenant(_: AdminDep, body: TenantCreate, conn: ConnDep) -> Tenant:
 
 
 @router.get("/tenants", response_model=TenantList)
-def list_tenants(_: AdminDep, conn: ConnDep) -> TenantList:
+def list_tenants(_: AdminDep, conn: SystemConnDep) -> TenantList:
     return TenantList(tenants=[Tenant.model_validate(r) for r in tenants.list_tenants(conn)])
 
 
 @router.delete("/tenants/{tenant_id}", response_model=TenantDeleted)
-def delete_tenant(_: AdminDep, tenant_id: TenantPath, conn: ConnDep) -> TenantDeleted:
+def delete_tenant(_: AdminDep, tenant_id: TenantPath, conn: SystemConnDep) -> TenantDeleted:
     """Hard delete of all the tenant's agents and their data, its keys, and the tenant (the
     "default" tenant is emptied but stays). Deleting it again succeeds with zero counts."""
     with conn.transaction():
@@ -107,12 +129,23 @@ def delete_tenant(_: AdminDep, tenant_id: TenantPath, conn: ConnDep) -> TenantDe
     response_model=NewApiKey,
     responses=error_responses(*BODY_ERRORS, 404),
 )
-def create_key(_: AdminDep, tenant_id: TenantPath, body: KeyCreate, conn: ConnDep) -> NewApiKey:
+def create_key(
+    _: AdminDep, tenant_id: TenantPath, body: KeyCreate, conn: SystemConnDep
+) -> NewApiKey:
+    """A new key, shown once; with `expires_at` or `expires_in` it stops working then (401)."""
     try:
         with conn.transaction():
-            new = tenants.create_key(conn, tenant_id, is_admin=body.admin, name=body.name)
+            new = tenants.create_key(
+                conn,
+                tenant_id,
+                is_admin=body.admin,
+                name=body.name,
+                expires_at=body.expiry(utcnow()),
+            )
     except tenants.UnknownTenant as exc:
         raise APIError(404, "not_found", f"tenant {tenant_id} not found") from exc
+    except ValueError as exc:  # an expiry in the past
+        raise APIError(422, "validation_error", str(exc)) from exc
     return NewApiKey(
         id=new.id,
         tenant_id=new.tenant_id,
@@ -120,18 +153,19 @@ def create_key(_: AdminDep, tenant_id: TenantPath, body: KeyCreate, conn: ConnDe
         name=new.name,
         admin=new.is_admin,
         created_at=new.created_at,
+        expires_at=new.expires_at,
         key=new.key,
     )
 
 
 @router.get("/tenants/{tenant_id}/keys", response_model=KeyList)
-def list_keys(_: AdminDep, tenant_id: TenantPath, conn: ConnDep) -> KeyList:
+def list_keys(_: AdminDep, tenant_id: TenantPath, conn: SystemConnDep) -> KeyList:
     """The tenant's keys, revoked ones included; never the keys themselves."""
     return KeyList(keys=[_key(r) for r in tenants.list_keys(conn, tenant_id)])
 
 
 @router.delete("/keys/{key_id}", response_model=ApiKey, responses=error_responses(404))
-def revoke_key(_: AdminDep, key_id: UUID, conn: ConnDep) -> ApiKey:
+def revoke_key(_: AdminDep, key_id: UUID, conn: SystemConnDep) -> ApiKey:
     """Revoke: the key stops working at once. Revoking it again changes nothing."""
     with conn.transaction():
         row = tenants.revoke_key(conn, key_id)

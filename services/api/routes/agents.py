@@ -10,6 +10,7 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from memora import opinions
+from memora.db.pool import Pool
 from memora.llm import LLMError
 from memora.models import AGENT_ID_PATTERN
 from memora.personality import full_personality, merge_background
@@ -198,16 +199,16 @@ def merge_agent_background(
     """LLM merge (seed 000 §4.4); nothing is written unless the merge succeeds. The merge is
     compare-and-set on the background it read, redone when a concurrent merge got there first."""
     client = llm_client(request)
-    pool = request.app.state.pool
+    pool: Pool = request.app.state.pool
     for _ in range(3):
-        with pool.connection() as conn:
+        with pool.tenant_connection(scope.tenant_id) as conn:
             row = agents.get_agent(conn, scope, agent_id)
         current = row["background"] if row else ""
         try:
             merged = merge_background(client, current, body.content)
         except LLMError as exc:
             raise llm_api_error(exc) from exc
-        with pool.connection() as conn:
+        with pool.tenant_connection(scope.tenant_id) as conn:
             agents.ensure_agent(conn, scope, agent_id)
             if agents.replace_background(conn, scope, agent_id, current, merged):
                 return BackgroundResponse(background=merged)

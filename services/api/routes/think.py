@@ -17,10 +17,10 @@ from uuid import UUID
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
-from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, ConfigDict, Field
 
 from memora import opinions
+from memora.db.pool import Pool
 from memora.llm import LLMError
 from memora.models import AgentId, utcnow
 from memora.personality import full_personality
@@ -107,8 +107,8 @@ async def _search(
     ]
 
 
-def _profile(pool: ConnectionPool, scope: Scope, agent_id: str) -> Profile:
-    with pool.connection() as conn:
+def _profile(pool: Pool, scope: Scope, agent_id: str) -> Profile:
+    with pool.tenant_connection(scope.tenant_id) as conn:
         row = agents.get_agent(conn, scope, agent_id)
     if row is None:  # think does not create agents; the defaults apply
         return Profile(agent_id, full_personality(None))
@@ -116,10 +116,10 @@ def _profile(pool: ConnectionPool, scope: Scope, agent_id: str) -> Profile:
 
 
 def _current_opinions(
-    pool: ConnectionPool, scope: Scope, agent_id: str, found: list[Evidence]
+    pool: Pool, scope: Scope, agent_id: str, found: list[Evidence]
 ) -> list[Evidence]:
     """Opinions with their confidence; versions a later one superseded are left out."""
-    with pool.connection() as conn:
+    with pool.tenant_connection(scope.tenant_id) as conn:
         known = opinions.state(conn, scope, agent_id, [e.id for e in found])
     kept = []
     for e in found:
@@ -144,9 +144,9 @@ def _backend(request: Request) -> TaskBackend:
 def _store_opinions(
     request: Request, scope: Scope, body: ThinkRequest, profile: Profile, result: ThinkResult
 ) -> UUID:
-    pool: ConnectionPool = request.app.state.pool
+    pool: Pool = request.app.state.pool
     based_on = [e.id for network in NETWORKS for e in result.based_on.get(network, [])]
-    with pool.connection() as conn:
+    with pool.tenant_connection(scope.tenant_id) as conn:
         op_id = opinions.record(
             conn,
             scope,
@@ -173,7 +173,7 @@ def _store_opinions(
 async def think_route(scope: ScopeDep, body: ThinkRequest, request: Request) -> ThinkResponse:
     client = llm_client(request)
     retriever = search_routes.retriever(request)
-    pool: ConnectionPool = request.app.state.pool
+    pool: Pool = request.app.state.pool
     profile = await run_in_threadpool(_profile, pool, scope, body.agent_id)
     found = await asyncio.gather(
         *(_search(retriever, scope, body, network) for network in NETWORKS)

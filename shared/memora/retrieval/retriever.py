@@ -22,9 +22,9 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
-from psycopg_pool import ConnectionPool
 
 from memora.config import Settings
+from memora.db.pool import Pool
 from memora.embedding import Embedder
 from memora.models import utcnow
 from memora.retrieval import arms, scoring
@@ -62,7 +62,7 @@ class Retriever:
     def __init__(
         self,
         settings: Settings,
-        pool: ConnectionPool,
+        pool: Pool,
         embedder: Embedder,
         *,
         access: AccessRecorder | None = None,
@@ -196,7 +196,7 @@ class Retriever:
         )
         cap = max(s.rerank_candidates, p.top_k)
         shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
-        with self.pool.connection() as conn:
+        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
             found = arms.hydrate(
                 conn, p.agent_key, p.fact_types, shortlist, query_vec, self.keyword.lateral(stats)
             )
@@ -221,7 +221,7 @@ class Retriever:
     # ------------------------------------------------------------------ retrievers
     def _keyword(self, p: SearchParams, limit: int) -> tuple[ArmResult, TermStats]:
         started = time.perf_counter()
-        with self.pool.connection() as conn:
+        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
             terms = self.keyword.terms(conn, p.query)
             stats = self.keyword.stats(conn, p.agent_key, terms)
             ranked = self.keyword.search(
@@ -237,7 +237,7 @@ class Retriever:
     ) -> tuple[ArmResult, ArmResult]:
         s = self.settings
         ef_search = min(1000, max(64, 2 * limit, p.thinking_budget))
-        with self.pool.connection() as conn:
+        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
             semantic = _timed(
                 "semantic",
                 lambda: arms.semantic(
@@ -270,7 +270,7 @@ class Retriever:
     ) -> ArmResult:
         assert time_range is not None
         s = self.settings
-        with self.pool.connection() as conn:
+        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
             return _timed(
                 "temporal",
                 lambda: arms.temporal(

@@ -1,0 +1,184 @@
+"""Row-level security, the second line of tenant isolation (migration 0006): a raw query in a
+tenant's session, without the application's own tenant filter, sees and writes only that
+tenant's rows in every tenant-scoped table; the search queries keep their indexes under it;
+the schema leaves no tenant-scoped table out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from memora.db.pool import SYSTEM_ROLE, TENANT_ROLE
+from tests.integration.auth_support import (  # noqa: F401 - fixture
+    Tenant,
+    auth_api,
+    make_tenant,
+    touch_access,
+)
+
+pytestmark = pytest.mark.integration
+AGENT = "alice"
+# every table that holds a tenant's data (the schema test below finds any other)
+TENANT_TABLES = (
+    "tenants",
+    "api_keys",
+    "agents",
+    "documents",
+    "operations",
+    "memory_units",
+    "memory_search",
+    "memory_links",
+    "entities",
+    "unit_entities",
+    "memory_access",
+)
+
+
+def _ingest(api: Any, tenant: Tenant, *contents: str) -> None:
+    items = [{"content": c} for c in contents]
+    body = {"agent_id": AGENT, "items": items, "document_id": "d1"}
+    response = api.post("/api/memories/batch", json=body, headers=tenant.headers)
+    assert response.status_code == 200, response.text
+
+
+def _tenants_per_table(conn: psycopg.Connection[Any]) -> dict[str, set[str]]:
+    """The tenants whose rows this session sees, per table, with no filter of its own."""
+    return {
+        table: {r["tenant_id"] for r in conn.execute(f"SELECT DISTINCT tenant_id FROM {table}")}
+        for table in TENANT_TABLES
+    }
+
+
+@pytest.fixture(scope="module")
+def two_tenants(auth_api: Any, pool: Any) -> tuple[Tenant, Tenant]:  # noqa: F811
+    a, b = make_tenant(auth_api, "rls-a"), make_tenant(auth_api, "rls-b")
+    _ingest(auth_api, a, "Alice met Bob in Lisbon.", "Bob told Alice about Acme's new office.")
+    _ingest(auth_api, b, "Alice met Carol in Tokyo.", "Carol told Alice about Globex's merger.")
+    touch_access(pool, [a.key_of(AGENT), b.key_of(AGENT)])
+    return a, b
+
+
+def test_a_tenant_session_sees_only_its_own_rows_in_every_table(
+    two_tenants: tuple[Tenant, Tenant], pool: Any
+) -> None:
+    a, b = two_tenants
+    with pool.connection() as conn:  # cross-tenant (memora_system): both are there
+        everything = _tenants_per_table(conn)
+    for table in TENANT_TABLES:
+        assert {a.tenant_id, b.tenant_id} <= everything[table], table
+    for me in (a, b):
+        with pool.tenant_connection(me.tenant_id) as conn:
+            assert conn.execute("SELECT current_user AS u").fetchone()["u"] == TENANT_ROLE
+            seen = _tenants_per_table(conn)
+            assert seen == {table: {me.tenant_id} for table in TENANT_TABLES}
+            # the other tenant's agent, named outright, is not there
+            other = b if me is a else a
+            hidden = conn.execute(
+                "SELECT count(*) AS n FROM memory_units WHERE agent_id = %s",
+                (other.key_of(AGENT),),
+            ).fetchone()
+            assert hidden["n"] == 0
+
+
+def test_a_tenant_session_cannot_write_or_change_another_tenants_rows(
+    two_tenants: tuple[Tenant, Tenant], pool: Any
+) -> None:
+    a, b = two_tenants
+    with pool.tenant_connection(a.tenant_id) as conn:
+        changed = conn.execute(
+            "UPDATE agents SET background = 'hacked' WHERE agent_id = %s", (b.key_of(AGENT),)
+        )
+        assert changed.rowcount == 0
+        gone = conn.execute("DELETE FROM memory_units WHERE agent_id = %s", (b.key_of(AGENT),))
+        assert gone.rowcount == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute(
+                "INSERT INTO agents (agent_id, tenant_id) VALUES (%s, %s)",
+                (f"{b.tenant_id}/mallory", b.tenant_id),
+            )
+        conn.rollback()
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute(  # a row of b's namespace, wherever it claims to belong
+                "INSERT INTO documents (agent_id, document_id, content_hash, items, item_count) "
+                "VALUES (%s, 'x', 'h', '[]', 0)",
+                (b.key_of(AGENT),),
+            )
+        conn.rollback()
+        # a rollback does not undo the switch: still confined afterwards
+        assert conn.execute("SELECT current_user AS u").fetchone()["u"] == TENANT_ROLE
+        assert _tenants_per_table(conn)["agents"] == {a.tenant_id}
+    with pool.connection() as conn:  # returned and lent again: cross-tenant once more
+        assert conn.execute("SELECT current_user AS u").fetchone()["u"] == SYSTEM_ROLE
+        row = conn.execute(
+            "SELECT background FROM agents WHERE agent_id = %s", (b.key_of(AGENT),)
+        ).fetchone()
+        assert row["background"] != "hacked"
+
+
+def test_without_a_tenant_setting_the_tenant_role_sees_nothing(
+    two_tenants: tuple[Tenant, Tenant], pg_url: str
+) -> None:
+    with psycopg.connect(pg_url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+        conn.execute(f"SET ROLE {TENANT_ROLE}")
+        for table in TENANT_TABLES:
+            assert conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"] == 0
+
+
+def test_every_tenant_scoped_table_is_under_row_security(pool: Any) -> None:
+    """A table with an agent, unit or tenant column must have a tenant_id column, RLS enabled
+    and forced, and the tenant_isolation policy (docs/security.md, for new tables)."""
+    with pool.connection() as conn:
+        rows = conn.execute(
+            """
+            SELECT c.relname AS table, c.relrowsecurity AS enabled,
+                   c.relforcerowsecurity AS forced,
+                   EXISTS (SELECT 1 FROM pg_policies p WHERE p.tablename = c.relname
+                           AND p.policyname = 'tenant_isolation') AS policy,
+                   EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid
+                           AND a.attname = 'tenant_id' AND NOT a.attisdropped) AS has_tenant
+            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = 'public' AND c.relkind = 'r' AND EXISTS (
+                SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND NOT a.attisdropped
+                AND a.attname IN ('agent_id', 'tenant_id', 'unit_id', 'from_unit'))
+            """
+        ).fetchall()
+    scoped = {r["table"] for r in rows}
+    assert set(TENANT_TABLES) <= scoped
+    unprotected = [r for r in rows if not (r["enabled"] and r["forced"] and r["policy"])]
+    assert unprotected == []
+    assert all(r["has_tenant"] for r in rows)
+
+
+def test_search_queries_keep_their_indexes_under_row_security(
+    two_tenants: tuple[Tenant, Tenant], pool: Any
+) -> None:
+    """The keyword match is an index condition (ts_match_vq declared leakproof: otherwise
+    PostgreSQL would apply it only after the policy, as a filter), and the semantic and graph
+    steps use their indexes."""
+    a, _ = two_tenants
+    with pool.tenant_connection(a.tenant_id) as conn:
+        conn.execute("SET LOCAL enable_seqscan = off")
+
+        def plan(sql: str, params: tuple[Any, ...]) -> str:
+            rows = conn.execute(f"EXPLAIN {sql}", params).fetchall()
+            return "\n".join(r["QUERY PLAN"] for r in rows)
+
+        # only the GIN index can serve the match alone; were the match not allowed as an
+        # index condition, this would be a (disabled, still chosen) sequential scan
+        keyword = plan("SELECT unit_id FROM memory_search WHERE search_vector @@ %s", ("lisbon",))
+        assert "Bitmap Index Scan on idx_memory_search_fts" in keyword
+        assert "Index Cond: (search_vector @@ " in keyword
+        semantic = plan(
+            "SELECT id FROM memory_units WHERE embedding IS NOT NULL "
+            "ORDER BY embedding <=> (SELECT embedding FROM memory_units LIMIT 1) LIMIT 10",
+            (),
+        )
+        assert "Index Scan using idx_memory_units_embedding" in semantic
+        graph = plan(
+            "SELECT to_unit FROM memory_links WHERE from_unit = %s::uuid "
+            "ORDER BY weight DESC, to_unit LIMIT 20",
+            ("00000000-0000-0000-0000-000000000000",),
+        )
+        assert "Index Only Scan using idx_memory_links_strongest" in graph
