@@ -129,7 +129,7 @@ def _observe_lag(operation_id: str, backfill: bool) -> None:
         return
     try:
         with _pool().connection() as conn:
-            lag = operations.completion_lag(conn, UUID(operation_id), within_seconds=60)
+            lag = operations.completion_lag(conn, operation_id, within_seconds=60)
     except Exception as exc:
         log.debug("lag metric: %s", exc)
         return

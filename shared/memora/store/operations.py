@@ -212,7 +212,7 @@ def active_by_stage(conn: Connection[Any]) -> list[dict[str, Any]]:
 
 
 def completion_lag(
-    conn: Connection[Any], operation_id: UUID, within_seconds: float
+    conn: Connection[Any], operation_id: UUID | str, within_seconds: float
 ) -> float | None:
     """Seconds from acceptance to completion, for an operation that completed in the last
     `within_seconds` (None otherwise)."""
