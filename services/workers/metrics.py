@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 from celery.exceptions import Retry
 from celery.signals import (
