@@ -11,19 +11,22 @@ from rich.console import Console
 from rich.table import Table
 
 from memora.config import Settings
-from memora.db.pool import make_pool
-from memora.jobs import JOBS, JobContext, run_job
 from memora.tenancy import Scope
-from services.workers.celery_app import create_celery
-from services.workers.dispatch import CeleryBackend
 
 console = Console(stderr=True)
 jobs_app = typer.Typer(help="Periodic jobs: list them, run one now.", no_args_is_help=True)
 
 
+# The jobs, the pool and Celery are imported inside the commands: every `memora` command loads
+# this module, and `memora worker` must set PROMETHEUS_MULTIPROC_DIR and its settings before
+# prometheus-client and the Celery app are first imported (services/cli/ops.py).
+
+
 @jobs_app.command("list")
 def list_jobs() -> None:
     """Each job with its schedule (seconds; 0: not scheduled) and what it does."""
+    from memora.jobs import JOBS
+
     settings = Settings()
     table = Table("job", "every (s)", "what it does")
     for name, spec in JOBS.items():
@@ -40,6 +43,11 @@ def run(
     tenant: Annotated[str, typer.Option(help="the agent's tenant")] = "default",
 ) -> None:
     """Run one job now and print what it examined and changed (JSON)."""
+    from memora.db.pool import make_pool
+    from memora.jobs import JOBS, JobContext, run_job
+    from services.workers.celery_app import create_celery
+    from services.workers.dispatch import CeleryBackend
+
     spec = JOBS.get(name)
     if spec is None:
         console.print(f"[red]no job {name!r}; jobs: {', '.join(JOBS)}[/]")

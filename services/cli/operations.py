@@ -14,10 +14,7 @@ from rich.table import Table
 
 from memora.config import Settings
 from memora.db.pool import connect_system
-from memora.pipeline.retry import retry_operation
 from memora.store import operations
-from services.workers.celery_app import create_celery
-from services.workers.dispatch import CeleryBackend
 
 console = Console(stderr=True)
 ops_app = typer.Typer(help="Operations: list them, retry a failed one.", no_args_is_help=True)
@@ -71,6 +68,13 @@ def list_ops(
 def retry_op(operation_id: Annotated[UUID, typer.Argument(help="the operation's id")]) -> None:
     """Re-run a failed operation from the stage that failed. Idempotent: while it is queued or
     running again, another retry changes nothing."""
+    # Celery and the pipeline are imported here, not at the top: every `memora` command loads
+    # this module, and `memora worker` must set PROMETHEUS_MULTIPROC_DIR and its settings
+    # before prometheus-client and the Celery app are first imported (services/cli/ops.py).
+    from memora.pipeline.retry import retry_operation
+    from services.workers.celery_app import create_celery
+    from services.workers.dispatch import CeleryBackend
+
     settings = Settings()
     backend = CeleryBackend(create_celery(settings))
     with connect_system(settings) as conn:
