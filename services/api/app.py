@@ -16,7 +16,7 @@ from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import CachedCheck, health_router
 from services.api.metrics import install_metrics
 from services.api.proxy import proxy_router
-from services.api.routes import admin, agents, memories
+from services.api.routes import admin, agents, conversations, memories
 from services.workers.celery_app import create_celery
 from services.workers.dispatch import CeleryBackend
 
@@ -63,6 +63,8 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.include_router(health_router(checks))
+    # before memories: its document routes would take .../messages/... as a document id
+    app.include_router(conversations.router)
     app.include_router(memories.router)
     app.include_router(agents.router)
     app.include_router(admin.router)

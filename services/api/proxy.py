@@ -11,7 +11,14 @@ from fastapi import APIRouter, Request, Response
 
 from services.api.errors import APIError
 
-READ_PATHS = ("search", "world_search", "agent_search", "opinion_search", "think")
+READ_PATHS = (
+    "search",
+    "world_search",
+    "agent_search",
+    "opinion_search",
+    "think",
+    "conversation_search",
+)
 
 
 def proxy_router(query_url: str) -> APIRouter:

@@ -66,8 +66,9 @@ def store_batch(
         )
     backfill = priority == "backfill"
     accepted = accept_batch(
-        conn, scope, body.agent_id, body.items, body.document_id, backfill=backfill
-    )
+        conn, scope, body.agent_id, body.items, body.document_id, title=body.title,
+        backfill=backfill,
+    )  # fmt: skip
     metrics.observe_accepted(accepted.outcome, accepted.items_count, backfill=backfill)
     if accepted.needs_processing:
         try:
@@ -155,6 +156,8 @@ def delete_document(
             "entities_deleted": 0,
             "links_deleted": 0,
             "operations_deleted": 0,
+            "messages_deleted": 0,
+            "chunks_deleted": 0,
             "already_absent": True,
         },
     )

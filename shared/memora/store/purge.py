@@ -20,7 +20,11 @@ PURGE_TABLES = (
     "memory_links",
     "unit_entities",
     "memory_access",
+    "unit_sources",
     "memory_units",
+    "conversation_chunks",
+    "conversation_messages",
+    "conversation_index_state",
     "entities",
     "documents",
     "agents",
@@ -36,7 +40,7 @@ def purge_units(conn: Connection[Any], units_sql: str, params: dict[str, Any]) -
         conn.execute(f"DELETE FROM memory_links WHERE from_unit IN ({units_sql})", params).rowcount
         + conn.execute(f"DELETE FROM memory_links WHERE to_unit IN ({units_sql})", params).rowcount
     )
-    for table in ("unit_entities", "memory_access"):
+    for table in ("unit_entities", "memory_access", "unit_sources"):
         counts[table] = conn.execute(
             f"DELETE FROM {table} WHERE unit_id IN ({units_sql})", params
         ).rowcount
@@ -61,7 +65,14 @@ def purge_agents(conn: Connection[Any], keys: list[str]) -> dict[str, int]:
         "DELETE FROM operations WHERE agent_id = ANY(%(k)s)", params
     ).rowcount
     counts |= purge_units(conn, "SELECT id FROM memory_units WHERE agent_id = ANY(%(k)s)", params)
-    for table in ("entities", "documents", "agents"):
+    for table in (
+        "conversation_chunks",
+        "conversation_messages",
+        "conversation_index_state",
+        "entities",
+        "documents",
+        "agents",
+    ):
         counts[table] = conn.execute(
             f"DELETE FROM {table} WHERE agent_id = ANY(%(k)s)", params
         ).rowcount
