@@ -108,8 +108,8 @@ def edit(
     """Edit one message: what was extracted from it alone is re-extracted and its chunks are
     re-indexed (operation kind `message_edit`); nothing else of the conversation is redone."""
     if body.content is not None and len(body.content) > settings.max_content_chars:
-        raise APIError(422, "content_too_long",
-                       f"content is limited to {settings.max_content_chars} characters")  # fmt: skip
+        limit = settings.max_content_chars
+        raise APIError(422, "content_too_long", f"content is limited to {limit} characters")
     patch = MessagePatch(body.content, body.role, body.speaker, body.event_date)
     try:
         with conn.transaction():

@@ -1,4 +1,4 @@
-"""The state of an agent's conversation index, and its rebuild (seed 002 §7.3 ConversationSearchIndex).
+"""The state of an agent's conversation index, and its rebuild (seed 002 §7.3).
 
 The index records the embedding model and dimension its live generation was built with; a
 service configured with another model sees `model_changed` and a `reindex` operation rebuilds

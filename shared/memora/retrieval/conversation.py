@@ -68,7 +68,8 @@ def fused_score(cosine: float, keyword: float, keyword_weight: float) -> float:
 
 
 def _filters(q: ConversationQuery) -> tuple[str, dict[str, Any]]:
-    clauses, params = [], {}
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
     if q.document_id is not None:
         clauses.append(
             "c.document_pk = (SELECT id FROM documents WHERE agent_id = %(a)s "

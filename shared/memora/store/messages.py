@@ -56,6 +56,10 @@ class Synced:
     inserted: int
 
 
+def _state(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["content_hash"], row["position"], row["role"], row["speaker"], row["occurred_at"])
+
+
 def sync_document(
     conn: Connection[Any], agent_key: str, document_pk: UUID, rows: Sequence[MessageRow]
 ) -> Synced:
@@ -87,9 +91,7 @@ def sync_document(
                 (agent_key, document_pk, r.message_id, r.position, r.role, r.speaker, when,
                  r.text, r.hash)
             )  # fmt: skip
-        elif (old["content_hash"], old["position"], old["role"], old["speaker"], old["occurred_at"]) != (
-            r.hash, r.position, r.role, r.speaker, when
-        ):  # fmt: skip
+        elif _state(old) != (r.hash, r.position, r.role, r.speaker, when):
             changed.append(old["id"])
             updates.append((r.position, r.role, r.speaker, when, r.text, r.hash, old["id"]))
     with conn.cursor() as cur:
