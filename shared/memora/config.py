@@ -145,6 +145,7 @@ class Settings(BaseSettings):
     conversation_reindex_batch: int = 500  # messages a rebuild embeds per transaction
     # The consistency job (check, then repair); 0: not scheduled.
     conversation_consistency_interval_seconds: float = 3600.0
+    conversation_auto_repair: bool = True  # the job repairs what it finds (else reports it)
 
     # --- operations (docs/operations.md) ----------------------------------------------------
     # Port of a worker's /metrics server (its main process); 0 = no server.

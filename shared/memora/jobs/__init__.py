@@ -6,7 +6,7 @@ the Celery tasks and the metrics follow from this registry.
 
 from __future__ import annotations
 
-from memora.jobs import reconcile
+from memora.jobs import conversation_consistency, reconcile
 from memora.jobs.base import JobContext, JobResult, JobSpec, run_job
 
 JOBS: dict[str, JobSpec] = {
@@ -17,6 +17,12 @@ JOBS: dict[str, JobSpec] = {
             reconcile.run,
             lambda s: s.reconcile_interval_seconds,
             "re-enqueue operations that stopped moving",
+        ),
+        JobSpec(
+            "conversation_consistency",
+            conversation_consistency.run,
+            lambda s: s.conversation_consistency_interval_seconds,
+            "check the conversation index and units' sources against the messages; repair",
         ),
     )
 }
