@@ -40,10 +40,16 @@ def purge_units(conn: Connection[Any], units_sql: str, params: dict[str, Any]) -
         conn.execute(f"DELETE FROM memory_links WHERE from_unit IN ({units_sql})", params).rowcount
         + conn.execute(f"DELETE FROM memory_links WHERE to_unit IN ({units_sql})", params).rowcount
     )
-    for table in ("unit_entities", "memory_access", "unit_sources"):
+    for table in ("unit_entities", "memory_access"):
         counts[table] = conn.execute(
             f"DELETE FROM {table} WHERE unit_id IN ({units_sql})", params
         ).rowcount
+    # Sources go with their units (ON DELETE CASCADE): deleting them first would change
+    # what `units_sql` selects when it reads them.
+    row = conn.execute(
+        f"SELECT count(*) AS n FROM unit_sources WHERE unit_id IN ({units_sql})", params
+    ).fetchone()
+    counts["unit_sources"] = int(row["n"]) if row else 0
     counts["memory_units"] = conn.execute(
         f"DELETE FROM memory_units WHERE id IN ({units_sql})", params
     ).rowcount
