@@ -291,3 +291,64 @@ def test_filters_and_bad_input(inline_api: Any, query_api: TestClient, agent_id:
     ):
         response = query_api.post("/api/conversation_search", json={"agent_id": agent_id, **bad})
         assert response.status_code == 422, bad
+
+
+# ------------------------------------------------------------------------------ tenancy
+def test_tenants_see_and_change_only_their_own_conversations(
+    settings: Settings, pool: Any, pipeline: Any
+) -> None:
+    from services.api.query_app import create_app as create_query_app
+    from tests.integration.auth_support import auth_app, make_tenant
+
+    query_settings = settings.model_copy(update={"auth_required": True})
+    with (
+        auth_app(settings, pool, pipeline) as api,
+        TestClient(create_query_app(query_settings, pool=pool)) as query,
+    ):
+        owner, other = make_tenant(api), make_tenant(api)
+        body = {"agent_id": "alice", "document_id": "trip", "items": TRIP, "title": "Kyoto"}
+        assert api.post("/api/memories/batch", json=body, headers=owner.headers).status_code == 200
+        ask = {"agent_id": "alice", "query": "peanut allergy", "min_score": 0.0}
+        mine = query.post("/api/conversation_search", json=ask, headers=owner.headers)
+        assert mine.status_code == 200 and mine.json()["results"]
+        theirs = query.post("/api/conversation_search", json=ask, headers=other.headers)
+        assert theirs.status_code == 200 and theirs.json()["results"] == []
+        assert query.post("/api/conversation_search", json=ask).status_code == 401
+        path = message_path("alice", "m3")
+        for call in (
+            lambda h: api.patch(path, json={"content": "changed"}, headers=h),
+            lambda h: api.delete(path, headers=h),
+        ):
+            assert call(other.headers).status_code == 404
+        status = api.get("/api/agents/alice/conversation-index", headers=other.headers).json()
+        assert status["messages"] == 0
+        check = api.post("/api/agents/alice/consistency-check", headers=other.headers).json()
+        assert check["consistent"] is True
+        assert api.delete(path, headers=owner.headers).status_code == 200
+
+
+# ------------------------------------------------------------------------------ real workers
+def test_edit_and_delete_through_real_workers(
+    celery_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    from tests.conftest import wait_until
+
+    def completed(op_id: str) -> dict[str, Any]:
+        def done() -> Any:
+            op = celery_api.get(f"/api/operations/{op_id}").json()
+            return op if op["status"] == "completed" else None
+
+        result: dict[str, Any] = wait_until(done, 120)
+        return result
+
+    body = {"agent_id": agent_id, "document_id": "trip", "items": TRIP, "title": "Kyoto"}
+    op = completed(celery_api.post("/api/memories/batch", json=body).json()["operation_id"])
+    assert op["stages"]["index_messages"]["status"] == "done"
+    assert search(query_api, agent_id, "peanut allergy")[0]["message_id"] in {"m3", "m4"}
+    edited = {"content": "Hanna cannot eat shellfish: no prawn tempura for her."}
+    response = celery_api.patch(message_path(agent_id, "m3"), json=edited)
+    op = completed(response.json()["operation_id"])
+    assert op["kind"] == "message_edit" and op["counts"]["chunks_written"] == 1
+    assert search(query_api, agent_id, "prawn tempura")[0]["message_id"] == "m3"
+    assert celery_api.delete(message_path(agent_id, "m3")).status_code == 200
+    assert all(h["message_id"] != "m3" for h in search(query_api, agent_id, "prawn tempura"))
