@@ -4,6 +4,7 @@ the enrichment prefix."""
 from __future__ import annotations
 
 import uuid
+from itertools import pairwise
 from datetime import UTC, datetime
 
 from memora.config import Settings
@@ -58,7 +59,7 @@ def test_a_long_message_is_cut_into_overlapping_windows_each_with_the_prefix() -
     size = cfg.max_chars - len(prefix)
     assert all(c.text.startswith(prefix) and len(c.text) <= cfg.max_chars for c in chunks)
     assert [c.index for c in chunks] == list(range(len(chunks)))
-    for a, b in zip(chunks, chunks[1:], strict=False):
+    for a, b in pairwise(chunks):
         assert a.snippet[-cfg.overlap :] == b.snippet[: cfg.overlap]  # 50 characters overlap
     assert chunks[0].snippet == text[:size]
     assert chunks[-1].snippet.endswith(text[-10:])
