@@ -4,8 +4,8 @@ the enrichment prefix."""
 from __future__ import annotations
 
 import uuid
-from itertools import pairwise
 from datetime import UTC, datetime
+from itertools import pairwise
 
 from memora.config import Settings
 from memora.conversations.chunking import (
