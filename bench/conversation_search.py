@@ -55,6 +55,8 @@ PER_CONVERSATION = 200
 
 
 def sentences(rng: random.Random, n: int) -> list[str]:
+    """n distinct sentences (at most the 720 combinations)."""
+    n = min(n, len(PEOPLE) * len(DOING) * len(WHERE))
     out: set[str] = set()
     while len(out) < n:
         out.add(f"{rng.choice(PEOPLE)} {rng.choice(DOING)} {rng.choice(WHERE)} last week.")
@@ -64,7 +66,7 @@ def sentences(rng: random.Random, n: int) -> list[str]:
 def load(url: str, n: int, embedder: Embedder, seed: int = 7) -> None:
     """N messages of one agent with one chunk each, then the HNSW index."""
     rng = random.Random(seed)
-    pool = sentences(rng, 2000)
+    pool = sentences(rng, 600)  # of the 720 combinations
     vectors = embedder.embed(pool)
     start = datetime(2023, 1, 1, tzinfo=UTC)
     with connect(url) as conn:
