@@ -142,6 +142,7 @@ class Settings(BaseSettings):
     conversation_min_score: float = 0.5  # minScore when a search gives none
     conversation_keyword_weight: float = 0.5  # how far a keyword match lifts a chunk's score
     conversation_candidates: int = 50  # chunks each arm (vector, keyword) proposes
+    conversation_keyword_budget: int = 1000  # matching chunks the keyword arm ranks at most
     conversation_reindex_batch: int = 500  # messages a rebuild embeds per transaction
     # The consistency job (check, then repair); 0: not scheduled.
     conversation_consistency_interval_seconds: float = 3600.0

@@ -126,6 +126,7 @@ async def conversation_search(
                 min_score=s.conversation_min_score,
                 keyword_weight=s.conversation_keyword_weight,
                 per_arm=s.conversation_candidates,
+                match_budget=s.conversation_keyword_budget,
             )
 
     hits = await run_in_threadpool(run)

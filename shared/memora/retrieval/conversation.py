@@ -95,8 +95,11 @@ def candidates(
     vector: np.ndarray,
     terms: Sequence[str],
     per_arm: int,
+    match_budget: int = 1000,
 ) -> list[dict[str, Any]]:
-    """The union of both arms' candidates with their cosine similarity and keyword rank."""
+    """The union of both arms' candidates with their cosine similarity and keyword rank. The
+    keyword arm ranks at most `match_budget` matching chunks: a common word matches a large
+    share of a big index, and ranking all of them would read every one."""
     where, params = _filters(q)
     conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), "
@@ -106,10 +109,12 @@ def candidates(
     keyword_arm = (
         f"""
         UNION
-        (SELECT c.id FROM conversation_chunks c
-         WHERE c.agent_id = %(a)s AND c.generation = (SELECT g FROM live)
-           AND c.search_vector @@ %(tsq)s::tsquery{where}
-         ORDER BY ts_rank_cd(c.search_vector, %(tsq)s::tsquery, 32) DESC LIMIT %(k)s)"""
+        (SELECT m.id FROM (
+            SELECT c.id, c.search_vector FROM conversation_chunks c
+            WHERE c.agent_id = %(a)s AND c.generation = (SELECT g FROM live)
+              AND c.search_vector @@ %(tsq)s::tsquery{where}
+            LIMIT %(budget)s) m
+         ORDER BY ts_rank_cd(m.search_vector, %(tsq)s::tsquery, 32) DESC LIMIT %(k)s)"""
         if terms
         else ""
     )
@@ -133,7 +138,14 @@ def candidates(
         JOIN conversation_messages m ON m.id = c.message_pk
         JOIN documents d ON d.id = c.document_pk
         """,
-        {"a": agent_key, "v": vector, "k": per_arm, "tsq": or_query(terms), **params},
+        {
+            "a": agent_key,
+            "v": vector,
+            "k": per_arm,
+            "tsq": or_query(terms),
+            "budget": match_budget,
+            **params,
+        },
     ).fetchall()
 
 
@@ -146,13 +158,14 @@ def search_conversations(
     min_score: float = 0.5,
     keyword_weight: float = 0.5,
     per_arm: int = 50,
+    match_budget: int = 1000,
 ) -> list[ConversationHit]:
     """The best `q.limit` (at most 20) messages for the query, one per message."""
     agent_key = scope.key(q.agent_id)
     vector = embedder.embed([q.query])[0]
     terms = KeywordIndex.terms(conn, q.query)
     limit = max(1, min(q.limit, MAX_LIMIT))
-    rows = candidates(conn, agent_key, q, vector, terms, max(per_arm, 4 * limit))
+    rows = candidates(conn, agent_key, q, vector, terms, max(per_arm, 4 * limit), match_budget)
     floor = q.min_score if q.min_score is not None else min_score
     best: dict[Any, ConversationHit] = {}
     for r in rows:
