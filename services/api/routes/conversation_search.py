@@ -14,7 +14,7 @@ from memora.retrieval.conversation import (
     MAX_LIMIT,
     ConversationHit,
     ConversationQuery,
-    search_conversations,
+    search_with_settings,
 )
 from services.api.deps import ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
@@ -104,7 +104,6 @@ async def conversation_search(
 ) -> ConversationSearchResponse:
     """Messages of the agent's conversations that match the query, one result per message."""
     state = request.app.state
-    s = state.settings
     query = ConversationQuery(
         agent_id=body.agent_id,
         query=body.query,
@@ -118,16 +117,7 @@ async def conversation_search(
 
     def run() -> list[ConversationHit]:
         with state.pool.connection() as conn:
-            return search_conversations(
-                conn,
-                state.embedder,
-                scope,
-                query,
-                min_score=s.conversation_min_score,
-                keyword_weight=s.conversation_keyword_weight,
-                per_arm=s.conversation_candidates,
-                match_budget=s.conversation_keyword_budget,
-            )
+            return search_with_settings(conn, state.embedder, state.settings, scope, query)
 
     hits = await run_in_threadpool(run)
     return ConversationSearchResponse(

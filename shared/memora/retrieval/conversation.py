@@ -8,7 +8,8 @@ lifted by its keyword match: score = s + (1 - s) * keyword_weight * rank, where 
 stays within [0, 1], so the seed's `min_score` (default 0.5) keeps its meaning. Results are
 deduplicated by message (its best chunk), best first.
 
-`search_conversations` is the core function the query service's route and the MCP tool call.
+`search_with_settings` is the core function the query service's route and the MCP tool call
+(`search_conversations` with its knobs from the settings).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 from psycopg import Connection
 
+from memora.config import Settings
 from memora.embedding import Embedder
 from memora.retrieval.keyword import KeywordIndex, or_query
 from memora.tenancy import Scope
@@ -190,3 +192,20 @@ def search_conversations(
             keyword_score=round(float(r["keyword"]), 6),
         )
     return sorted(best.values(), key=lambda h: (-h.score, h.document_id, h.message_id))[:limit]
+
+
+def search_with_settings(
+    conn: Connection[Any], embedder: Embedder, settings: Settings, scope: Scope,
+    q: ConversationQuery,
+) -> list[ConversationHit]:  # fmt: skip
+    """`search_conversations` with the MEMORA_CONVERSATION_* settings."""
+    return search_conversations(
+        conn,
+        embedder,
+        scope,
+        q,
+        min_score=settings.conversation_min_score,
+        keyword_weight=settings.conversation_keyword_weight,
+        per_arm=settings.conversation_candidates,
+        match_budget=settings.conversation_keyword_budget,
+    )
