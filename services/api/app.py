@@ -17,7 +17,7 @@ from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import Cached, Check, health_router
 from services.api.metrics import install_metrics
 from services.api.proxy import proxy_router
-from services.api.routes import admin, agents, graph, memories, operations, queues
+from services.api.routes import admin, agents, conversations, graph, memories, operations, queues
 from services.api.webapp import install_ui
 from services.workers.celery_app import create_celery
 from services.workers.dispatch import CeleryBackend
@@ -82,6 +82,8 @@ def create_app(
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.include_router(health_router(checks, informational=informational, workers=workers))
+    # before memories: its document routes would take .../messages/... as a document id
+    app.include_router(conversations.router)
     app.include_router(memories.router)
     app.include_router(agents.router)
     app.include_router(admin.router)

@@ -11,7 +11,14 @@ from fastapi import APIRouter, Request, Response
 
 from services.api.errors import APIError
 
-READ_PATHS = ("search", "world_search", "agent_search", "opinion_search", "think")
+READ_PATHS = (
+    "search",
+    "world_search",
+    "agent_search",
+    "opinion_search",
+    "think",
+    "conversation_search",
+)
 # Hop-by-hop headers (RFC 9110 §7.6.1) and those that describe the body as httpx received it
 # (it decodes content-encoding); every other upstream header reaches the client unchanged.
 NOT_FORWARDED = frozenset(

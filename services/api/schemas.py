@@ -6,9 +6,9 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memora.models import AgentId, DocumentId, MemoryItem
+from memora.models import AgentId, DocumentId, MemoryItem, StorableText, message_ids
 
 
 class BatchRequest(BaseModel):
@@ -17,6 +17,16 @@ class BatchRequest(BaseModel):
     agent_id: AgentId
     items: list[MemoryItem] = Field(min_length=1)
     document_id: DocumentId | None = None
+    title: StorableText | None = Field(default=None, max_length=500)  # the conversation's
+
+    @model_validator(mode="after")
+    def _unique_message_ids(self) -> BatchRequest:
+        seen: set[str] = set()
+        for message_id in message_ids(self.items):
+            if message_id in seen:
+                raise ValueError(f"message_id {message_id!r} appears twice in the document")
+            seen.add(message_id)
+        return self
 
 
 class BatchResponse(BaseModel):

@@ -71,5 +71,41 @@ def run(
     )
 
 
+def repair(
+    agent: Annotated[
+        str | None, typer.Option(help="only this agent (default: every agent)")
+    ] = None,
+    tenant: Annotated[str, typer.Option(help="the agent's tenant")] = "default",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="report, change nothing")] = False,
+) -> None:
+    """The conversation consistency check (orphaned chunks and units, messages never indexed,
+    stale chunks, units without an embedding) and its repair; prints the report (JSON).
+    Repair operations go to the workers through MEMORA_BROKER_URL."""
+    from memora.conversations import consistency
+    from memora.db.pool import make_pool
+    from services.workers.celery_app import create_celery
+    from services.workers.dispatch import CeleryBackend
+
+    settings = Settings()
+    key = Scope(tenant).key(agent) if agent else None
+    roles = settings.conversation_roles
+    pool = make_pool(settings.require_database_url(), min_size=1, max_size=2, name="cli-repair")
+    try:
+        with pool.connection() as conn:
+            if dry_run:
+                report = consistency.check(conn, key, roles)
+                conn.rollback()
+            else:
+                with conn.transaction():
+                    report = consistency.repair(conn, key, roles)
+        backend = CeleryBackend(create_celery(settings))
+        for operation_id, stage in report.operations:
+            backend.enqueue(stage, operation_id)
+    finally:
+        pool.close()
+    print(json.dumps({"agent": agent, "dry_run": dry_run, **report.as_dict()}, default=str))
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(jobs_app, name="jobs")
+    app.command("repair")(repair)

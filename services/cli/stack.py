@@ -29,7 +29,11 @@ WORKER_QUEUES: dict[str, list[str]] = {
 }
 
 # Models each worker loads when its process starts.
-PRELOAD = {Stage.EXTRACT.value: "nlp", Stage.EMBED.value: "embedder"}
+PRELOAD = {
+    Stage.EXTRACT.value: "nlp",
+    Stage.EMBED.value: "embedder",
+    Stage.INDEX_MESSAGES.value: "embedder",
+}
 
 
 @dataclass

@@ -146,6 +146,27 @@ class Settings(BaseSettings):
     # Load the cross-encoder when the query service starts (else on its first use).
     preload_cross_encoder: bool = False
 
+    # --- conversation search (seed 002 §7; docs/conversations.md) ---------------------------
+    conversation_chunk_chars: int = 500  # maxChunkSize
+    conversation_chunk_overlap: int = 50  # chunkOverlap
+    conversation_combine_short: bool = True  # combineShortMessages
+    conversation_short_message_chars: int = 100  # shortMessageThreshold
+    conversation_max_combined: int = 5  # maxCombinedMessages
+    # includeRoles: roles indexed (messages without a role always are)
+    conversation_roles: list[str] = Field(default_factory=lambda: ["user", "assistant"])
+    conversation_include_title: bool = True
+    conversation_include_timestamp: bool = True
+    conversation_include_preceding: bool = True
+    conversation_preceding_chars: int = 100
+    conversation_min_score: float = 0.5  # minScore when a search gives none
+    conversation_keyword_weight: float = 0.5  # how far a keyword match lifts a chunk's score
+    conversation_candidates: int = 50  # chunks each arm (vector, keyword) proposes
+    conversation_keyword_budget: int = 1000  # matching chunks the keyword arm ranks at most
+    conversation_reindex_batch: int = 500  # messages a rebuild embeds per transaction
+    # The consistency job (check, then repair); 0: not scheduled.
+    conversation_consistency_interval_seconds: float = 3600.0
+    conversation_auto_repair: bool = True  # the job repairs what it finds (else reports it)
+
     # --- operations (docs/operations.md) ----------------------------------------------------
     # Logs on stderr: "text" (readable lines) or "json" (one object per line); the fields a
     # log call passes (operation, stage, attempt…) are printed in both.

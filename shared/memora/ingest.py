@@ -9,6 +9,7 @@ from uuid import UUID
 
 from psycopg import Connection
 
+from memora.conversations.sync import store_messages
 from memora.models import MemoryItem, jsonable_items
 from memora.queues import INGEST_STAGES
 from memora.store import agents, documents, operations
@@ -35,6 +36,7 @@ def accept_batch(
     items: list[MemoryItem],
     document_id: str | None = None,
     *,
+    title: str | None = None,
     backfill: bool = False,
 ) -> Accepted:
     """Store the raw items and create the operation, in one transaction (committed here).
@@ -48,10 +50,11 @@ def accept_batch(
     payload = jsonable_items(items)
     with conn.transaction():
         agents.ensure_agent(conn, scope, agent_id)
-        doc = documents.upsert_document(conn, scope, agent_id, document_id, payload)
+        doc = documents.upsert_document(conn, scope, agent_id, document_id, payload, title)
         if doc.outcome == "unchanged" and doc.operation_id is not None:
             op_id = doc.operation_id
         else:
+            store_messages(conn, scope.key(agent_id), doc.pk, payload, retitled=doc.retitled)
             op_id = operations.create_operation(
                 conn,
                 scope,

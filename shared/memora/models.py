@@ -56,6 +56,12 @@ def _not_blank(value: str) -> str:
     return value
 
 
+MessageId = Annotated[
+    str, StringConstraints(pattern=DOCUMENT_ID_PATTERN, max_length=200), AfterValidator(storable)
+]
+Role = Literal["user", "assistant", "system", "tool"]
+
+
 class MemoryItem(BaseModel):
     """One piece of raw content: a message, a turn, or a whole transcript."""
 
@@ -68,11 +74,28 @@ class MemoryItem(BaseModel):
     metadata: dict[StorableText, StorableText | int | float | bool | None] = Field(
         default_factory=dict
     )
+    # The message this item is, unique within its document (the conversation); default: its
+    # position ("0", "1", ...). See docs/conversations.md.
+    message_id: MessageId | None = None
+    role: Role | None = None
+
+
+def message_ids(items: list[MemoryItem]) -> list[str]:
+    """Each item's message id: its own, else its position."""
+    return [item.message_id or str(i) for i, item in enumerate(items)]
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_OPTIONAL_KEYS = ("message_id", "role")  # stored only when given (older items lack them)
+
+
+def jsonable_item(item: MemoryItem) -> dict[str, Any]:
+    unset = {k for k in _OPTIONAL_KEYS if getattr(item, k) is None}
+    return item.model_dump(mode="json", exclude=unset)
+
+
 def jsonable_items(items: list[MemoryItem]) -> list[dict[str, Any]]:
-    return [item.model_dump(mode="json") for item in items]
+    return [jsonable_item(item) for item in items]

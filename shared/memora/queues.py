@@ -12,20 +12,40 @@ class Stage(StrEnum):
     ENTITIES = "entities"
     LINKS = "links"
     OPINIONS = "opinions"
+    INDEX_MESSAGES = "index_messages"
 
 
-INGEST_STAGES: tuple[Stage, ...] = (Stage.EXTRACT, Stage.EMBED, Stage.ENTITIES, Stage.LINKS)
+INGEST_STAGES: tuple[Stage, ...] = (
+    Stage.EXTRACT,
+    Stage.EMBED,
+    Stage.ENTITIES,
+    Stage.LINKS,
+    Stage.INDEX_MESSAGES,
+)
+
+# The stages each kind of operation runs, in order. An edit of one message runs the ingest
+# chain on what came from that message; a delete re-indexes the neighbours whose chunks it
+# invalidated; repair embeds units left without a vector and indexes messages left out;
+# reindex rebuilds an agent's conversation index. Other kinds (opinions) run one stage.
+CHAINS: dict[str, tuple[Stage, ...]] = {
+    "ingest": INGEST_STAGES,
+    "message_edit": INGEST_STAGES,
+    "message_delete": (Stage.INDEX_MESSAGES,),
+    "repair": (Stage.EMBED, Stage.INDEX_MESSAGES),
+    "reindex": (Stage.INDEX_MESSAGES,),
+}
 
 # Queues besides the per-stage ones.
 MAINTENANCE_QUEUE = "maintenance"
 BACKFILL_QUEUE_SUFFIX = ".backfill"
 
 
-def next_stage(stage: Stage) -> Stage | None:
-    if stage not in INGEST_STAGES:
+def next_stage(stage: Stage, kind: str = "ingest") -> Stage | None:
+    chain = CHAINS.get(kind, ())
+    if stage not in chain:
         return None
-    index = INGEST_STAGES.index(stage)
-    return INGEST_STAGES[index + 1] if index + 1 < len(INGEST_STAGES) else None
+    index = chain.index(stage)
+    return chain[index + 1] if index + 1 < len(chain) else None
 
 
 def queue_for(stage: Stage, *, backfill: bool = False) -> str:

@@ -99,7 +99,14 @@ def row_counts(pool: Any, agent_keys: list[str], ids: dict[str, list[Any]]) -> d
                WHERE unit_id = ANY(%(u)s) OR entity_id = ANY(%(e)s)) AS unit_entities,
               (SELECT count(*) FROM entities
                WHERE agent_id = ANY(%(k)s) OR id = ANY(%(e)s)) AS entities,
-              (SELECT count(*) FROM memory_access WHERE unit_id = ANY(%(u)s)) AS memory_access
+              (SELECT count(*) FROM memory_access WHERE unit_id = ANY(%(u)s)) AS memory_access,
+              (SELECT count(*) FROM unit_sources WHERE unit_id = ANY(%(u)s)) AS unit_sources,
+              (SELECT count(*) FROM conversation_chunks
+               WHERE agent_id = ANY(%(k)s)) AS conversation_chunks,
+              (SELECT count(*) FROM conversation_messages
+               WHERE agent_id = ANY(%(k)s)) AS conversation_messages,
+              (SELECT count(*) FROM conversation_index_state
+               WHERE agent_id = ANY(%(k)s)) AS conversation_index_state
             """,
             {"k": agent_keys, "u": units, "e": entities, "o": ops},
         ).fetchone()

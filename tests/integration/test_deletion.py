@@ -44,6 +44,10 @@ NOTHING_LEFT = dict.fromkeys(
         "unit_entities",
         "entities",
         "memory_access",
+        "unit_sources",
+        "conversation_chunks",
+        "conversation_messages",
+        "conversation_index_state",
     ),
     0,
 )

@@ -108,7 +108,8 @@ def test_health_endpoints(api: TestClient, settings: Settings, pool: Any) -> Non
 def test_worker_metrics_move_and_workers_report_ready(
     celery_api: Any, worker_stack: Any, agent_id: str
 ) -> None:
-    before = {name: worker_metrics(worker_stack, name) for name in ("extract", "embed", "links")}
+    workers = ("extract", "embed", "links", "index_messages")
+    before = {name: worker_metrics(worker_stack, name) for name in workers}
     body = {"agent_id": agent_id, "document_id": "w-1", "items": _items(4, 2)}
     op_id = celery_api.post("/api/memories/batch", json=body).json()["operation_id"]
     wait_until(
@@ -119,7 +120,10 @@ def test_worker_metrics_move_and_workers_report_ready(
         after = worker_metrics(worker_stack, worker)
         return value(after, name, **labels) - value(before[worker], name, **labels)
 
-    wait_until(lambda: delta("links", "memora_ingest_lag_seconds_count", priority="live") >= 1, 10)
+    wait_until(
+        lambda: delta("index_messages", "memora_ingest_lag_seconds_count", priority="live") >= 1,
+        10,
+    )
     labels = {"stage": "extract", "queue": "extract"}
     got = {k: v for k, v in worker_metrics(worker_stack, "extract").items() if "task_" in k[0]}
     was = {k: v for k, v in before["extract"].items() if "task_" in k[0]}

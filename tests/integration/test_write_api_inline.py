@@ -33,7 +33,7 @@ def test_batch_is_processed_into_units_entities_and_links(
     assert body["status"] == "created"
     op = inline_api.get(f"/api/operations/{body['operation_id']}").json()
     assert op["status"] == "completed"
-    assert set(op["stages"]) == {"extract", "embed", "entities", "links"}
+    assert set(op["stages"]) == {"extract", "embed", "entities", "links", "index_messages"}
     assert all(s["status"] == "done" for s in op["stages"].values())
     with pool.connection() as conn:
         units = conn.execute(

@@ -106,9 +106,14 @@ def test_turn_splitting() -> None:
 
 
 def test_stage_order_and_queues() -> None:
-    assert INGEST_STAGES == (Stage.EXTRACT, Stage.EMBED, Stage.ENTITIES, Stage.LINKS)
+    assert INGEST_STAGES == (
+        Stage.EXTRACT, Stage.EMBED, Stage.ENTITIES, Stage.LINKS, Stage.INDEX_MESSAGES
+    )  # fmt: skip
     assert next_stage(Stage.EXTRACT) is Stage.EMBED
-    assert next_stage(Stage.LINKS) is None
+    assert next_stage(Stage.LINKS) is Stage.INDEX_MESSAGES
+    assert next_stage(Stage.INDEX_MESSAGES) is None
+    assert next_stage(Stage.EMBED, "repair") is Stage.INDEX_MESSAGES
+    assert next_stage(Stage.INDEX_MESSAGES, "message_delete") is None
     assert next_stage(Stage.OPINIONS) is None
     assert queue_for(Stage.EMBED) == "embed"
     assert queue_for(Stage.EMBED, backfill=True) == "embed.backfill"

@@ -68,8 +68,9 @@ def store_batch(
         )
     backfill = priority == "backfill"
     accepted = accept_batch(
-        conn, scope, body.agent_id, body.items, body.document_id, backfill=backfill
-    )
+        conn, scope, body.agent_id, body.items, body.document_id, title=body.title,
+        backfill=backfill,
+    )  # fmt: skip
     metrics.observe_accepted(accepted.outcome, accepted.items_count, backfill=backfill)
     note_operation(request, accepted.operation_id)
     if accepted.needs_processing:
@@ -158,6 +159,8 @@ def delete_document(
             "entities_deleted": 0,
             "links_deleted": 0,
             "operations_deleted": 0,
+            "messages_deleted": 0,
+            "chunks_deleted": 0,
             "already_absent": True,
         },
     )

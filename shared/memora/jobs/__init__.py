@@ -6,7 +6,7 @@ the Celery tasks and the metrics follow from this registry.
 
 from __future__ import annotations
 
-from memora.jobs import heartbeat, reconcile
+from memora.jobs import conversation_consistency, heartbeat, reconcile
 from memora.jobs.base import JobContext, JobResult, JobSpec, run_job
 
 JOBS: dict[str, JobSpec] = {
@@ -23,6 +23,12 @@ JOBS: dict[str, JobSpec] = {
             heartbeat.run,
             lambda s: s.beat_heartbeat_seconds,
             "stamp beat's heartbeat in the broker (alert MemoraBeatHeartbeatStale)",
+        ),
+        JobSpec(
+            "conversation_consistency",
+            conversation_consistency.run,
+            lambda s: s.conversation_consistency_interval_seconds,
+            "check the conversation index and units' sources against the messages; repair",
         ),
     )
 }

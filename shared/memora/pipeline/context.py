@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
+from uuid import UUID
 
 from psycopg import Connection
 
@@ -70,3 +71,15 @@ class Job:
     def agent_key(self) -> str:
         key: str = self.operation["agent_id"]
         return key
+
+    @property
+    def message_pks(self) -> list[UUID] | None:
+        """The messages an edit or a delete limits the stages to (None: the whole document)."""
+        pks = (self.operation.get("payload") or {}).get("message_pks")
+        return [UUID(pk) for pk in pks] if pks is not None else None
+
+    @property
+    def edited_message(self) -> UUID | None:
+        """The message a message_edit operation re-extracts."""
+        pk = (self.operation.get("payload") or {}).get("message_pk")
+        return UUID(pk) if pk else None

@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool
 
 from memora.config import Settings
 from memora.pipeline.context import Job, StageContext, Writer
-from memora.pipeline.stages import embed, entities, extract, links, opinions
+from memora.pipeline.stages import embed, entities, extract, index_messages, links, opinions
 from memora.queues import Stage, next_stage
 from memora.store import documents, operations
 
@@ -42,6 +42,7 @@ REGISTRY: Mapping[Stage, StageSpec] = {
     Stage.ENTITIES: StageSpec(entities.prepare),
     Stage.LINKS: StageSpec(links.prepare),
     Stage.OPINIONS: StageSpec(opinions.prepare),
+    Stage.INDEX_MESSAGES: StageSpec(index_messages.prepare),
 }
 
 
@@ -60,13 +61,18 @@ class Pipeline:
             op = operations.get_operation(conn, operation_id)
             if op is None or op["status"] in operations.TERMINAL:
                 return None
+            kind = op["kind"]
             if op["stages"].get(stage.value, {}).get("status") == "done":
-                return next_stage(stage)
+                return next_stage(stage, kind)
             job = Job(op)
-            if op["kind"] == "ingest":
+            if op["document_pk"] is not None or kind in ("ingest", "message_edit"):
+                # An ingest is superseded by a later post of its document; any operation on a
+                # document is by the document's deletion.
                 pk = op["document_pk"]
                 doc = documents.get_document(conn, pk, with_items=spec.reads_items) if pk else None
-                if doc is None or doc["current_operation_id"] != operation_id:
+                if doc is None or (
+                    kind == "ingest" and doc["current_operation_id"] != operation_id
+                ):
                     operations.mark_superseded(conn, operation_id)
                     conn.commit()
                     return None
@@ -82,9 +88,9 @@ class Pipeline:
                 if locked is None or locked["status"] in operations.TERMINAL:
                     return None
                 if locked["stages"].get(stage.value, {}).get("status") == "done":
-                    return next_stage(stage)
+                    return next_stage(stage, kind)
                 counts = write(conn)
-                following = next_stage(stage) if op["kind"] == "ingest" else None
+                following = next_stage(stage, kind)
                 operations.stage_done(conn, operation_id, stage, following, counts)
             log.info(
                 "stage done", extra={"stage": stage.value, "operation": str(operation_id), **counts}

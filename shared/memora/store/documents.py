@@ -28,10 +28,14 @@ class StoredDocument:
     document_id: str
     outcome: Outcome
     operation_id: UUID | None  # the operation already processing it, when unchanged
+    retitled: bool = False  # replaced with another title
 
 
-def content_hash(items: list[dict[str, Any]]) -> str:
-    canonical = json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def content_hash(items: list[dict[str, Any]], title: str | None = None) -> str:
+    """The hash of the items (and of the title, when there is one: untitled documents keep
+    the hash they had before titles existed)."""
+    content: Any = items if title is None else {"items": items, "title": title}
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -41,17 +45,22 @@ def upsert_document(
     agent_id: str,
     document_id: str,
     items: list[dict[str, Any]],
+    title: str | None = None,
 ) -> StoredDocument:
     """Insert, or detect an identical re-post, or replace changed content (same document_id)."""
-    return _upsert(conn, scope.key(agent_id), document_id, items)
+    return _upsert(conn, scope.key(agent_id), document_id, items, title)
 
 
 def _upsert(
-    conn: Connection[Any], agent_key: str, document_id: str, items: list[dict[str, Any]]
+    conn: Connection[Any],
+    agent_key: str,
+    document_id: str,
+    items: list[dict[str, Any]],
+    title: str | None,
 ) -> StoredDocument:
-    digest = content_hash(items)
+    digest = content_hash(items, title)
     row = conn.execute(
-        "SELECT id, content_hash, current_operation_id FROM documents "
+        "SELECT id, content_hash, current_operation_id, title FROM documents "
         "WHERE agent_id = %s AND document_id = %s FOR UPDATE",
         (agent_key, document_id),
     ).fetchone()
@@ -59,23 +68,34 @@ def _upsert(
         return StoredDocument(row["id"], document_id, "unchanged", row["current_operation_id"])
     if row is not None:
         conn.execute(
-            "UPDATE documents SET content_hash = %s, items = %s, item_count = %s, "
+            "UPDATE documents SET content_hash = %s, items = %s, item_count = %s, title = %s, "
             "updated_at = now() WHERE id = %s",
-            (digest, Jsonb(items), len(items), row["id"]),
+            (digest, Jsonb(items), len(items), title, row["id"]),
         )
-        return StoredDocument(row["id"], document_id, "replaced", None)
+        return StoredDocument(row["id"], document_id, "replaced", None, row["title"] != title)
     inserted = conn.execute(
         """
-        INSERT INTO documents (agent_id, document_id, content_hash, items, item_count)
-        VALUES (%s, %s, %s, %s, %s)
+        INSERT INTO documents (agent_id, document_id, content_hash, items, item_count, title)
+        VALUES (%s, %s, %s, %s, %s, %s)
         ON CONFLICT (agent_id, document_id) DO NOTHING
         RETURNING id
         """,
-        (agent_key, document_id, digest, Jsonb(items), len(items)),
+        (agent_key, document_id, digest, Jsonb(items), len(items), title),
     ).fetchone()
     if inserted is None:  # a concurrent request created it first: compare again under its lock
-        return _upsert(conn, agent_key, document_id, items)
+        return _upsert(conn, agent_key, document_id, items, title)
     return StoredDocument(inserted["id"], document_id, "created", None)
+
+
+def replace_items(
+    conn: Connection[Any], document_pk: UUID, items: list[dict[str, Any]], title: str | None
+) -> None:
+    """New items for a document (an edit or a delete of one of its messages)."""
+    conn.execute(
+        "UPDATE documents SET content_hash = %s, items = %s, item_count = %s, updated_at = now() "
+        "WHERE id = %s",
+        (content_hash(items, title), Jsonb(items), len(items), document_pk),
+    )
 
 
 def set_current_operation(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> None:
@@ -90,9 +110,19 @@ def get_document(
     items = "items" if with_items else "NULL AS items"
     return conn.execute(
         f"SELECT id, agent_id, document_id, {items}, item_count, current_operation_id, "
-        "created_at FROM documents WHERE id = %s",
+        "created_at, title FROM documents WHERE id = %s",
         (document_pk,),
     ).fetchone()
+
+
+def owners(conn: Connection[Any], document_pks: list[UUID]) -> list[dict[str, Any]]:
+    """The documents that still exist among these pks (id, agent_id, document_id)."""
+    if not document_pks:
+        return []
+    return conn.execute(
+        "SELECT id, agent_id, document_id FROM documents WHERE id = ANY(%s) ORDER BY id",
+        (list(set(document_pks)),),
+    ).fetchall()
 
 
 def find_document(
@@ -145,6 +175,10 @@ def delete_document(
     params = {"d": doc["id"]}
     operations = conn.execute("DELETE FROM operations WHERE document_pk = %(d)s", params).rowcount
     counts = purge_units(conn, "SELECT id FROM memory_units WHERE document_pk = %(d)s", params)
+    for table in ("conversation_chunks", "conversation_messages"):
+        counts[table] = conn.execute(
+            f"DELETE FROM {table} WHERE document_pk = %(d)s", params
+        ).rowcount
     conn.execute("DELETE FROM documents WHERE id = %(d)s", params)
     orphans = entities.delete_orphans(conn, key)
     return {
@@ -152,4 +186,6 @@ def delete_document(
         "entities_deleted": orphans,
         "links_deleted": counts["memory_links"],
         "operations_deleted": operations,
+        "messages_deleted": counts["conversation_messages"],
+        "chunks_deleted": counts["conversation_chunks"],
     }

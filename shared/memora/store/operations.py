@@ -49,13 +49,37 @@ def create_operation(
     payload: dict[str, Any] | None = None,
     counts: dict[str, int] | None = None,
 ) -> UUID:
+    return create_operation_for_key(
+        conn,
+        scope.key(agent_id),
+        kind=kind,
+        first_stage=first_stage,
+        document_pk=document_pk,
+        document_id=document_id,
+        payload=payload,
+        counts=counts,
+    )
+
+
+def create_operation_for_key(
+    conn: Connection[Any],
+    agent_key: str,
+    *,
+    kind: str,
+    first_stage: Stage,
+    document_pk: UUID | None = None,
+    document_id: str | None = None,
+    payload: dict[str, Any] | None = None,
+    counts: dict[str, int] | None = None,
+) -> UUID:
+    """An operation of an agent known by its stored key (jobs, repair)."""
     row = conn.execute(
         """
         INSERT INTO operations (agent_id, kind, document_pk, document_id, stage, payload, counts)
         VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id
         """,
         (
-            scope.key(agent_id),
+            agent_key,
             kind,
             document_pk,
             document_id,

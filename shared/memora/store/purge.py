@@ -20,7 +20,11 @@ PURGE_TABLES = (
     "memory_links",
     "unit_entities",
     "memory_access",
+    "unit_sources",
     "memory_units",
+    "conversation_chunks",
+    "conversation_messages",
+    "conversation_index_state",
     "entities",
     "documents",
     "agents",
@@ -40,6 +44,12 @@ def purge_units(conn: Connection[Any], units_sql: str, params: dict[str, Any]) -
         counts[table] = conn.execute(
             f"DELETE FROM {table} WHERE unit_id IN ({units_sql})", params
         ).rowcount
+    # Sources go with their units (ON DELETE CASCADE): deleting them first would change
+    # what `units_sql` selects when it reads them.
+    row = conn.execute(
+        f"SELECT count(*) AS n FROM unit_sources WHERE unit_id IN ({units_sql})", params
+    ).fetchone()
+    counts["unit_sources"] = int(row["n"]) if row else 0
     counts["memory_units"] = conn.execute(
         f"DELETE FROM memory_units WHERE id IN ({units_sql})", params
     ).rowcount
@@ -61,7 +71,14 @@ def purge_agents(conn: Connection[Any], keys: list[str]) -> dict[str, int]:
         "DELETE FROM operations WHERE agent_id = ANY(%(k)s)", params
     ).rowcount
     counts |= purge_units(conn, "SELECT id FROM memory_units WHERE agent_id = ANY(%(k)s)", params)
-    for table in ("entities", "documents", "agents"):
+    for table in (
+        "conversation_chunks",
+        "conversation_messages",
+        "conversation_index_state",
+        "entities",
+        "documents",
+        "agents",
+    ):
         counts[table] = conn.execute(
             f"DELETE FROM {table} WHERE agent_id = ANY(%(k)s)", params
         ).rowcount

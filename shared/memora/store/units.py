@@ -95,26 +95,57 @@ def to_embed(conn: Connection[Any], document_pk: UUID) -> list[dict[str, Any]]:
     ).fetchall()
 
 
+def unembedded(conn: Connection[Any], agent_key: str | None, limit: int) -> list[dict[str, Any]]:
+    """Units of a document left without an embedding although no operation is working on it
+    (id, document_pk)."""
+    agent = " AND u.agent_id = %(a)s" if agent_key is not None else ""
+    return conn.execute(
+        f"""
+        SELECT u.id, u.document_pk FROM memory_units u
+        WHERE u.embedding IS NULL AND u.document_pk IS NOT NULL{agent}
+          AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.document_pk = u.document_pk
+                          AND o.status IN ('queued', 'running'))
+        LIMIT %(n)s
+        """,
+        {"a": agent_key, "n": limit},
+    ).fetchall()
+
+
 def set_embeddings(conn: Connection[Any], rows: Sequence[tuple[np.ndarray, UUID]]) -> None:
     """(vector, unit id) pairs."""
     with conn.cursor() as cur:
         cur.executemany("UPDATE memory_units SET embedding = %s WHERE id = %s", rows)
 
 
-def for_entities(conn: Connection[Any], document_pk: UUID) -> list[dict[str, Any]]:
-    """The document's units with what entity resolution reads (id, text, event_date,
-    mentions recorded by the extractor), in document order."""
+def _of(message_pk: UUID | None) -> str:
+    """Limits a query on a document's units to those from one message (when given)."""
+    if message_pk is None:
+        return ""
+    return " AND id IN (SELECT unit_id FROM unit_sources WHERE message_pk = %(m)s)"
+
+
+def for_entities(
+    conn: Connection[Any], document_pk: UUID, message_pk: UUID | None = None
+) -> list[dict[str, Any]]:
+    """The document's units (or those from one message) with what entity resolution reads
+    (id, text, event_date, mentions recorded by the extractor), in document order."""
     return conn.execute(
-        "SELECT id, text, event_date, mentions FROM memory_units WHERE document_pk = %s "
-        "ORDER BY item_index, seq",
-        (document_pk,),
+        "SELECT id, text, event_date, mentions FROM memory_units WHERE document_pk = %(d)s"
+        + _of(message_pk)
+        + " ORDER BY item_index, seq",
+        {"d": document_pk, "m": message_pk},
     ).fetchall()
 
 
-def ids_for_document(conn: Connection[Any], document_pk: UUID) -> list[UUID]:
+def ids_for_document(
+    conn: Connection[Any], document_pk: UUID, message_pk: UUID | None = None
+) -> list[UUID]:
     return [
         r["id"]
-        for r in conn.execute("SELECT id FROM memory_units WHERE document_pk = %s", (document_pk,))
+        for r in conn.execute(
+            "SELECT id FROM memory_units WHERE document_pk = %(d)s" + _of(message_pk),
+            {"d": document_pk, "m": message_pk},
+        )
     ]
 
 

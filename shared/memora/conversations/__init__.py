@@ -1,0 +1,1 @@
+"""Conversation search over raw messages (seed 002 §7): chunking, sync, consistency."""

@@ -1,0 +1,211 @@
+"""Conversation search (seed 002 §7.5, §7.6): hybrid search over the raw messages' chunks.
+
+Two arms propose chunks of the agent's live index generation: the nearest by embedding (HNSW,
+iterative scan so that filters still fill the list) and the best keyword matches (GIN). Each
+candidate is scored by the seed's similarity, 1 / (1 + L2 distance) between unit vectors,
+lifted by its keyword match: score = s + (1 - s) * keyword_weight * rank, where rank is
+`ts_rank_cd` normalised to [0, 1). With no keyword match the score is the seed's, and it
+stays within [0, 1], so the seed's `min_score` (default 0.5) keeps its meaning. Results are
+deduplicated by message (its best chunk), best first.
+
+`search_with_settings` is the core function the query service's route and the MCP tool call
+(`search_conversations` with its knobs from the settings).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from psycopg import Connection
+
+from memora.config import Settings
+from memora.embedding import Embedder
+from memora.retrieval.keyword import KeywordIndex, or_query
+from memora.tenancy import Scope
+
+MAX_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class ConversationQuery:
+    agent_id: str  # as the client names it
+    query: str
+    limit: int = 5
+    document_id: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    roles: Sequence[str] | None = None
+    min_score: float | None = None  # None: the setting (the seed's 0.5)
+
+
+@dataclass(frozen=True)
+class ConversationHit:
+    document_id: str
+    title: str | None
+    message_id: str
+    message_ids: list[str]  # every message of the chunk (short messages are combined)
+    role: str | None
+    speaker: str | None
+    timestamp: datetime
+    snippet: str
+    chunk_index: int
+    score: float
+    vector_score: float
+    keyword_score: float
+
+
+def vector_score(cosine: float) -> float:
+    """The seed's 1 / (1 + L2) for unit vectors, whose L2 distance is sqrt(2 - 2 cos)."""
+    return 1.0 / (1.0 + math.sqrt(max(0.0, 2.0 - 2.0 * cosine)))
+
+
+def fused_score(cosine: float, keyword: float, keyword_weight: float) -> float:
+    s = vector_score(cosine)
+    return s + (1.0 - s) * keyword_weight * keyword
+
+
+def _filters(q: ConversationQuery) -> tuple[str, dict[str, Any]]:
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    if q.document_id is not None:
+        clauses.append(
+            "c.document_pk = (SELECT id FROM documents WHERE agent_id = %(a)s "
+            "AND document_id = %(doc)s)"
+        )
+        params["doc"] = q.document_id
+    if q.start is not None:
+        clauses.append("c.occurred_at >= %(start)s")
+        params["start"] = q.start
+    if q.end is not None:
+        clauses.append("c.occurred_at <= %(end)s")
+        params["end"] = q.end
+    if q.roles:
+        clauses.append("c.roles && %(roles)s::text[]")
+        params["roles"] = list(q.roles)
+    return "".join(f" AND {c}" for c in clauses), params
+
+
+def candidates(
+    conn: Connection[Any],
+    agent_key: str,
+    q: ConversationQuery,
+    vector: np.ndarray,
+    terms: Sequence[str],
+    per_arm: int,
+    match_budget: int = 1000,
+) -> list[dict[str, Any]]:
+    """The union of both arms' candidates with their cosine similarity and keyword rank. The
+    keyword arm ranks at most `match_budget` matching chunks: a common word matches a large
+    share of a big index, and ranking all of them would read every one."""
+    where, params = _filters(q)
+    conn.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true), "
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        (str(max(64, 2 * per_arm)),),
+    )
+    keyword_arm = (
+        f"""
+        UNION
+        (SELECT m.id FROM (
+            SELECT c.id, c.search_vector FROM conversation_chunks c
+            WHERE c.agent_id = %(a)s AND c.generation = (SELECT g FROM live)
+              AND c.search_vector @@ %(tsq)s::tsquery{where}
+            LIMIT %(budget)s) m
+         ORDER BY ts_rank_cd(m.search_vector, %(tsq)s::tsquery, 32) DESC LIMIT %(k)s)"""
+        if terms
+        else ""
+    )
+    rank = "ts_rank_cd(c.search_vector, %(tsq)s::tsquery, 32)" if terms else "0.0"
+    return conn.execute(
+        f"""
+        WITH live AS (
+            SELECT generation AS g FROM conversation_index_state WHERE agent_id = %(a)s
+        ), found AS (
+            (SELECT c.id FROM conversation_chunks c
+             WHERE c.agent_id = %(a)s AND c.generation = (SELECT g FROM live){where}
+             ORDER BY c.embedding <=> %(v)s LIMIT %(k)s)
+            {keyword_arm}
+        )
+        SELECT c.message_pk, c.message_pks, c.chunk_index, c.snippet,
+               1 - (c.embedding <=> %(v)s) AS cosine, {rank} AS keyword,
+               m.message_id, m.role, m.speaker, m.occurred_at, d.document_id, d.title,
+               ARRAY(SELECT o.message_id FROM conversation_messages o
+                     WHERE o.id = ANY(c.message_pks) ORDER BY o.position) AS message_ids
+        FROM found JOIN conversation_chunks c ON c.id = found.id
+        JOIN conversation_messages m ON m.id = c.message_pk
+        JOIN documents d ON d.id = c.document_pk
+        """,
+        {
+            "a": agent_key,
+            "v": vector,
+            "k": per_arm,
+            "tsq": or_query(terms),
+            "budget": match_budget,
+            **params,
+        },
+    ).fetchall()
+
+
+def search_conversations(
+    conn: Connection[Any],
+    embedder: Embedder,
+    scope: Scope,
+    q: ConversationQuery,
+    *,
+    min_score: float = 0.5,
+    keyword_weight: float = 0.5,
+    per_arm: int = 50,
+    match_budget: int = 1000,
+) -> list[ConversationHit]:
+    """The best `q.limit` (at most 20) messages for the query, one per message."""
+    agent_key = scope.key(q.agent_id)
+    vector = embedder.embed([q.query])[0]
+    terms = KeywordIndex.terms(conn, q.query)
+    limit = max(1, min(q.limit, MAX_LIMIT))
+    rows = candidates(conn, agent_key, q, vector, terms, max(per_arm, 4 * limit), match_budget)
+    floor = q.min_score if q.min_score is not None else min_score
+    best: dict[Any, ConversationHit] = {}
+    for r in rows:
+        score = fused_score(float(r["cosine"]), float(r["keyword"]), keyword_weight)
+        if score < floor:
+            continue
+        held = best.get(r["message_pk"])
+        if held is not None and held.score >= score:
+            continue
+        best[r["message_pk"]] = ConversationHit(
+            document_id=r["document_id"],
+            title=r["title"],
+            message_id=r["message_id"],
+            message_ids=list(r["message_ids"]),
+            role=r["role"],
+            speaker=r["speaker"],
+            timestamp=r["occurred_at"],
+            snippet=r["snippet"],
+            chunk_index=r["chunk_index"],
+            score=round(score, 6),
+            vector_score=round(vector_score(float(r["cosine"])), 6),
+            keyword_score=round(float(r["keyword"]), 6),
+        )
+    return sorted(best.values(), key=lambda h: (-h.score, h.document_id, h.message_id))[:limit]
+
+
+def search_with_settings(
+    conn: Connection[Any], embedder: Embedder, settings: Settings, scope: Scope,
+    q: ConversationQuery,
+) -> list[ConversationHit]:  # fmt: skip
+    """`search_conversations` with the MEMORA_CONVERSATION_* settings."""
+    return search_conversations(
+        conn,
+        embedder,
+        scope,
+        q,
+        min_score=settings.conversation_min_score,
+        keyword_weight=settings.conversation_keyword_weight,
+        per_arm=settings.conversation_candidates,
+        match_budget=settings.conversation_keyword_budget,
+    )

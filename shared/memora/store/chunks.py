@@ -1,0 +1,278 @@
+"""conversation_chunks and conversation_index_state: the conversation search index (write
+side, status and consistency). The search query itself lives in `memora.retrieval.conversation`.
+
+Each agent's index has a live `generation`; a rebuild writes `building` beside it and switches
+in one update. Writers take the state row FOR SHARE and a switch takes it FOR UPDATE, so no
+chunk lands in a generation that is being retired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from psycopg import Connection
+
+from memora.chunking import Chunk, source_hash
+
+
+# ------------------------------------------------------------------------------ index state
+def state(
+    conn: Connection[Any], agent_key: str, model: str, dim: int, *, lock: str | None = None
+) -> dict[str, Any]:
+    """The agent's index state, created on first use with this model (lock: "share"/"update")."""
+    conn.execute(
+        "INSERT INTO conversation_index_state (agent_id, embedding_model, embedding_dim) "
+        "VALUES (%s, %s, %s) ON CONFLICT (agent_id) DO NOTHING",
+        (agent_key, model, dim),
+    )
+    suffix = {None: "", "share": " FOR SHARE", "update": " FOR UPDATE"}[lock]
+    row: dict[str, Any] | None = conn.execute(
+        "SELECT * FROM conversation_index_state WHERE agent_id = %s" + suffix, (agent_key,)
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+def find_state(conn: Connection[Any], agent_key: str) -> dict[str, Any] | None:
+    return conn.execute(
+        "SELECT * FROM conversation_index_state WHERE agent_id = %s", (agent_key,)
+    ).fetchone()
+
+
+def start_build(conn: Connection[Any], agent_key: str, model: str) -> int:
+    """Open the next generation for a rebuild (or resume the one being built)."""
+    row = conn.execute(
+        "UPDATE conversation_index_state SET building = COALESCE(building, generation + 1), "
+        "building_model = %s, updated_at = now() WHERE agent_id = %s RETURNING building",
+        (model, agent_key),
+    ).fetchone()
+    assert row is not None
+    return int(row["building"])
+
+
+def switch(conn: Connection[Any], agent_key: str, generation: int, model: str, dim: int) -> int:
+    """Make `generation` live (the state row must be locked FOR UPDATE); older chunks go."""
+    conn.execute(
+        "UPDATE conversation_index_state SET generation = %s, embedding_model = %s, "
+        "embedding_dim = %s, building = NULL, building_model = NULL, last_sync_at = now(), "
+        "updated_at = now() WHERE agent_id = %s",
+        (generation, model, dim, agent_key),
+    )
+    cur = conn.execute(
+        "DELETE FROM conversation_chunks WHERE agent_id = %s AND generation <> %s",
+        (agent_key, generation),
+    )
+    return max(cur.rowcount, 0)
+
+
+def synced(conn: Connection[Any], agent_key: str) -> None:
+    conn.execute(
+        "UPDATE conversation_index_state SET last_sync_at = now() WHERE agent_id = %s",
+        (agent_key,),
+    )
+
+
+# ------------------------------------------------------------------------------ chunks
+def delete_covering(conn: Connection[Any], message_pks: Sequence[UUID]) -> tuple[int, set[UUID]]:
+    """Delete every chunk (of any generation) that covers one of the messages; the number
+    deleted and the other messages those chunks covered (they need indexing again)."""
+    if not message_pks:
+        return 0, set()
+    rows = conn.execute(
+        "DELETE FROM conversation_chunks WHERE message_pks && %s::uuid[] RETURNING message_pks",
+        (list(message_pks),),
+    ).fetchall()
+    covered = {pk for r in rows for pk in r["message_pks"]} - set(message_pks)
+    return len(rows), covered
+
+
+def delete_for_document(conn: Connection[Any], document_pk: UUID) -> int:
+    cur = conn.execute("DELETE FROM conversation_chunks WHERE document_pk = %s", (document_pk,))
+    return max(cur.rowcount, 0)
+
+
+def pending(
+    conn: Connection[Any],
+    agent_key: str,
+    generation: int,
+    roles: Sequence[str],
+    *,
+    document_pk: UUID | None = None,
+    message_pks: Sequence[UUID] | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """Messages (of the roles indexed) that no chunk of `generation` covers, in conversation
+    order, each with its document's title and the message before it (prev_id, prev_text)."""
+    where = ["m.agent_id = %(a)s", "(m.role IS NULL OR m.role = ANY(%(roles)s))"]
+    if document_pk is not None:
+        where.append("m.document_pk = %(d)s")
+    if message_pks is not None:
+        where.append("m.id = ANY(%(m)s::uuid[])")
+    return conn.execute(
+        f"""
+        SELECT m.id, m.document_pk, m.position, m.role, m.speaker, m.occurred_at, m.text,
+               m.content_hash, d.title, p.id AS prev_id, p.text AS prev_text
+        FROM conversation_messages m JOIN documents d ON d.id = m.document_pk
+        LEFT JOIN LATERAL (
+            SELECT id, text FROM conversation_messages q
+            WHERE q.document_pk = m.document_pk AND q.position < m.position
+            ORDER BY q.position DESC LIMIT 1
+        ) p ON true
+        WHERE {" AND ".join(where)}
+          AND NOT EXISTS (SELECT 1 FROM conversation_chunks c
+                          WHERE c.message_pks @> ARRAY[m.id] AND c.generation = %(g)s)
+        ORDER BY m.document_pk, m.position
+        {"LIMIT %(limit)s" if limit else ""}
+        """,
+        {
+            "a": agent_key,
+            "roles": list(roles),
+            "d": document_pk,
+            "m": list(message_pks or []),
+            "g": generation,
+            "limit": limit,
+        },
+    ).fetchall()
+
+
+def insert(
+    conn: Connection[Any],
+    agent_key: str,
+    generation: int,
+    rows: Sequence[tuple[UUID, Chunk, np.ndarray]],
+) -> int:
+    """(document pk, chunk, vector) triples, by COPY."""
+    if not rows:
+        return 0
+    columns = (
+        "agent_id, document_pk, message_pk, message_pks, chunk_index, generation, roles, "
+        "occurred_at, text, snippet, source_hash, embedding"
+    )
+    with conn.cursor() as cur, cur.copy(f"COPY conversation_chunks ({columns}) FROM STDIN") as cp:
+        for document_pk, c, vector in rows:
+            cp.write_row(
+                (agent_key, document_pk, c.owner, list(c.covers), c.index, generation,
+                 list(c.roles), c.occurred_at, c.text, c.snippet, c.source_hash,
+                 "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]")
+            )  # fmt: skip
+    return len(rows)
+
+
+def keep_current(conn: Connection[Any], generation: int, planned: Sequence[Chunk]) -> set[Chunk]:
+    """The planned chunks still current: every message they cover exists with the text they
+    were built from (read FOR SHARE: an edit waits for this transaction) and no chunk of
+    `generation` covers it yet."""
+    pks = list({pk for c in planned for pk in c.covers})
+    if not pks:
+        return set()
+    hashes = {
+        r["id"]: r["content_hash"]
+        for r in conn.execute(
+            "SELECT id, content_hash FROM conversation_messages WHERE id = ANY(%s) FOR SHARE",
+            (pks,),
+        )
+    }
+    covered = {
+        r["pk"]
+        for r in conn.execute(
+            "SELECT DISTINCT unnest(message_pks) AS pk FROM conversation_chunks "
+            "WHERE message_pks && %s::uuid[] AND generation = %s",
+            (pks, generation),
+        )
+    }
+    return {
+        c
+        for c in planned
+        if all(pk in hashes and pk not in covered for pk in c.covers)
+        and source_hash([hashes[pk] for pk in c.covers]) == c.source_hash
+    }
+
+
+def counts(conn: Connection[Any], agent_key: str, generation: int) -> dict[str, int]:
+    row = conn.execute(
+        """
+        SELECT
+          (SELECT count(*) FROM conversation_messages WHERE agent_id = %(a)s) AS messages,
+          (SELECT count(DISTINCT document_pk) FROM conversation_messages
+            WHERE agent_id = %(a)s) AS conversations,
+          (SELECT count(*) FROM conversation_chunks
+            WHERE agent_id = %(a)s AND generation = %(g)s) AS chunks,
+          (SELECT count(*) FROM conversation_chunks
+            WHERE agent_id = %(a)s AND generation <> %(g)s) AS chunks_building
+        """,
+        {"a": agent_key, "g": generation},
+    ).fetchone()
+    assert row is not None
+    return {k: int(v) for k, v in row.items()}
+
+
+# ------------------------------------------------------------------------------ consistency
+def _agent(agent_key: str | None, column: str = "agent_id") -> str:
+    return f" AND {column} = %(a)s" if agent_key is not None else ""
+
+
+def orphaned(conn: Connection[Any], agent_key: str | None, limit: int) -> list[dict[str, Any]]:
+    """Chunks that cover a message that is gone, or of a generation neither live nor being
+    built (id, document_pk)."""
+    return conn.execute(
+        f"""
+        SELECT c.id, c.document_pk FROM conversation_chunks c
+        LEFT JOIN conversation_index_state s ON s.agent_id = c.agent_id
+        WHERE (s.agent_id IS NULL OR c.generation NOT IN (s.generation, coalesce(s.building, -1))
+               OR EXISTS (SELECT 1 FROM unnest(c.message_pks) AS p(pk)
+                          WHERE NOT EXISTS (SELECT 1 FROM conversation_messages m
+                                            WHERE m.id = p.pk))){_agent(agent_key, "c.agent_id")}
+        LIMIT %(n)s
+        """,
+        {"a": agent_key, "n": limit},
+    ).fetchall()
+
+
+def stale(conn: Connection[Any], agent_key: str | None, limit: int) -> list[dict[str, Any]]:
+    """Chunks whose messages changed since they were built (id, document_pk): the hash of
+    the covered messages' hashes (memora.chunking.source_hash) differs."""
+    return conn.execute(
+        f"""
+        SELECT c.id, c.document_pk FROM conversation_chunks c
+        CROSS JOIN LATERAL (
+            SELECT string_agg(m.content_hash, ',' ORDER BY p.ord) AS hashes, count(m.id) AS found
+            FROM unnest(c.message_pks) WITH ORDINALITY AS p(pk, ord)
+            LEFT JOIN conversation_messages m ON m.id = p.pk
+        ) h
+        WHERE h.found = cardinality(c.message_pks)
+          AND encode(sha256(convert_to(h.hashes, 'UTF8')), 'hex') <> c.source_hash
+          {_agent(agent_key, "c.agent_id")}
+        LIMIT %(n)s
+        """,
+        {"a": agent_key, "n": limit},
+    ).fetchall()
+
+
+def unindexed(
+    conn: Connection[Any], agent_key: str | None, roles: Sequence[str], limit: int
+) -> list[dict[str, Any]]:
+    """Messages (of the roles indexed) that no chunk of their agent's live generation covers,
+    in documents no operation is working on (id, document_pk)."""
+    return conn.execute(
+        f"""
+        SELECT m.id, m.document_pk FROM conversation_messages m
+        LEFT JOIN conversation_index_state s ON s.agent_id = m.agent_id
+        WHERE (m.role IS NULL OR m.role = ANY(%(roles)s))
+          AND NOT EXISTS (SELECT 1 FROM conversation_chunks c WHERE c.message_pks @> ARRAY[m.id]
+                          AND c.generation = coalesce(s.generation, 1))
+          AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.document_pk = m.document_pk
+                          AND o.status IN ('queued', 'running')){_agent(agent_key, "m.agent_id")}
+        LIMIT %(n)s
+        """,
+        {"a": agent_key, "roles": list(roles), "n": limit},
+    ).fetchall()
+
+
+def delete_ids(conn: Connection[Any], ids: Sequence[UUID]) -> int:
+    if not ids:
+        return 0
+    cur = conn.execute("DELETE FROM conversation_chunks WHERE id = ANY(%s)", (list(ids),))
+    return max(cur.rowcount, 0)

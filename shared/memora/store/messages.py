@@ -1,0 +1,225 @@
+"""conversation_messages and unit_sources: a document's messages, and which messages each
+memory unit came from.
+
+The messages are derived from the document's items when it is stored (`sync_document`) and
+changed one at a time by the sync routes (edit, delete). Pipeline functions take stored agent
+keys and pks; `find_message` serves requests and takes the caller's Scope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import Connection
+
+from memora.chunking import content_hash
+from memora.store.purge import purge_units
+from memora.tenancy import Scope
+
+_COLUMNS = "id, message_id, position, role, speaker, occurred_at, text, content_hash"
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    message_id: str
+    position: int
+    role: str | None
+    speaker: str | None
+    occurred_at: datetime | None  # None: the document's time
+    text: str
+
+    @property
+    def hash(self) -> str:
+        return content_hash(self.text)
+
+    @classmethod
+    def from_item(cls, message_id: str, position: int, item: dict[str, Any]) -> MessageRow:
+        when = item.get("event_date")
+        return cls(
+            message_id,
+            position,
+            item.get("role"),
+            item.get("speaker"),
+            datetime.fromisoformat(when) if when else None,
+            item["content"],
+        )
+
+
+@dataclass(frozen=True)
+class Synced:
+    changed: list[UUID]  # messages whose text, role or place changed
+    removed: list[UUID]  # messages the new items no longer hold (to delete after their chunks)
+    inserted: int
+
+
+def _state(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["content_hash"], row["position"], row["role"], row["speaker"], row["occurred_at"])
+
+
+def sync_document(
+    conn: Connection[Any], agent_key: str, document_pk: UUID, rows: Sequence[MessageRow]
+) -> Synced:
+    """Make the document's messages those of `rows`: insert new ones, update changed ones (in
+    place, so their units' sources stay) and say which are gone; the caller invalidates the
+    chunks of changed and removed messages, then calls `delete` for the removed ones."""
+    created = conn.execute(
+        "SELECT created_at FROM documents WHERE id = %s", (document_pk,)
+    ).fetchone()
+    assert created is not None
+    default_time: datetime = created["created_at"]
+    existing = {
+        r["message_id"]: r
+        for r in conn.execute(
+            f"SELECT {_COLUMNS} FROM conversation_messages WHERE document_pk = %s FOR UPDATE",
+            (document_pk,),
+        )
+    }
+    wanted = {r.message_id for r in rows}
+    removed = [r["id"] for mid, r in existing.items() if mid not in wanted]
+    changed: list[UUID] = []
+    updates: list[tuple[Any, ...]] = []
+    inserts: list[tuple[Any, ...]] = []
+    for r in rows:
+        when = r.occurred_at or default_time
+        old = existing.get(r.message_id)
+        if old is None:
+            inserts.append(
+                (agent_key, document_pk, r.message_id, r.position, r.role, r.speaker, when,
+                 r.text, r.hash)
+            )  # fmt: skip
+        elif _state(old) != (r.hash, r.position, r.role, r.speaker, when):
+            changed.append(old["id"])
+            updates.append((r.position, r.role, r.speaker, when, r.text, r.hash, old["id"]))
+    with conn.cursor() as cur:
+        if updates:
+            cur.executemany(
+                "UPDATE conversation_messages SET position = %s, role = %s, speaker = %s, "
+                "occurred_at = %s, text = %s, content_hash = %s, updated_at = now() WHERE id = %s",
+                updates,
+            )
+        if inserts:
+            with cur.copy(
+                "COPY conversation_messages (agent_id, document_pk, message_id, position, role, "
+                "speaker, occurred_at, text, content_hash) FROM STDIN"
+            ) as copy:
+                for row in inserts:
+                    copy.write_row(row)
+    return Synced(changed, removed, len(inserts))
+
+
+def find_message(
+    conn: Connection[Any], scope: Scope, agent_id: str, document_id: str, message_id: str
+) -> dict[str, Any] | None:
+    """The message (locked, with its document's pk, items and title) for an edit or delete."""
+    return conn.execute(
+        f"""
+        SELECT m.{_COLUMNS.replace(", ", ", m.")}, d.id AS document_pk, d.items, d.title
+        FROM documents d JOIN conversation_messages m ON m.document_pk = d.id
+        WHERE d.agent_id = %s AND d.document_id = %s AND m.message_id = %s
+        FOR NO KEY UPDATE OF d FOR UPDATE OF m
+        """,
+        (scope.key(agent_id), document_id, message_id),
+    ).fetchone()
+
+
+def update_text(
+    conn: Connection[Any], message_pk: UUID, text: str, role: str | None, speaker: str | None,
+    occurred_at: datetime,
+) -> None:  # fmt: skip
+    conn.execute(
+        "UPDATE conversation_messages SET text = %s, content_hash = %s, role = %s, speaker = %s, "
+        "occurred_at = %s, updated_at = now() WHERE id = %s",
+        (text, content_hash(text), role, speaker, occurred_at, message_pk),
+    )
+
+
+def delete(conn: Connection[Any], message_pks: Sequence[UUID]) -> int:
+    """Delete messages (their chunks and unit sources go with them by foreign key)."""
+    if not message_pks:
+        return 0
+    cur = conn.execute("DELETE FROM conversation_messages WHERE id = ANY(%s)", (list(message_pks),))
+    return max(cur.rowcount, 0)
+
+
+def get(conn: Connection[Any], message_pk: UUID) -> dict[str, Any] | None:
+    return conn.execute(
+        f"SELECT {_COLUMNS}, document_pk FROM conversation_messages WHERE id = %s", (message_pk,)
+    ).fetchone()
+
+
+def pks_by_position(conn: Connection[Any], document_pk: UUID) -> dict[int, UUID]:
+    return {
+        r["position"]: r["id"]
+        for r in conn.execute(
+            "SELECT id, position FROM conversation_messages WHERE document_pk = %s", (document_pk,)
+        )
+    }
+
+
+# ------------------------------------------------------------------------------ unit sources
+def add_sources(conn: Connection[Any], pairs: Sequence[tuple[UUID, UUID]]) -> int:
+    """(unit id, message pk) pairs."""
+    if not pairs:
+        return 0
+    with conn.cursor() as cur, cur.copy("COPY unit_sources (unit_id, message_pk) FROM STDIN") as cp:
+        for pair in pairs:
+            cp.write_row(pair)
+    return len(pairs)
+
+
+_ONLY_FROM = (
+    "SELECT s.unit_id FROM unit_sources s WHERE s.message_pk = %(m)s AND NOT EXISTS "
+    "(SELECT 1 FROM unit_sources o WHERE o.unit_id = s.unit_id AND o.message_pk <> %(m)s)"
+)
+
+
+def purge_units_only_from(conn: Connection[Any], message_pk: UUID) -> int:
+    """Delete the units whose one and only source is this message (with their links, entity
+    references and access counts); units with another source keep theirs."""
+    return purge_units(conn, _ONLY_FROM, {"m": message_pk})["memory_units"]
+
+
+def detach(conn: Connection[Any], message_pk: UUID) -> dict[str, int]:
+    """Before a message is deleted: the units it alone was the source of are deleted, and the
+    others lose it from their sources."""
+    counts = purge_units(conn, _ONLY_FROM, {"m": message_pk})
+    counts["unit_sources"] = conn.execute(
+        "DELETE FROM unit_sources WHERE message_pk = %s", (message_pk,)
+    ).rowcount
+    return counts
+
+
+# ------------------------------------------------------------------------------ consistency
+def orphaned_units(
+    conn: Connection[Any], agent_key: str | None, limit: int
+) -> list[dict[str, Any]]:
+    """Units of a document none of whose sources is a message that exists (id, document_pk)."""
+    agent = " AND u.agent_id = %(a)s" if agent_key is not None else ""
+    return conn.execute(
+        f"""
+        SELECT u.id, u.document_pk FROM memory_units u
+        WHERE u.document_pk IS NOT NULL{agent}
+          AND NOT EXISTS (SELECT 1 FROM unit_sources s JOIN conversation_messages m
+                          ON m.id = s.message_pk WHERE s.unit_id = u.id)
+        LIMIT %(n)s
+        """,
+        {"a": agent_key, "n": limit},
+    ).fetchall()
+
+
+def delete_dangling_sources(conn: Connection[Any], unit_ids: Sequence[UUID]) -> int:
+    """Source rows of these units that name a message that is gone."""
+    cur = conn.execute(
+        "DELETE FROM unit_sources s WHERE s.unit_id = ANY(%s) AND NOT EXISTS "
+        "(SELECT 1 FROM conversation_messages m WHERE m.id = s.message_pk)",
+        (list(unit_ids),),
+    )
+    return max(cur.rowcount, 0)
+
+
+def purge_units_by_id(conn: Connection[Any], unit_ids: Sequence[UUID]) -> dict[str, int]:
+    return purge_units(conn, "SELECT unnest(%(u)s::uuid[])", {"u": list(unit_ids)})
