@@ -12,6 +12,15 @@ from fastapi import APIRouter, Request, Response
 from services.api.errors import APIError
 
 READ_PATHS = ("search", "world_search", "agent_search", "opinion_search", "think")
+# The memory lifecycle (it embeds, so it runs where the model is): (method, path).
+LIFECYCLE_PATHS = (
+    *(
+        ("POST", f"/agents/{{agent_id}}/{op}")
+        for op in ("remember", "forget", "recall", "reflect", "link")
+    ),
+    ("POST", "/agents/{agent_id}/memories/{memory_id}/restore"),
+    ("GET", "/agents/{agent_id}/memories/{memory_id}"),
+)
 
 
 def proxy_router(query_url: str) -> APIRouter:
@@ -20,7 +29,8 @@ def proxy_router(query_url: str) -> APIRouter:
 
     async def forward(request: Request) -> Response:
         try:
-            upstream = await client.post(
+            upstream = await client.request(
+                request.method,
                 request.url.path,
                 content=await request.body(),
                 headers={
@@ -42,4 +52,6 @@ def proxy_router(query_url: str) -> APIRouter:
 
     for path in READ_PATHS:
         router.add_api_route(f"/{path}", forward, methods=["POST"])
+    for method, path in LIFECYCLE_PATHS:
+        router.add_api_route(path, forward, methods=[method])
     return router

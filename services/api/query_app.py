@@ -21,7 +21,7 @@ from memora.retrieval import Retriever
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import health_router
 from services.api.metrics import install_metrics
-from services.api.routes import search, think
+from services.api.routes import lifecycle, search, think
 
 # A search holds one connection per retriever (three at most) and one to read the results.
 CONNECTIONS_PER_SEARCH = 4
@@ -78,5 +78,6 @@ def create_app(settings: Settings | None = None, *, pool: ConnectionPool | None 
     )
     app.include_router(search.router)
     app.include_router(think.router)
+    app.include_router(lifecycle.router)
     install_metrics(app, "query")
     return app

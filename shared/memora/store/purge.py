@@ -23,6 +23,8 @@ PURGE_TABLES = (
     "memory_units",
     "entities",
     "documents",
+    "memory_events",
+    "job_cursors",
     "agents",
 )
 
@@ -61,7 +63,7 @@ def purge_agents(conn: Connection[Any], keys: list[str]) -> dict[str, int]:
         "DELETE FROM operations WHERE agent_id = ANY(%(k)s)", params
     ).rowcount
     counts |= purge_units(conn, "SELECT id FROM memory_units WHERE agent_id = ANY(%(k)s)", params)
-    for table in ("entities", "documents", "agents"):
+    for table in ("entities", "documents", "memory_events", "job_cursors", "agents"):
         counts[table] = conn.execute(
             f"DELETE FROM {table} WHERE agent_id = ANY(%(k)s)", params
         ).rowcount
