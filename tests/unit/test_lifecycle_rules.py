@@ -139,3 +139,8 @@ def test_attenuation_and_reflection_trigger() -> None:
     assert attenuated(5.0, 0, 0.1) == 5.0
     assert attenuated(5.0, 10, 0.1) == pytest.approx(5.0 * math.exp(-1.0))
     assert reflection_due(150, 150) and not reflection_due(149.5, 150)
+
+
+def test_heuristic_importance_estimates_names_when_entities_are_unknown() -> None:
+    assert heuristic_importance("We met Alice and Bob at the station.", None) == 5.0
+    assert heuristic_importance("The station was busy.", None) == 3.0

@@ -65,7 +65,7 @@ def _consolidate(conn: Any, key: str, unit: dict[str, Any], t: rules.Thresholds)
     current = store.get_units(conn, key, [unit["id"]])
     if not current or current[0]["status"] != "active":
         return None  # folded into another earlier in this run
-    vector = np.asarray(unit["embedding"], dtype=np.float32)
+    vector = np.asarray(unit["embedding"].to_numpy(), dtype=np.float32)
     rows = [
         r
         for r in store.similar(conn, key, vector, NEIGHBOURS, exclude=unit["id"])
@@ -92,7 +92,7 @@ def _consolidate(conn: Any, key: str, unit: dict[str, Any], t: rules.Thresholds)
     kept = rules.richer(older["text"], newer["text"])
     store.merge_into(
         conn, older["id"], text=kept,
-        vector=np.asarray(newer["embedding"], dtype=np.float32) if kept != older["text"] else None,
+        vector=np.asarray(newer["embedding"].to_numpy(), dtype=np.float32) if kept != older["text"] else None,
         metadata=rules.merge_metadata(older["metadata"] or {}, newer["metadata"] or {}),
         importance=float(newer["importance"]), category=newer.get("category"), evidence=1,
     )  # fmt: skip

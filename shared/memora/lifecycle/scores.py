@@ -37,13 +37,18 @@ _SMALL_TALK = re.compile(
 )
 
 
-def heuristic_importance(text: str, entity_count: int) -> float:
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
+
+
+def heuristic_importance(text: str, entity_count: int | None) -> float:
     """1–10 without an LLM (docs/lifecycle.md): 3 for any statement, + up to 2 for named
-    entities (1 each), + 2 for a first-person preference or decision, + 1.5 for a decision, a
-    plan or a life event, + 1 for a date or a number; small talk stays at 1."""
+    entities (1 each; when not known yet, capitalised words inside a sentence count), + 2 for a
+    first-person preference or decision, + 1.5 for a decision, a plan or a life event, + 1 for
+    a date or a number; short small talk stays at 1."""
     if _SMALL_TALK.match(text) and len(text) < 40:
         return MIN_IMPORTANCE
-    score = 3.0 + min(2.0, float(entity_count))
+    names = entity_count if entity_count is not None else len(set(_NAME.findall(text)))
+    score = 3.0 + min(2.0, float(names))
     if _FIRST_PERSON_PREFERENCE.search(text):
         score += 2.0
     if _DECISION_OR_PLAN.search(text):
