@@ -90,9 +90,10 @@ def _consolidate(conn: Any, key: str, unit: dict[str, Any], t: rules.Thresholds)
                      related_id=newer["id"])  # fmt: skip
         return "superseded"
     kept = rules.richer(older["text"], newer["text"])
+    rewritten = kept != older["text"]
     store.merge_into(
         conn, older["id"], text=kept,
-        vector=np.asarray(newer["embedding"].to_numpy(), dtype=np.float32) if kept != older["text"] else None,
+        vector=np.asarray(newer["embedding"].to_numpy(), dtype=np.float32) if rewritten else None,
         metadata=rules.merge_metadata(older["metadata"] or {}, newer["metadata"] or {}),
         importance=float(newer["importance"]), category=newer.get("category"), evidence=1,
     )  # fmt: skip
