@@ -131,7 +131,7 @@ class Settings(BaseSettings):
     # remember/consolidation: cosine band of near-duplicates, and the similarity from which two
     # statements are compared for a changed attribute (the LLM sees those when configured)
     merge_similarity: float = 0.9
-    supersede_similarity: float = 0.5
+    supersede_similarity: float = 0.3
     remember_candidates: int = 10  # most similar memories a statement is compared with
     forget_retention_days: float = 30.0  # forgotten memories can be restored this long
     forget_query_cap: int = 20  # forget by query refuses more than this without confirm

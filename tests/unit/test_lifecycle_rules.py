@@ -144,3 +144,10 @@ def test_attenuation_and_reflection_trigger() -> None:
 def test_heuristic_importance_estimates_names_when_entities_are_unknown() -> None:
     assert heuristic_importance("We met Alice and Bob at the station.", None) == 5.0
     assert heuristic_importance("The station was busy.", None) == 3.0
+
+
+def test_names_tell_look_alikes_apart_but_shouting_does_not() -> None:
+    farid = old("Farid plays the piano on weekends.", 0.95)
+    assert decide(new("Chloe plays the piano on weekends."), [farid]).decision is Decision.ADD
+    chloe = old("Chloe plays the piano every weekend.", 0.93)
+    assert decide(new("CHLOE PLAYS THE PIANO ON WEEKENDS!"), [chloe]).decision is Decision.MERGE

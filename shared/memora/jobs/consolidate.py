@@ -17,6 +17,7 @@ import numpy as np
 
 from memora.jobs.base import JobContext, JobResult
 from memora.lifecycle import rules
+from memora.lifecycle.memory import candidates
 from memora.lifecycle.rules import Decision, Statement
 from memora.models import utcnow
 from memora.store import lifecycle as store
@@ -68,8 +69,8 @@ def _consolidate(conn: Any, key: str, unit: dict[str, Any], t: rules.Thresholds)
     vector = np.asarray(unit["embedding"].to_numpy(), dtype=np.float32)
     rows = [
         r
-        for r in store.similar(conn, key, vector, NEIGHBOURS, exclude=unit["id"])
-        if _consolidatable(r)
+        for r in candidates(conn, key, unit["text"], vector, NEIGHBOURS)
+        if r["id"] != unit["id"] and _consolidatable(r)
     ]
     if not rows:
         return None

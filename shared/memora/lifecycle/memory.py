@@ -38,6 +38,9 @@ from memora.tenancy import Scope
 log = logging.getLogger("memora.lifecycle")
 
 CONFLICT_MARKER = "You keep an agent's long-term memory consistent"
+# statements found by their words that remember also compares (newest first): those holding all
+# the statement's words, and those naming the subject of the attribute it sets
+WORD_LOOKUP, SUBJECT_LOOKUP = 10, 50
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,26 @@ def mentions_of(text: str) -> list[Mention]:
         [{"id": uuid.uuid4(), "text": text, "event_date": utcnow(), "mentions": None}]
     )
     return list(found.mentions)
+
+
+def candidates(
+    conn: Connection[Any], key: str, text: str, vector: np.ndarray, nearest: int
+) -> list[dict[str, Any]]:
+    """What a statement is compared with: its `nearest` neighbours by embedding, the statements
+    holding all its words (a restatement in other case or punctuation embeds differently), and
+    for an attribute, the statements naming its subject (an earlier value, however phrased)."""
+    rows = store.similar(conn, key, vector, nearest)
+    stated = rules.attribute(text)
+    lookups = [(text, WORD_LOOKUP)]
+    if stated is not None and stated.subject != "user":
+        lookups.append((stated.subject, SUBJECT_LOOKUP))
+    seen = {r["id"] for r in rows}
+    for words, limit in lookups:
+        for r in store.mentioning(conn, key, words, vector, limit):
+            if r["id"] not in seen:
+                seen.add(r["id"])
+                rows.append(r)
+    return rows
 
 
 class Memories:
@@ -120,12 +143,14 @@ class Memories:
             agents.ensure_agent(conn, scope, agent_id)
             store.lock_agent(conn, key)
             related = self._own(conn, key, related_to or [])
-            rows = store.similar(conn, key, vector, s.remember_candidates)
+            rows = candidates(conn, key, text, vector, s.remember_candidates)
             existing = [statement(r) for r in rows]
             verdict = rules.decide(new, existing, thresholds(s))
             by: Literal["rules", "llm"] = "rules"
             if verdict.decision is Decision.ADD or verdict.decision is Decision.SUPERSEDE:
-                asked = self._ask_llm(text, rules.borderline(existing, thresholds(s)))
+                asked = self._ask_llm(
+                    text, rules.borderline(existing, thresholds(s), s.remember_candidates)
+                )
                 if asked is not None:
                     verdict, by = asked, "llm"
             meta = {"source": "remember"}

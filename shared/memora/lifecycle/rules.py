@@ -12,7 +12,8 @@ A new statement is compared with the agent's most similar memories:
 - ADD: anything else.
 
 Facts that only look alike ("Alice has 2 cats" / "Alice has 3 cats", "Bob likes tea" / "Bob
-does not like tea") are never merged: numbers and negations must agree.
+does not like tea", "Farid plays the piano" / "Chloe plays the piano") are never merged:
+numbers, negations and capitalised words (names, whatever NER found) must agree.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Decision(StrEnum):
 @dataclass(frozen=True)
 class Thresholds:
     merge_similarity: float = 0.9  # the high band: near-duplicates
-    supersede_similarity: float = 0.5  # statements compared for a changed attribute
+    supersede_similarity: float = 0.3  # statements compared for a changed attribute
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,17 @@ def content_words(text: str) -> set[str]:
     return {w for w in normalise(text).split() if w not in _STOP}
 
 
+def names_differ(a: str, b: str) -> bool:
+    """A capitalised word (a name) in one text that the other lacks: "Farid plays the piano" and
+    "Chloe plays the piano" are two facts however close their embeddings, whatever NER saw."""
+    only = content_words(a) ^ content_words(b)
+    cased = " ".join(t for t in (a, b) if not t.isupper())  # a shouted text names nothing
+    return any(
+        w[:1].isupper() and any(part in only for part in normalise(w).split())
+        for w in _SPACE.split(cased)
+    )
+
+
 def richer(a: str, b: str) -> str:
     """The text that says more (more distinct content words; the first on a tie)."""
     return b if len(content_words(b)) > len(content_words(a)) else a
@@ -249,6 +261,7 @@ def near_duplicate(new: Statement, old: Statement, t: Thresholds) -> bool:
     return (
         old.similarity >= t.merge_similarity
         and new.entities == old.entities
+        and not names_differ(new.text, old.text)
         and numbers(new.text) == numbers(old.text)
         and negated(new.text) == negated(old.text)
         and not conflicts(attribute(new.text), attribute(old.text))
@@ -282,7 +295,8 @@ def merge_metadata(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return {**new, **old}
 
 
-def borderline(existing: Iterable[Statement], t: Thresholds) -> list[Statement]:
-    """Memories the LLM is asked about when one is configured: similar enough to possibly be
-    the same fact or an update of it, not decided by the rules."""
-    return [s for s in existing if s.similarity >= t.supersede_similarity]
+def borderline(existing: Iterable[Statement], t: Thresholds, limit: int = 10) -> list[Statement]:
+    """Memories the LLM is asked about when one is configured: the `limit` most similar that are
+    similar enough to possibly be the same fact or an update of it."""
+    close = [s for s in existing if s.similarity >= t.supersede_similarity]
+    return sorted(close, key=lambda s: -s.similarity)[:limit]

@@ -98,6 +98,27 @@ def similar(
     return sorted(rows, key=lambda r: -r["similarity"])
 
 
+def mentioning(
+    conn: Connection[Any], agent_key: str, name: str, vector: np.ndarray, limit: int
+) -> list[dict[str, Any]]:
+    """The agent's active statements whose words include `name` (through the keyword table's
+    index), newest first, with their similarity to `vector`: where remember looks for an
+    earlier value of the attribute a statement sets, however differently it was phrased."""
+    return conn.execute(
+        """
+        SELECT u.id, u.text, u.metadata, u.event_date, u.created_at, u.importance, u.category,
+               u.embedding, 1 - (u.embedding <=> %(v)s) AS similarity,
+               coalesce((SELECT array_agg(lower(ue.mention)) FROM unit_entities ue
+                         WHERE ue.unit_id = u.id), '{}') AS entities
+        FROM memory_search s JOIN memory_units u ON u.id = s.unit_id
+        WHERE s.agent_id = %(a)s AND s.search_vector @@ plainto_tsquery('english', %(n)s)
+          AND s.fact_type = ANY(%(t)s)
+        ORDER BY s.event_date DESC LIMIT %(k)s
+        """,
+        {"v": vector, "a": agent_key, "n": name, "t": list(STATEMENT_TYPES), "k": limit},
+    ).fetchall()
+
+
 def get_units(conn: Connection[Any], agent_key: str, ids: Sequence[UUID]) -> list[dict[str, Any]]:
     """The agent's units among `ids` with their lifecycle state and access counts."""
     return conn.execute(

@@ -23,8 +23,6 @@ PURGE_TABLES = (
     "memory_units",
     "entities",
     "documents",
-    "memory_events",
-    "job_cursors",
     "agents",
 )
 
@@ -63,7 +61,10 @@ def purge_agents(conn: Connection[Any], keys: list[str]) -> dict[str, int]:
         "DELETE FROM operations WHERE agent_id = ANY(%(k)s)", params
     ).rowcount
     counts |= purge_units(conn, "SELECT id FROM memory_units WHERE agent_id = ANY(%(k)s)", params)
-    for table in ("entities", "documents", "memory_events", "job_cursors", "agents"):
+    # the lifecycle's audit trail and job cursors go too (not counted: they are bookkeeping)
+    for table in ("memory_events", "job_cursors"):
+        conn.execute(f"DELETE FROM {table} WHERE agent_id = ANY(%(k)s)", params)
+    for table in ("entities", "documents", "agents"):
         counts[table] = conn.execute(
             f"DELETE FROM {table} WHERE agent_id = ANY(%(k)s)", params
         ).rowcount
