@@ -151,3 +151,11 @@ def test_names_tell_look_alikes_apart_but_shouting_does_not() -> None:
     assert decide(new("Chloe plays the piano on weekends."), [farid]).decision is Decision.ADD
     chloe = old("Chloe plays the piano every weekend.", 0.93)
     assert decide(new("CHLOE PLAYS THE PIANO ON WEEKENDS!"), [chloe]).decision is Decision.MERGE
+
+
+def test_entities_agree_by_the_words_not_by_what_ner_tagged() -> None:
+    stored = old("Mateo adopted a dog named Biscuit.", 0.99, "mateo")
+    stated = new("Mateo adopted a dog called Biscuit.", "mateo", "biscuit")
+    assert decide(stated, [stored]).decision is Decision.MERGE
+    other = old("Mateo adopted a dog named Rex.", 0.95, "mateo", "rex")
+    assert decide(stated, [other]).decision is Decision.ADD

@@ -7,8 +7,9 @@ A new statement is compared with the agent's most similar memories:
   their job, a favourite, their relationship status) with different values: the newer replaces
   the older. Only similar memories are compared (`Thresholds.supersede_similarity`).
 - MERGE: a near-duplicate: cosine similarity ≥ `Thresholds.merge_similarity`, the same named
-  entities, the same numbers and the same polarity (a "not" on one side only is a different
-  fact). The richer text is kept, metadata merged, evidence counted.
+  entities (each name found in either is in both texts), the same numbers and the same
+  polarity (a "not" on one side only is a different fact). The richer text is kept, metadata
+  merged, evidence counted.
 - ADD: anything else.
 
 Facts that only look alike ("Alice has 2 cats" / "Alice has 3 cats", "Bob likes tea" / "Bob
@@ -173,6 +174,15 @@ def names_differ(a: str, b: str) -> bool:
     )
 
 
+def entities_agree(a: Statement, b: Statement) -> bool:
+    """The same entities: every name NER found in either statement is in both texts (NER tags
+    "Biscuit" in one phrasing and misses it in the other; the words decide)."""
+    words_a, words_b = set(normalise(a.text).split()), set(normalise(b.text).split())
+    return all(
+        set(normalise(name).split()) <= (words_a & words_b) for name in a.entities | b.entities
+    )
+
+
 def richer(a: str, b: str) -> str:
     """The text that says more (more distinct content words; the first on a tie)."""
     return b if len(content_words(b)) > len(content_words(a)) else a
@@ -260,7 +270,7 @@ def conflicts(new: Attribute | None, old: Attribute | None) -> bool:
 def near_duplicate(new: Statement, old: Statement, t: Thresholds) -> bool:
     return (
         old.similarity >= t.merge_similarity
-        and new.entities == old.entities
+        and entities_agree(new, old)
         and not names_differ(new.text, old.text)
         and numbers(new.text) == numbers(old.text)
         and negated(new.text) == negated(old.text)
