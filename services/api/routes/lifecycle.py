@@ -10,7 +10,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Path, Request
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from memora.lifecycle.memory import Memories
 from memora.lifecycle.recall import RecallQuery, recall
@@ -142,8 +142,10 @@ async def get_memory_route(
 
 # -------------------------------------------------------------------------------- recall
 class TimeRange(Strict):
-    start: Annotated[datetime | None, Field()] = None
-    end: Annotated[datetime | None, Field()] = None
+    """When the memories were said: start ≤ event date < end (naive times are UTC)."""
+
+    start: Annotated[datetime | None, AfterValidator(aware)] = None
+    end: Annotated[datetime | None, AfterValidator(aware)] = None
 
 
 class RecallRequest(Strict):
@@ -163,8 +165,8 @@ async def recall_route(
     query = RecallQuery(
         body.query,
         body.limit,
-        aware(tr.start),
-        aware(tr.end),
+        tr.start,
+        tr.end,
         tuple(body.categories) if body.categories else None,
         body.include_reflections,
     )
