@@ -207,8 +207,10 @@ def main() -> None:
                         "WHERE random() < %s",
                         (args.inactive,),
                     )
-                    conn.execute("ANALYZE memory_units")
                     conn.commit()
+                    conn.autocommit = True  # what autovacuum would do after such a change
+                    conn.execute("VACUUM ANALYZE memory_units")
+                    conn.execute("VACUUM ANALYZE memory_search")
             print(f"{n} memories loaded in {time.monotonic() - started:.0f}s")
             stack.start()  # infrastructure is up: this starts the query service only
             stack.wait_ready()
