@@ -34,8 +34,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from memora.backfill import LOCOMO_TIME, read_documents
 from memora.config import Settings
+from memora.db.pool import make_pool
 from memora.infra.embedded import free_port
+from memora.jobs import JOBS, JobContext, run_job
+from services.cli.jobs import EVOLUTION_JOBS
 from services.cli.stack import Stack
+from services.workers.celery_app import create_celery
+from services.workers.dispatch import CeleryBackend
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20, 50)
@@ -202,6 +207,17 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def evolve(settings: Settings) -> dict[str, dict[str, int]]:
+    """Every evolution job once over every agent (as `memora evolve` does); what each did."""
+    done: dict[str, dict[str, int]] = {}
+    with make_pool(settings.require_database_url(), min_size=1, max_size=2) as pool:
+        ctx = JobContext(settings, pool, CeleryBackend(create_celery(settings)))
+        for name in EVOLUTION_JOBS:
+            result = run_job(JOBS[name], ctx)
+            done[name] = {"examined": result.examined, "changed": result.changed}
+    return done
+
+
 def main() -> None:
     here = Path(__file__).resolve().parent
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -221,6 +237,11 @@ def main() -> None:
     parser.add_argument("--prefix", default="locomo-", help="agent id prefix")
     parser.add_argument("--skip-ingest", action="store_true")
     parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument(
+        "--evolve",
+        action="store_true",
+        help="then run every memory evolution job (memora evolve) and measure again",
+    )
     parser.add_argument("--out", type=Path, default=here / "results" / "locomo.json")
     args = parser.parse_args()  # fmt: skip
 
@@ -245,10 +266,20 @@ def main() -> None:
                 report["ingest"] = {"items": items, "seconds": round(seconds, 1)}
                 print(f"ingested {items} turns in {seconds:.1f}s")
             memora, latencies = through_api(client, questions, args.reranker, args.reference)
+            if args.evolve:
+                # searches count as accesses (the frequency signal): a second pass before the
+                # jobs shows how much that alone moves the figures
+                again, _ = through_api(client, questions, args.reranker, args.reference)
+                report["evolve"] = evolve(stack.settings if stack else Settings())
+                print(f"evolution jobs: {report['evolve']}")
+                after, _ = through_api(client, questions, args.reranker, args.reference)
     finally:
         if stack is not None:
             stack.stop()
     results = {f"memora ({args.reranker})": memora}
+    if args.evolve:
+        results[f"memora ({args.reranker}) second pass, before evolve"] = again
+        results[f"memora ({args.reranker}) after memora evolve"] = after
     if not args.no_baselines:
         results.update(baselines(data, questions, args.prefix, Settings().embedding_model))
     report["results"] = results

@@ -212,6 +212,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=40)
     parser.add_argument("--row-security", choices=["on", "off", "both"], default="on")
     parser.add_argument(
+        "--inactive",
+        type=float,
+        default=0.0,
+        help="share of memories then marked forgotten (they leave every retriever)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "search_latency.json"
     )
     args = parser.parse_args()  # fmt: skip
@@ -230,6 +236,17 @@ def main() -> None:
             stack.start_infrastructure()
             started = time.monotonic()
             load(settings.require_database_url(), n, embedder)
+            if args.inactive > 0:
+                with connect(settings.require_database_url()) as conn:
+                    conn.execute(
+                        "UPDATE memory_units SET status = 'forgotten', status_at = now() "
+                        "WHERE random() < %s",
+                        (args.inactive,),
+                    )
+                    conn.commit()
+                    conn.autocommit = True  # what autovacuum would do after such a change
+                    conn.execute("VACUUM ANALYZE memory_units")
+                    conn.execute("VACUUM ANALYZE memory_search")
             print(f"{n} memories loaded in {time.monotonic() - started:.0f}s")
             stack.extra_env["MEMORA_ROW_SECURITY"] = "true" if modes[0] == "on" else "false"
             stack.start()  # infrastructure is up: this starts the query service only

@@ -184,6 +184,45 @@ PIPELINE: list[tuple[str, list[Panel]]] = [
     ),
 ]
 
+# Periodic jobs (memora.jobs: reconcile and the memory evolution worker). Their `job` label
+# collides with Prometheus' target label, so scraped series carry it as `exported_job`.
+JOBS: list[tuple[str, list[Panel]]] = [
+    (
+        "Periodic jobs and memory evolution",
+        [
+            (
+                "Job runs /s",
+                "ops",
+                [
+                    (
+                        f"sum by (exported_job, outcome) (rate(memora_job_runs_total[{RATE}]))",
+                        "{{exported_job}} {{outcome}}",
+                    )
+                ],
+            ),
+            (
+                "Memories examined and changed /s",
+                "ops",
+                [
+                    (
+                        f"sum by (exported_job) (rate(memora_job_examined_total[{RATE}]))",
+                        "{{exported_job}} examined",
+                    ),
+                    (
+                        f"sum by (exported_job) (rate(memora_job_changed_total[{RATE}]))",
+                        "{{exported_job}} changed",
+                    ),
+                ],
+            ),
+            (
+                "Job duration",
+                "s",
+                quantiles("memora_job_duration_seconds", "exported_job", window="1h"),
+            ),
+        ],
+    ),
+]
+
 SEARCH: list[tuple[str, list[Panel]]] = [
     (
         "Search",
@@ -514,7 +553,7 @@ def dashboard(uid: str, title: str, rows: list[tuple[str, list[Panel]]]) -> dict
 
 
 DASHBOARDS = {
-    "memora-pipeline.json": dashboard("memora-pipeline", "Memora · pipeline", PIPELINE),
+    "memora-pipeline.json": dashboard("memora-pipeline", "Memora · pipeline", PIPELINE + JOBS),
     "memora-search.json": dashboard("memora-search", "Memora · search and API", SEARCH),
     "memora-llm.json": dashboard("memora-llm", "Memora · LLM usage", LLM),
     "memora-infra.json": dashboard(

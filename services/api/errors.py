@@ -13,6 +13,8 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memora.lifecycle.errors import LifecycleError
+
 
 class APIError(Exception):
     def __init__(
@@ -45,7 +47,8 @@ _ERROR_DESCRIPTIONS = {
     401: "No API key, or one that is unknown or revoked (`unauthorized`)",
     403: "The API key is not an admin key (`forbidden`)",
     404: "Not found (`not_found`)",
-    409: "Conflict (`conflict`)",
+    409: "Conflict (`conflict`, `too_many_matches`)",
+    410: "Gone: past its retention period (`retention_expired`)",
     413: "The body is too large (`payload_too_large`)",
     422: "The request failed validation (`validation_error` and route-specific codes)",
     429: "Too many requests for this API key (`rate_limited`); retry after `Retry-After` seconds",
@@ -113,6 +116,10 @@ def _is_unstorable_text(exc: Exception) -> bool:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(LifecycleError)
+    async def _lifecycle_error(_: Request, exc: LifecycleError) -> JSONResponse:
+        return JSONResponse(error_body(exc.code, exc.message, exc.details or None), exc.status)
+
     @app.exception_handler(APIError)
     async def _api_error(_: Request, exc: APIError) -> JSONResponse:
         return JSONResponse(

@@ -42,13 +42,25 @@ def forwarded_headers(headers: httpx.Headers) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in NOT_FORWARDED}
 
 
+# The memory lifecycle (it embeds, so it runs where the model is): (method, path).
+LIFECYCLE_PATHS = (
+    *(
+        ("POST", f"/agents/{{agent_id}}/{op}")
+        for op in ("remember", "forget", "recall", "reflect", "link")
+    ),
+    ("POST", "/agents/{agent_id}/memories/{memory_id}/restore"),
+    ("GET", "/agents/{agent_id}/memories/{memory_id}"),
+)
+
+
 def proxy_router(query_url: str) -> APIRouter:
     router = APIRouter(prefix="/api", include_in_schema=False)
     client = httpx.AsyncClient(base_url=query_url, timeout=httpx.Timeout(120.0, connect=5.0))
 
     async def forward(request: Request) -> Response:
         try:
-            upstream = await client.post(
+            upstream = await client.request(
+                request.method,
                 request.url.path,
                 content=await request.body(),
                 headers={
@@ -73,4 +85,6 @@ def proxy_router(query_url: str) -> APIRouter:
 
     for path in READ_PATHS:
         router.add_api_route(f"/{path}", forward, methods=["POST"])
+    for method, path in LIFECYCLE_PATHS:
+        router.add_api_route(path, forward, methods=[method])
     return router

@@ -21,7 +21,7 @@ from memora.retrieval import Retriever
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import health_router
 from services.api.metrics import install_metrics
-from services.api.routes import conversation_search, search, think
+from services.api.routes import conversation_search, lifecycle, search, think
 
 # A search holds one connection per retriever (three at most) and one to read the results.
 CONNECTIONS_PER_SEARCH = 4
@@ -83,5 +83,6 @@ def create_app(settings: Settings | None = None, *, pool: Pool | None = None) ->
     app.include_router(search.router)
     app.include_router(think.router)
     app.include_router(conversation_search.router)
+    app.include_router(lifecycle.router)
     install_metrics(app, "query")
     return app

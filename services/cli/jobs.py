@@ -106,6 +106,29 @@ def repair(
     print(json.dumps({"agent": agent, "dry_run": dry_run, **report.as_dict()}, default=str))
 
 
+# The evolution worker's jobs (seed 002 §4.5), in the order `memora evolve` runs them.
+EVOLUTION_JOBS = ("consolidate", "attenuate", "reflect", "graph_maintenance", "cleanup")
+
+
+def evolve(
+    agent: Annotated[
+        str | None, typer.Option(help="only this agent (default: every agent)")
+    ] = None,
+    job: Annotated[
+        str | None, typer.Option(help=f"only this job: {', '.join(EVOLUTION_JOBS)}")
+    ] = None,
+    tenant: Annotated[str, typer.Option(help="the agent's tenant")] = "default",
+) -> None:
+    """Run the memory evolution jobs now (one JSON line per job)."""
+    names = EVOLUTION_JOBS if job is None else (job,)
+    if job is not None and job not in EVOLUTION_JOBS:
+        console.print(f"[red]no evolution job {job!r}; jobs: {', '.join(EVOLUTION_JOBS)}[/]")
+        raise typer.Exit(2)
+    for name in names:
+        run(name, agent, tenant)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(jobs_app, name="jobs")
     app.command("repair")(repair)
+    app.command("evolve")(evolve)

@@ -166,6 +166,32 @@ class Settings(BaseSettings):
     # The consistency job (check, then repair); 0: not scheduled.
     conversation_consistency_interval_seconds: float = 3600.0
     conversation_auto_repair: bool = True  # the job repairs what it finds (else reports it)
+    # --- memory lifecycle (seed 002 §4.3–4.6; docs/lifecycle.md) ------------------------------
+    # remember/consolidation: cosine band of near-duplicates, and the similarity from which two
+    # statements are compared for a changed attribute (the LLM sees those when configured)
+    merge_similarity: float = 0.9
+    supersede_similarity: float = 0.3
+    remember_candidates: int = 10  # most similar memories a statement is compared with
+    forget_retention_days: float = 30.0  # forgotten memories can be restored this long
+    forget_query_cap: int = 20  # forget by query refuses more than this without confirm
+    forget_query_min_similarity: float = 0.6  # forget by query never takes a weaker match
+    recall_relevance_weight: float = 0.4
+    recall_recency_weight: float = 0.2
+    recall_importance_weight: float = 0.3
+    recall_frequency_weight: float = 0.1
+    recall_recency_half_life_days: float = 7.0
+    reflection_threshold: float = 150.0  # summed importance of new memories (1–10 scale)
+    reflection_sources: int = 30  # memories a reflection reads (deep: twice as many)
+    attenuation_rate: float = 0.1  # λ of importance · e^(−λ·days since access)
+    attenuation_floor: float = 1.0  # below it (and unused for archive_age_days) → archived
+    archive_age_days: float = 90.0
+    graph_prune_weight: float = 0.0  # links weaker than this are pruned (0: none)
+    job_batch_size: int = 500  # memories (or links) a lifecycle job examines per agent and run
+    consolidate_interval_seconds: float = 3600.0
+    attenuate_interval_seconds: float = 86400.0
+    reflect_interval_seconds: float = 3600.0
+    graph_maintenance_interval_seconds: float = 604800.0
+    cleanup_interval_seconds: float = 86400.0
 
     # --- operations (docs/operations.md) ----------------------------------------------------
     # Logs on stderr: "text" (readable lines) or "json" (one object per line); the fields a

@@ -14,6 +14,8 @@ import psycopg
 import pytest
 
 from memora.config import Settings
+from memora.lifecycle.memory import CONFLICT_MARKER
+from memora.lifecycle.reflect import REFLECT_MARKER
 from memora.think import OPINION_MARKER, THINK_MARKER
 from tests.fakes import LLM_TEST_SETTINGS, FakeOpenAI, Reply
 
@@ -42,6 +44,11 @@ def fuzz_llm() -> Iterator[FakeOpenAI]:
     server.always(Reply({"background": "I am an agent under test."}), when="Current background")
     server.always(Reply("I think fuzzing is useful."), when=THINK_MARKER)
     server.always(Reply({"opinions": [OPINION]}), when=OPINION_MARKER)
+    server.always(Reply({"decision": "ADD", "reason": "new"}), when=CONFLICT_MARKER)
+    server.always(
+        Reply({"insights": [{"text": "The agent is under test.", "sources": [1]}]}),
+        when=REFLECT_MARKER,
+    )
     yield server
     server.stop()
 

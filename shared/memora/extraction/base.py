@@ -40,6 +40,7 @@ class Fact:
     # None: let the entity stage run NER itself; a list (even empty): the extractor decided.
     mentions: list[Mention] | None = None
     relations: list[Relation] = field(default_factory=list)
+    importance: float | None = None  # 1–10; None: the extract stage's heuristic decides
 
 
 @dataclass(frozen=True)

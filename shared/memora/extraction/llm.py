@@ -82,6 +82,15 @@ class LLMFact(BaseModel):
     occurred_end: str | None = None
     entities: list[LLMEntity] = Field(default_factory=list)
     relations: list[LLMRelation] = Field(default_factory=list)
+    importance: float | None = Field(default=None, description="1 (mundane) to 10 (core)")
+
+    @field_validator("importance", mode="before")
+    @classmethod
+    def _importance(cls, value: Any) -> float | None:
+        try:
+            return None if value is None else min(10.0, max(1.0, float(value)))
+        except (TypeError, ValueError):
+            return None
 
     @field_validator("fact_type", mode="before")
     @classmethod
@@ -112,7 +121,9 @@ Rules:
    with type PERSON, ORGANIZATION, LOCATION, PRODUCT, CONCEPT or OTHER.
 7. relations: causal links to other facts of your answer, as {{"target": <0-based index of the
    other fact in "facts">, "type": "causes" | "caused_by" | "enables" | "prevents"}}.
-8. item: the number of the item the fact comes from."""
+8. item: the number of the item the fact comes from.
+9. importance: how much the fact matters for knowing the person later, from 1 (mundane, e.g.
+   small talk) to 10 (core: identity, health, relationships, major decisions and plans)."""
 
 
 @dataclass(frozen=True)
@@ -272,6 +283,7 @@ class LLMExtractor:
                     context=item.context,
                     metadata=metadata,
                     mentions=mentions,
+                    importance=raw.importance,
                 )
             )
         for position, (raw, fact) in enumerate(zip(answer.facts, facts, strict=True)):

@@ -6,7 +6,16 @@ the Celery tasks and the metrics follow from this registry.
 
 from __future__ import annotations
 
-from memora.jobs import conversation_consistency, heartbeat, reconcile
+from memora.jobs import (
+    attenuate,
+    cleanup,
+    consolidate,
+    conversation_consistency,
+    graph_maintenance,
+    heartbeat,
+    reconcile,
+    reflection,
+)
 from memora.jobs.base import JobContext, JobResult, JobSpec, run_job
 
 JOBS: dict[str, JobSpec] = {
@@ -29,6 +38,37 @@ JOBS: dict[str, JobSpec] = {
             conversation_consistency.run,
             lambda s: s.conversation_consistency_interval_seconds,
             "check the conversation index and units' sources against the messages; repair",
+        ),
+        # the evolution worker (seed 002 §4.5; docs/lifecycle.md)
+        JobSpec(
+            "consolidate",
+            consolidate.run,
+            lambda s: s.consolidate_interval_seconds,
+            "merge duplicate statements, supersede changed attributes",
+        ),
+        JobSpec(
+            "attenuate",
+            attenuate.run,
+            lambda s: s.attenuate_interval_seconds,
+            "archive memories whose decayed importance fell below the floor",
+        ),
+        JobSpec(
+            "reflect",
+            reflection.run,
+            lambda s: s.reflect_interval_seconds,
+            "reflect when the importance of new memories passes the threshold",
+        ),
+        JobSpec(
+            "graph_maintenance",
+            graph_maintenance.run,
+            lambda s: s.graph_maintenance_interval_seconds,
+            "prune weak links, recount entity mentions",
+        ),
+        JobSpec(
+            "cleanup",
+            cleanup.run,
+            lambda s: s.cleanup_interval_seconds,
+            "purge forgotten memories past the retention period",
         ),
     )
 }

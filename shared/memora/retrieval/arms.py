@@ -44,6 +44,7 @@ def semantic(
         """
         SELECT id, 1 - (embedding <=> %(v)s) AS sim FROM memory_units
         WHERE agent_id = %(agent)s AND fact_type = ANY(%(types)s) AND embedding IS NOT NULL
+          AND status = 'active'
         ORDER BY embedding <=> %(v)s LIMIT %(limit)s
         """,
         {"v": vector, "agent": agent_id, "types": list(fact_types), "limit": limit},
@@ -53,7 +54,8 @@ def semantic(
 
 
 def neighbours(conn: Connection[Any], ids: list[str], fanout: int) -> dict[str, list[Edge[str]]]:
-    """Each unit's strongest `fanout` links (links join units of one agent only). Ids travel
+    """Each unit's strongest `fanout` links to active units (links join units of one agent
+    only; the few inactive units are found by a small partial index). Ids travel
     as text and rows as tuples: graph retrieval reads thousands of links per search, and
     UUID objects and dict rows were most of its cost."""
     rows = (
@@ -64,7 +66,9 @@ def neighbours(conn: Connection[Any], ids: list[str], fanout: int) -> dict[str, 
             FROM unnest(%(ids)s::uuid[]) AS f(id)
             CROSS JOIN LATERAL (
                 SELECT from_unit, to_unit, link_type, weight FROM memory_links
-                WHERE from_unit = f.id ORDER BY weight DESC, to_unit LIMIT %(fanout)s
+                WHERE from_unit = f.id AND NOT EXISTS (
+                    SELECT 1 FROM memory_units x WHERE x.id = to_unit AND x.status <> 'active')
+                ORDER BY weight DESC, to_unit LIMIT %(fanout)s
             ) l
             """,
             {"ids": ids, "fanout": fanout},
@@ -121,7 +125,7 @@ def temporal(
         SELECT * FROM (
             SELECT m.id, {_WHEN}, 1 - (m.embedding <=> %(v)s) AS sim FROM memory_units m
             WHERE m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-              AND m.embedding IS NOT NULL AND {_IN_RANGE}
+              AND m.embedding IS NOT NULL AND m.status = 'active' AND {_IN_RANGE}
             ORDER BY m.embedding <=> %(v)s LIMIT %(limit)s
         ) s WHERE sim >= %(seed)s
         """,
@@ -135,7 +139,7 @@ def temporal(
             FROM memory_links l JOIN memory_units m ON m.id = l.to_unit
             WHERE l.from_unit = ANY(%(seeds)s) AND l.link_type = 'temporal'
               AND m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-              AND m.embedding IS NOT NULL AND {_IN_RANGE}
+              AND m.embedding IS NOT NULL AND m.status = 'active' AND {_IN_RANGE}
             ORDER BY l.weight DESC LIMIT %(spread)s
             """,
             {**params, "seeds": list(scores), "spread": spread},
@@ -167,8 +171,8 @@ def hydrate(
     vector: np.ndarray,
     keyword: tuple[str, dict[str, Any]],
 ) -> dict[UUID, Candidate]:
-    """The candidates' rows (agent and fact types checked again here) with their access
-    counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
+    """The candidates' rows (agent, fact types and active status checked again here) with their
+    access counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
     parameters) and their context: the best similarity to the query among the units next to
     them in their document. Read in binary, which spares parsing the embeddings' text form."""
     lateral, params = keyword
@@ -176,6 +180,7 @@ def hydrate(
         f"""
         SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
                m.occurred_end, m.metadata, m.embedding, coalesce(a.access_count, 0) AS access_count,
+               m.importance, m.category, coalesce(a.last_accessed_at, m.created_at) AS last_used,
                coalesce(kw.bm25, 0) AS bm25, coalesce(ctx.sim, 0) AS context_sim
         FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
         LEFT JOIN LATERAL {lateral} kw ON true
@@ -183,7 +188,7 @@ def hydrate(
             SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
         ) ctx ON true
         WHERE m.id = ANY(%(ids)s) AND m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-          AND m.embedding IS NOT NULL
+          AND m.embedding IS NOT NULL AND m.status = 'active'
         """,
         {**params, "v": vector, "ids": list(ids), "agent": agent_id, "types": list(fact_types)},
         binary=True,
@@ -202,6 +207,9 @@ def hydrate(
             embedding=np.asarray(r["embedding"].to_numpy(), dtype=np.float32),
             keyword=float(r["bm25"]),
             neighbours=float(r["context_sim"]),
+            importance=float(r["importance"]),
+            category=r["category"],
+            last_used=r["last_used"],
         )
         for r in rows
     }

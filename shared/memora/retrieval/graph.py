@@ -30,6 +30,10 @@ DEFAULT_TYPE_WEIGHTS: Mapping[str, float] = {
     "caused_by": 2.0,
     "enables": 2.0,
     "prevents": 2.0,
+    # the lifecycle's links (memora.lifecycle): typed by a person or an agent (link), and
+    # between a reflection and the memories it rests on
+    "explicit": 1.5,
+    "reflection": 1.0,
 }
 
 

@@ -37,6 +37,12 @@ from memora.retrieval.cross_encoder import (
 )
 from memora.retrieval.graph import SpreadSettings, spread_activation
 from memora.retrieval.keyword import KeywordIndex, TermStats
+from memora.retrieval.recall_score import (
+    RecallWeights,
+    frequency_score,
+    recall_scores,
+    recency_decay,
+)
 from memora.retrieval.types import ArmResult, Candidate, Hit, SearchOutcome, SearchParams
 from memora.temporal import QueryTimeRange, parse_query_range, strip_time_expression
 
@@ -200,7 +206,7 @@ class Retriever:
             found = arms.hydrate(
                 conn, p.agent_key, p.fact_types, shortlist, query_vec, self.keyword.lateral(stats)
             )
-        candidates = [found[i] for i in shortlist if i in found]
+        candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
         ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
         for c in candidates:
             c.semantic = float(c.embedding @ query_vec)
@@ -291,6 +297,19 @@ class Retriever:
             ):
                 c.score = float(value)
             return
+        if p.reranker == "recall":
+            w = RecallWeights.from_settings(self.settings)
+            scores = recall_scores(
+                np.array([c.semantic for c in candidates]),
+                np.array([recency_decay(c.last_used or c.event_date, reference,
+                                        w.recency_half_life_days) for c in candidates]),
+                np.array([c.importance for c in candidates]),
+                np.array([frequency_score(c.access_count, w.max_access) for c in candidates]),
+                w,
+            )  # fmt: skip
+            for c, value in zip(candidates, scores, strict=True):
+                c.score = float(value)
+            return
         formula = self.settings.recency_formula
         scores = scoring.heuristic_scores(
             np.array([c.semantic for c in candidates]),
@@ -303,6 +322,19 @@ class Retriever:
         )
         for c, value in zip(candidates, scores, strict=True):
             c.score = float(value)
+
+
+def _wanted(p: SearchParams, c: Candidate) -> bool:
+    """recall's filters: the categories asked for, and when the memory was said."""
+    if p.categories is not None and c.category not in p.categories:
+        return False
+    if p.said_between is not None:
+        start, end = p.said_between
+        if (start is not None and c.event_date < start) or (
+            end is not None and c.event_date >= end
+        ):
+            return False
+    return True
 
 
 def _trace(

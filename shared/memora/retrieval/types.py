@@ -12,7 +12,8 @@ import numpy as np
 from memora.models import FACT_TYPES
 from memora.tenancy import DEFAULT_SCOPE, Scope
 
-Reranker = Literal["heuristic", "cross-encoder"]
+# "recall": seed 002 §4.6's relevance, recency, importance and frequency (memora.lifecycle)
+Reranker = Literal["heuristic", "cross-encoder", "recall"]
 ARMS = ("semantic", "keyword", "graph", "temporal")
 
 
@@ -28,6 +29,9 @@ class SearchParams:
     reference_time: datetime | None = None  # relative dates resolve against it; None: now
     trace: bool = False
     scope: Scope = DEFAULT_SCOPE
+    # recall's filters over the fused candidates: categories, and when it was said [start, end)
+    categories: tuple[str, ...] | None = None
+    said_between: tuple[datetime | None, datetime | None] | None = None
 
     @property
     def agent_key(self) -> str:
@@ -65,6 +69,9 @@ class Candidate:
     rrf: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # 1-based rank per retriever
     score: float = 0.0  # the reranker's relevance
+    importance: float = 5.0  # 1–10 (memora.lifecycle)
+    category: str | None = None
+    last_used: datetime | None = None  # last access, else when it was stored
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from memora.models import utcnow
 _COPY_COLUMNS = (
     "id, agent_id, document_pk, item_index, seq, text, context, fact_type, event_date, "
     "occurred_start, occurred_end, mentioned_at, confidence_score, mentions, relations, "
-    "metadata, created_at"
+    "metadata, created_at, importance"
 )
 
 
@@ -58,6 +58,7 @@ def _row(unit_id: UUID, agent_id: str, document_pk: UUID | None, f: Fact) -> tup
         relations,
         Jsonb(f.metadata),
         utcnow(),
+        f.importance if f.importance is not None else 5.0,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from psycopg import Connection
 
 from memora.extraction.base import SourceItem
+from memora.lifecycle.scores import heuristic_importance
 from memora.pipeline.context import Job, StageContext, Writer
 from memora.store import entities, messages, units
 from memora.tenancy import client_agent_id
@@ -36,6 +37,11 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     items = [_source_item(i, raw, doc["created_at"]) for i, raw in enumerate(doc["items"])]
     # The extractor sees the agent id as its client named it, not the stored key.
     facts = ctx.extractor.extract(client_agent_id(job.agent_key), items)
+    for fact in facts:  # the LLM's importance when it gave one, else the heuristic's
+        if fact.importance is None:
+            fact.importance = heuristic_importance(
+                fact.text, len(fact.mentions) if fact.mentions is not None else None
+            )
 
     def write(c: Connection[Any]) -> dict[str, int]:
         replaced = units.delete_for_document(c, doc["id"])

@@ -1,0 +1,109 @@
+"""consolidate (seed 002 §3.2, §4.5): remember's rules (memora.lifecycle.rules) across an agent's
+memories. Each statement (stated through remember, or extracted by the LLM; raw conversation
+turns are episodes and are never merged) is compared with its nearest active statements:
+a duplicate or near-duplicate is folded into the older memory (richer text kept, evidence
+counted; the newer one becomes `superseded` by it), a changed attribute supersedes the older
+memory. Nothing is deleted: every change is an audited status change, restorable.
+
+Bounded and resumable: each run reads `job_batch_size` statements per agent after the cursor it
+left in `job_cursors` (creation order), so statements stored later are compared in later runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from memora.jobs.base import JobContext, JobResult
+from memora.lifecycle import rules
+from memora.lifecycle.memory import candidates
+from memora.lifecycle.rules import Decision, Statement
+from memora.models import utcnow
+from memora.store import lifecycle as store
+
+JOB = "consolidate"
+ACTOR = "job:consolidate"
+NEIGHBOURS = 10
+
+
+def _consolidatable(row: dict[str, Any]) -> bool:
+    meta = row["metadata"] or {}
+    return bool(meta.get("source") == "remember" or meta.get("extractor") == "llm")
+
+
+def _order(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["event_date"], row["created_at"], str(row["id"]))
+
+
+def run(ctx: JobContext) -> JobResult:
+    s = ctx.settings
+    t = rules.Thresholds(s.merge_similarity, s.supersede_similarity)
+    result = JobResult(details={"merged": 0, "superseded": 0})
+    with ctx.pool.connection() as conn:
+        for key in store.agent_keys(conn, ctx.agent_key):
+            with conn.transaction():
+                store.lock_agent(conn, key)
+                position = store.get_cursor(conn, JOB, key)
+                batch = store.statements_after(conn, key, position, s.job_batch_size)
+                for unit in batch:
+                    result.examined += 1
+                    changed = _consolidate(conn, key, unit, t)
+                    if changed:
+                        result.changed += 1
+                        result.details[changed] += 1
+                if batch:
+                    last = batch[-1]
+                    store.set_cursor(
+                        conn, JOB, key,
+                        {"created_at": last["created_at"].isoformat(), "id": str(last["id"])},
+                    )  # fmt: skip
+    return result
+
+
+def _consolidate(conn: Any, key: str, unit: dict[str, Any], t: rules.Thresholds) -> str | None:
+    """Apply the rules to one statement; the kind of change made, if any."""
+    current = store.get_units(conn, key, [unit["id"]])
+    if not current or current[0]["status"] != "active":
+        return None  # folded into another earlier in this run
+    vector = np.asarray(unit["embedding"].to_numpy(), dtype=np.float32)
+    rows = [
+        r
+        for r in candidates(conn, key, unit["text"], vector, NEIGHBOURS)
+        if r["id"] != unit["id"] and _consolidatable(r)
+    ]
+    if not rows:
+        return None
+    me = Statement(unit["text"], frozenset(unit["entities"] or ()), unit["id"], 1.0)
+    verdict = rules.decide(me, [Statement(r["text"], frozenset(r["entities"] or ()), r["id"],
+                                          r["similarity"]) for r in rows], t)  # fmt: skip
+    if verdict.decision is Decision.ADD:
+        return None
+    other = next(r for r in rows if r["id"] == verdict.target)
+    older, newer = sorted([unit, other], key=_order)
+    now = utcnow()
+    if verdict.decision is Decision.SUPERSEDE:
+        done = store.set_status(
+            conn, key, [older["id"]], "superseded", reason=verdict.reason, at=now,
+            from_statuses=("active",), superseded_by=newer["id"],
+        )  # fmt: skip
+        store.record(conn, key, done, "superseded", ACTOR, reason=verdict.reason,
+                     related_id=newer["id"])  # fmt: skip
+        return "superseded"
+    kept = rules.richer(older["text"], newer["text"])
+    rewritten = kept != older["text"]
+    store.merge_into(
+        conn, older["id"], text=kept,
+        vector=np.asarray(newer["embedding"].to_numpy(), dtype=np.float32) if rewritten else None,
+        metadata=rules.merge_metadata(older["metadata"] or {}, newer["metadata"] or {}),
+        importance=float(newer["importance"]), category=newer.get("category"), evidence=1,
+    )  # fmt: skip
+    store.set_status(
+        conn, key, [newer["id"]], "superseded", reason=f"merged: {verdict.reason}", at=now,
+        from_statuses=("active",), superseded_by=older["id"],
+    )  # fmt: skip
+    store.record(conn, key, [older["id"]], "merged", ACTOR, reason=verdict.reason,
+                 related_id=newer["id"], details={"statement": newer["text"]})  # fmt: skip
+    store.record(conn, key, [newer["id"]], "superseded", ACTOR, reason="merged",
+                 related_id=older["id"])  # fmt: skip
+    return "merged"

@@ -1,0 +1,412 @@
+"""remember, forget, restore, link and the memory's view: the lifecycle's core functions.
+
+The API routes (and the MCP tools) call these with a tenant Scope, the client's agent id and an
+`actor` (who asks: "api:<key id>", "job:consolidate"…) written to every audit event. Each
+operation runs in one transaction under the agent's lifecycle lock, so two remembers of the
+same fact cannot both ADD it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+from uuid import UUID
+
+import numpy as np
+from psycopg import Connection
+from psycopg_pool import ConnectionPool
+from pydantic import BaseModel, Field
+
+from memora import entities
+from memora.config import Settings
+from memora.embedding import Embedder
+from memora.extraction.base import Mention
+from memora.lifecycle import rules
+from memora.lifecycle.errors import Conflict, Gone, Invalid, NotFound
+from memora.lifecycle.rules import Decision, Statement, Thresholds, Verdict
+from memora.lifecycle.scores import clamp_importance, heuristic_importance
+from memora.llm import LLMClient
+from memora.models import utcnow
+from memora.store import agents, links
+from memora.store import entities as entity_store
+from memora.store import lifecycle as store
+from memora.tenancy import Scope
+
+log = logging.getLogger("memora.lifecycle")
+
+CONFLICT_MARKER = "You keep an agent's long-term memory consistent"
+# statements found by their words that remember also compares (newest first): those holding all
+# the statement's words, and those naming the subject of the attribute it sets
+WORD_LOOKUP, SUBJECT_LOOKUP = 10, 50
+
+
+@dataclass(frozen=True)
+class RememberResult:
+    decision: Decision
+    memory_id: UUID  # the memory that now holds the fact
+    reason: str
+    superseded_id: UUID | None = None
+    merged_into: UUID | None = None
+    linked: list[UUID] = field(default_factory=list)
+    decided_by: Literal["rules", "llm"] = "rules"
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    forgotten: list[dict[str, Any]]  # id, text (and similarity for a query)
+    dry_run: bool
+
+
+class _LLMVerdict(BaseModel):
+    decision: Literal["ADD", "SUPERSEDE", "MERGE", "SKIP"]
+    memory: int | None = Field(default=None, description="number of the existing memory meant")
+    reason: str = ""
+
+
+def thresholds(s: Settings) -> Thresholds:
+    return Thresholds(s.merge_similarity, s.supersede_similarity)
+
+
+def statement(row: dict[str, Any]) -> Statement:
+    return Statement(row["text"], frozenset(row["entities"] or ()), row["id"], row["similarity"])
+
+
+def mentions_of(text: str) -> list[Mention]:
+    [found] = entities.find_mentions(
+        [{"id": uuid.uuid4(), "text": text, "event_date": utcnow(), "mentions": None}]
+    )
+    return list(found.mentions)
+
+
+def candidates(
+    conn: Connection[Any], key: str, text: str, vector: np.ndarray, nearest: int
+) -> list[dict[str, Any]]:
+    """What a statement is compared with: its `nearest` neighbours by embedding, the statements
+    holding all its words (a restatement in other case or punctuation embeds differently), and
+    for an attribute, the statements naming its subject (an earlier value, however phrased)."""
+    rows = store.similar(conn, key, vector, nearest)
+    stated = rules.attribute(text)
+    lookups = [(text, WORD_LOOKUP)]
+    if stated is not None and stated.subject != "user":
+        lookups.append((stated.subject, SUBJECT_LOOKUP))
+    seen = {r["id"] for r in rows}
+    for words, limit in lookups:
+        for r in store.mentioning(conn, key, words, vector, limit):
+            if r["id"] not in seen:
+                seen.add(r["id"])
+                rows.append(r)
+    return rows
+
+
+class Memories:
+    """The lifecycle operations over one pool, embedder and (optional) LLM."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: ConnectionPool[Any],
+        embedder: Embedder,
+        llm: LLMClient | None = None,
+    ) -> None:
+        self.settings, self.pool, self.embedder, self.llm = settings, pool, embedder, llm
+
+    # ---------------------------------------------------------------------------- remember
+    def remember(
+        self,
+        scope: Scope,
+        agent_id: str,
+        content: str,
+        *,
+        category: str | None = None,
+        importance: float | None = None,
+        related_to: list[UUID] | None = None,
+        actor: str = "api",
+    ) -> RememberResult:
+        s = self.settings
+        key = scope.key(agent_id)
+        text = content.strip()
+        if not text:
+            raise Invalid("empty_content", "content must not be empty")
+        if len(text) > s.max_content_chars:
+            raise Invalid("content_too_long", f"at most {s.max_content_chars} characters")
+        vector = self.embedder.embed([text])[0]
+        found = mentions_of(text)
+        new = Statement(text, frozenset(m.name.casefold() for m in found))
+        level = clamp_importance(
+            importance if importance is not None else heuristic_importance(text, len(found))
+        )
+        now = utcnow()
+        with self.pool.connection() as conn, conn.transaction():
+            agents.ensure_agent(conn, scope, agent_id)
+            store.lock_agent(conn, key)
+            related = self._own(conn, key, related_to or [])
+            rows = candidates(conn, key, text, vector, s.remember_candidates)
+            existing = [statement(r) for r in rows]
+            verdict = rules.decide(new, existing, thresholds(s))
+            by: Literal["rules", "llm"] = "rules"
+            if verdict.decision is Decision.ADD or verdict.decision is Decision.SUPERSEDE:
+                asked = self._ask_llm(
+                    text, rules.borderline(existing, thresholds(s), s.remember_candidates)
+                )
+                if asked is not None:
+                    verdict, by = asked, "llm"
+            meta = {"source": "remember"}
+            if verdict.decision is Decision.SKIP:
+                assert verdict.target is not None
+                return RememberResult(verdict.decision, verdict.target, verdict.reason)
+            if verdict.decision is Decision.MERGE:
+                assert verdict.target is not None
+                old = next(r for r in rows if r["id"] == verdict.target)
+                self._merge(conn, key, old, text, vector, meta, level, category, actor, verdict)
+                self._link_related(conn, verdict.target, related, actor, key)
+                return RememberResult(
+                    verdict.decision,
+                    verdict.target,
+                    verdict.reason,
+                    merged_into=verdict.target,
+                    linked=related,
+                    decided_by=by,
+                )
+            unit_id = uuid.uuid4()
+            store.insert_unit(
+                conn, key, unit_id, text=text, vector=vector, fact_type="world",
+                importance=level, category=category, metadata=meta, at=now,
+            )  # fmt: skip
+            self.index(conn, key, unit_id, found, now)
+            store.record(conn, key, [unit_id], "added", actor, reason=verdict.reason)
+            superseded = None
+            if verdict.decision is Decision.SUPERSEDE:
+                assert verdict.target is not None
+                done = store.set_status(
+                    conn, key, [verdict.target], "superseded", reason=verdict.reason, at=now,
+                    from_statuses=("active",), superseded_by=unit_id,
+                )  # fmt: skip
+                if done:
+                    superseded = verdict.target
+                    store.record(
+                        conn, key, done, "superseded", actor, reason=verdict.reason,
+                        related_id=unit_id, details={"decided_by": by},
+                    )  # fmt: skip
+            self._link_related(conn, unit_id, related, actor, key)
+        return RememberResult(
+            verdict.decision, unit_id, verdict.reason, superseded, linked=related, decided_by=by
+        )
+
+    def _own(self, conn: Connection[Any], key: str, ids: list[UUID]) -> list[UUID]:
+        ids = list(dict.fromkeys(ids))
+        known = {r["id"] for r in store.get_units(conn, key, ids)}
+        missing = [str(i) for i in ids if i not in known]
+        if missing:
+            raise NotFound("memory_not_found", f"no such memories: {', '.join(missing)}")
+        return ids
+
+    def index(
+        self, conn: Connection[Any], key: str, unit_id: UUID, found: list[Mention], at: Any
+    ) -> None:
+        """Entities and links of a new or rewritten unit, as the pipeline's stages make them."""
+        s = self.settings
+        entity_store.unlink_units(conn, [unit_id])
+        entities.resolve(
+            conn,
+            key,
+            [entities.UnitMentions(unit_id, at, found)],
+            entities.ResolutionWeights.from_settings(s),
+        )
+        links.build_links(conn, [unit_id], links.LinkSettings.from_settings(s))
+
+    def _merge(
+        self,
+        conn: Connection[Any],
+        key: str,
+        old: dict[str, Any],
+        text: str,
+        vector: np.ndarray,
+        meta: dict[str, Any],
+        importance: float,
+        category: str | None,
+        actor: str,
+        verdict: Verdict,
+    ) -> None:
+        kept = rules.richer(old["text"], text)
+        changed = kept != old["text"]
+        store.merge_into(
+            conn, old["id"], text=kept, vector=vector if changed else None,
+            metadata=rules.merge_metadata(old["metadata"] or {}, meta), importance=importance,
+            category=category, evidence=1,
+        )  # fmt: skip
+        if changed:
+            self.index(conn, key, old["id"], mentions_of(kept), old["event_date"])
+        store.record(
+            conn, key, [old["id"]], "merged", actor, reason=verdict.reason,
+            details={"statement": text, "kept": "new" if changed else "existing",
+                     "previous_text": old["text"] if changed else None},
+        )  # fmt: skip
+
+    def _link_related(
+        self, conn: Connection[Any], unit_id: UUID, related: list[UUID], actor: str, key: str
+    ) -> None:
+        for other in related:
+            if other != unit_id:
+                store.add_link(conn, unit_id, other, "explicit", 1.0, "related_to")
+                store.record(conn, key, [unit_id, other], "linked", actor, related_id=other,
+                             details={"relationship": "related_to"})  # fmt: skip
+
+    def _ask_llm(self, text: str, candidates: list[Statement]) -> Verdict | None:
+        """The LLM's verdict on the borderline memories (None without an LLM or candidates;
+        a failed call falls back to the rules)."""
+        if self.llm is None or not candidates:
+            return None
+        listing = "\n".join(f"{i}. {c.text}" for i, c in enumerate(candidates, 1))
+        messages = [
+            {
+                "role": "system",
+                "content": f"{CONFLICT_MARKER}. Compare a NEW statement with EXISTING memories. "
+                "SKIP: one of them says exactly the same. MERGE: one says the same fact (a "
+                "restatement, possibly with less or more detail). SUPERSEDE: one states the same "
+                "attribute of the same subject with a value that changed (moved, new job, new "
+                "favourite, new relationship status), so the new statement replaces it. ADD: a "
+                "different fact, even if similar. When unsure, ADD. Name the memory by number.",
+            },
+            {"role": "user", "content": f"EXISTING:\n{listing}\n\nNEW: {text}"},
+        ]
+        try:
+            answer = self.llm.complete_json("background", messages, _LLMVerdict)
+        except Exception as exc:  # the rules' verdict stands
+            log.warning("conflict check by LLM failed; rules decide", extra={"error": str(exc)})
+            return None
+        decision = Decision(answer.decision)
+        if decision is Decision.ADD:
+            return Verdict(decision, None, answer.reason or "the LLM found no same fact")
+        if answer.memory is None or not 1 <= answer.memory <= len(candidates):
+            return None
+        return Verdict(decision, candidates[answer.memory - 1].id, answer.reason or "LLM")
+
+    # ------------------------------------------------------------------------------ forget
+    def forget(
+        self,
+        scope: Scope,
+        agent_id: str,
+        *,
+        memory_id: UUID | None = None,
+        query: str | None = None,
+        reason: str | None = None,
+        dry_run: bool = False,
+        confirm: bool = False,
+        actor: str = "api",
+    ) -> ForgetResult:
+        """Soft delete: status forgotten, out of every retriever, restorable for the retention
+        period. By query: only memories at least `forget_query_min_similarity` similar, at most
+        `forget_query_cap` of them unless `confirm`; `dry_run` lists them and changes nothing."""
+        s = self.settings
+        if (memory_id is None) == (query is None or not query.strip()):
+            raise Invalid("bad_request", "give exactly one of memory_id and query")
+        key = scope.key(agent_id)
+        with self.pool.connection() as conn, conn.transaction():
+            store.lock_agent(conn, key)
+            if memory_id is not None:
+                rows = store.get_units(conn, key, [memory_id])
+                if not rows:
+                    raise NotFound("memory_not_found", f"memory {memory_id} not found")
+                targets = [{"id": rows[0]["id"], "text": rows[0]["text"]}]
+            else:
+                assert query is not None
+                vector = self.embedder.embed([query])[0]
+                found = store.similar(
+                    conn, key, vector, s.forget_query_cap + 1,
+                    min_similarity=s.forget_query_min_similarity,
+                    fact_types=("world", "agent", "opinion", "reflection"),
+                )  # fmt: skip
+                targets = [
+                    {"id": r["id"], "text": r["text"], "similarity": round(r["similarity"], 4)}
+                    for r in found
+                ]
+                if len(targets) > s.forget_query_cap and not confirm and not dry_run:
+                    raise Conflict(
+                        "too_many_matches",
+                        f"more than {s.forget_query_cap} memories match; look at them with "
+                        "dry_run, then forget them by id or pass confirm",
+                        {"matches": len(targets)},
+                    )
+            if dry_run:
+                return ForgetResult(targets, dry_run=True)
+            done = set(
+                store.set_status(
+                    conn, key, [t["id"] for t in targets], "forgotten", reason=reason,
+                    at=utcnow(), from_statuses=("active", "superseded", "archived"),
+                )
+            )  # fmt: skip
+            store.record(conn, key, sorted(done, key=str), "forgotten", actor, reason=reason)
+        return ForgetResult([t for t in targets if t["id"] in done], dry_run=False)
+
+    # ----------------------------------------------------------------------------- restore
+    def restore(
+        self, scope: Scope, agent_id: str, memory_id: UUID, *, actor: str = "api"
+    ) -> dict[str, Any]:
+        """Back to active: a forgotten memory within the retention period, an archived or a
+        superseded one at any time."""
+        key = scope.key(agent_id)
+        retention = timedelta(days=self.settings.forget_retention_days)
+        with self.pool.connection() as conn, conn.transaction():
+            store.lock_agent(conn, key)
+            rows = store.get_units(conn, key, [memory_id])
+            if not rows:
+                raise NotFound("memory_not_found", f"memory {memory_id} not found")
+            row = rows[0]
+            if row["status"] == "active":
+                return {"id": memory_id, "status": "active", "restored": False}
+            if row["status"] == "forgotten" and row["status_at"] < utcnow() - retention:
+                raise Gone(
+                    "retention_expired",
+                    f"forgotten more than {self.settings.forget_retention_days:g} days ago",
+                )
+            store.set_status(conn, key, [memory_id], "active", reason=None, at=utcnow())
+            store.record(
+                conn, key, [memory_id], "restored", actor,
+                details={"from": row["status"], "superseded_by": str(row["superseded_by"] or "")},
+            )  # fmt: skip
+        return {"id": memory_id, "status": "active", "restored": True, "was": row["status"]}
+
+    # -------------------------------------------------------------------------------- link
+    def link(
+        self,
+        scope: Scope,
+        agent_id: str,
+        memory_id: UUID,
+        related_id: UUID,
+        relationship: str,
+        *,
+        weight: float = 1.0,
+        actor: str = "api",
+    ) -> dict[str, Any]:
+        if memory_id == related_id:
+            raise Invalid("bad_request", "a memory cannot be linked to itself")
+        key = scope.key(agent_id)
+        with self.pool.connection() as conn, conn.transaction():
+            self._own(conn, key, [memory_id, related_id])
+            store.add_link(conn, memory_id, related_id, "explicit", weight, relationship)
+            store.record(
+                conn, key, [memory_id, related_id], "linked", actor,
+                details={"relationship": relationship, "between": [str(memory_id),
+                                                                   str(related_id)]},
+            )  # fmt: skip
+        return {"memory_id": memory_id, "related_memory_id": related_id,
+                "relationship": relationship, "weight": weight}  # fmt: skip
+
+    # -------------------------------------------------------------------------------- view
+    def get(self, scope: Scope, agent_id: str, memory_id: UUID) -> dict[str, Any]:
+        """The memory in any status, with its history (events, oldest first), its links and the
+        memories it replaced."""
+        key = scope.key(agent_id)
+        with self.pool.connection() as conn:
+            rows = store.get_units(conn, key, [memory_id])
+            if not rows:
+                raise NotFound("memory_not_found", f"memory {memory_id} not found")
+            return {
+                **rows[0],
+                "history": store.history(conn, memory_id),
+                "links": store.links_of(conn, memory_id),
+                "replaced": store.superseding(conn, memory_id),
+            }

@@ -1,0 +1,421 @@
+"""The lifecycle's SQL: memory status (active, superseded, forgotten, archived), importance and
+evidence on `memory_units`, the audit trail `memory_events`, explicit links and job cursors.
+
+Every status change writes its event in the same transaction. Only active units are searched
+(see migration 0008): a status change takes a unit out of (or back into) every retriever at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from psycopg import Connection
+from psycopg.types.json import Jsonb
+
+from memora.store.purge import purge_units
+
+STATUSES = ("active", "superseded", "forgotten", "archived")
+# What remember and consolidation compare: facts (not opinions, not reflections).
+STATEMENT_TYPES = ("world", "agent")
+
+_UNIT_COLUMNS = (
+    "u.id, u.text, u.context, u.fact_type, u.category, u.importance, u.status, u.status_at, "
+    "u.status_reason, u.superseded_by, u.evidence_count, u.event_date, u.created_at, u.metadata, "
+    "coalesce(a.access_count, 0) AS access_count, a.last_accessed_at"
+)
+
+
+def lock_agent(conn: Connection[Any], agent_key: str) -> None:
+    """Serialise the lifecycle writes of one agent until the transaction ends."""
+    conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"lifecycle:{agent_key}",)
+    )
+
+
+def record(
+    conn: Connection[Any],
+    agent_key: str,
+    unit_ids: Sequence[UUID],
+    event: str,
+    actor: str,
+    *,
+    reason: str | None = None,
+    related_id: UUID | None = None,
+    details: dict[str, Any] | None = None,
+) -> None:
+    """One audit event per unit."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO memory_events (agent_id, unit_id, event, related_id, reason, actor, "
+            "details) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [
+                (agent_key, i, event, related_id, reason, actor, Jsonb(details or {}))
+                for i in unit_ids
+            ],
+        )
+
+
+# ---------------------------------------------------------------------------------- reading
+def similar(
+    conn: Connection[Any],
+    agent_key: str,
+    vector: np.ndarray,
+    limit: int,
+    *,
+    min_similarity: float = 0.0,
+    fact_types: Sequence[str] = STATEMENT_TYPES,
+    exclude: UUID | None = None,
+) -> list[dict[str, Any]]:
+    """The agent's active units nearest to `vector` (id, text, embedding, similarity, metadata,
+    entities: the names mentioned in them), most similar first."""
+    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+    rows = conn.execute(
+        """
+        SELECT n.*, coalesce((SELECT array_agg(lower(ue.mention)) FROM unit_entities ue
+                              WHERE ue.unit_id = n.id), '{}') AS entities
+        FROM (
+            SELECT u.id, u.text, u.metadata, u.event_date, u.created_at, u.importance,
+                   u.category, u.embedding, 1 - (u.embedding <=> %(v)s) AS similarity
+            FROM memory_units u
+            WHERE u.agent_id = %(a)s AND u.status = 'active' AND u.fact_type = ANY(%(t)s)
+              AND u.embedding IS NOT NULL AND u.id IS DISTINCT FROM %(x)s
+            ORDER BY u.embedding <=> %(v)s LIMIT %(k)s
+        ) n WHERE n.similarity >= %(min)s
+        """,
+        {
+            "v": vector,
+            "a": agent_key,
+            "t": list(fact_types),
+            "k": limit,
+            "min": min_similarity,
+            "x": exclude,
+        },
+    ).fetchall()
+    return sorted(rows, key=lambda r: -r["similarity"])
+
+
+def mentioning(
+    conn: Connection[Any], agent_key: str, name: str, vector: np.ndarray, limit: int
+) -> list[dict[str, Any]]:
+    """The agent's active statements whose words include `name` (through the keyword table's
+    index), newest first, with their similarity to `vector`: where remember looks for an
+    earlier value of the attribute a statement sets, however differently it was phrased."""
+    return conn.execute(
+        """
+        SELECT u.id, u.text, u.metadata, u.event_date, u.created_at, u.importance, u.category,
+               u.embedding, 1 - (u.embedding <=> %(v)s) AS similarity,
+               coalesce((SELECT array_agg(lower(ue.mention)) FROM unit_entities ue
+                         WHERE ue.unit_id = u.id), '{}') AS entities
+        FROM memory_search s JOIN memory_units u ON u.id = s.unit_id
+        WHERE s.agent_id = %(a)s AND s.search_vector @@ plainto_tsquery('english', %(n)s)
+          AND s.fact_type = ANY(%(t)s)
+        ORDER BY s.event_date DESC LIMIT %(k)s
+        """,
+        {"v": vector, "a": agent_key, "n": name, "t": list(STATEMENT_TYPES), "k": limit},
+    ).fetchall()
+
+
+def get_units(conn: Connection[Any], agent_key: str, ids: Sequence[UUID]) -> list[dict[str, Any]]:
+    """The agent's units among `ids` with their lifecycle state and access counts."""
+    return conn.execute(
+        f"""
+        SELECT {_UNIT_COLUMNS} FROM memory_units u LEFT JOIN memory_access a ON a.unit_id = u.id
+        WHERE u.id = ANY(%s) AND u.agent_id = %s
+        """,
+        (list(ids), agent_key),
+    ).fetchall()
+
+
+def history(conn: Connection[Any], unit_id: UUID) -> list[dict[str, Any]]:
+    return conn.execute(
+        "SELECT event, at, reason, actor, related_id, details FROM memory_events "
+        "WHERE unit_id = %s ORDER BY at, id",
+        (unit_id,),
+    ).fetchall()
+
+
+def links_of(conn: Connection[Any], unit_id: UUID, limit: int = 100) -> list[dict[str, Any]]:
+    """The unit's outgoing links (stored both ways), strongest first, with the other end."""
+    return conn.execute(
+        """
+        SELECT l.to_unit AS id, l.link_type, l.weight, l.relationship, m.text, m.status
+        FROM memory_links l JOIN memory_units m ON m.id = l.to_unit
+        WHERE l.from_unit = %s ORDER BY (l.link_type = 'explicit') DESC, l.weight DESC, l.to_unit
+        LIMIT %s
+        """,
+        (unit_id, limit),
+    ).fetchall()
+
+
+def superseding(conn: Connection[Any], unit_id: UUID) -> list[UUID]:
+    """The units this unit replaced (merged or superseded ones)."""
+    return [
+        r["id"]
+        for r in conn.execute(
+            "SELECT id FROM memory_units WHERE superseded_by = %s ORDER BY status_at", (unit_id,)
+        )
+    ]
+
+
+# ---------------------------------------------------------------------------------- writing
+def insert_unit(
+    conn: Connection[Any],
+    agent_key: str,
+    unit_id: UUID,
+    *,
+    text: str,
+    vector: np.ndarray,
+    fact_type: str,
+    importance: float,
+    category: str | None,
+    metadata: dict[str, Any],
+    at: datetime,
+) -> None:
+    conn.execute(
+        """
+        INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,
+                                  mentioned_at, importance, category, metadata, status_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        """,
+        (unit_id, agent_key, text, vector, fact_type, at, at, importance, category,
+         Jsonb(metadata), at),
+    )  # fmt: skip
+
+
+def merge_into(
+    conn: Connection[Any],
+    unit_id: UUID,
+    *,
+    text: str,
+    vector: np.ndarray | None,
+    metadata: dict[str, Any],
+    importance: float,
+    category: str | None,
+    evidence: int,
+) -> None:
+    """Fold a restatement into a unit: the kept text (and its vector when it changed), merged
+    metadata, the higher importance, evidence added."""
+    conn.execute(
+        """
+        UPDATE memory_units SET text = %(t)s, embedding = coalesce(%(v)s, embedding),
+            metadata = %(m)s, importance = GREATEST(importance, %(i)s),
+            category = coalesce(category, %(c)s), evidence_count = evidence_count + %(e)s
+        WHERE id = %(id)s
+        """,
+        {
+            "t": text,
+            "v": vector,
+            "m": Jsonb(metadata),
+            "i": importance,
+            "c": category,
+            "e": evidence,
+            "id": unit_id,
+        },
+    )
+
+
+def set_status(
+    conn: Connection[Any],
+    agent_key: str,
+    ids: Sequence[UUID],
+    status: str,
+    *,
+    reason: str | None,
+    at: datetime,
+    from_statuses: Sequence[str] = STATUSES,
+    superseded_by: UUID | None = None,
+) -> list[UUID]:
+    """Move the agent's units among `ids` that are in `from_statuses` to `status`; the ids
+    changed."""
+    rows = conn.execute(
+        """
+        UPDATE memory_units SET status = %(s)s, status_at = %(at)s, status_reason = %(r)s,
+            superseded_by = %(by)s
+        WHERE id = ANY(%(ids)s) AND agent_id = %(a)s AND status = ANY(%(from)s)
+          AND status <> %(s)s
+        RETURNING id
+        """,
+        {
+            "s": status,
+            "at": at,
+            "r": reason,
+            "by": superseded_by,
+            "ids": list(ids),
+            "a": agent_key,
+            "from": list(from_statuses),
+        },
+    ).fetchall()
+    return [r["id"] for r in rows]
+
+
+def add_link(
+    conn: Connection[Any], a: UUID, b: UUID, link_type: str, weight: float, relationship: str
+) -> None:
+    """A link stored both ways (the graph walks `from_unit`); an existing one is updated."""
+    conn.execute(
+        """
+        INSERT INTO memory_links (from_unit, to_unit, link_type, weight, relationship)
+        VALUES (%(a)s, %(b)s, %(t)s, %(w)s, %(r)s), (%(b)s, %(a)s, %(t)s, %(w)s, %(r)s)
+        ON CONFLICT (from_unit, to_unit, link_type)
+        DO UPDATE SET weight = EXCLUDED.weight, relationship = EXCLUDED.relationship
+        """,
+        {"a": a, "b": b, "t": link_type, "w": weight, "r": relationship},
+    )
+
+
+# ------------------------------------------------------------------------------ maintenance
+def agent_keys(conn: Connection[Any], only: str | None) -> list[str]:
+    if only is not None:
+        return [only]
+    return [r["agent_id"] for r in conn.execute("SELECT agent_id FROM agents ORDER BY agent_id")]
+
+
+def expired_forgotten(
+    conn: Connection[Any], agent_key: str, before: datetime, limit: int
+) -> list[UUID]:
+    return [
+        r["id"]
+        for r in conn.execute(
+            "SELECT id FROM memory_units WHERE status = 'forgotten' AND status_at < %s "
+            "AND agent_id = %s ORDER BY status_at, id LIMIT %s",
+            (before, agent_key, limit),
+        )
+    ]
+
+
+def purge(conn: Connection[Any], ids: Sequence[UUID]) -> dict[str, int]:
+    """Delete these units for real (links, entity references, access counts, embeddings)."""
+    return purge_units(conn, "SELECT unnest(%(ids)s::uuid[])", {"ids": list(ids)})
+
+
+def statements_after(
+    conn: Connection[Any], agent_key: str, position: dict[str, Any] | None, limit: int
+) -> list[dict[str, Any]]:
+    """The agent's active statements that consolidation compares, in creation order after
+    `position`: facts stated through remember or extracted by the LLM (raw conversation turns,
+    which are episodes, are never merged)."""
+    after = (position or {}).get("created_at"), (position or {}).get("id")
+    return conn.execute(
+        """
+        SELECT u.id, u.text, u.embedding, u.event_date, u.created_at, u.metadata, u.importance,
+               u.category,
+               coalesce((SELECT array_agg(lower(ue.mention)) FROM unit_entities ue
+                         WHERE ue.unit_id = u.id), '{}') AS entities
+        FROM memory_units u
+        WHERE u.agent_id = %(a)s AND u.status = 'active' AND u.fact_type = ANY(%(t)s)
+          AND u.embedding IS NOT NULL
+          AND (u.metadata->>'source' = 'remember' OR u.metadata->>'extractor' = 'llm')
+          AND (%(c)s::timestamptz IS NULL OR (u.created_at, u.id) > (%(c)s, %(i)s::uuid))
+        ORDER BY u.created_at, u.id LIMIT %(k)s
+        """,
+        {"a": agent_key, "t": list(STATEMENT_TYPES), "c": after[0], "i": after[1], "k": limit},
+    ).fetchall()
+
+
+def fading(
+    conn: Connection[Any], agent_key: str, unused_since: datetime, limit: int
+) -> list[dict[str, Any]]:
+    """Active units not accessed (nor created) since `unused_since`: attenuation's candidates,
+    least recently used first."""
+    return conn.execute(
+        """
+        SELECT u.id, u.importance, coalesce(a.last_accessed_at, u.created_at) AS last_used
+        FROM memory_units u LEFT JOIN memory_access a ON a.unit_id = u.id
+        WHERE u.agent_id = %s AND u.status = 'active' AND u.fact_type <> 'opinion'
+          AND coalesce(a.last_accessed_at, u.created_at) < %s
+        ORDER BY last_used, u.id LIMIT %s
+        """,
+        (agent_key, unused_since, limit),
+    ).fetchall()
+
+
+def importance_since_reflection(conn: Connection[Any], agent_key: str) -> tuple[float, list[UUID]]:
+    """Summed importance of the agent's active memories created since its last reflection, and
+    their ids (most important first, at most 200)."""
+    rows = conn.execute(
+        """
+        SELECT u.id, u.importance FROM memory_units u
+        WHERE u.agent_id = %(a)s AND u.status = 'active' AND u.fact_type <> 'reflection'
+          AND u.created_at > coalesce((SELECT max(created_at) FROM memory_units
+                                       WHERE agent_id = %(a)s AND fact_type = 'reflection'),
+                                      '-infinity')
+        ORDER BY u.importance DESC, u.created_at DESC
+        """,
+        {"a": agent_key},
+    ).fetchall()
+    return float(sum(r["importance"] for r in rows)), [r["id"] for r in rows[:200]]
+
+
+def recent_memories(conn: Connection[Any], agent_key: str, limit: int) -> list[dict[str, Any]]:
+    """The agent's active memories, most important and newest first (reflection's sources when
+    no topic is given)."""
+    return conn.execute(
+        "SELECT id, text, event_date, importance FROM memory_units WHERE agent_id = %s "
+        "AND status = 'active' AND fact_type <> 'reflection' "
+        "ORDER BY created_at DESC, importance DESC LIMIT %s",
+        (agent_key, limit),
+    ).fetchall()
+
+
+def prune_links(conn: Connection[Any], agent_key: str, below: float, limit: int) -> int:
+    """Delete up to `limit` of the agent's generated links weaker than `below` (explicit and
+    reflection links are kept)."""
+    if below <= 0:
+        return 0
+    cur = conn.execute(
+        """
+        DELETE FROM memory_links l USING (
+            SELECT l2.from_unit, l2.to_unit, l2.link_type FROM memory_links l2
+            JOIN memory_units m ON m.id = l2.from_unit
+            WHERE m.agent_id = %s AND l2.weight < %s
+              AND l2.link_type NOT IN ('explicit', 'reflection')
+            LIMIT %s
+        ) w
+        WHERE l.from_unit = w.from_unit AND l.to_unit = w.to_unit AND l.link_type = w.link_type
+        """,
+        (agent_key, below, limit),
+    )
+    return max(cur.rowcount, 0)
+
+
+def refresh_mention_counts(conn: Connection[Any], agent_key: str, limit: int) -> int:
+    """Set up to `limit` of the agent's entities' mention counts to the number of active
+    memories that mention them (co-occurrence scores read these counts)."""
+    cur = conn.execute(
+        """
+        UPDATE entities e SET mention_count = c.n FROM (
+            SELECT e2.id, count(u.id) AS n FROM entities e2
+            LEFT JOIN unit_entities ue ON ue.entity_id = e2.id
+            LEFT JOIN memory_units u ON u.id = ue.unit_id AND u.status = 'active'
+            WHERE e2.agent_id = %s GROUP BY e2.id HAVING count(u.id) <> max(e2.mention_count)
+            LIMIT %s
+        ) c WHERE e.id = c.id
+        """,
+        (agent_key, limit),
+    )
+    return max(cur.rowcount, 0)
+
+
+def get_cursor(conn: Connection[Any], job: str, agent_key: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT position FROM job_cursors WHERE job = %s AND agent_id = %s", (job, agent_key)
+    ).fetchone()
+    return row["position"] if row else None
+
+
+def set_cursor(
+    conn: Connection[Any], job: str, agent_key: str, position: dict[str, Any] | None
+) -> None:
+    if position is None:
+        conn.execute("DELETE FROM job_cursors WHERE job = %s AND agent_id = %s", (job, agent_key))
+        return
+    conn.execute(
+        "INSERT INTO job_cursors (job, agent_id, position) VALUES (%s, %s, %s) "
+        "ON CONFLICT (job, agent_id) DO UPDATE SET position = EXCLUDED.position, "
+        "updated_at = now()",
+        (job, agent_key, Jsonb(position)),
+    )

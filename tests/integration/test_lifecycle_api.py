@@ -1,0 +1,248 @@
+"""The memory lifecycle over HTTP on the query service, against the suite's PostgreSQL (and the
+fake LLM server where an LLM decides): remember, forget, restore, purge, recall, link, reflect."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from memora.config import Settings
+from memora.lifecycle.memory import CONFLICT_MARKER
+from memora.lifecycle.reflect import REFLECT_MARKER
+from memora.retrieval import SearchParams
+from tests.fakes import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.integration
+
+
+def _client(settings: Settings, pool: Any) -> Any:
+    from fastapi.testclient import TestClient
+
+    from services.api.query_app import create_app
+
+    return TestClient(create_app(settings, pool=pool))
+
+
+@pytest.fixture(scope="module")
+def api(settings: Settings, pool: Any) -> Iterator[Any]:
+    with _client(settings, pool) as client:
+        yield client
+
+
+@pytest.fixture()
+def llm_api(llm_settings: Settings, pool: Any) -> Iterator[Any]:
+    with _client(llm_settings, pool) as client:
+        yield client
+
+
+def remember(api: Any, agent: str, content: str, **extra: Any) -> dict[str, Any]:
+    r = api.post(f"/api/agents/{agent}/remember", json={"content": content, **extra})
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def search_ids(api: Any, agent: str, query: str) -> set[str]:
+    """Ids every retriever returns (the search's trace lists each retriever's results)."""
+    r = api.post("/api/search", json={"agent_id": agent, "query": query, "trace": True})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    found = {h["id"] for h in body["results"]}
+    for path in body["trace"]["paths"].values():
+        found |= {x["id"] for x in path["results"]}
+    return found
+
+
+def test_remember_skip_merge_supersede_add(api: Any, agent_id: str) -> None:
+    first = remember(api, agent_id, "Alice lives in Paris.", category="home", importance=8)
+    assert first["decision"] == "ADD"
+    assert remember(api, agent_id, "alice lives in paris")["decision"] == "SKIP"
+    moved = remember(api, agent_id, "Alice moved to Berlin.")
+    assert moved["decision"] == "SUPERSEDE" and moved["superseded_id"] == first["memory_id"]
+    other = remember(api, agent_id, "Bob lives in Rome.")
+    assert other["decision"] == "ADD"
+    old = api.get(f"/api/agents/{agent_id}/memories/{first['memory_id']}").json()
+    assert old["status"] == "superseded" and old["superseded_by"] == moved["memory_id"]
+    assert [e["event"] for e in old["history"]] == ["added", "superseded"]
+    assert first["memory_id"] not in search_ids(api, agent_id, "Where does Alice live? Paris")
+    assert moved["memory_id"] in search_ids(api, agent_id, "Where does Alice live? Berlin")
+    # restorable: back in search
+    restored = api.post(f"/api/agents/{agent_id}/memories/{first['memory_id']}/restore")
+    assert restored.status_code == 200 and restored.json()["restored"] is True
+    assert first["memory_id"] in search_ids(api, agent_id, "Alice lives in Paris")
+
+
+def test_merge_counts_evidence_and_keeps_the_richer_text(api: Any, agent_id: str) -> None:
+    a = remember(api, agent_id, "Alice adopted a dog named Rex.")
+    b = remember(api, agent_id, "Alice adopted a dog named Rex from the city shelter.")
+    assert b["decision"] == "MERGE" and b["memory_id"] == a["memory_id"]
+    view = api.get(f"/api/agents/{agent_id}/memories/{a['memory_id']}").json()
+    assert view["evidence_count"] == 2 and view["text"].endswith("city shelter.")
+    assert [e["event"] for e in view["history"]] == ["added", "merged"]
+    assert remember(api, agent_id, "Alice adopted 2 dogs named Rex.")["decision"] == "ADD"
+
+
+def test_forget_restore_and_purge(api: Any, agent_id: str, pool: Any, settings: Settings) -> None:
+    from memora.jobs import JOBS, JobContext, run_job
+    from memora.pipeline.backend import InlineBackend
+    from memora.pipeline.runner import Pipeline
+
+    kept = remember(api, agent_id, "Carol plays the violin in an orchestra.")
+    gone = remember(api, agent_id, "Carol's bank PIN is written on a yellow note.")
+    url = f"/api/agents/{agent_id}"
+    r = api.post(f"{url}/forget", json={"memory_id": gone["memory_id"], "reason": "secret"})
+    assert r.status_code == 200 and r.json()["forgotten"][0]["id"] == gone["memory_id"]
+    assert gone["memory_id"] not in search_ids(api, agent_id, "Carol bank PIN yellow note")
+    assert api.post(f"{url}/memories/{gone['memory_id']}/restore").json()["restored"]
+    assert gone["memory_id"] in search_ids(api, agent_id, "Carol bank PIN yellow note")
+    api.post(f"{url}/forget", json={"memory_id": gone["memory_id"], "reason": "secret"})
+
+    # past retention: restore refuses (410), cleanup purges for real
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE memory_units SET status_at = status_at - %s WHERE id = %s",
+            (timedelta(days=settings.forget_retention_days + 1), gone["memory_id"]),
+        )
+    r = api.post(f"{url}/memories/{gone['memory_id']}/restore")
+    assert r.status_code == 410 and r.json()["error"]["code"] == "retention_expired"
+    ctx = JobContext(settings, pool, InlineBackend(Pipeline(settings, pool)), agent_key=agent_id)
+    result = run_job(JOBS["cleanup"], ctx)
+    assert result.changed == 1
+    assert api.get(f"{url}/memories/{gone['memory_id']}").status_code == 404
+    with pool.connection() as conn:
+        left = conn.execute(
+            "SELECT (SELECT count(*) FROM memory_links WHERE from_unit = %(i)s OR to_unit = %(i)s)"
+            " + (SELECT count(*) FROM unit_entities WHERE unit_id = %(i)s) AS n",
+            {"i": gone["memory_id"]},
+        ).fetchone()
+        events = conn.execute(
+            "SELECT event FROM memory_events WHERE unit_id = %s ORDER BY id", (gone["memory_id"],)
+        ).fetchall()
+    assert left["n"] == 0
+    assert [e["event"] for e in events][-1] == "purged"
+    assert api.get(f"{url}/memories/{kept['memory_id']}").json()["status"] == "active"
+
+
+def test_forget_by_query_dry_run_cap_and_threshold(
+    api: Any, agent_id: str, settings: Settings
+) -> None:
+    url = f"/api/agents/{agent_id}"
+    ids = [remember(api, agent_id, f"Dana visited museum number {i} in Vienna.")["memory_id"]
+           for i in range(3)]  # fmt: skip
+    unrelated = remember(api, agent_id, "Eve bakes sourdough bread every Sunday.")["memory_id"]
+    dry = api.post(f"{url}/forget", json={"query": "Dana museum visits in Vienna", "dry_run": True})
+    assert dry.status_code == 200
+    listed = {m["id"] for m in dry.json()["forgotten"]}
+    assert listed == set(ids) and unrelated not in listed
+    for i in [*ids, unrelated]:
+        assert api.get(f"{url}/memories/{i}").json()["status"] == "active"
+    bad = api.post(f"{url}/forget", json={"query": "x", "memory_id": ids[0]})
+    assert bad.status_code == 422
+    done = api.post(f"{url}/forget", json={"query": "Dana museum visits in Vienna"})
+    assert {m["id"] for m in done.json()["forgotten"]} == set(ids)
+    assert api.get(f"{url}/memories/{unrelated}").json()["status"] == "active"
+
+
+def test_forget_by_query_refuses_above_the_cap(
+    settings: Settings, pool: Any, agent_id: str
+) -> None:
+    capped = settings.model_copy(update={"forget_query_cap": 2})
+    with _client(capped, pool) as api:
+        for i in range(3):
+            remember(api, agent_id, f"Frank ran marathon number {i} in Boston.")
+        r = api.post(f"/api/agents/{agent_id}/forget", json={"query": "Frank marathons Boston"})
+        assert r.status_code == 409 and r.json()["error"]["code"] == "too_many_matches"
+        r = api.post(
+            f"/api/agents/{agent_id}/forget",
+            json={"query": "Frank marathons Boston", "confirm": True},
+        )
+        assert len(r.json()["forgotten"]) == 3
+
+
+def test_recall_scores_filters_and_updates_access(api: Any, agent_id: str) -> None:
+    url = f"/api/agents/{agent_id}"
+    low = remember(api, agent_id, "Gina's sister likes green tea.", importance=1, category="family")
+    high = remember(api, agent_id, "Gina is allergic to green tea.", importance=10,
+                    category="health")  # fmt: skip
+    r = api.post(f"{url}/recall", json={"query": "Gina green tea", "limit": 5})
+    assert r.status_code == 200, r.text
+    found = r.json()["memories"]
+    assert [m["id"] for m in found][:2] == [high["memory_id"], low["memory_id"]]
+    assert found[0]["access_count"] >= 1 and found[0]["last_accessed_at"]
+    only = api.post(f"{url}/recall", json={"query": "Gina green tea", "categories": ["family"]})
+    assert [m["id"] for m in only.json()["memories"]] == [low["memory_id"]]
+    bad = api.post(
+        f"{url}/recall",
+        json={"query": "q", "time_range": {"start": "2025-01-02", "end": "2025-01-01"}},
+    )
+    assert bad.status_code == 422
+
+
+def test_link_is_bidirectional_and_followed_by_graph(api: Any, agent_id: str) -> None:
+    url = f"/api/agents/{agent_id}"
+    a = remember(api, agent_id, "Hank's project codename is Bluebird.")["memory_id"]
+    b = remember(api, agent_id, "The quarterly budget was approved in March.")["memory_id"]
+    r = api.post(
+        f"{url}/link", json={"memory_id": a, "related_memory_id": b, "relationship": "funds"}
+    )
+    assert r.status_code == 200, r.text
+    links = api.get(f"{url}/memories/{b}").json()["links"]
+    assert any(x["id"] == a and x["relationship"] == "funds" for x in links)
+    assert api.post(f"{url}/link", json={"memory_id": a, "related_memory_id": a}).status_code == 422
+    missing = "00000000-0000-0000-0000-000000000000"
+    r = api.post(f"{url}/link", json={"memory_id": a, "related_memory_id": missing})
+    assert r.status_code == 404
+
+
+def test_reflect_needs_an_llm(api: Any, agent_id: str) -> None:
+    remember(api, agent_id, "Ivy likes Python.")
+    r = api.post(f"/api/agents/{agent_id}/reflect", json={})
+    assert r.status_code == 503 and r.json()["error"]["code"] == "llm_not_configured"
+
+
+def test_reflect_stores_linked_reflections(
+    llm_api: Any, fake_llm: FakeOpenAI, agent_id: str
+) -> None:
+    fake_llm.always(Reply({"decision": "ADD", "reason": "different"}), when=CONFLICT_MARKER)
+    ids = [remember(llm_api, agent_id, t)["memory_id"] for t in
+           ("Ivy likes Python.", "Ivy dislikes Java.", "Ivy uses VS Code every day.")]  # fmt: skip
+    fake_llm.script(
+        Reply({"insights": [{"text": "Ivy prefers Python development in VS Code.",
+                             "sources": [1, 2, 3], "importance": 7}]}),
+        when=REFLECT_MARKER,
+    )  # fmt: skip
+    r = llm_api.post(f"/api/agents/{agent_id}/reflect", json={"topic": "Ivy programming"})
+    assert r.status_code == 200, r.text
+    [made] = r.json()["reflections"]
+    assert set(made["sources"]) == set(ids)
+    view = llm_api.get(f"/api/agents/{agent_id}/memories/{made['id']}").json()
+    assert view["fact_type"] == "reflection"
+    assert {x["id"] for x in view["links"] if x["link_type"] == "reflection"} == set(ids)
+    recalled = llm_api.post(f"/api/agents/{agent_id}/recall", json={"query": "Ivy Python VS Code"})
+    assert made["id"] in {m["id"] for m in recalled.json()["memories"]}
+    without = llm_api.post(
+        f"/api/agents/{agent_id}/recall",
+        json={"query": "Ivy Python VS Code", "include_reflections": False},
+    )
+    assert made["id"] not in {m["id"] for m in without.json()["memories"]}
+
+
+def test_llm_decides_supersede(llm_api: Any, fake_llm: FakeOpenAI, agent_id: str) -> None:
+    first = remember(llm_api, agent_id, "Jack drives a red Toyota.")  # no candidates: no call
+    fake_llm.script(Reply({"decision": "SUPERSEDE", "memory": 1, "reason": "new car"}),
+                    when=CONFLICT_MARKER)  # fmt: skip
+    second = remember(llm_api, agent_id, "Jack sold his Toyota and now drives a blue Tesla.")
+    assert second["decision"] == "SUPERSEDE" and second["decided_by"] == "llm"
+    assert second["superseded_id"] == first["memory_id"]
+    assert "Jack drives a red Toyota." in fake_llm.requests_matching(CONFLICT_MARKER)[0].prompt
+
+
+def test_search_params_default_excludes_inactive(api: Any, agent_id: str) -> None:
+    """The retriever itself (not only the API) skips forgotten memories."""
+    m = remember(api, agent_id, "Kate keeps bees on her roof.")["memory_id"]
+    api.post(f"/api/agents/{agent_id}/forget", json={"memory_id": m})
+    retriever = api.app.state.retriever
+    hits = retriever.search(SearchParams(agent_id=agent_id, query="Kate bees roof"))
+    assert m not in {str(h.id) for h in hits.hits}
