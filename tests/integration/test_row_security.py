@@ -33,6 +33,12 @@ TENANT_TABLES = (
     "entities",
     "unit_entities",
     "memory_access",
+    "conversation_messages",
+    "conversation_chunks",
+    "conversation_index_state",
+    "unit_sources",
+    "memory_events",
+    "job_cursors",
 )
 
 
@@ -57,6 +63,20 @@ def two_tenants(auth_api: Any, pool: Any) -> tuple[Tenant, Tenant]:  # noqa: F81
     _ingest(auth_api, a, "Alice met Bob in Lisbon.", "Bob told Alice about Acme's new office.")
     _ingest(auth_api, b, "Alice met Carol in Tokyo.", "Carol told Alice about Globex's merger.")
     touch_access(pool, [a.key_of(AGENT), b.key_of(AGENT)])
+    with pool.connection() as conn:  # the lifecycle's audit trail and a job's cursor, as
+        for tenant in (a, b):  # remember and the evolution jobs would write them
+            key = tenant.key_of(AGENT)
+            conn.execute(
+                "INSERT INTO memory_events (agent_id, unit_id, event, actor) "
+                "SELECT agent_id, id, 'remembered', 'test' FROM memory_units "
+                "WHERE agent_id = %s LIMIT 1",
+                (key,),
+            )
+            conn.execute(
+                "INSERT INTO job_cursors (job, agent_id, position) VALUES ('consolidate', %s, "
+                "'{}') ON CONFLICT DO NOTHING",
+                (key,),
+            )
     return a, b
 
 
