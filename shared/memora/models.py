@@ -65,8 +65,9 @@ class MemoryItem(BaseModel):
     context: StorableText | None = Field(default=None, max_length=2000)
     event_date: Annotated[datetime | None, AfterValidator(aware)] = None
     speaker: StorableText | None = Field(default=None, max_length=200)
-    metadata: dict[StorableText, StorableText | int | float | bool | None] = Field(
-        default_factory=dict
+    # lists of strings are tags (`{"tags": ["a", "b"]}`, searched with the `tags` filter)
+    metadata: dict[StorableText, StorableText | int | float | bool | list[StorableText] | None] = (
+        Field(default_factory=dict)
     )
 
 

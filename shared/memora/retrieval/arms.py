@@ -1,7 +1,8 @@
 """The database side of the retrievers: semantic (HNSW), graph neighbours, temporal ranges, and
 the hydration of fused candidates. Keyword retrieval (BM25) lives in `keyword.py`.
 
-Every query is scoped by agent_id (and the requested fact types) in its own WHERE clause.
+Every query is scoped by agent_id (and the requested fact types) in its own WHERE clause, and
+by the search's metadata filters (`where`, compiled by `memora.retrieval.filters`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from psycopg import Connection
 from psycopg.rows import tuple_row
 
+from memora.retrieval.filters import NO_FILTER, Where
 from memora.retrieval.graph import Edge
 from memora.retrieval.scoring import temporal_closeness
 from memora.retrieval.types import Candidate
@@ -30,44 +32,99 @@ def semantic(
     limit: int,
     ef_search: int,
     min_similarity: float,
+    where: Where = NO_FILTER,
 ) -> list[tuple[UUID, float]]:
     """Nearest units by cosine similarity through the HNSW index, at least `min_similarity`.
 
     Iterative index scans (pgvector ≥ 0.8) keep going until `limit` rows pass the agent and
-    fact-type filters, so a small agent in a large table still gets its neighbours."""
+    fact-type filters, so a small agent in a large table still gets its neighbours. A filter
+    that leaves few units (at most EXACT_SCAN_MAX, counted through its index) is answered by
+    an exact scan of those units instead: the HNSW walk would have to pass over most of the
+    agent's units to find them."""
+    if where.sql and _at_most(conn, agent_id, fact_types, where, EXACT_SCAN_MAX):
+        return _exact(conn, agent_id, fact_types, vector, limit, min_similarity, where)
     conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
         (str(ef_search),),
     )
     rows = conn.execute(
-        """
-        SELECT id, 1 - (embedding <=> %(v)s) AS sim FROM memory_units
+        f"""
+        SELECT id, 1 - (embedding <=> %(v)s) AS sim FROM memory_units m
         WHERE agent_id = %(agent)s AND fact_type = ANY(%(types)s) AND embedding IS NOT NULL
+        {where.sql}
         ORDER BY embedding <=> %(v)s LIMIT %(limit)s
         """,
-        {"v": vector, "agent": agent_id, "types": list(fact_types), "limit": limit},
+        {"v": vector, "agent": agent_id, "types": list(fact_types), "limit": limit, **where.params},
     ).fetchall()
     found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
     return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
 
 
-def neighbours(conn: Connection[Any], ids: list[str], fanout: int) -> dict[str, list[Edge[str]]]:
-    """Each unit's strongest `fanout` links (links join units of one agent only). Ids travel
-    as text and rows as tuples: graph retrieval reads thousands of links per search, and
-    UUID objects and dict rows were most of its cost."""
+# Filtered searches over at most this many units scan them exactly (see `semantic`).
+EXACT_SCAN_MAX = 5000
+
+
+def _at_most(
+    conn: Connection[Any], agent_id: str, fact_types: Sequence[str], where: Where, n: int
+) -> bool:
+    row = conn.execute(
+        f"""
+        SELECT count(*) AS n FROM (
+            SELECT 1 FROM memory_units m WHERE m.agent_id = %(agent)s
+              AND m.fact_type = ANY(%(types)s) AND m.embedding IS NOT NULL {where.sql}
+            LIMIT %(cap)s
+        ) s
+        """,
+        {"agent": agent_id, "types": list(fact_types), "cap": n + 1, **where.params},
+    ).fetchone()
+    return row is not None and int(row["n"]) <= n
+
+
+def _exact(
+    conn: Connection[Any],
+    agent_id: str,
+    fact_types: Sequence[str],
+    vector: np.ndarray,
+    limit: int,
+    min_similarity: float,
+    where: Where,
+) -> list[tuple[UUID, float]]:
+    rows = conn.execute(
+        f"""
+        WITH matching AS MATERIALIZED (
+            SELECT m.id, m.embedding FROM memory_units m WHERE m.agent_id = %(agent)s
+              AND m.fact_type = ANY(%(types)s) AND m.embedding IS NOT NULL {where.sql}
+        )
+        SELECT id, 1 - (embedding <=> %(v)s) AS sim FROM matching
+        ORDER BY embedding <=> %(v)s, id LIMIT %(limit)s
+        """,
+        {"v": vector, "agent": agent_id, "types": list(fact_types), "limit": limit, **where.params},
+    ).fetchall()
+    return [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
+
+
+def neighbours(
+    conn: Connection[Any], ids: list[str], fanout: int, where: Where = NO_FILTER
+) -> dict[str, list[Edge[str]]]:
+    """Each unit's strongest `fanout` links (links join units of one agent only), to units
+    that pass the search's filters. Ids travel as text and rows as tuples: graph retrieval
+    reads thousands of links per search, and UUID objects and dict rows were most of its
+    cost."""
+    # unfiltered, the links' index alone answers (an index-only scan)
+    target = f"JOIN memory_units m ON m.id = memory_links.to_unit {where.sql}" if where.sql else ""
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(
-            """
+            f"""
             SELECT l.from_unit::text, l.to_unit::text, l.link_type, l.weight
             FROM unnest(%(ids)s::uuid[]) AS f(id)
             CROSS JOIN LATERAL (
-                SELECT from_unit, to_unit, link_type, weight FROM memory_links
+                SELECT from_unit, to_unit, link_type, weight FROM memory_links {target}
                 WHERE from_unit = f.id ORDER BY weight DESC, to_unit LIMIT %(fanout)s
             ) l
             """,
-            {"ids": ids, "fanout": fanout},
+            {"ids": ids, "fanout": fanout, **where.params},
         )
         .fetchall()
     )
@@ -101,6 +158,7 @@ def temporal(
     decay: float,
     seed_similarity: float,
     min_similarity: float,
+    where: Where = NO_FILTER,
 ) -> list[tuple[UUID, float]]:
     """Seed 000 §3.1.4: units in the range with similarity ≥ `seed_similarity`, scored by
     closeness to the range's centre; then one step along temporal links to more units in
@@ -114,6 +172,7 @@ def temporal(
         "end": time_range.end,
         "limit": limit,
         "seed": seed_similarity,
+        **where.params,
     }
     conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
     seeds = conn.execute(
@@ -121,7 +180,7 @@ def temporal(
         SELECT * FROM (
             SELECT m.id, {_WHEN}, 1 - (m.embedding <=> %(v)s) AS sim FROM memory_units m
             WHERE m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-              AND m.embedding IS NOT NULL AND {_IN_RANGE}
+              AND m.embedding IS NOT NULL AND {_IN_RANGE} {where.sql}
             ORDER BY m.embedding <=> %(v)s LIMIT %(limit)s
         ) s WHERE sim >= %(seed)s
         """,
@@ -135,7 +194,7 @@ def temporal(
             FROM memory_links l JOIN memory_units m ON m.id = l.to_unit
             WHERE l.from_unit = ANY(%(seeds)s) AND l.link_type = 'temporal'
               AND m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-              AND m.embedding IS NOT NULL AND {_IN_RANGE}
+              AND m.embedding IS NOT NULL AND {_IN_RANGE} {where.sql}
             ORDER BY l.weight DESC LIMIT %(spread)s
             """,
             {**params, "seeds": list(scores), "spread": spread},
@@ -166,6 +225,7 @@ def hydrate(
     ids: Sequence[UUID],
     vector: np.ndarray,
     keyword: tuple[str, dict[str, Any]],
+    where: Where = NO_FILTER,
 ) -> dict[UUID, Candidate]:
     """The candidates' rows (agent and fact types checked again here) with their access
     counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
@@ -183,9 +243,16 @@ def hydrate(
             SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
         ) ctx ON true
         WHERE m.id = ANY(%(ids)s) AND m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-          AND m.embedding IS NOT NULL
+          AND m.embedding IS NOT NULL {where.sql}
         """,
-        {**params, "v": vector, "ids": list(ids), "agent": agent_id, "types": list(fact_types)},
+        {
+            **params,
+            **where.params,
+            "v": vector,
+            "ids": list(ids),
+            "agent": agent_id,
+            "types": list(fact_types),
+        },
         binary=True,
     ).fetchall()
     return {

@@ -10,6 +10,7 @@ from uuid import UUID
 import numpy as np
 
 from memora.models import FACT_TYPES
+from memora.retrieval.filters import Filters
 from memora.tenancy import DEFAULT_SCOPE, Scope
 
 Reranker = Literal["heuristic", "cross-encoder"]
@@ -28,6 +29,7 @@ class SearchParams:
     reference_time: datetime | None = None  # relative dates resolve against it; None: now
     trace: bool = False
     scope: Scope = DEFAULT_SCOPE
+    filters: Filters | None = None  # metadata, tags, time: applied inside every retriever
 
     @property
     def agent_key(self) -> str:
