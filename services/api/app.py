@@ -16,7 +16,8 @@ from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import CachedCheck, health_router
 from services.api.metrics import install_metrics
 from services.api.proxy import proxy_router
-from services.api.routes import admin, agents, memories
+from services.api.routes import admin, agents, memories, simulation
+from services.mcp import server as mcp_server
 from services.workers.celery_app import create_celery
 from services.workers.dispatch import CeleryBackend
 
@@ -45,7 +46,8 @@ def create_app(
             name="api",
         )
         try:
-            yield
+            async with mcp_running():
+                yield
         finally:
             if own_pool:
                 app.state.pool.close()
@@ -66,7 +68,9 @@ def create_app(
     app.include_router(memories.router)
     app.include_router(agents.router)
     app.include_router(admin.router)
+    app.include_router(simulation.router)
     install_metrics(app, "api", queue_depths="broker" in checks)
     if settings.query_url:
         app.include_router(proxy_router(settings.query_url))
+    mcp_running = mcp_server.install(app)  # /mcp/{agent_id}
     return app

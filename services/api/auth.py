@@ -64,6 +64,12 @@ def _identify(request: Request, settings: Settings, key: str | None) -> Principa
     )
 
 
+def identify(request: Request, key: str | None) -> Principal:
+    """The caller of `request`, not counted against its rate limit: for endpoints (MCP) whose
+    work is done, and counted, by the routes they call."""
+    return _identify(request, request.app.state.settings, key)
+
+
 def authenticate(request: Request, key: str | None) -> Principal:
     """The caller of `request`, counted against its rate limit (429 when over it)."""
     principal = _identify(request, request.app.state.settings, key)

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from memora.config import Settings
-from services.cli import jobs, ops, tenants
+from services.cli import jobs, ops, simulation, tenants
 from services.cli.stack import Stack
 
 app = typer.Typer(help="Memora: long-term memory for conversational agents.", no_args_is_help=True)
@@ -22,6 +22,7 @@ console = Console(stderr=True)
 ops.register(app)  # backfill, status, worker, worker-ready (services/cli/ops.py)
 tenants.register(app)  # tenants create|list|delete, keys create|list|revoke
 jobs.register(app)  # jobs list|run (periodic jobs, run once now)
+simulation.register(app)  # seed FILE, mcp --agent ID
 
 
 def _settings(**overrides: object) -> Settings:

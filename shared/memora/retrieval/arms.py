@@ -40,9 +40,11 @@ def semantic(
     fact-type filters, so a small agent in a large table still gets its neighbours. A filter
     that leaves few units (at most EXACT_SCAN_MAX, counted through its index) is answered by
     an exact scan of those units instead: the HNSW walk would have to pass over most of the
-    agent's units to find them."""
+    agent's units to find them. There, as in seed 001's filtered search, the filter is what
+    selects: the matching units are ranked by similarity with no `min_similarity` floor (a
+    canonical question such as "who am I?" is far from the declarative memories it asks for)."""
     if where.sql and _at_most(conn, agent_id, fact_types, where, EXACT_SCAN_MAX):
-        return _exact(conn, agent_id, fact_types, vector, limit, min_similarity, where)
+        return _exact(conn, agent_id, fact_types, vector, limit, where)
     conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
@@ -87,7 +89,6 @@ def _exact(
     fact_types: Sequence[str],
     vector: np.ndarray,
     limit: int,
-    min_similarity: float,
     where: Where,
 ) -> list[tuple[UUID, float]]:
     rows = conn.execute(
@@ -101,7 +102,7 @@ def _exact(
         """,
         {"v": vector, "agent": agent_id, "types": list(fact_types), "limit": limit, **where.params},
     ).fetchall()
-    return [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
+    return [(r["id"], float(r["sim"])) for r in rows]
 
 
 def neighbours(

@@ -1,4 +1,5 @@
-"""extract: the document's raw items become facts (local or LLM extractor); the document's
+"""extract: the document's raw items become facts (local or LLM extractor; the verbatim one
+when the operation says its items are facts already: seeds, dialogue); the document's
 previous units are replaced by the new ones in one transaction."""
 
 from __future__ import annotations
@@ -8,10 +9,13 @@ from typing import Any
 
 from psycopg import Connection
 
-from memora.extraction.base import SourceItem
+from memora.extraction.base import Extractor, SourceItem
+from memora.extraction.verbatim import VerbatimExtractor
 from memora.pipeline.context import Job, StageContext, Writer
 from memora.store import entities, units
 from memora.tenancy import client_agent_id
+
+VERBATIM: Extractor = VerbatimExtractor()
 
 
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
@@ -31,7 +35,9 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
         for i, raw in enumerate(doc["items"])
     ]
     # The extractor sees the agent id as its client named it, not the stored key.
-    facts = ctx.extractor.extract(client_agent_id(job.agent_key), items)
+    verbatim = (job.operation.get("payload") or {}).get("verbatim", False)
+    extractor = VERBATIM if verbatim else ctx.extractor
+    facts = extractor.extract(client_agent_id(job.agent_key), items)
 
     def write(c: Connection[Any]) -> dict[str, int]:
         replaced = units.delete_for_document(c, doc["id"])
