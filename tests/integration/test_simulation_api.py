@@ -108,8 +108,11 @@ def test_episodes_reach_every_listener_once(
     inline_api: TestClient, query_api: TestClient, agent_id: str
 ) -> None:
     listeners = [f"{agent_id}-a", f"{agent_id}-b"]
-    lines = [("Alice", "I love Italian food, especially lasagne."), ("Bob", "I would rather get sushi."),
-             ("Alice", "Fine, sushi on Friday then.")]  # fmt: skip
+    lines = [
+        ("Alice", "I love Italian food, especially lasagne."),
+        ("Bob", "I would rather get sushi."),
+        ("Alice", "Fine, sushi on Friday then."),
+    ]
     for turn, (speaker, text) in enumerate(lines, 1):
         body = {"scene": "dinner", "turn": turn, "speaker": speaker, "text": text,
                 "listeners": listeners}  # fmt: skip
