@@ -11,6 +11,11 @@ text's), temporal, entity and semantic links (≈16 per memory), the HNSW index 
 load; then the query service in its own process, warmed up, and distinct natural-language
 questions sent one at a time. Reports p50/p95/p99 over HTTP and the server's per-stage median
 timings from a traced sample.
+
+Every memory carries simulation metadata (issue 12): an episodic line (speaker, turn, one of 20
+scenes) or, one in a thousand, a character memory of one of 7 categories. With `--filters`
+the same questions run once unfiltered and once per filter of FILTER_SETS (from a category
+matching 0.014% of the memories to an episodic type matching 99.9%).
 """
 
 from __future__ import annotations
@@ -57,6 +62,26 @@ QUESTIONS = ["What did {p} do {w}?", "When did {p} go {d}?", "Who {d} {w}?",
              "Tell me about {p}'s {d2} plans", "Where did {p} {d2}?"]  # fmt: skip
 
 
+CATEGORIES = ["identity", "background", "communication", "decision_style", "traits", "skills",
+              "values"]  # fmt: skip
+FILTER_SETS: dict[str, dict[str, Any] | None] = {
+    "none": None,
+    "category (0.014%)": {"type": "character", "category": "identity"},
+    "scene (5%)": {"scene": "scene-7"},
+    "speaker (5%)": {"speaker": "Alice"},
+    "turn range (1%)": {"type": "episodic", "turn": {"gte": 0, "lt": 1000}},
+    "type (99.9%)": {"type": "episodic"},
+    "tags any (10%)": {"tags": {"any": ["t3", "t7"]}},
+}
+
+
+def metadata(i: int, speaker: str) -> dict[str, Any]:
+    if i % 1000 == 0:
+        return {"type": "character", "category": CATEGORIES[(i // 1000) % len(CATEGORIES)]}
+    return {"type": "episodic", "category": "dialogue", "speaker": speaker, "turn": i,
+            "scene": f"scene-{i % 20}", "tags": [f"t{i % 20}"]}  # fmt: skip
+
+
 def sentence_pool(rng: random.Random, n: int) -> list[str]:
     pool: set[str] = set()
     while len(pool) < n:
@@ -96,9 +121,10 @@ def load(url: str, n: int, embedder: Embedder, seed: int = 7) -> None:
                 firsts[i] = a
                 vec = vectors[a] + 0.6 * vectors[b]
                 when = start + timedelta(seconds=span * i / n)
+                meta = json.dumps(metadata(i, texts[a].split()[0]))
                 copy.write_row(
                     (ids[i], AGENT, f"{texts[a]} {texts[b]}", vec / np.linalg.norm(vec),
-                     "world", when, when, "{}")
+                     "world", when, when, meta)
                 )  # fmt: skip
         by_person: dict[str, list[int]] = {}
         for i in range(n):
@@ -150,12 +176,14 @@ def questions(count: int, seed: int = 11) -> list[str]:
     return sorted(out, key=lambda _: rng.random())
 
 
-def measure(base: str, qs: list[str], warmup: int) -> dict[str, Any]:
+def measure(
+    base: str, qs: list[str], warmup: int, filters: dict[str, Any] | None = None
+) -> dict[str, Any]:
     latencies: list[float] = []
     stages: list[dict[str, float]] = []
     with httpx.Client(base_url=base, timeout=60) as client:
         for i, q in enumerate(qs):
-            body = {"agent_id": AGENT, "query": q, "trace": i % 10 == 0}
+            body = {"agent_id": AGENT, "query": q, "trace": i % 10 == 0, "filters": filters}
             started = time.perf_counter()
             response = client.post("/api/search", json=body)
             elapsed = (time.perf_counter() - started) * 1000
@@ -179,6 +207,7 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "search_latency.json"
     )
+    parser.add_argument("--filters", action="store_true", help="also each of FILTER_SETS")
     args = parser.parse_args()  # fmt: skip
     embedder = Embedder(Settings().embedding_model, torch_threads=2)
     qs = questions(args.queries + args.warmup)
@@ -197,7 +226,13 @@ def main() -> None:
             print(f"{n} memories loaded in {time.monotonic() - started:.0f}s")
             stack.start()  # infrastructure is up: this starts the query service only
             stack.wait_ready()
-            result = measure(f"http://{settings.host}:{settings.query_port}", qs, args.warmup)
+            base = f"http://{settings.host}:{settings.query_port}"
+            if args.filters:
+                result = {
+                    name: measure(base, qs, args.warmup, f) for name, f in FILTER_SETS.items()
+                }
+            else:
+                result = measure(base, qs, args.warmup)
         finally:
             stack.stop()
         report[str(n)] = result

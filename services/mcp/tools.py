@@ -96,10 +96,6 @@ def _memories(results: list[dict[str, Any]], *, turns: bool = False) -> list[dic
     return out
 
 
-async def _fixed(ctx: Context, query: str, top_k: int, filters: dict[str, Any]) -> dict[str, Any]:
-    return {"memories": _memories(await memory(ctx).search(query, top_k, filters))}
-
-
 # ------------------------------------------------------------------ general tools
 @tool("Remember", read_only=False, idempotent=False)
 async def retain(
@@ -188,38 +184,59 @@ async def think(
 
 
 # ------------------------------------------------------------------ seed 001 tools
+# Seed 001's fixed queries: (canonical query, top k, filter). `{name}`: query_character's name.
+FIXED: dict[str, tuple[str, int, dict[str, Any]]] = {
+    "query_self": ("who am I?", 5, {"type": "character", "category": "identity"}),
+    "query_background": (
+        "what is my background?",
+        5,
+        {"type": "character", "category": "background"},
+    ),
+    "query_communication_style": (
+        "how do I communicate?",
+        3,
+        {"type": "character", "category": "communication"},
+    ),
+    "query_scene": ("where am I?", 5, {"type": "scene"}),
+    "query_character": ("who is {name}?", 3, {"type": "character_knowledge", "about": "{name}"}),
+}
+
+
+async def _fixed(ctx: Context, tool_name: str, name: str = "") -> dict[str, Any]:
+    query, top_k, filters = FIXED[tool_name]
+    named = {k: v.replace("{name}", name) if isinstance(v, str) else v for k, v in filters.items()}
+    found = await memory(ctx).search(query.replace("{name}", name), top_k, named)
+    return {"memories": _memories(found)}
+
+
 @tool("Who am I", read_only=True, idempotent=True)
 async def query_self(ctx: Context) -> dict[str, Any]:
     """Retrieve your core identity: who you are, your role and personality."""
-    return await _fixed(ctx, "who am I?", 5, {"type": "character", "category": "identity"})
+    return await _fixed(ctx, "query_self")
 
 
 @tool("My background", read_only=True, idempotent=True)
 async def query_background(ctx: Context) -> dict[str, Any]:
     """Retrieve your personal history and background."""
-    return await _fixed(
-        ctx, "what is my background?", 5, {"type": "character", "category": "background"}
-    )
+    return await _fixed(ctx, "query_background")
 
 
 @tool("How I communicate", read_only=True, idempotent=True)
 async def query_communication_style(ctx: Context) -> dict[str, Any]:
     """Learn how you communicate and interact with others."""
-    return await _fixed(
-        ctx, "how do I communicate?", 3, {"type": "character", "category": "communication"}
-    )
+    return await _fixed(ctx, "query_communication_style")
 
 
 @tool("Where am I", read_only=True, idempotent=True)
 async def query_scene(ctx: Context) -> dict[str, Any]:
     """Understand where you are: the location, atmosphere, time and situation."""
-    return await _fixed(ctx, "where am I?", 5, {"type": "scene"})
+    return await _fixed(ctx, "query_scene")
 
 
 @tool("Who is", read_only=True, idempotent=True)
 async def query_character(ctx: Context, name: Name) -> dict[str, Any]:
     """Learn what you know about another character in the simulation."""
-    return await _fixed(ctx, f"who is {name}?", 3, {"type": "character_knowledge", "about": name})
+    return await _fixed(ctx, "query_character", name)
 
 
 @tool("Recall", read_only=True, idempotent=True)
