@@ -22,10 +22,14 @@ import uvicorn
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import SecretStr
 
 from memora.config import Settings
 from memora.pipeline.backend import InlineBackend
+from services.api import app as write_app
+from services.api import query_app
 from tests.conftest import wait_until
+from tests.integration.auth_support import ADMIN, ADMIN_KEY, make_tenant
 from tests.unit.test_seeding import CAST
 
 pytestmark = pytest.mark.integration
@@ -42,11 +46,8 @@ def _serve(app: Any) -> tuple[str, uvicorn.Server, threading.Thread]:
     return f"http://127.0.0.1:{port}", server, thread
 
 
-@pytest.fixture(scope="module")
-def api_url(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
-    from services.api import app as write_app
-    from services.api import query_app
-
+def _stack(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
+    """The query service and the write API (forwarding reads to it), each under uvicorn."""
     query_url, query_server, query_thread = _serve(query_app.create_app(settings, pool=pool))
     write = write_app.create_app(
         settings.model_copy(update={"query_url": query_url}),
@@ -58,6 +59,17 @@ def api_url(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
     for s, t in ((server, thread), (query_server, query_thread)):
         s.should_exit = True
         t.join(10)
+
+
+@pytest.fixture(scope="module")
+def api_url(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
+    yield from _stack(settings, pool, pipeline)
+
+
+@pytest.fixture(scope="module")
+def auth_url(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
+    update = {"auth_required": True, "admin_key": SecretStr(ADMIN_KEY)}
+    yield from _stack(settings.model_copy(update=update), pool, pipeline)
 
 
 def _call(url: str, agent: str, steps: Any, headers: dict[str, str] | None = None) -> Any:
@@ -77,12 +89,16 @@ def _data(result: Any) -> Any:
     return result.structured_content
 
 
-def _seed(url: str, suffix: str) -> tuple[str, str]:
+def _seed(
+    url: str, suffix: str, headers: dict[str, str] | None = None, description: str | None = None
+) -> tuple[str, str]:
     cast = json.loads(json.dumps(CAST))
     for c in cast["characters"]:
         c["agent_id"] += suffix
     cast["knowledge"] = []
-    response = httpx.post(f"{url}/api/seed", json=cast, timeout=300)
+    if description:
+        cast["characters"][0]["description"] = description
+    response = httpx.post(f"{url}/api/seed", json=cast, headers=headers, timeout=300)
     assert response.status_code == 200, response.text
     return cast["characters"][0]["agent_id"], cast["characters"][1]["agent_id"]
 
@@ -176,3 +192,22 @@ def test_stdio_server_through_memora_mcp(api_url: str, agent_id: str) -> None:
     assert len(_data(scene)["memories"]) == 4
     assert bad.is_error
     assert _data(me)["memories"][0]["content"].startswith("You are Alex")
+
+
+def test_api_keys_and_tenants_as_on_the_rest_api(auth_url: str, agent_id: str) -> None:
+    class Api:  # make_tenant's client: the admin routes of the uvicorn server
+        @staticmethod
+        def post(path: str, **kw: Any) -> httpx.Response:
+            return httpx.post(f"{auth_url}{path}", **kw)
+
+    one, two = make_tenant(Api, "mcp1"), make_tenant(Api, "mcp2")
+    alex, _ = _seed(auth_url, f"-{agent_id}", one.headers, "Tenant one's Alex.")
+    _seed(auth_url, f"-{agent_id}", two.headers, "Tenant two's Alex.")
+
+    async def me(client: Client) -> Any:
+        return _data(await client.call_tool("query_self", {}))["memories"][0]["content"]
+
+    assert _call(auth_url, alex, me, one.headers).endswith("Tenant one's Alex.")
+    assert _call(auth_url, alex, me, {"X-API-Key": two.key}).endswith("Tenant two's Alex.")
+    assert httpx.post(f"{auth_url}/mcp/{alex}", json={}).status_code == 401
+    assert httpx.post(f"{auth_url}/mcp/{alex}", json={}, headers=ADMIN).status_code != 401
