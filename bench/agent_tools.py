@@ -64,8 +64,8 @@ def cast(n_chars: int, n_scenes: int, rng: random.Random) -> list[dict[str, Any]
                     f"{name} once lived near {rng.choice(PLACES)} and cared about "
                     f"{rng.choice(TOPICS)}." for _ in range(8)
                 ),
-                "communication_style": f"{name} speaks {rng.choice(['slowly', 'fast', 'softly'])}.",
-                "decision_style": f"{name} decides {rng.choice(['by instinct', 'by the numbers'])}.",
+                "communication_style": f"{name} speaks {rng.choice(['slowly', 'fast'])}.",
+                "decision_style": f"{name} decides {rng.choice(['by instinct', 'by numbers'])}.",
                 "traits": rng.sample(["curious", "stubborn", "kind", "loud", "shy", "brave"], 3),
                 "skills": rng.sample(["cooking", "sailing", "chess", "singing", "maths"], 2),
                 "values": rng.sample(["honesty", "family", "freedom", "loyalty"], 2),
@@ -79,6 +79,13 @@ def cast(n_chars: int, n_scenes: int, rng: random.Random) -> list[dict[str, Any]
             "characters": characters,
         })  # fmt: skip
     return seeds
+
+
+RECALL = ("what did they say about the storm?", 5, {"type": "episodic"})  # query_memory
+
+
+def episodic(meta: dict[str, Any]) -> bool:
+    return meta.get("type") == "episodic" and "turn" in meta
 
 
 def expected(tool: str, me: dict[str, Any], memory: dict[str, Any], name: str) -> bool:
@@ -142,8 +149,7 @@ def main() -> None:
             for seed in seeds:
                 for me in seed["characters"]:
                     other = rng.choice([c for c in seed["characters"] if c is not me])
-                    for tool, (q, k, filters) in [*FIXED.items(), ("query_memory", (
-                            "what did they say about the storm?", 5, {"type": "episodic"}))]:  # fmt: skip
+                    for tool, (q, k, filters) in [*FIXED.items(), ("query_memory", RECALL)]:
                         name = other["name"]
                         f = {key: v.replace("{name}", name) if isinstance(v, str) else v
                              for key, v in filters.items()}  # fmt: skip
@@ -155,8 +161,7 @@ def main() -> None:
                         found = response.json()["results"]
                         empty[tool] += not found
                         if tool == "query_memory":
-                            wrong[tool] += sum(r["metadata"].get("type") != "episodic"
-                                               or "turn" not in r["metadata"] for r in found)  # fmt: skip
+                            wrong[tool] += sum(not episodic(r["metadata"]) for r in found)
                         else:
                             wrong[tool] += sum(not expected(tool, me, r, name) for r in found)
             report["tools"] = {

@@ -64,7 +64,7 @@ def semantic(
 
 
 # Filtered searches over at most this many units scan them exactly (see `semantic`).
-EXACT_SCAN_MAX = 5000
+EXACT_SCAN_MAX = 2000
 
 
 def _at_most(
@@ -105,27 +105,34 @@ def _exact(
     return [(r["id"], float(r["sim"])) for r in rows]
 
 
+FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
+
+
 def neighbours(
     conn: Connection[Any], ids: list[str], fanout: int, where: Where = NO_FILTER
 ) -> dict[str, list[Edge[str]]]:
-    """Each unit's strongest `fanout` links (links join units of one agent only), to units
-    that pass the search's filters. Ids travel as text and rows as tuples: graph retrieval
-    reads thousands of links per search, and UUID objects and dict rows were most of its
-    cost."""
-    # unfiltered, the links' index alone answers (an index-only scan)
-    target = f"JOIN memory_units m ON m.id = memory_links.to_unit {where.sql}" if where.sql else ""
+    """Each unit's strongest `fanout` links (links join units of one agent only); with
+    filters, the strongest to units that pass them, among its FILTERED_SCAN · fanout
+    strongest links. Ids travel as text and rows as tuples: graph retrieval reads thousands
+    of links per search, and UUID objects and dict rows were most of its cost."""
+    # Unfiltered, the links' index alone answers (an index-only scan). Filtered, the links
+    # are read first (the LIMIT keeps the planner from starting at the filter's index, which
+    # spans every agent's units) and their targets checked by primary key.
+    strongest = "ORDER BY weight DESC, to_unit LIMIT %(fanout)s"
+    links = "SELECT from_unit, to_unit, link_type, weight FROM memory_links WHERE from_unit = f.id"
+    if where.sql:
+        links = f"""
+            SELECT s.* FROM ({links} ORDER BY weight DESC, to_unit LIMIT %(scan)s) s
+            JOIN memory_units m ON m.id = s.to_unit {where.sql}"""
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(
             f"""
             SELECT l.from_unit::text, l.to_unit::text, l.link_type, l.weight
             FROM unnest(%(ids)s::uuid[]) AS f(id)
-            CROSS JOIN LATERAL (
-                SELECT from_unit, to_unit, link_type, weight FROM memory_links {target}
-                WHERE from_unit = f.id ORDER BY weight DESC, to_unit LIMIT %(fanout)s
-            ) l
+            CROSS JOIN LATERAL ({links} {strongest}) l
             """,
-            {"ids": ids, "fanout": fanout, **where.params},
+            {"ids": ids, "fanout": fanout, "scan": FILTERED_SCAN * fanout, **where.params},
         )
         .fetchall()
     )

@@ -8,12 +8,14 @@ The public form is flat, as a client or a model writes it:
      "tags": {"any": ["a"], "all": ["b"]},   the unit's `tags` list holds any / all of these
      "time": {"start": ..., "end": ...}}     when it happened (occurred dates, else event date)
 
-`tags` and `time` are reserved; every other key is a metadata key. Keys and values reach SQL
-only as bound parameters; the fragment's text is made of fixed pieces and the table alias,
-which is checked against an identifier pattern. Equalities and tags become jsonb containment
-(`metadata @> ...`), served by the GIN (agent_id, metadata jsonb_path_ops) indexes of
-migration 0007; ranges compare `memora_num(metadata -> key)` (NULL unless a JSON number) on
-the rows the other conditions leave (a bound key cannot match an expression index).
+`tags` and `time` are reserved; every other key is a metadata key. Values reach SQL only as
+bound parameters, keys inside bound jsonb documents; the fragment's text is made of fixed
+pieces, the table alias (checked against an identifier pattern) and a range's key, written as
+a literal so that an expression index can serve it (`_key_literal`). Equalities and tags
+become jsonb containment (`metadata @> ...`), served by the GIN (agent_id, metadata
+jsonb_path_ops) indexes of migration 0007; ranges compare `memora_num(metadata -> 'key')`
+(NULL unless a JSON number), for `turn` through the btree (agent_id, memora_num(metadata ->
+'turn')) index.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ KEY_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$"
 MAX_KEYS = 16
 MAX_VALUES = 100
 _ALIAS = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_KEY = re.compile(KEY_PATTERN)
 
 MetadataKey = Annotated[str, StringConstraints(pattern=KEY_PATTERN)]
 Scalar = Annotated[StorableText, Field(max_length=500)] | int | float | bool
@@ -165,7 +168,7 @@ def compile_filters(filters: Filters | None, alias: str) -> Where:
         if isinstance(condition, list):
             conditions.append(_any_of(meta, [{key: v} for v in condition], bind))
         elif isinstance(condition, NumberRange):
-            value = f"memora_num({meta} -> {bind(key)})"
+            value = f"memora_num({meta} -> {_key_literal(key)})"
             conditions.extend(f"{value} {op} {bind(v)}::numeric" for op, v in condition.bounds())
     if filters.tags is not None:
         if filters.tags.all:
@@ -182,6 +185,16 @@ def compile_filters(filters: Filters | None, alias: str) -> Where:
             f" AND coalesce({alias}.occurred_end, {alias}.occurred_start) >= {start}))"
         )
     return Where("".join(f" AND {c}" for c in conditions), params)
+
+
+def _key_literal(key: str) -> str:
+    """A range's key as a SQL literal, the one exception to "values are parameters": an
+    expression index (`memora_num(metadata -> 'turn')`, migration 0007) serves only a query
+    that names the same constant. Safe because the key matches KEY_PATTERN (checked again
+    here): letters, digits and `_.:-`, never a quote or a backslash."""
+    if not _KEY.match(key):
+        raise ValueError(f"bad metadata key {key!r}")
+    return f"'{key}'"
 
 
 def _any_of(meta: str, documents: list[dict[str, Any]], bind: Any) -> str:

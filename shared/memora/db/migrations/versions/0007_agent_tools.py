@@ -3,10 +3,11 @@
 - `memora_num(jsonb)`: a JSON number as numeric, else NULL (never an error), so that a range
   on a metadata key (`turn`) compares whatever other units hold there.
 - memory_units: GIN (agent_id, metadata jsonb_path_ops) for containment (`metadata @> ...`:
-  equalities, one-of lists, tags) within one agent.
+  equalities, one-of lists, tags) within one agent; btree (agent_id, memora_num(metadata ->
+  'turn')) for turn ranges (episodic dialogue).
 - memory_search (the keyword retriever's narrow table, migration 0005) gains the columns the
   filters read (metadata, occurred_start, occurred_end), kept by its trigger like the others,
-  and the same GIN index, so BM25 matching applies the filter before scoring.
+  and the same GIN and turn indexes, so BM25 matching applies the filter before scoring.
 
 Revision ID: 0007_agent_tools
 Revises: 0005_narrow_reads
@@ -53,6 +54,10 @@ def upgrade() -> None:
         "USING GIN (agent_id, metadata jsonb_path_ops)"
     )
     op.execute(
+        "CREATE INDEX idx_memory_units_turn ON memory_units "
+        "(agent_id, memora_num(metadata -> 'turn'))"
+    )
+    op.execute(
         "ALTER TABLE memory_search ADD COLUMN metadata JSONB NOT NULL DEFAULT '{}', "
         "ADD COLUMN occurred_start TIMESTAMPTZ, ADD COLUMN occurred_end TIMESTAMPTZ"
     )
@@ -76,9 +81,14 @@ def upgrade() -> None:
         "CREATE INDEX idx_memory_search_metadata ON memory_search "
         "USING GIN (agent_id, metadata jsonb_path_ops)"
     )
+    op.execute(
+        "CREATE INDEX idx_memory_search_turn ON memory_search "
+        "(agent_id, memora_num(metadata -> 'turn'))"
+    )
 
 
 def downgrade() -> None:
+    op.execute("DROP INDEX IF EXISTS idx_memory_search_turn")
     op.execute("DROP INDEX IF EXISTS idx_memory_search_metadata")
     op.execute("DROP TRIGGER memory_search_update ON memory_units")
     op.execute(_UPDATE_TRIGGER.format(extra=""))
@@ -88,5 +98,6 @@ def downgrade() -> None:
         "ALTER TABLE memory_search DROP COLUMN metadata, DROP COLUMN occurred_start, "
         "DROP COLUMN occurred_end"
     )
+    op.execute("DROP INDEX IF EXISTS idx_memory_units_turn")
     op.execute("DROP INDEX IF EXISTS idx_memory_units_metadata")
     op.execute("DROP FUNCTION IF EXISTS memora_num(jsonb)")
