@@ -233,7 +233,6 @@ def hydrate(
     ids: Sequence[UUID],
     vector: np.ndarray,
     keyword: tuple[str, dict[str, Any]],
-    where: Where = NO_FILTER,
 ) -> dict[UUID, Candidate]:
     """The candidates' rows (agent and fact types checked again here) with their access
     counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
@@ -251,16 +250,9 @@ def hydrate(
             SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
         ) ctx ON true
         WHERE m.id = ANY(%(ids)s) AND m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-          AND m.embedding IS NOT NULL {where.sql}
+          AND m.embedding IS NOT NULL
         """,
-        {
-            **params,
-            **where.params,
-            "v": vector,
-            "ids": list(ids),
-            "agent": agent_id,
-            "types": list(fact_types),
-        },
+        {**params, "v": vector, "ids": list(ids), "agent": agent_id, "types": list(fact_types)},
         binary=True,
     ).fetchall()
     return {

@@ -209,9 +209,8 @@ class Retriever:
         shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
         with self.pool.connection() as conn:
             found = arms.hydrate(
-                conn, p.agent_key, p.fact_types, shortlist, query_vec, self.keyword.lateral(stats),
-                compile_filters(p.filters, "m"),
-            )  # fmt: skip
+                conn, p.agent_key, p.fact_types, shortlist, query_vec, self.keyword.lateral(stats)
+            )
         candidates = [found[i] for i in shortlist if i in found]
         ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
         for c in candidates:
