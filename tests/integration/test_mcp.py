@@ -10,15 +10,18 @@ import asyncio
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import httpx2
 import pytest
 import uvicorn
+import yaml
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -211,3 +214,23 @@ def test_api_keys_and_tenants_as_on_the_rest_api(auth_url: str, agent_id: str) -
     assert _call(auth_url, alex, me, {"X-API-Key": two.key}).endswith("Tenant two's Alex.")
     assert httpx.post(f"{auth_url}/mcp/{alex}", json={}).status_code == 401
     assert httpx.post(f"{auth_url}/mcp/{alex}", json={}, headers=ADMIN).status_code != 401
+
+
+def test_memora_seed_cli_reads_yaml_and_is_idempotent(
+    api_url: str, agent_id: str, tmp_path: Path
+) -> None:
+    cast = json.loads(json.dumps(CAST))
+    for c in cast["characters"]:
+        c["agent_id"] += f"-{agent_id}"
+    for k in cast["knowledge"]:
+        k["agent_id"] += f"-{agent_id}"
+    path = tmp_path / "cast.yaml"
+    path.write_text(yaml.safe_dump(cast))
+    command = [sys.executable, "-m", "services.cli.main", "seed", str(path), "--api", api_url]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
+    assert set(json.loads(first.stdout)) == {"created"}
+    assert set(json.loads(again.stdout)) == {"unchanged"}
+    path.write_text("characters: [")
+    broken = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert broken.returncode != 0 and "cannot read" in broken.stderr
