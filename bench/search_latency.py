@@ -19,6 +19,11 @@ services on the same database, one in each mode, each question sent to both one 
 other (which goes first alternates), so that both see the same cache and the same load from
 whatever else runs on the machine; reported per mode, with the median of the per-question
 ratios on/off.
+
+Every memory carries simulation metadata (issue 12): an episodic line (speaker, turn, one of 20
+scenes) or, one in a thousand, a character memory of one of 7 categories. With `--filters`
+the same questions run once unfiltered and once per filter of FILTER_SETS (from a category
+matching 0.014% of the memories to an episodic type matching 99.9%).
 """
 
 from __future__ import annotations
@@ -65,6 +70,26 @@ QUESTIONS = ["What did {p} do {w}?", "When did {p} go {d}?", "Who {d} {w}?",
              "Tell me about {p}'s {d2} plans", "Where did {p} {d2}?"]  # fmt: skip
 
 
+CATEGORIES = ["identity", "background", "communication", "decision_style", "traits", "skills",
+              "values"]  # fmt: skip
+FILTER_SETS: dict[str, dict[str, Any] | None] = {
+    "none": None,
+    "category (0.014%)": {"type": "character", "category": "identity"},
+    "scene (5%)": {"scene": "scene-7"},
+    "speaker (5%)": {"speaker": "Alice"},
+    "turn range (1%)": {"type": "episodic", "turn": {"gte": 0, "lt": 1000}},
+    "type (99.9%)": {"type": "episodic"},
+    "tags any (10%)": {"tags": {"any": ["t3", "t7"]}},
+}
+
+
+def metadata(i: int, speaker: str) -> dict[str, Any]:
+    if i % 1000 == 0:
+        return {"type": "character", "category": CATEGORIES[(i // 1000) % len(CATEGORIES)]}
+    return {"type": "episodic", "category": "dialogue", "speaker": speaker, "turn": i,
+            "scene": f"scene-{i % 20}", "tags": [f"t{i % 20}"]}  # fmt: skip
+
+
 def sentence_pool(rng: random.Random, n: int) -> list[str]:
     pool: set[str] = set()
     while len(pool) < n:
@@ -104,9 +129,10 @@ def load(url: str, n: int, embedder: Embedder, seed: int = 7) -> None:
                 firsts[i] = a
                 vec = vectors[a] + 0.6 * vectors[b]
                 when = start + timedelta(seconds=span * i / n)
+                meta = json.dumps(metadata(i, texts[a].split()[0]))
                 copy.write_row(
                     (ids[i], AGENT, f"{texts[a]} {texts[b]}", vec / np.linalg.norm(vec),
-                     "world", when, when, "{}")
+                     "world", when, when, meta)
                 )  # fmt: skip
         by_person: dict[str, list[int]] = {}
         for i in range(n):
@@ -170,7 +196,9 @@ def wait_ready(base: str, timeout: float = 180.0) -> None:
     raise TimeoutError(f"{base} not ready after {timeout:.0f}s")
 
 
-def measure(bases: dict[str, str], qs: list[str], warmup: int) -> dict[str, Any]:
+def measure(
+    bases: dict[str, str], qs: list[str], warmup: int, filters: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Each question to every service in `bases` (by mode), the first one alternating."""
     latencies: dict[str, list[float]] = {mode: [] for mode in bases}
     stages: dict[str, list[dict[str, float]]] = {mode: [] for mode in bases}
@@ -178,7 +206,7 @@ def measure(bases: dict[str, str], qs: list[str], warmup: int) -> dict[str, Any]
     order = list(bases)
     try:
         for i, q in enumerate(qs):
-            body = {"agent_id": AGENT, "query": q, "trace": i % 10 == 0}
+            body = {"agent_id": AGENT, "query": q, "trace": i % 10 == 0, "filters": filters}
             for mode in order if i % 2 == 0 else order[::-1]:
                 started = time.perf_counter()
                 response = clients[mode].post("/api/search", json=body)
@@ -220,6 +248,7 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "search_latency.json"
     )
+    parser.add_argument("--filters", action="store_true", help="also each of FILTER_SETS")
     args = parser.parse_args()  # fmt: skip
     embedder = Embedder(Settings().embedding_model, torch_threads=2)
     qs = questions(args.queries + args.warmup)
@@ -263,7 +292,12 @@ def main() -> None:
             stack.wait_ready()
             for base in bases.values():
                 wait_ready(base)
-            result = measure(bases, qs, args.warmup)
+            if args.filters:
+                result = {
+                    name: measure(bases, qs, args.warmup, f) for name, f in FILTER_SETS.items()
+                }
+            else:
+                result = measure(bases, qs, args.warmup)
             result["load_average"] = os.getloadavg()
             print(f"{n}: {json.dumps(result)}", flush=True)
         finally:

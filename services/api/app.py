@@ -15,9 +15,19 @@ from memora.db.pool import Pool, make_pool
 from memora.pipeline.backend import TaskBackend
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import Cached, Check, health_router
+from services.api.mcp import server as mcp_server
 from services.api.metrics import install_metrics
 from services.api.proxy import proxy_router
-from services.api.routes import admin, agents, conversations, graph, memories, operations, queues
+from services.api.routes import (
+    admin,
+    agents,
+    conversations,
+    graph,
+    memories,
+    operations,
+    queues,
+    simulation,
+)
 from services.api.webapp import install_ui
 from services.workers.celery_app import create_celery
 from services.workers.dispatch import CeleryBackend
@@ -49,7 +59,8 @@ def create_app(
             row_security=settings.row_security,
         )
         try:
-            yield
+            async with mcp_running():
+                yield
         finally:
             if own_pool:
                 app.state.pool.close()
@@ -90,8 +101,10 @@ def create_app(
     app.include_router(graph.router)
     app.include_router(operations.router)
     app.include_router(queues.router)
+    app.include_router(simulation.router)
     install_ui(app)
     install_metrics(app, "api", queue_depths="broker" in informational, workers=workers)
     if settings.query_url:
         app.include_router(proxy_router(settings.query_url))
+    mcp_running = mcp_server.install(app)  # /mcp/{agent_id}
     return app

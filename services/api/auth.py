@@ -97,22 +97,30 @@ def _too_many_failures(failures: Limiter, address: str, wait: int) -> APIError:
     )
 
 
-def authenticate(request: Request, key: str | None) -> Principal:
-    """The caller of `request`, counted against its rate limit (429 when over it); failed
-    authentications count against the client address's budget (429 when over it)."""
+def identify(request: Request, key: str | None) -> Principal:
+    """The caller of `request`; failed authentications count against the client address's
+    budget (429 when over it). Not counted against the per-key rate limit: for endpoints (MCP)
+    whose work is done, and counted, by the routes they call."""
     settings: Settings = request.app.state.settings
-    limiter, failures = _limiters(request)
+    _, failures = _limiters(request)
     address = client_address(request, settings)
     if failures is not None and (key or settings.auth_required):
         wait = failures.exhausted(address)
         if wait is not None:
             raise _too_many_failures(failures, address, wait)
     try:
-        principal = _identify(request, settings, key, address)
+        return _identify(request, settings, key, address)
     except APIError:
         if failures is not None and (wait := failures.retry_after(address)) is not None:
             raise _too_many_failures(failures, address, wait) from None
         raise
+
+
+def authenticate(request: Request, key: str | None) -> Principal:
+    """The caller of `request` (see `identify`), counted against its rate limit (429 when
+    over it)."""
+    principal = identify(request, key)
+    limiter, _ = _limiters(request)
     if limiter is not None:
         wait = limiter.retry_after(principal.identity)
         if wait is not None:

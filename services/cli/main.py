@@ -14,7 +14,7 @@ from rich.console import Console
 
 from memora import logs
 from memora.config import Settings
-from services.cli import db, jobs, operations, ops, tenants
+from services.cli import db, jobs, operations, ops, simulation, tenants
 from services.cli.stack import Stack
 
 app = typer.Typer(help="Memora: long-term memory for conversational agents.", no_args_is_help=True)
@@ -24,6 +24,7 @@ tenants.register(app)  # tenants create|list|delete, keys create|list|revoke
 jobs.register(app)  # jobs list|run (periodic jobs, run once now)
 app.add_typer(operations.ops_app, name="ops")  # ops list|retry
 db.register(app)  # db wait
+simulation.register(app)  # seed FILE, mcp --agent ID
 
 
 def _settings(**overrides: object) -> Settings:

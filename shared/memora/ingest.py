@@ -38,13 +38,15 @@ def accept_batch(
     *,
     title: str | None = None,
     backfill: bool = False,
+    verbatim: bool = False,
 ) -> Accepted:
     """Store the raw items and create the operation, in one transaction (committed here).
     The operation records its priority, so that the reconciler can put it back on its own
     queues.
 
     Re-posting a document_id with identical items creates nothing and returns the operation
-    that processed it; changed items replace the document's memories.
+    that processed it; changed items replace the document's memories. `verbatim`: the items
+    are facts already (seeds, dialogue): each becomes one unit as written, no extractor.
     """
     document_id = document_id or f"doc-{uuid.uuid4()}"
     payload = jsonable_items(items)
@@ -63,7 +65,8 @@ def accept_batch(
                 first_stage=INGEST_STAGES[0],
                 document_pk=doc.pk,
                 document_id=document_id,
-                payload={"priority": "backfill" if backfill else "live"},
+                payload={"priority": "backfill" if backfill else "live"}
+                | ({"verbatim": True} if verbatim else {}),
                 counts={"items": len(items)},
             )
             documents.set_current_operation(conn, doc.pk, op_id)

@@ -71,8 +71,9 @@ class MemoryItem(BaseModel):
     context: StorableText | None = Field(default=None, max_length=2000)
     event_date: Annotated[datetime | None, AfterValidator(aware)] = None
     speaker: StorableText | None = Field(default=None, max_length=200)
-    metadata: dict[StorableText, StorableText | int | float | bool | None] = Field(
-        default_factory=dict
+    # lists of strings are tags (`{"tags": ["a", "b"]}`, searched with the `tags` filter)
+    metadata: dict[StorableText, StorableText | int | float | bool | list[StorableText] | None] = (
+        Field(default_factory=dict)
     )
     # The message this item is, unique within its document (the conversation); default: its
     # position ("0", "1", ...). See docs/conversations.md.

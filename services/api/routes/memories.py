@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from memora import metrics
 from memora.ingest import accept_batch
 from memora.models import AGENT_ID_PATTERN
+from memora.pipeline.backend import TaskBackend
 from memora.queues import INGEST_STAGES
 from memora.store import documents, operations
 from services.api.deps import BackendDep, ConnDep, Offset, ScopeDep, SettingsDep
@@ -37,6 +38,16 @@ Priority = Annotated[
     Literal["live", "backfill"],
     Header(alias="X-Memora-Priority", description="`backfill`: process on the backfill queues"),
 ]
+
+
+def enqueue(backend: TaskBackend, operation_id: UUID, *, backfill: bool = False) -> None:
+    """Start the pipeline of an accepted operation."""
+    try:
+        backend.enqueue(INGEST_STAGES[0], operation_id, backfill=backfill)
+    except Exception:  # the content and its operation are durable: the reconciler
+        # re-enqueues it once the broker is back (MEMORA_STUCK_AFTER_SECONDS)
+        log.warning("broker unavailable; operation %s left to the reconciler",
+                    operation_id, exc_info=True)  # fmt: skip
 
 
 @router.post(
@@ -74,12 +85,7 @@ def store_batch(
     metrics.observe_accepted(accepted.outcome, accepted.items_count, backfill=backfill)
     note_operation(request, accepted.operation_id)
     if accepted.needs_processing:
-        try:
-            backend.enqueue(INGEST_STAGES[0], accepted.operation_id, backfill=backfill)
-        except Exception:  # the content and its operation are durable: the reconciler
-            # re-enqueues it once the broker is back (MEMORA_STUCK_AFTER_SECONDS)
-            log.warning("broker unavailable; operation %s left to the reconciler",
-                        accepted.operation_id, exc_info=True)  # fmt: skip
+        enqueue(backend, accepted.operation_id, backfill=backfill)
     message = {
         "created": f"Successfully stored {accepted.items_count} memory items",
         "replaced": f"Replaced document content with {accepted.items_count} memory items",

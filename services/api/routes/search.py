@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from memora.models import FACT_TYPES, AgentId, FactType, StorableText, aware
 from memora.retrieval import RerankerUnavailable, Retriever, SearchParams
+from memora.retrieval.filters import Filters
 from memora.tenancy import Scope
 from services.api.deps import ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
@@ -38,6 +39,14 @@ class NetworkSearchRequest(BaseModel):
         datetime | None,
         AfterValidator(aware),
         Field(description="the time relative dates in the query refer to (default: now)"),
+    ] = None
+    filters: Annotated[
+        Filters | None,
+        Field(
+            description='only memories matching these: metadata equality (`{"category": '
+            '"identity"}`), one-of lists, numeric ranges (`{"turn": {"gte": 3}}`), '
+            "`tags` (`any`/`all`) and `time` (`start`/`end`); applied inside every retriever"
+        ),
     ] = None
 
 
@@ -81,6 +90,7 @@ async def run_search(
         max_tokens=body.max_tokens,
         reference_time=body.reference_time,
         trace=body.trace,
+        filters=body.filters,
     )
     try:
         outcome = await run_in_threadpool(retriever(request).search, params)

@@ -27,6 +27,7 @@ from memora.personality import full_personality
 from memora.pipeline.backend import TaskBackend
 from memora.queues import Stage
 from memora.retrieval import RerankerUnavailable, Retriever, SearchParams
+from memora.retrieval.filters import Filters
 from memora.store import agents
 from memora.tenancy import Scope
 from memora.think import NETWORKS, Evidence, Profile, ThinkResult, think
@@ -50,6 +51,9 @@ class ThinkRequest(BaseModel):
     top_k: Annotated[int, Field(ge=1, le=100)] = 10
     reranker: Literal["heuristic", "cross-encoder"] = "heuristic"
     context: Annotated[str | None, Field(max_length=5000)] = None
+    filters: Annotated[
+        Filters | None, Field(description="metadata filters of the searches (as /api/search)")
+    ] = None
 
 
 class BasedOn(BaseModel):
@@ -89,6 +93,7 @@ async def _search(
         thinking_budget=body.thinking_budget,
         top_k=body.top_k,
         reranker=body.reranker,
+        filters=body.filters,
     )
     try:
         outcome = await run_in_threadpool(retriever.search, params)

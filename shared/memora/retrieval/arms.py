@@ -1,7 +1,8 @@
 """The database side of the retrievers: semantic (HNSW), graph neighbours, temporal ranges, and
 the hydration of fused candidates. Keyword retrieval (BM25) lives in `keyword.py`.
 
-Every query is scoped by agent_id (and the requested fact types) in its own WHERE clause.
+Every query is scoped by agent_id (and the requested fact types) in its own WHERE clause, and
+by the search's metadata filters (`where`, compiled by `memora.retrieval.filters`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from psycopg import Connection
 from psycopg.rows import tuple_row
 
+from memora.retrieval.filters import NO_FILTER, Where
 from memora.retrieval.graph import Edge
 from memora.retrieval.scoring import temporal_closeness
 from memora.retrieval.types import Candidate
@@ -30,48 +32,114 @@ def semantic(
     limit: int,
     ef_search: int,
     min_similarity: float,
+    where: Where = NO_FILTER,
 ) -> list[tuple[UUID, float]]:
     """Nearest units by cosine similarity through the HNSW index, at least `min_similarity`.
 
     Iterative index scans (pgvector ≥ 0.8) keep going until `limit` rows pass the agent and
-    fact-type filters, so a small agent in a large table still gets its neighbours."""
+    fact-type filters, so a small agent in a large table still gets its neighbours. A filter
+    that leaves few units (at most EXACT_SCAN_MAX, counted through its index) is answered by
+    an exact scan of those units instead: the HNSW walk would have to pass over most of the
+    agent's units to find them. There, as in seed 001's filtered search, the filter is what
+    selects: the matching units are ranked by similarity with no `min_similarity` floor (a
+    canonical question such as "who am I?" is far from the declarative memories it asks for)."""
+    if where.sql and _at_most(conn, agent_id, fact_types, where, EXACT_SCAN_MAX):
+        return _exact(conn, agent_id, fact_types, vector, limit, where)
     conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
         (str(ef_search),),
     )
     rows = conn.execute(
-        """
-        SELECT id, 1 - (embedding <=> %(v)s) AS sim FROM memory_units
+        f"""
+        SELECT id, 1 - (embedding <=> %(v)s) AS sim FROM memory_units m
         WHERE agent_id = %(agent)s AND fact_type = ANY(%(types)s) AND embedding IS NOT NULL
           AND status = 'active'
+        {where.sql}
         ORDER BY embedding <=> %(v)s LIMIT %(limit)s
         """,
-        {"v": vector, "agent": agent_id, "types": list(fact_types), "limit": limit},
+        {"v": vector, "agent": agent_id, "types": list(fact_types), "limit": limit, **where.params},
     ).fetchall()
     found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
     return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
 
 
-def neighbours(conn: Connection[Any], ids: list[str], fanout: int) -> dict[str, list[Edge[str]]]:
-    """Each unit's strongest `fanout` links to active units (links join units of one agent
-    only; the few inactive units are found by a small partial index). Ids travel
-    as text and rows as tuples: graph retrieval reads thousands of links per search, and
-    UUID objects and dict rows were most of its cost."""
+# Filtered searches over at most this many units scan them exactly (see `semantic`).
+EXACT_SCAN_MAX = 2000
+
+
+def _at_most(
+    conn: Connection[Any], agent_id: str, fact_types: Sequence[str], where: Where, n: int
+) -> bool:
+    row = conn.execute(
+        f"""
+        SELECT count(*) AS n FROM (
+            SELECT 1 FROM memory_units m WHERE m.agent_id = %(agent)s
+              AND m.fact_type = ANY(%(types)s) AND m.embedding IS NOT NULL
+              AND m.status = 'active' {where.sql}
+            LIMIT %(cap)s
+        ) s
+        """,
+        {"agent": agent_id, "types": list(fact_types), "cap": n + 1, **where.params},
+    ).fetchone()
+    return row is not None and int(row["n"]) <= n
+
+
+def _exact(
+    conn: Connection[Any],
+    agent_id: str,
+    fact_types: Sequence[str],
+    vector: np.ndarray,
+    limit: int,
+    where: Where,
+) -> list[tuple[UUID, float]]:
+    rows = conn.execute(
+        f"""
+        WITH matching AS MATERIALIZED (
+            SELECT m.id, m.embedding FROM memory_units m WHERE m.agent_id = %(agent)s
+              AND m.fact_type = ANY(%(types)s) AND m.embedding IS NOT NULL
+              AND m.status = 'active' {where.sql}
+        )
+        SELECT id, 1 - (embedding <=> %(v)s) AS sim FROM matching
+        ORDER BY embedding <=> %(v)s, id LIMIT %(limit)s
+        """,
+        {"v": vector, "agent": agent_id, "types": list(fact_types), "limit": limit, **where.params},
+    ).fetchall()
+    return [(r["id"], float(r["sim"])) for r in rows]
+
+
+FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
+
+
+def neighbours(
+    conn: Connection[Any], ids: list[str], fanout: int, where: Where = NO_FILTER
+) -> dict[str, list[Edge[str]]]:
+    """Each unit's strongest `fanout` links (links join units of one agent only); with
+    filters, the strongest to units that pass them, among its FILTERED_SCAN · fanout
+    strongest links. Ids travel as text and rows as tuples: graph retrieval reads thousands
+    of links per search, and UUID objects and dict rows were most of its cost."""
+    # Unfiltered, the links' index alone answers (an index-only scan). Filtered, the links
+    # are read first (the LIMIT keeps the planner from starting at the filter's index, which
+    # spans every agent's units) and their targets checked by primary key.
+    strongest = "ORDER BY weight DESC, to_unit LIMIT %(fanout)s"
+    links = (
+        "SELECT from_unit, to_unit, link_type, weight FROM memory_links WHERE from_unit = f.id"
+        " AND NOT EXISTS (SELECT 1 FROM memory_units x WHERE x.id = to_unit"
+        " AND x.status <> 'active')"  # the few inactive units: a small partial index
+    )
+    if where.sql:
+        links = f"""
+            SELECT s.* FROM ({links} ORDER BY weight DESC, to_unit LIMIT %(scan)s) s
+            JOIN memory_units m ON m.id = s.to_unit {where.sql}"""
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(
-            """
+            f"""
             SELECT l.from_unit::text, l.to_unit::text, l.link_type, l.weight
             FROM unnest(%(ids)s::uuid[]) AS f(id)
-            CROSS JOIN LATERAL (
-                SELECT from_unit, to_unit, link_type, weight FROM memory_links
-                WHERE from_unit = f.id AND NOT EXISTS (
-                    SELECT 1 FROM memory_units x WHERE x.id = to_unit AND x.status <> 'active')
-                ORDER BY weight DESC, to_unit LIMIT %(fanout)s
-            ) l
+            CROSS JOIN LATERAL ({links} {strongest}) l
             """,
-            {"ids": ids, "fanout": fanout},
+            {"ids": ids, "fanout": fanout, "scan": FILTERED_SCAN * fanout, **where.params},
         )
         .fetchall()
     )
@@ -105,6 +173,7 @@ def temporal(
     decay: float,
     seed_similarity: float,
     min_similarity: float,
+    where: Where = NO_FILTER,
 ) -> list[tuple[UUID, float]]:
     """Seed 000 §3.1.4: units in the range with similarity ≥ `seed_similarity`, scored by
     closeness to the range's centre; then one step along temporal links to more units in
@@ -118,6 +187,7 @@ def temporal(
         "end": time_range.end,
         "limit": limit,
         "seed": seed_similarity,
+        **where.params,
     }
     conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
     seeds = conn.execute(
@@ -125,7 +195,7 @@ def temporal(
         SELECT * FROM (
             SELECT m.id, {_WHEN}, 1 - (m.embedding <=> %(v)s) AS sim FROM memory_units m
             WHERE m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-              AND m.embedding IS NOT NULL AND m.status = 'active' AND {_IN_RANGE}
+              AND m.embedding IS NOT NULL AND m.status = 'active' AND {_IN_RANGE} {where.sql}
             ORDER BY m.embedding <=> %(v)s LIMIT %(limit)s
         ) s WHERE sim >= %(seed)s
         """,
@@ -139,7 +209,7 @@ def temporal(
             FROM memory_links l JOIN memory_units m ON m.id = l.to_unit
             WHERE l.from_unit = ANY(%(seeds)s) AND l.link_type = 'temporal'
               AND m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-              AND m.embedding IS NOT NULL AND m.status = 'active' AND {_IN_RANGE}
+              AND m.embedding IS NOT NULL AND m.status = 'active' AND {_IN_RANGE} {where.sql}
             ORDER BY l.weight DESC LIMIT %(spread)s
             """,
             {**params, "seeds": list(scores), "spread": spread},

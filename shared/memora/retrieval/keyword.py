@@ -30,6 +30,8 @@ from uuid import UUID
 from cachetools import TTLCache
 from psycopg import Connection
 
+from memora.retrieval.filters import NO_FILTER, Where
+
 K1 = 1.2
 B = 0.75
 
@@ -136,11 +138,13 @@ class KeywordIndex:
         stats: TermStats,
         limit: int,
         match_budget: int,
+        where: Where = NO_FILTER,
     ) -> list[tuple[UUID, float]]:
         """The agent's embedded units that contain a query term, best BM25 over all terms
         first. At most `match_budget` units are scored: those holding the rarest terms
         (TermStats.matching_terms) and, when even the rarest term is that common, the most
-        recent of them. The tsquery is a parameter (not built in SQL) so that the planner
+        recent of them. `where` (the search's filters, on alias memory_search) applies before
+        the budget. The tsquery is a parameter (not built in SQL) so that the planner
         sees its selectivity: for a rare term it reads the GIN index, for a common one it
         walks the agent's units newest first and stops after `match_budget` matches, a cost
         that does not grow with the agent's size."""
@@ -160,7 +164,7 @@ class KeywordIndex:
             WITH matched AS MATERIALIZED (
                 SELECT unit_id AS id, search_vector FROM memory_search
                 WHERE agent_id = %(agent)s AND fact_type = ANY(%(types)s)
-                  AND search_vector @@ %(query)s::tsquery
+                  AND search_vector @@ %(query)s::tsquery {where.sql}
                 {newest}
             )
             SELECT m.id, kw.bm25 FROM matched m CROSS JOIN LATERAL {lateral} kw
@@ -173,6 +177,7 @@ class KeywordIndex:
                 "agent": agent_id,
                 "types": list(fact_types),
                 "limit": limit,
+                **where.params,
             },
         ).fetchall()
         return [(r["id"], float(r["bm25"])) for r in rows]

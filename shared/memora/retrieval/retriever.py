@@ -35,6 +35,7 @@ from memora.retrieval.cross_encoder import (
     RerankerUnavailable,
     dated,
 )
+from memora.retrieval.filters import compile_filters
 from memora.retrieval.graph import SpreadSettings, spread_activation
 from memora.retrieval.keyword import KeywordIndex, TermStats
 from memora.retrieval.recall_score import (
@@ -231,8 +232,9 @@ class Retriever:
             terms = self.keyword.terms(conn, p.query)
             stats = self.keyword.stats(conn, p.agent_key, terms)
             ranked = self.keyword.search(
-                conn, p.agent_key, p.fact_types, stats, limit, self.settings.keyword_match_budget
-            )
+                conn, p.agent_key, p.fact_types, stats, limit, self.settings.keyword_match_budget,
+                compile_filters(p.filters, "memory_search"),
+            )  # fmt: skip
         result = ArmResult("keyword", ranked, ms=round((time.perf_counter() - started) * 1000, 2))
         if not terms:
             result.note = "no searchable words in the query"
@@ -243,12 +245,13 @@ class Retriever:
     ) -> tuple[ArmResult, ArmResult]:
         s = self.settings
         ef_search = min(1000, max(64, 2 * limit, p.thinking_budget))
+        where = compile_filters(p.filters, "m")
         with self.pool.tenant_connection(p.scope.tenant_id) as conn:
             semantic = _timed(
                 "semantic",
                 lambda: arms.semantic(
                     conn, p.agent_key, p.fact_types, vector, limit, ef_search,
-                    s.semantic_min_similarity,
+                    s.semantic_min_similarity, where,
                 ),
             )  # fmt: skip
             entry = {
@@ -261,7 +264,7 @@ class Retriever:
                     (UUID(node), activation)
                     for node, activation in spread_activation(
                         entry,
-                        lambda ids: arms.neighbours(conn, ids, s.graph_fanout),
+                        lambda ids: arms.neighbours(conn, ids, s.graph_fanout, where),
                         p.thinking_budget,
                         self.spread,
                     )
@@ -282,7 +285,7 @@ class Retriever:
                 lambda: arms.temporal(
                     conn, p.agent_key, p.fact_types, vector, time_range, limit,
                     p.thinking_budget, s.graph_decay, s.temporal_seed_similarity,
-                    s.temporal_min_similarity,
+                    s.temporal_min_similarity, compile_filters(p.filters, "m"),
                 ),
             )  # fmt: skip
 
@@ -350,6 +353,7 @@ def _trace(
     return {
         "query": p.query,
         "reranker": p.reranker,
+        "filters": p.filters.flat() if p.filters else None,
         "paths": {
             name: {
                 "ran": r.ran,

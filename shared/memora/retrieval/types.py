@@ -10,6 +10,7 @@ from uuid import UUID
 import numpy as np
 
 from memora.models import FACT_TYPES
+from memora.retrieval.filters import Filters
 from memora.tenancy import DEFAULT_SCOPE, Scope
 
 # "recall": seed 002 §4.6's relevance, recency, importance and frequency (memora.lifecycle)
@@ -32,6 +33,7 @@ class SearchParams:
     # recall's filters over the fused candidates: categories, and when it was said [start, end)
     categories: tuple[str, ...] | None = None
     said_between: tuple[datetime | None, datetime | None] | None = None
+    filters: Filters | None = None  # metadata, tags, time: applied inside every retriever
 
     @property
     def agent_key(self) -> str:

@@ -1,7 +1,9 @@
-"""extract: the document's raw items become facts (local or LLM extractor); the document's
-previous units are replaced by the new ones in one transaction, each recording the message it
-came from. An edit of one message (operation kind message_edit) extracts that message alone
-and replaces only the units whose one source it is; every other unit stays as it is."""
+"""extract: the document's raw items become facts (local or LLM extractor; the verbatim one
+when the operation says its items are facts already: seeds, dialogue), each with an importance
+(the LLM's, else memora.lifecycle's heuristic); the document's previous units are replaced by
+the new ones in one transaction, each recording the message it came from. An edit of one
+message (operation kind message_edit) extracts that message alone and replaces only the units
+whose one source it is; every other unit stays as it is."""
 
 from __future__ import annotations
 
@@ -10,11 +12,14 @@ from typing import Any
 
 from psycopg import Connection
 
-from memora.extraction.base import SourceItem
+from memora.extraction.base import Extractor, Fact, SourceItem
+from memora.extraction.verbatim import VerbatimExtractor
 from memora.lifecycle.scores import heuristic_importance
 from memora.pipeline.context import Job, StageContext, Writer
 from memora.store import entities, messages, units
 from memora.tenancy import client_agent_id
+
+VERBATIM: Extractor = VerbatimExtractor()
 
 
 def _source_item(index: int, raw: dict[str, Any], default_time: datetime) -> SourceItem:
@@ -30,18 +35,25 @@ def _source_item(index: int, raw: dict[str, Any], default_time: datetime) -> Sou
     )
 
 
+def _with_importance(facts: list[Fact]) -> list[Fact]:
+    """The LLM's importance when it gave one, else the heuristic's."""
+    for fact in facts:
+        if fact.importance is None:
+            fact.importance = heuristic_importance(
+                fact.text, len(fact.mentions) if fact.mentions is not None else None
+            )
+    return facts
+
+
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     if job.edited_message is not None:
         return _prepare_edit(ctx, conn, job)
     doc = job.document
     items = [_source_item(i, raw, doc["created_at"]) for i, raw in enumerate(doc["items"])]
     # The extractor sees the agent id as its client named it, not the stored key.
-    facts = ctx.extractor.extract(client_agent_id(job.agent_key), items)
-    for fact in facts:  # the LLM's importance when it gave one, else the heuristic's
-        if fact.importance is None:
-            fact.importance = heuristic_importance(
-                fact.text, len(fact.mentions) if fact.mentions is not None else None
-            )
+    verbatim = (job.operation.get("payload") or {}).get("verbatim", False)
+    extractor = VERBATIM if verbatim else ctx.extractor
+    facts = _with_importance(extractor.extract(client_agent_id(job.agent_key), items))
 
     def write(c: Connection[Any]) -> dict[str, int]:
         replaced = units.delete_for_document(c, doc["id"])
@@ -72,7 +84,7 @@ def _prepare_edit(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
         **_item_extras(job.document, message["message_id"]),
     }
     item = _source_item(message["position"], raw, message["occurred_at"])
-    facts = ctx.extractor.extract(client_agent_id(job.agent_key), [item])
+    facts = _with_importance(ctx.extractor.extract(client_agent_id(job.agent_key), [item]))
 
     def write(c: Connection[Any]) -> dict[str, int]:
         if messages.get(c, message_pk) is None:

@@ -8,14 +8,14 @@ same `tenant_id` column and `tenant_isolation` policy as every other tenant-scop
   (ENABLE ALWAYS), like `unit_entities`.
 
 Revision ID: 0010_row_security_new_tables
-Revises: 0008_lifecycle
+Revises: 0009_agent_tools
 Create Date: 2026-11-24
 """
 
 from alembic import op
 
 revision = "0010_row_security_new_tables"
-down_revision = "0008_lifecycle"
+down_revision = "0009_agent_tools"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,259 @@
+"""The MCP tools. Adding one: a small async function here, decorated with `@tool(...)`, whose
+docstring is its description for the model and whose annotated parameters are its JSON schema;
+it gets the agent's `Memory` through `memory(ctx)` and calls one Memora route.
+
+Seed 001's fixed-query tools search the agent's own memories with a category filter and a
+canonical query (nothing is stored twice under several query embeddings); their answers have
+seed 001's shape: {"memories": [{"content", "relevance"[, "turn"]}]}.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Literal, Protocol
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from services.api.mcp.memory import Memory
+
+ToolFn = Callable[..., Coroutine[Any, Any, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    fn: ToolFn
+    title: str
+    annotations: ToolAnnotations
+
+
+TOOLS: list[ToolSpec] = []
+
+
+def tool(
+    title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False
+) -> Callable[[ToolFn], ToolFn]:
+    def register(fn: ToolFn) -> ToolFn:
+        hints = ToolAnnotations(
+            title=title,
+            read_only_hint=read_only,
+            destructive_hint=destructive,
+            idempotent_hint=idempotent,
+            open_world_hint=False,
+        )
+        TOOLS.append(ToolSpec(fn, title, hints))
+        return fn
+
+    return register
+
+
+class Binder(Protocol):
+    """How a server finds the agent (and credentials) of a tool call."""
+
+    def __call__(self, ctx: Context) -> Memory: ...
+
+
+class MemoraMCP(MCPServer):
+    def __init__(self, bind: Binder, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.bind = bind
+
+
+def memory(ctx: Context) -> Memory:
+    server = ctx.mcp_server
+    assert isinstance(server, MemoraMCP)
+    return server.bind(ctx)
+
+
+# ------------------------------------------------------------------ parameter types
+Query = Annotated[
+    str, Field(min_length=1, max_length=2000, description="what to look for, in plain words")
+]
+TopK = Annotated[int, Field(ge=1, le=50, description="how many memories to return")]
+Filters = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description='only memories whose metadata match, e.g. {"speaker": "Alice"}, '
+        '{"turn": {"gte": 3, "lte": 9}}, {"type": "episodic"}, {"tags": {"any": ["x"]}}, '
+        '{"time": {"start": "2024-01-01T00:00:00Z"}}'
+    ),
+]
+Name = Annotated[str, Field(min_length=1, max_length=200, description="the character's name")]
+
+
+def _memories(results: list[dict[str, Any]], *, turns: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for r in results:
+        entry: dict[str, Any] = {"content": r["text"], "relevance": round(r["weight"], 4)}
+        turn = (r.get("metadata") or {}).get("turn")
+        if turns and turn is not None:
+            entry["turn"] = str(turn)
+        out.append(entry)
+    return out
+
+
+# ------------------------------------------------------------------ general tools
+@tool("Remember", read_only=False, idempotent=False)
+async def retain(
+    ctx: Context,
+    content: Annotated[str, Field(min_length=1, max_length=50_000, description="what to remember")],
+    context: Annotated[
+        str | None, Field(max_length=2000, description="where it comes from, optional")
+    ] = None,
+    event_date: Annotated[
+        datetime | None, Field(description="when it happened (ISO 8601); default now")
+    ] = None,
+    metadata: Annotated[
+        dict[str, str | int | float | bool | list[str]] | None,
+        Field(description='flat key-value labels to filter on later, e.g. {"topic": "work"}'),
+    ] = None,
+    document_id: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=256,
+            description="a stable id: storing the same id again replaces it (idempotent)",
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    """Store something in your long-term memory (a message, a conversation, a fact). Returns
+    at once with an operation id; the memory becomes searchable a moment later."""
+    m = memory(ctx)
+    item = {"content": content, "context": context, "metadata": metadata or {}}
+    if event_date is not None:
+        item["event_date"] = event_date.isoformat()
+    body = {"agent_id": m.agent_id, "items": [item], "document_id": document_id}
+    stored = await m.call("POST", "/api/memories/batch", body)
+    return {k: stored[k] for k in ("operation_id", "document_id", "status")}
+
+
+@tool("Search memory", read_only=True, idempotent=True)
+async def search(
+    ctx: Context,
+    query: Query,
+    top_k: TopK = 10,
+    fact_types: Annotated[
+        list[Literal["world", "agent", "opinion"]] | None,
+        Field(min_length=1, description="networks: world facts, your experiences, opinions"),
+    ] = None,
+    filters: Filters = None,
+) -> dict[str, Any]:
+    """Search your long-term memory: facts, experiences and opinions relevant to the query,
+    best first, each with its relevance, date and metadata."""
+    extra = {"fact_type": fact_types} if fact_types else {}
+    results = await memory(ctx).search(query, top_k, filters, **extra)
+    return {
+        "query": query,
+        "memories": [
+            {
+                "id": r["id"],
+                "content": r["text"],
+                "relevance": round(r["weight"], 4),
+                "fact_type": r["fact_type"],
+                "event_date": r["event_date"],
+                "metadata": r.get("metadata") or {},
+            }
+            for r in results
+        ],
+    }
+
+
+@tool("Think", read_only=False, idempotent=False)
+async def think(
+    ctx: Context,
+    query: Query,
+    context: Annotated[
+        str | None, Field(max_length=5000, description="the situation you are in, optional")
+    ] = None,
+) -> dict[str, Any]:
+    """Answer a question as yourself, from your memories and personality (uses the LLM). The
+    opinions the answer forms are stored in the background (their operation id is returned)."""
+    m = memory(ctx)
+    answer = await m.call(
+        "POST", "/api/think", {"agent_id": m.agent_id, "query": query, "context": context}
+    )
+    return {
+        "answer": answer["text"],
+        "new_opinions": [o["statement"] for o in answer["new_opinions"]],
+        "opinions_operation_id": answer.get("opinions_operation_id"),
+    }
+
+
+# ------------------------------------------------------------------ seed 001 tools
+# Seed 001's fixed queries: (canonical query, top k, filter). `{name}`: query_character's name.
+FIXED: dict[str, tuple[str, int, dict[str, Any]]] = {
+    "query_self": ("who am I?", 5, {"type": "character", "category": "identity"}),
+    "query_background": (
+        "what is my background?",
+        5,
+        {"type": "character", "category": "background"},
+    ),
+    "query_communication_style": (
+        "how do I communicate?",
+        3,
+        {"type": "character", "category": "communication"},
+    ),
+    "query_scene": ("where am I?", 5, {"type": "scene"}),
+    "query_character": ("who is {name}?", 3, {"type": "character_knowledge", "about": "{name}"}),
+}
+
+
+async def _fixed(ctx: Context, tool_name: str, name: str = "") -> dict[str, Any]:
+    query, top_k, filters = FIXED[tool_name]
+    named = {k: v.replace("{name}", name) if isinstance(v, str) else v for k, v in filters.items()}
+    found = await memory(ctx).search(query.replace("{name}", name), top_k, named)
+    return {"memories": _memories(found)}
+
+
+@tool("Who am I", read_only=True, idempotent=True)
+async def query_self(ctx: Context) -> dict[str, Any]:
+    """Retrieve your core identity: who you are, your role and personality."""
+    return await _fixed(ctx, "query_self")
+
+
+@tool("My background", read_only=True, idempotent=True)
+async def query_background(ctx: Context) -> dict[str, Any]:
+    """Retrieve your personal history and background."""
+    return await _fixed(ctx, "query_background")
+
+
+@tool("How I communicate", read_only=True, idempotent=True)
+async def query_communication_style(ctx: Context) -> dict[str, Any]:
+    """Learn how you communicate and interact with others."""
+    return await _fixed(ctx, "query_communication_style")
+
+
+@tool("Where am I", read_only=True, idempotent=True)
+async def query_scene(ctx: Context) -> dict[str, Any]:
+    """Understand where you are: the location, atmosphere, time and situation."""
+    return await _fixed(ctx, "query_scene")
+
+
+@tool("Who is", read_only=True, idempotent=True)
+async def query_character(ctx: Context, name: Name) -> dict[str, Any]:
+    """Learn what you know about another character in the simulation."""
+    return await _fixed(ctx, "query_character", name)
+
+
+@tool("Recall", read_only=True, idempotent=True)
+async def query_memory(ctx: Context, query: Query) -> dict[str, Any]:
+    """Search your memories of what has happened and been said during the simulation; each
+    memory comes with the turn it happened in."""
+    results = await memory(ctx).search(query, 5, {"type": "episodic"})
+    return {"query": query, "memories": _memories(results, turns=True)}
+
+
+def register_all(server: MCPServer) -> None:
+    for spec in TOOLS:
+        server.add_tool(
+            spec.fn,
+            name=spec.fn.__name__,
+            title=spec.title,
+            description=inspect.cleandoc(spec.fn.__doc__ or ""),
+            annotations=spec.annotations,
+            structured_output=True,
+        )

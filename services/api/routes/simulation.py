@@ -1,0 +1,90 @@
+"""Agent simulations (seed 001): pre-seeding characters and scenes, capturing dialogue."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Literal
+from uuid import UUID
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from memora import episodes, seeding
+from services.api.deps import BackendDep, ConnDep, ScopeDep
+from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
+from services.api.routes.memories import enqueue
+
+router = APIRouter(
+    prefix="/api", tags=["simulation"], responses=error_responses(*AUTH_ERRORS, *BODY_ERRORS, 503)
+)
+
+
+class SeededDocument(BaseModel):
+    agent_id: str
+    document_id: str
+    status: Literal["created", "replaced", "unchanged", "deleted"]
+    operation_id: UUID | None
+    items: int
+
+
+class SeedResponse(BaseModel):
+    scenario: str
+    counts: dict[str, int]
+    documents: list[SeededDocument]
+
+
+class EpisodeMemory(BaseModel):
+    agent_id: str
+    document_id: str
+    status: Literal["created", "replaced", "unchanged"]
+    operation_id: UUID
+
+
+class EpisodeResponse(BaseModel):
+    scene: str
+    turn: int
+    speaker: str
+    memories: list[EpisodeMemory]
+
+
+@router.post("/seed", response_model=SeedResponse)
+def seed(
+    scope: ScopeDep, body: seeding.SeedFile, conn: ConnDep, backend: BackendDep
+) -> SeedResponse:
+    """Store a scenario and its characters as memories (seed 001's categories). Idempotent:
+    the same seed again changes nothing; a changed character replaces only its documents."""
+    stored = seeding.apply(conn, scope, body)
+    for doc in stored:
+        if doc.operation_id is not None and doc.status in ("created", "replaced"):
+            enqueue(backend, doc.operation_id)
+    return SeedResponse(
+        scenario=body.scenario.id,
+        counts=dict(Counter(d.status for d in stored)),
+        documents=[SeededDocument.model_validate(d, from_attributes=True) for d in stored],
+    )
+
+
+@router.post("/episodes", response_model=EpisodeResponse)
+def capture_episode(
+    scope: ScopeDep, body: episodes.Episode, conn: ConnDep, backend: BackendDep
+) -> EpisodeResponse:
+    """`"{speaker} said: {text}"` as an episodic memory of every listener; idempotent on
+    (scene, turn, speaker)."""
+    accepted = episodes.capture(conn, scope, body)
+    for a in accepted:
+        if a.needs_processing:
+            enqueue(backend, a.operation_id)
+    return EpisodeResponse(
+        scene=body.scene,
+        turn=body.turn,
+        speaker=body.speaker,
+        memories=[
+            EpisodeMemory(
+                agent_id=a.agent_id,
+                document_id=a.document_id,
+                status=a.outcome,
+                operation_id=a.operation_id,
+            )
+            for a in accepted
+        ],
+    )

@@ -1,0 +1,202 @@
+"""Metadata filters of a search, compiled once into a WHERE fragment every retriever shares.
+
+The public form is flat, as a client or a model writes it:
+
+    {"category": "identity",                 equality on a metadata key
+     "speaker": ["Alice", "Bob"],            one of these values
+     "turn": {"gte": 3, "lte": 10},          numeric range (gt, gte, lt, lte)
+     "tags": {"any": ["a"], "all": ["b"]},   the unit's `tags` list holds any / all of these
+     "time": {"start": ..., "end": ...}}     when it happened (occurred dates, else event date)
+
+`tags` and `time` are reserved; every other key is a metadata key. Values reach SQL only as
+bound parameters, keys inside bound jsonb documents; the fragment's text is made of fixed
+pieces, the table alias (checked against an identifier pattern) and a range's key, written as
+a literal so that an expression index can serve it (`_key_literal`). Equalities and tags
+become jsonb containment (`metadata @> ...`), served by the GIN (agent_id, metadata
+jsonb_path_ops) indexes of migration 0007; ranges compare `memora_num(metadata -> 'key')`
+(NULL unless a JSON number), for `turn` through the btree (agent_id, memora_num(metadata ->
+'turn')) index.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Any
+
+from psycopg.types.json import Jsonb
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from memora.models import StorableText, aware
+
+KEY_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$"
+MAX_KEYS = 16
+MAX_VALUES = 100
+_ALIAS = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_KEY = re.compile(KEY_PATTERN)
+
+MetadataKey = Annotated[str, StringConstraints(pattern=KEY_PATTERN)]
+Scalar = Annotated[StorableText, Field(max_length=500)] | int | float | bool
+Tag = Annotated[StorableText, Field(min_length=1, max_length=200)]
+Time = Annotated[datetime, AfterValidator(aware)]
+
+
+class NumberRange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gt: float | None = None
+    gte: float | None = None
+    lt: float | None = None
+    lte: float | None = None
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> NumberRange:
+        if all(v is None for v in (self.gt, self.gte, self.lt, self.lte)):
+            raise ValueError("a range needs at least one of gt, gte, lt, lte")
+        return self
+
+    def bounds(self) -> list[tuple[str, float]]:
+        ops = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+        return [(op, v) for name, op in ops.items() if (v := getattr(self, name)) is not None]
+
+
+class TagFilter(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    any: Annotated[list[Tag], Field(min_length=1, max_length=MAX_VALUES)] | None = None
+    all: Annotated[list[Tag], Field(min_length=1, max_length=MAX_VALUES)] | None = None
+
+
+class TimeFilter(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    start: Time | None = None  # inclusive
+    end: Time | None = None  # exclusive
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TimeFilter:
+        if self.start is None and self.end is None:
+            raise ValueError("a time filter needs start, end or both")
+        if self.start is not None and self.end is not None and self.start >= self.end:
+            raise ValueError("time.start must be before time.end")
+        return self
+
+
+MetadataCondition = (
+    Scalar | Annotated[list[Scalar], Field(min_length=1, max_length=MAX_VALUES)] | NumberRange
+)
+
+
+class Filters(BaseModel):
+    """What a search may return, beyond its agent and fact types (see the module's doc)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"additionalProperties": True})
+
+    metadata: Annotated[dict[MetadataKey, MetadataCondition], Field(max_length=MAX_KEYS)] = Field(
+        default_factory=dict
+    )
+    tags: TagFilter | None = None
+    time: TimeFilter | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, data: Any) -> Any:
+        """Keys other than `tags` and `time` are metadata keys."""
+        if isinstance(data, dict) and "metadata" not in data:
+            reserved = {"tags", "time"}
+            return {
+                **{k: v for k, v in data.items() if k in reserved},
+                "metadata": {k: v for k, v in data.items() if k not in reserved},
+            }
+        return data
+
+    def is_empty(self) -> bool:
+        return not self.metadata and self.tags is None and self.time is None
+
+    def flat(self) -> dict[str, Any]:
+        """The public form, as a client would send it."""
+        out: dict[str, Any] = {
+            k: v.model_dump(exclude_none=True) if isinstance(v, NumberRange) else v
+            for k, v in self.metadata.items()
+        }
+        if self.tags is not None:
+            out["tags"] = self.tags.model_dump(exclude_none=True)
+        if self.time is not None:
+            out["time"] = self.time.model_dump(mode="json", exclude_none=True)
+        return out
+
+
+@dataclass(frozen=True)
+class Where:
+    """` AND (...)` conditions (or nothing) and their parameters, named `f<n>`."""
+
+    sql: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+NO_FILTER = Where()
+
+
+def compile_filters(filters: Filters | None, alias: str) -> Where:
+    """The conditions on the rows of the table aliased `alias` (memory_units or memory_search:
+    both have metadata, event_date, occurred_start and occurred_end)."""
+    if filters is None or filters.is_empty():
+        return NO_FILTER
+    if not _ALIAS.match(alias):
+        raise ValueError(f"bad table alias {alias!r}")
+    params: dict[str, Any] = {}
+
+    def bind(value: Any) -> str:
+        name = f"f{len(params)}"
+        params[name] = value
+        return f"%({name})s"
+
+    meta = f"{alias}.metadata"
+    conditions: list[str] = []
+    equal = {k: v for k, v in filters.metadata.items() if not isinstance(v, list | NumberRange)}
+    if equal:
+        conditions.append(f"{meta} @> {bind(Jsonb(equal))}")
+    for key, condition in filters.metadata.items():
+        if isinstance(condition, list):
+            conditions.append(_any_of(meta, [{key: v} for v in condition], bind))
+        elif isinstance(condition, NumberRange):
+            value = f"memora_num({meta} -> {_key_literal(key)})"
+            conditions.extend(f"{value} {op} {bind(v)}::numeric" for op, v in condition.bounds())
+    if filters.tags is not None:
+        if filters.tags.all:
+            conditions.append(f"{meta} @> {bind(Jsonb({'tags': filters.tags.all}))}")
+        if filters.tags.any:
+            conditions.append(_any_of(meta, [{"tags": [t]} for t in filters.tags.any], bind))
+    if filters.time is not None:
+        start = f"coalesce({bind(filters.time.start)}::timestamptz, '-infinity')"
+        end = f"coalesce({bind(filters.time.end)}::timestamptz, 'infinity')"
+        conditions.append(
+            f"(({alias}.occurred_start IS NULL AND {alias}.event_date >= {start}"
+            f" AND {alias}.event_date < {end}) OR ({alias}.occurred_start IS NOT NULL"
+            f" AND {alias}.occurred_start < {end}"
+            f" AND coalesce({alias}.occurred_end, {alias}.occurred_start) >= {start}))"
+        )
+    return Where("".join(f" AND {c}" for c in conditions), params)
+
+
+def _key_literal(key: str) -> str:
+    """A range's key as a SQL literal, the one exception to "values are parameters": an
+    expression index (`memora_num(metadata -> 'turn')`, migration 0007) serves only a query
+    that names the same constant. Safe because the key matches KEY_PATTERN (checked again
+    here): letters, digits and `_.:-`, never a quote or a backslash."""
+    if not _KEY.match(key):
+        raise ValueError(f"bad metadata key {key!r}")
+    return f"'{key}'"
+
+
+def _any_of(meta: str, documents: list[dict[str, Any]], bind: Any) -> str:
+    """One containment per alternative, OR-ed: each is served by the GIN index."""
+    return "(" + " OR ".join(f"{meta} @> {bind(Jsonb(d))}" for d in documents) + ")"

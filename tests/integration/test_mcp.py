@@ -1,0 +1,236 @@
+"""The MCP server through the SDK's own client, against real uvicorn servers (write API with
+the inline pipeline, query service) on the suite's PostgreSQL: streamable HTTP at
+/mcp/{agent_id} and stdio through `memora mcp`. Seed, talk, recall; every fixed tool returns
+only its own category; bad arguments and a missing LLM are tool errors, and the session
+goes on; API keys and tenants as on the REST API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+import uvicorn
+import yaml
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from pydantic import SecretStr
+
+from memora.config import Settings
+from memora.pipeline.backend import InlineBackend
+from services.api import app as write_app
+from services.api import query_app
+from tests.conftest import wait_until
+from tests.integration.auth_support import ADMIN, ADMIN_KEY, make_tenant
+from tests.unit.test_seeding import CAST
+
+pytestmark = pytest.mark.integration
+
+
+def _serve(app: Any) -> tuple[str, uvicorn.Server, threading.Thread]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, timeout=60)
+    return f"http://127.0.0.1:{port}", server, thread
+
+
+def _stack(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
+    """The query service and the write API (forwarding reads to it), each under uvicorn."""
+    query_url, query_server, query_thread = _serve(query_app.create_app(settings, pool=pool))
+    write = write_app.create_app(
+        settings.model_copy(update={"query_url": query_url}),
+        pool=pool,
+        backend=InlineBackend(pipeline),
+    )
+    url, server, thread = _serve(write)
+    yield url
+    for s, t in ((server, thread), (query_server, query_thread)):
+        s.should_exit = True
+        t.join(10)
+
+
+@pytest.fixture(scope="module")
+def api_url(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
+    yield from _stack(settings, pool, pipeline)
+
+
+@pytest.fixture(scope="module")
+def auth_url(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
+    update = {"auth_required": True, "admin_key": SecretStr(ADMIN_KEY)}
+    yield from _stack(settings.model_copy(update=update), pool, pipeline)
+
+
+def _call(url: str, agent: str, steps: Any, headers: dict[str, str] | None = None) -> Any:
+    """Run `steps(client)` in one MCP session over streamable HTTP."""
+
+    async def go() -> Any:
+        async with httpx2.AsyncClient(headers=headers or {}, timeout=120) as http:
+            transport = streamable_http_client(f"{url}/mcp/{agent}", http_client=http)
+            async with Client(transport) as client:
+                return await steps(client)
+
+    return asyncio.run(go())
+
+
+def _data(result: Any) -> Any:
+    assert not result.is_error, result
+    return result.structured_content
+
+
+def _seed(
+    url: str, suffix: str, headers: dict[str, str] | None = None, description: str | None = None
+) -> tuple[str, str]:
+    cast = json.loads(json.dumps(CAST))
+    for c in cast["characters"]:
+        c["agent_id"] += suffix
+    cast["knowledge"] = []
+    if description:
+        cast["characters"][0]["description"] = description
+    response = httpx.post(f"{url}/api/seed", json=cast, headers=headers, timeout=300)
+    assert response.status_code == 200, response.text
+    return cast["characters"][0]["agent_id"], cast["characters"][1]["agent_id"]
+
+
+def test_seed_talk_recall_over_streamable_http(api_url: str, agent_id: str) -> None:
+    alex, jordan = _seed(api_url, f"-{agent_id}")
+    for turn, (speaker, text) in enumerate(
+        [("Jordan", "I love Italian food, lasagne most of all."), ("Alex", "Then Bella's it is.")],
+        1,
+    ):
+        body = {"scene": "dinner", "turn": turn, "speaker": speaker, "text": text,
+                "listeners": [alex, jordan]}  # fmt: skip
+        assert httpx.post(f"{api_url}/api/episodes", json=body).status_code == 200
+
+    async def steps(client: Client) -> dict[str, Any]:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        out: dict[str, Any] = {"tools": tools}
+        for name in ("query_self", "query_background", "query_communication_style", "query_scene"):
+            out[name] = _data(await client.call_tool(name, {}))
+        out["character"] = _data(await client.call_tool("query_character", {"name": "Jordan"}))
+        out["memory"] = _data(
+            await client.call_tool("query_memory", {"query": "what food does Jordan like?"})
+        )
+        out["search"] = _data(
+            await client.call_tool("search", {"query": "Bella", "filters": {"speaker": "Alex"}})
+        )
+        out["bad"] = await client.call_tool("search", {"query": "", "top_k": 500})
+        out["bad_filter"] = await client.call_tool(
+            "search", {"query": "x", "filters": {"turn": {"near": 1}}}
+        )
+        out["think"] = await client.call_tool("think", {"query": "Where should we eat?"})
+        out["retain"] = _data(
+            await client.call_tool("retain", {"content": "Alex booked a table at Bella's."})
+        )
+        out["after"] = _data(await client.call_tool("query_self", {}))  # the session goes on
+        return out
+
+    out = _call(api_url, alex, steps)
+    assert {"retain", "search", "think", "query_self", "query_background",
+            "query_communication_style", "query_scene", "query_character",
+            "query_memory"} <= set(out["tools"])  # fmt: skip
+    annotations = out["tools"]["query_self"].annotations
+    assert annotations.read_only_hint and annotations.idempotent_hint
+    assert not out["tools"]["retain"].annotations.read_only_hint
+    assert out["query_self"]["memories"][0]["content"].startswith("You are Alex")
+    assert len(out["query_self"]["memories"]) == 1
+    assert len(out["query_background"]["memories"]) > 1
+    assert out["query_communication_style"]["memories"][0]["content"] == "Short sentences."
+    assert {m["content"].split(":")[0] for m in out["query_scene"]["memories"]} == {
+        "Location", "Atmosphere", "Time", "Situation"}  # fmt: skip
+    assert out["character"]["memories"][0]["content"].startswith("Jordan, a chef")
+    recalled = out["memory"]["memories"][0]
+    assert (
+        recalled["content"].startswith("Jordan said: I love Italian food")
+        and recalled["turn"] == "1"
+    )
+    assert [m["content"] for m in out["search"]["memories"]] == ["Alex said: Then Bella's it is."]
+    for bad in ("bad", "bad_filter", "think"):
+        assert out[bad].is_error
+    assert "llm_not_configured" in out["think"].content[0].text
+    assert "validation" in out["bad_filter"].content[0].text
+    op = httpx.get(f"{api_url}/api/operations/{out['retain']['operation_id']}").json()
+    assert op["status"] == "completed" and op["agent_id"] == alex
+    assert out["after"]["memories"]
+
+
+def test_unknown_agent_path_and_bad_keys_are_refused(api_url: str) -> None:
+    assert httpx.post(f"{api_url}/mcp/bad%20id", json={}).status_code == 404
+    response = httpx.post(f"{api_url}/mcp/alex", json={}, headers={"Authorization": "Bearer nope"})
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthorized"
+
+
+def test_stdio_server_through_memora_mcp(api_url: str, agent_id: str) -> None:
+    alex, _ = _seed(api_url, f"-{agent_id}")
+    env = {k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "PATH", "HF_", "HOME"))}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "services.cli.main", "mcp", "--agent", alex, "--api", api_url],
+        env=env,
+    )
+
+    async def go() -> Any:
+        async with Client(params) as client:
+            scene = await client.call_tool("query_scene", {})
+            bad = await client.call_tool("query_character", {"name": ""})
+            me = await client.call_tool("query_self", {})
+            return scene, bad, me
+
+    scene, bad, me = asyncio.run(go())
+    assert len(_data(scene)["memories"]) == 4
+    assert bad.is_error
+    assert _data(me)["memories"][0]["content"].startswith("You are Alex")
+
+
+def test_api_keys_and_tenants_as_on_the_rest_api(auth_url: str, agent_id: str) -> None:
+    class Api:  # make_tenant's client: the admin routes of the uvicorn server
+        @staticmethod
+        def post(path: str, **kw: Any) -> httpx.Response:
+            return httpx.post(f"{auth_url}{path}", **kw)
+
+    one, two = make_tenant(Api, "mcp1"), make_tenant(Api, "mcp2")
+    alex, _ = _seed(auth_url, f"-{agent_id}", one.headers, "Tenant one's Alex.")
+    _seed(auth_url, f"-{agent_id}", two.headers, "Tenant two's Alex.")
+
+    async def me(client: Client) -> Any:
+        return _data(await client.call_tool("query_self", {}))["memories"][0]["content"]
+
+    assert _call(auth_url, alex, me, one.headers).endswith("Tenant one's Alex.")
+    assert _call(auth_url, alex, me, {"X-API-Key": two.key}).endswith("Tenant two's Alex.")
+    assert httpx.post(f"{auth_url}/mcp/{alex}", json={}).status_code == 401
+    assert httpx.post(f"{auth_url}/mcp/{alex}", json={}, headers=ADMIN).status_code != 401
+
+
+def test_memora_seed_cli_reads_yaml_and_is_idempotent(
+    api_url: str, agent_id: str, tmp_path: Path
+) -> None:
+    cast = json.loads(json.dumps(CAST))
+    for c in cast["characters"]:
+        c["agent_id"] += f"-{agent_id}"
+    for k in cast["knowledge"]:
+        k["agent_id"] += f"-{agent_id}"
+    path = tmp_path / "cast.yaml"
+    path.write_text(yaml.safe_dump(cast))
+    command = [sys.executable, "-m", "services.cli.main", "seed", str(path), "--api", api_url]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
+    assert set(json.loads(first.stdout)) == {"created"}
+    assert set(json.loads(again.stdout)) == {"unchanged"}
+    path.write_text("characters: [")
+    broken = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert broken.returncode != 0 and "cannot read" in broken.stderr

@@ -1,0 +1,116 @@
+"""Metadata filters inside every retriever, on real PostgreSQL: each path's own results (not
+only the final top k) hold only matching units; tags, ranges and time; bad filters are 422."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from memora.config import Settings
+
+pytestmark = pytest.mark.integration
+
+ITEMS = [
+    {"content": "Alice adopted a grey cat named Pixel.", "event_date": "2024-03-01",
+     "metadata": {"scene": "s1", "turn": 1, "speaker": "Alice", "tags": ["pets", "home"]}},
+    {"content": "Alice said the cat Pixel sleeps on her laptop.", "event_date": "2024-03-02",
+     "metadata": {"scene": "s1", "turn": 2, "speaker": "Alice", "tags": ["pets"]}},
+    {"content": "Bob said his cat Pixel knocked over a plant.", "event_date": "2024-04-01",
+     "metadata": {"scene": "s2", "turn": 5, "speaker": "Bob", "tags": ["pets", "plants"]}},
+    {"content": "Bob repaired the kitchen sink with Alice.", "event_date": "2024-04-02",
+     "metadata": {"scene": "s2", "turn": 6, "speaker": "Bob", "tags": ["home"]}},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def query_api(settings: Settings, pool: Any) -> Iterator[TestClient]:
+    from services.api.query_app import create_app
+
+    with TestClient(create_app(settings, pool=pool)) as client:
+        yield client
+
+
+@pytest.fixture()
+def stored(inline_api: Any, agent_id: str) -> dict[str, dict[str, Any]]:
+    body = {"agent_id": agent_id, "document_id": "scenes", "items": ITEMS}
+    response = inline_api.post("/api/memories/batch", json=body)
+    assert response.status_code == 200, response.text
+    op = inline_api.get(f"/api/operations/{response.json()['operation_id']}").json()
+    assert op["status"] == "completed", op
+    return {}
+
+
+def _search(api: TestClient, agent_id: str, query: str, filters: Any) -> dict[str, Any]:
+    body = {"agent_id": agent_id, "query": query, "filters": filters, "trace": True, "top_k": 10}
+    response = api.post("/api/search", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def _every_path_only(result: dict[str, Any], allowed: set[str]) -> None:
+    for name, path in result["trace"]["paths"].items():
+        ids = {r["id"] for r in path["results"]}
+        assert ids <= allowed, (name, path)
+
+
+def _ids_where(api: TestClient, agent_id: str, predicate: Any) -> set[str]:
+    everything = _search(api, agent_id, "Pixel cat Alice Bob sink plant laptop", None)
+    return {r["id"] for r in everything["results"] if predicate(r["metadata"])}
+
+
+def test_equality_applies_inside_every_path(
+    stored: Any, query_api: TestClient, agent_id: str
+) -> None:
+    bob = _ids_where(query_api, agent_id, lambda m: m.get("speaker") == "Bob")
+    assert len(bob) == 2
+    result = _search(
+        query_api, agent_id, "What did they say about the cat Pixel?", {"speaker": "Bob"}
+    )
+    assert {r["metadata"]["speaker"] for r in result["results"]} == {"Bob"}
+    _every_path_only(result, bob)
+    assert result["trace"]["paths"]["keyword"]["count"] >= 1
+    assert result["trace"]["filters"] == {"speaker": "Bob"}
+
+
+def test_ranges_lists_tags_and_time(stored: Any, query_api: TestClient, agent_id: str) -> None:
+    q = "Pixel the cat"
+    turns = _search(query_api, agent_id, q, {"turn": {"gte": 2, "lte": 5}})
+    assert sorted(r["metadata"]["turn"] for r in turns["results"]) == [2, 5]
+    one_of = _search(query_api, agent_id, q, {"scene": ["s1"], "speaker": ["Alice", "Bob"]})
+    assert {r["metadata"]["scene"] for r in one_of["results"]} == {"s1"}
+    any_tag = _search(query_api, agent_id, q, {"tags": {"any": ["plants", "home"]}})
+    assert {r["metadata"]["turn"] for r in any_tag["results"]} == {1, 5, 6}
+    all_tags = _search(query_api, agent_id, q, {"tags": {"all": ["pets", "home"]}})
+    assert [r["metadata"]["turn"] for r in all_tags["results"]] == [1]
+    april = _search(
+        query_api,
+        agent_id,
+        q,
+        {"time": {"start": "2024-04-01T00:00:00Z", "end": "2024-05-01T00:00:00Z"}},
+    )
+    assert {r["metadata"]["turn"] for r in april["results"]} == {5, 6}
+    nothing = _search(query_api, agent_id, q, {"speaker": "Carol"})
+    assert nothing["results"] == []
+
+
+def test_temporal_path_is_filtered(stored: Any, query_api: TestClient, agent_id: str) -> None:
+    result = _search(
+        query_api, agent_id, "What happened with the cat in April 2024?", {"speaker": "Alice"}
+    )
+    temporal = result["trace"]["paths"]["temporal"]
+    assert temporal["ran"]
+    alice = _ids_where(query_api, agent_id, lambda m: m.get("speaker") == "Alice")
+    _every_path_only(result, alice)
+
+
+@pytest.mark.parametrize(
+    "filters", [{"turn": {"between": 3}}, {"bad key": 1}, {"tags": ["x"]}, "speaker=Bob"]
+)
+def test_bad_filters_are_422(query_api: TestClient, agent_id: str, filters: Any) -> None:
+    response = query_api.post(
+        "/api/search", json={"agent_id": agent_id, "query": "cat", "filters": filters}
+    )
+    assert response.status_code == 422, response.text
