@@ -234,3 +234,60 @@ def test_memora_seed_cli_reads_yaml_and_is_idempotent(
     path.write_text("characters: [")
     broken = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert broken.returncode != 0 and "cannot read" in broken.stderr
+
+
+def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
+    items = [
+        {"content": "Where should we hold the offsite?", "speaker": "Maya", "role": "user",
+         "message_id": "m1"},
+        {"content": "Lisbon in May: the venue by the river is free.", "speaker": "Sam",
+         "role": "assistant", "message_id": "m2"},
+    ]  # fmt: skip
+    body = {"agent_id": agent_id, "items": items, "document_id": "offsite", "title": "Offsite"}
+    assert httpx.post(f"{api_url}/api/memories/batch", json=body).status_code == 200
+
+    async def steps(client: Client) -> dict[str, Any]:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        out: dict[str, Any] = {"tools": tools}
+        out["chat"] = _data(
+            await client.call_tool("conversation_search", {"query": "offsite venue river"})
+        )
+        fact = {"content": "Maya lives in Porto.", "category": "fact", "importance": 7}
+        out["first"] = _data(await client.call_tool("remember", fact))
+        out["again"] = _data(await client.call_tool("remember", fact))
+        out["moved"] = _data(
+            await client.call_tool("remember", {"content": "Maya lives in Berlin."})
+        )
+        out["recall"] = _data(await client.call_tool("recall", {"query": "where does Maya live"}))
+        out["link"] = _data(
+            await client.call_tool(
+                "link",
+                {
+                    "memory_id": str(out["moved"]["memory_id"]),
+                    "related_memory_id": str(out["first"]["memory_id"]),
+                    "relationship": "moved_from",
+                },
+            )
+        )
+        out["dry"] = _data(
+            await client.call_tool(
+                "forget", {"memory_id": str(out["moved"]["memory_id"]), "dry_run": True}
+            )
+        )
+        out["reflect"] = await client.call_tool("reflect", {"topic": "Maya"})
+        out["bad"] = await client.call_tool("forget", {"memory_id": "not-an-id"})
+        return out
+
+    out = _call(api_url, agent_id, steps)
+    tools = out["tools"]
+    assert {"conversation_search", "remember", "forget", "recall", "reflect", "link"} <= set(tools)
+    assert tools["forget"].annotations.destructive_hint
+    assert tools["conversation_search"].annotations.read_only_hint
+    [hit, *_] = out["chat"]["results"]
+    assert hit["message_id"] == "m2" and hit["conversation_title"] == "Offsite"
+    assert out["first"]["decision"] == "ADD" and out["again"]["decision"] == "SKIP"
+    assert out["moved"]["decision"] == "SUPERSEDE"
+    assert out["moved"]["superseded_id"] == out["first"]["memory_id"]
+    assert "Berlin" in out["recall"]["memories"][0]["text"]
+    assert out["dry"]["dry_run"] and len(out["dry"]["forgotten"]) == 1
+    assert out["reflect"].is_error and out["bad"].is_error

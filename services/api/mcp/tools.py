@@ -239,12 +239,153 @@ async def query_character(ctx: Context, name: Name) -> dict[str, Any]:
     return await _fixed(ctx, "query_character", name)
 
 
-@tool("Recall", read_only=True, idempotent=True)
+@tool("What happened", read_only=True, idempotent=True)
 async def query_memory(ctx: Context, query: Query) -> dict[str, Any]:
     """Search your memories of what has happened and been said during the simulation; each
     memory comes with the turn it happened in."""
     results = await memory(ctx).search(query, 5, {"type": "episodic"})
     return {"query": query, "memories": _memories(results, turns=True)}
+
+
+# ------------------------------------------------------------------ conversations (seed 002 §7)
+@tool("Search conversations", read_only=True, idempotent=True)
+async def conversation_search(
+    ctx: Context,
+    query: Query,
+    limit: Annotated[int, Field(ge=1, le=20, description="how many messages to return")] = 5,
+    document_id: Annotated[
+        str | None, Field(min_length=1, max_length=256, description="one conversation only")
+    ] = None,
+    roles: Annotated[
+        list[Literal["user", "assistant", "system", "tool"]] | None,
+        Field(min_length=1, description="only messages of these roles"),
+    ] = None,
+    start: Annotated[datetime | None, Field(description="messages sent at or after")] = None,
+    end: Annotated[datetime | None, Field(description="messages sent before")] = None,
+) -> dict[str, Any]:
+    """Search the raw messages of past conversations (what was actually said, word for word),
+    not the facts extracted from them. Each result: conversation id and title, message id,
+    role, time, a snippet and its score."""
+    m = memory(ctx)
+    body: dict[str, Any] = {"agent_id": m.agent_id, "query": query, "limit": limit}
+    if document_id is not None:
+        body["document_id"] = document_id
+    if roles:
+        body["roles"] = roles
+    if start is not None or end is not None:
+        body["time_range"] = {
+            "start": start.isoformat() if start else None,
+            "end": end.isoformat() if end else None,
+        }
+    found: dict[str, Any] = await m.call("POST", "/api/conversation_search", body)
+    return found
+
+
+# ------------------------------------------------------------------ lifecycle (seed 002 §4)
+MemoryId = Annotated[str, Field(pattern=r"^[0-9a-fA-F-]{36}$", description="a memory's id")]
+Category = Annotated[
+    str | None, Field(min_length=1, max_length=100, description='e.g. "preference", "fact"')
+]
+
+
+@tool("Remember a fact", read_only=False, idempotent=True)
+async def remember(
+    ctx: Context,
+    content: Annotated[str, Field(min_length=1, max_length=10_000, description="the fact")],
+    category: Category = None,
+    importance: Annotated[
+        float | None, Field(ge=1, le=10, description="1 (trivial) to 10 (crucial)")
+    ] = None,
+    related_to: Annotated[
+        list[MemoryId] | None, Field(max_length=100, description="ids of related memories")
+    ] = None,
+) -> dict[str, Any]:
+    """Remember one fact, checked against what you already know: the same fact is skipped, a
+    near-duplicate merged, a changed one (a move, a new job, a new favourite) supersedes the
+    old, which stays in history. Returns the decision and the memory ids it touched."""
+    m = memory(ctx)
+    body: dict[str, Any] = {"content": content, "related_to": related_to or []}
+    if category is not None:
+        body["category"] = category
+    if importance is not None:
+        body["importance"] = importance
+    decided: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/remember", body)
+    return decided
+
+
+@tool("Forget", read_only=False, destructive=True, idempotent=True)
+async def forget(
+    ctx: Context,
+    memory_id: Annotated[str | None, Field(pattern=r"^[0-9a-fA-F-]{36}$")] = None,
+    query: Annotated[
+        str | None, Field(min_length=1, max_length=2000, description="forget what matches this")
+    ] = None,
+    reason: Annotated[str | None, Field(max_length=1000)] = None,
+    dry_run: Annotated[bool, Field(description="only list what would be forgotten")] = False,
+) -> dict[str, Any]:
+    """Forget a memory (by id) or the memories matching a query (try dry_run first). Forgotten
+    memories leave every search at once and can be restored for a while."""
+    m = memory(ctx)
+    body = {"memory_id": memory_id, "query": query, "reason": reason, "dry_run": dry_run}
+    done: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/forget", body)
+    return done
+
+
+@tool("Recall", read_only=False, idempotent=False)
+async def recall(
+    ctx: Context,
+    query: Query,
+    limit: Annotated[int, Field(ge=1, le=100, description="how many memories")] = 10,
+    categories: Annotated[list[str] | None, Field(min_length=1, max_length=50)] = None,
+    include_reflections: bool = True,
+) -> dict[str, Any]:
+    """Recall memories the way a person does: relevant ones first, weighed with how recently
+    you used them, how important they are and how often they come up."""
+    m = memory(ctx)
+    body: dict[str, Any] = {
+        "query": query,
+        "limit": limit,
+        "include_reflections": include_reflections,
+    }
+    if categories:
+        body["categories"] = categories
+    found: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/recall", body)
+    return found
+
+
+@tool("Reflect", read_only=False, idempotent=False)
+async def reflect(
+    ctx: Context,
+    topic: Annotated[str | None, Field(min_length=1, max_length=500)] = None,
+    depth: Literal["shallow", "deep"] = "shallow",
+) -> dict[str, Any]:
+    """Think over your memories (of a topic, or recent ones) and store the insights as
+    reflections linked to what they came from (uses the LLM)."""
+    m = memory(ctx)
+    body = {"topic": topic, "depth": depth}
+    done: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/reflect", body)
+    return done
+
+
+@tool("Link memories", read_only=False, idempotent=True)
+async def link(
+    ctx: Context,
+    memory_id: MemoryId,
+    related_memory_id: MemoryId,
+    relationship: Annotated[
+        str, Field(min_length=1, max_length=100, description='e.g. "caused_by", "same_person"')
+    ] = "related_to",
+) -> dict[str, Any]:
+    """Link two of your memories with a typed relationship (both directions); later searches
+    follow it."""
+    m = memory(ctx)
+    body = {
+        "memory_id": memory_id,
+        "related_memory_id": related_memory_id,
+        "relationship": relationship,
+    }
+    done: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/link", body)
+    return done
 
 
 def register_all(server: MCPServer) -> None:
