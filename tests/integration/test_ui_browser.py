@@ -196,6 +196,7 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
         row.wait_for()
         assert row.locator("td").nth(1).inner_text() == "6"  # memories
         assert row.locator("td").nth(4).inner_text() == "1"  # failed operations
+        row.click()  # the suite's database holds other tests' agents: choose this one
         page.locator("#documents-list li", has_text="storm-chat").wait_for()
         page.screenshot(path=str(SHOTS / "agents.png"))
 

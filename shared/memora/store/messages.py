@@ -102,12 +102,16 @@ def sync_document(
                 updates,
             )
         if inserts:
-            with cur.copy(
-                "COPY conversation_messages (agent_id, document_pk, message_id, position, role, "
-                "speaker, occurred_at, text, content_hash) FROM STDIN"
-            ) as copy:
-                for row in inserts:
-                    copy.write_row(row)
+            # One INSERT over arrays, not COPY: this runs in the request's tenant session, and
+            # PostgreSQL refuses COPY FROM on a table under row-level security.
+            columns = list(zip(*inserts, strict=True))
+            cur.execute(
+                "INSERT INTO conversation_messages (agent_id, document_pk, message_id, position, "
+                "role, speaker, occurred_at, text, content_hash) "
+                "SELECT * FROM unnest(%s::text[], %s::uuid[], %s::text[], %s::int[], %s::text[], "
+                "%s::text[], %s::timestamptz[], %s::text[], %s::text[])",
+                [list(c) for c in columns],
+            )
     return Synced(changed, removed, len(inserts))
 
 

@@ -6,6 +6,8 @@ same `tenant_id` column and `tenant_isolation` policy as every other tenant-scop
   (`memora_key_tenant(agent_id)`, created by 0006_security).
 - `unit_sources` (keyed by a unit): filled from the unit's row by a BEFORE INSERT trigger
   (ENABLE ALWAYS), like `unit_entities`.
+- The two roles may use the schema's sequences (`memory_events.id` is a BIGSERIAL), now and
+  for sequences made later, as 0006_security granted them the tables.
 
 Revision ID: 0010_row_security_new_tables
 Revises: 0009_agent_tools
@@ -20,6 +22,7 @@ branch_labels = None
 depends_on = None
 
 TENANT_ROLE = "memora_tenant"
+SYSTEM_ROLE = "memora_system"
 POLICY = "tenant_id = (SELECT current_setting('memora.tenant', true))"
 BY_AGENT = (
     "conversation_messages",
@@ -33,6 +36,13 @@ TABLES = (*BY_AGENT, *BY_UNIT)
 
 
 def upgrade() -> None:
+    op.execute(
+        f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {TENANT_ROLE}, {SYSTEM_ROLE}"
+    )
+    op.execute(
+        f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES "
+        f"TO {TENANT_ROLE}, {SYSTEM_ROLE}"
+    )
     for table in BY_AGENT:
         op.execute(
             f"ALTER TABLE {table} ADD COLUMN tenant_id TEXT NOT NULL "
@@ -70,6 +80,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute(
+        f"ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE USAGE, SELECT ON SEQUENCES "
+        f"FROM {TENANT_ROLE}, {SYSTEM_ROLE}"
+    )
     for table in TABLES:
         op.execute(f"DROP POLICY IF EXISTS tenant_isolation ON {table}")
         op.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
