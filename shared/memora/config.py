@@ -103,6 +103,12 @@ class Settings(BaseSettings):
     graph_fanout: int = 20  # strongest links followed per explored node
     # per link type, over the defaults of memora.retrieval.graph (causal links count 2x)
     graph_link_weights: dict[str, float] = Field(default_factory=dict)
+    # entity retriever: units mentioning an entity the query names, ranked by similarity to
+    # the rest of the query; at most this many per entity (0: off)
+    entity_units_per_entity: int = 20
+    entity_min_similarity: float = 0.2
+    # what the semantic signal compares a unit with when the query names entities
+    entity_relevance: Literal["query", "mentions", "about"] = "mentions"
     temporal_seed_similarity: float = 0.4
     temporal_min_similarity: float = 0.3
     rrf_k: int = 60

@@ -27,7 +27,7 @@ from psycopg_pool import ConnectionPool
 from memora.config import Settings
 from memora.embedding import Embedder
 from memora.models import utcnow
-from memora.retrieval import arms, scoring
+from memora.retrieval import arms, expansion, scoring
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.cross_encoder import (
     CrossEncoderReranker,
@@ -82,9 +82,9 @@ class Retriever:
             settings.heuristic_context_weight,
             settings.heuristic_fused_weight,
         )
-        # three tasks per search (keyword, semantic→graph, temporal)
+        # four tasks per search (keyword, semantic→graph, temporal, entity)
         self._executor = ThreadPoolExecutor(
-            3 * settings.search_concurrency, thread_name_prefix="memora-retrieval"
+            4 * settings.search_concurrency, thread_name_prefix="memora-retrieval"
         )
         self._slots = threading.BoundedSemaphore(settings.search_concurrency)
         self._cross_encoder: PairScorer | None = None
@@ -127,12 +127,18 @@ class Retriever:
         keyword = self._executor.submit(lambda: self._keyword(p, per_arm))
 
         time_range = parse_query_range(p.query, reference)
-        texts = [p.query]
+        entities = self._query_entities(p)
+        # the query; without its time words (temporal); without the entities' names (entity)
+        texts = {"query": p.query}
         if time_range is not None:
-            texts.append(strip_time_expression(p.query, time_range))
-        vectors = self.embedder.embed(texts)
+            texts["topic"] = strip_time_expression(p.query, time_range)
+        if entities:
+            names = {n for matched in entities.values() for n in matched}
+            texts["about"] = expansion.without_names(p.query, names)
+        vectors = dict(zip(texts, self.embedder.embed(list(texts.values())), strict=True))
         t = clock.lap("embed", clock.started)
-        query_vec, topic_vec = vectors[0], vectors[-1]
+        query_vec = vectors["query"]
+        topic_vec, about_vec = vectors.get("topic", query_vec), vectors.get("about", query_vec)
 
         semantic_graph = self._executor.submit(
             lambda: self._semantic_then_graph(p, query_vec, per_arm)
@@ -140,6 +146,11 @@ class Retriever:
         temporal = (
             self._executor.submit(lambda: self._temporal(p, topic_vec, time_range, per_arm))
             if time_range is not None
+            else None
+        )
+        entity = (
+            self._executor.submit(lambda: self._entity(p, list(entities), about_vec))
+            if entities
             else None
         )
         semantic, graph = semantic_graph.result()
@@ -151,10 +162,13 @@ class Retriever:
             "temporal": temporal.result()
             if temporal is not None
             else ArmResult("temporal", ran=False, note="no time constraint in the query"),
+            "entity": entity.result()
+            if entity is not None
+            else ArmResult("entity", ran=False, note="the query names no known entity"),
         }
         t = clock.lap("retrieval", t)
 
-        candidates = self._fuse(p, results, query_vec, stats)
+        candidates = self._fuse(p, results, query_vec, about_vec, list(entities), stats)
         t = clock.lap("fusion", t)
         self._rerank(p, candidates, reference)
         t = clock.lap("rerank", t)
@@ -195,9 +209,14 @@ class Retriever:
         p: SearchParams,
         results: dict[str, ArmResult],
         query_vec: np.ndarray,
+        about_vec: np.ndarray,
+        entity_ids: list[UUID],
         stats: TermStats | None,
     ) -> list[Candidate]:
-        """RRF over the retrievers' lists, then the best candidates read with their signals."""
+        """RRF over the retrievers' lists, then the best candidates read with their signals.
+        `about_vec` embeds the query without the names of `entity_ids` (the query itself when
+        it names none): the context signal and, for units that mention one of them, the
+        semantic signal measure what they say against it (MEMORA_ENTITY_RELEVANCE)."""
         s = self.settings
         fused = scoring.rrf(
             {n: [i for i, _ in r.ranked] for n, r in results.items()},
@@ -205,15 +224,20 @@ class Retriever:
             weights=s.rrf_weights or None,
         )
         cap = max(s.rerank_candidates, p.top_k)
+        context_vec = query_vec if s.entity_relevance == "query" else about_vec
         shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
         with self.pool.connection() as conn:
+            lateral = self.keyword.lateral(stats)
             found = arms.hydrate(
-                conn, p.agent_key, p.fact_types, shortlist, query_vec, self.keyword.lateral(stats)
+                conn, p.agent_key, p.fact_types, shortlist, context_vec, lateral, entity_ids
             )
         candidates = [found[i] for i in shortlist if i in found]
         ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
         for c in candidates:
-            c.semantic = float(c.embedding @ query_vec)
+            c.semantic = scoring.entity_aware_similarity(
+                float(c.embedding @ query_vec), float(c.embedding @ about_vec), c.names_entity,
+                s.entity_relevance,
+            )  # fmt: skip
             c.rrf = fused[c.id]
             c.ranks = {n: r[c.id] for n, r in ranks.items() if c.id in r}
         return candidates
@@ -274,6 +298,27 @@ class Retriever:
         if not entry:
             graph.note = f"no semantic match ≥ {s.graph_entry_similarity} to start from"
         return semantic, graph
+
+    def _query_entities(self, p: SearchParams) -> dict[UUID, list[str]]:
+        """The agent's entities the query names (id → the names that matched)."""
+        if self.settings.entity_units_per_entity <= 0:
+            return {}
+        names = expansion.phrases(p.query)
+        if not names:
+            return {}
+        with self.pool.connection() as conn:
+            return arms.query_entities(conn, p.agent_key, names)
+
+    def _entity(self, p: SearchParams, entity_ids: list[UUID], vector: np.ndarray) -> ArmResult:
+        s = self.settings
+        with self.pool.connection() as conn:
+            return _timed(
+                "entity",
+                lambda: arms.entity_units(
+                    conn, p.agent_key, p.fact_types, entity_ids, vector,
+                    s.entity_units_per_entity, s.entity_min_similarity,
+                ),
+            )  # fmt: skip
 
     def _temporal(
         self, p: SearchParams, vector: np.ndarray, time_range: QueryTimeRange | None, limit: int
