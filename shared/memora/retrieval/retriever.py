@@ -40,6 +40,8 @@ from memora.retrieval.keyword import KeywordIndex, TermStats
 from memora.retrieval.types import ArmResult, Candidate, Hit, SearchOutcome, SearchParams
 from memora.temporal import QueryTimeRange, parse_query_range, strip_time_expression
 
+NO_ENTITY = "the query names no known entity"
+
 
 @dataclass
 class _Clock:
@@ -125,20 +127,15 @@ class Retriever:
         reference = p.reference_time or utcnow()
         per_arm = min(500, max(50, 3 * p.top_k))
         keyword = self._executor.submit(lambda: self._keyword(p, per_arm))
+        entity = self._executor.submit(lambda: self._entity(p))
 
         time_range = parse_query_range(p.query, reference)
-        entities = self._query_entities(p)
-        # the query; without its time words (temporal); without the entities' names (entity)
-        texts = {"query": p.query}
+        texts = [p.query]
         if time_range is not None:
-            texts["topic"] = strip_time_expression(p.query, time_range)
-        if entities:
-            names = {n for matched in entities.values() for n in matched}
-            texts["about"] = expansion.without_names(p.query, names)
-        vectors = dict(zip(texts, self.embedder.embed(list(texts.values())), strict=True))
+            texts.append(strip_time_expression(p.query, time_range))
+        vectors = self.embedder.embed(texts)
         t = clock.lap("embed", clock.started)
-        query_vec = vectors["query"]
-        topic_vec, about_vec = vectors.get("topic", query_vec), vectors.get("about", query_vec)
+        query_vec, topic_vec = vectors[0], vectors[-1]
 
         semantic_graph = self._executor.submit(
             lambda: self._semantic_then_graph(p, query_vec, per_arm)
@@ -148,13 +145,9 @@ class Retriever:
             if time_range is not None
             else None
         )
-        entity = (
-            self._executor.submit(lambda: self._entity(p, list(entities), about_vec))
-            if entities
-            else None
-        )
         semantic, graph = semantic_graph.result()
         keyword_result, stats = keyword.result()
+        entity_result, entity_ids, about_vec = entity.result()
         results = {
             "semantic": semantic,
             "keyword": keyword_result,
@@ -162,13 +155,12 @@ class Retriever:
             "temporal": temporal.result()
             if temporal is not None
             else ArmResult("temporal", ran=False, note="no time constraint in the query"),
-            "entity": entity.result()
-            if entity is not None
-            else ArmResult("entity", ran=False, note="the query names no known entity"),
+            "entity": entity_result,
         }
         t = clock.lap("retrieval", t)
 
-        candidates = self._fuse(p, results, query_vec, about_vec, list(entities), stats)
+        about = query_vec if about_vec is None else about_vec
+        candidates = self._fuse(p, results, query_vec, about, entity_ids, stats)
         t = clock.lap("fusion", t)
         self._rerank(p, candidates, reference)
         t = clock.lap("rerank", t)
@@ -299,26 +291,29 @@ class Retriever:
             graph.note = f"no semantic match ≥ {s.graph_entry_similarity} to start from"
         return semantic, graph
 
-    def _query_entities(self, p: SearchParams) -> dict[UUID, list[str]]:
-        """The agent's entities the query names (id → the names that matched)."""
-        if self.settings.entity_units_per_entity <= 0:
-            return {}
-        names = expansion.phrases(p.query)
-        if not names:
-            return {}
-        with self.pool.connection() as conn:
-            return arms.query_entities(conn, p.agent_key, names)
-
-    def _entity(self, p: SearchParams, entity_ids: list[UUID], vector: np.ndarray) -> ArmResult:
+    def _entity(self, p: SearchParams) -> tuple[ArmResult, list[UUID], np.ndarray | None]:
+        """The entity retriever, from the start of the search (off the critical path): the
+        agent's entities the query names, the query embedded without their names, then the
+        units mentioning them most similar to it. Returns its list, the entities and that
+        vector (None when the query names none)."""
         s = self.settings
+        started = time.perf_counter()
+        names = expansion.phrases(p.query) if s.entity_units_per_entity > 0 else []
+        if not names:
+            note = "off" if s.entity_units_per_entity <= 0 else "no names in the query"
+            return ArmResult("entity", ran=False, note=note), [], None
         with self.pool.connection() as conn:
-            return _timed(
-                "entity",
-                lambda: arms.entity_units(
-                    conn, p.agent_key, p.fact_types, entity_ids, vector,
-                    s.entity_units_per_entity, s.entity_min_similarity,
-                ),
+            entities = arms.query_entities(conn, p.agent_key, names)
+            if not entities:
+                return ArmResult("entity", ran=False, note=NO_ENTITY), [], None
+            matched = {n for found in entities.values() for n in found}
+            vector = self.embedder.embed([expansion.without_names(p.query, matched)])[0]
+            ranked = arms.entity_units(
+                conn, p.agent_key, p.fact_types, list(entities), vector,
+                s.entity_units_per_entity, s.entity_min_similarity,
             )  # fmt: skip
+        ms = round((time.perf_counter() - started) * 1000, 2)
+        return ArmResult("entity", ranked, ms=ms), list(entities), vector
 
     def _temporal(
         self, p: SearchParams, vector: np.ndarray, time_range: QueryTimeRange | None, limit: int
