@@ -219,7 +219,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     lines = [head, "|---" * 7 + "|"]
     for name, r in results.items():
         o = r["overall"]
-        cats = " / ".join(f"{r[c]['R@10']:.3f}" for c in CATEGORIES.values())
+        cats = " / ".join(f"{r[c]['R@10']:.3f}" if r[c] else "-" for c in CATEGORIES.values())
         lines.append(
             f"| {name} | {o['R@5']:.3f} | {o['R@10']:.3f} | {o['R@20']:.3f} | {o['R@50']:.3f} "
             f"| {o['MRR']:.3f} | {cats} |"
