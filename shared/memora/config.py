@@ -118,7 +118,7 @@ class Settings(BaseSettings):
     heuristic_recency_weight: float = 0.2
     heuristic_frequency_weight: float = 0.1
     # extensions of the seed's formula (docs/retrieval.md); 0 and 0 give it exactly
-    heuristic_context_weight: float = 0.1
+    heuristic_context_weight: float = 0.2
     heuristic_fused_weight: float = 0.0
     recency_formula: Literal["decay", "seed"] = "decay"
     mmr_lambda: float = 0.7  # the seed's 0.5 is a setting away (docs/retrieval.md)
