@@ -3,6 +3,7 @@ hybrid baselines computed by this script on the same turns (the metric of ../sha
 
     python bench/locomo.py                                # embedded stack, dev split
     python bench/locomo.py --data other.json --url http://127.0.0.1:8080 --reranker heuristic
+    python bench/locomo.py --only conv-26 --analyse       # one conversation; where evidence is lost
 
 Every turn is posted as one item ("{speaker}: {text}", plus " [shares image: …]"), one document
 per session, timestamp = the session's date_time, metadata dia_id; the local extractor keeps
@@ -18,6 +19,7 @@ import json
 import os
 import re
 import statistics
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -29,6 +31,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import psycopg
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -41,6 +44,9 @@ from services.cli.jobs import EVOLUTION_JOBS
 from services.cli.stack import Stack
 from services.workers.celery_app import create_celery
 from services.workers.dispatch import CeleryBackend
+
+sys.path.insert(0, str(Path(__file__).parent))
+import locomo_trace
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20, 50)
@@ -174,12 +180,28 @@ def ingest(client: httpx.Client, path: Path, prefix: str) -> tuple[int, float]:
     return items, time.monotonic() - started
 
 
-def through_api(client: httpx.Client, questions: list[Question], reranker: str,
-                reference: str) -> tuple[dict[str, Any], list[float]]:  # fmt: skip
-    rows, latencies = [], []
+def dia_ids(database_url: str, agent_ids: set[str]) -> dict[str, str]:
+    """unit id → dia_id of the agents' units (read from the database: the trace names units)."""
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT id::text, metadata->>'dia_id' FROM memory_units WHERE agent_id = ANY(%s)",
+            (sorted(agent_ids),),
+        ).fetchall()
+    return {unit: dia or "" for unit, dia in rows}
+
+
+Fate = locomo_trace.EvidenceFate
+
+
+def through_api(client: httpx.Client, questions: list[Question], reranker: str, reference: str,
+                dia_of: dict[str, str] | None = None,
+                ) -> tuple[dict[str, Any], list[float], list[Fate]]:  # fmt: skip
+    """Scores of the questions; with `dia_of` also each evidence turn's fate in the trace."""
+    rows, latencies, fates = [], [], []
     for q in questions:
         body: dict[str, Any] = {
             "agent_id": q.agent_id, "query": q.text, "top_k": 50, "reranker": reranker,
+            "trace": dia_of is not None,
         }  # fmt: skip
         if reference == "conversation":
             body["reference_time"] = q.reference.isoformat()
@@ -189,7 +211,10 @@ def through_api(client: httpx.Client, questions: list[Question], reranker: str,
         response.raise_for_status()
         ranked = [r["metadata"].get("dia_id", "") for r in response.json()["results"]]
         rows.append((q, score(ranked, q.evidence)))
-    return summarise(rows), latencies
+        if dia_of is not None:
+            trace = response.json()["trace"]
+            fates += locomo_trace.fates(trace, dia_of, q.evidence, CATEGORIES[q.category])
+    return summarise(rows), latencies, fates
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
@@ -199,7 +224,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     lines = [head, "|---" * 7 + "|"]
     for name, r in results.items():
         o = r["overall"]
-        cats = " / ".join(f"{r[c]['R@10']:.3f}" for c in CATEGORIES.values())
+        cats = " / ".join(f"{r[c]['R@10']:.3f}" if r[c] else "-" for c in CATEGORIES.values())
         lines.append(
             f"| {name} | {o['R@5']:.3f} | {o['R@10']:.3f} | {o['R@20']:.3f} | {o['R@50']:.3f} "
             f"| {o['MRR']:.3f} | {cats} |"
@@ -242,10 +267,28 @@ def main() -> None:
         action="store_true",
         help="then run every memory evolution job (memora evolve) and measure again",
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="SAMPLE_ID",
+        help="only this conversation (repeatable), e.g. conv-26",
+    )
+    parser.add_argument(
+        "--analyse",
+        action="store_true",
+        help="trace every search: at which stage evidence leaves the top 10",
+    )
+    parser.add_argument("--database-url", help="with --url and --analyse: its database")
     parser.add_argument("--out", type=Path, default=here / "results" / "locomo.json")
     args = parser.parse_args()  # fmt: skip
 
     data = json.loads(args.data.read_text())
+    if args.only:
+        data = [c for c in data if c["sample_id"] in args.only]
+        if not data:
+            parser.error(f"no conversation {args.only} in {args.data}")
+        args.data = Path(tempfile.mkdtemp(prefix="memora-locomo-")) / "selected.json"
+        args.data.write_text(json.dumps(data))
     questions = load_questions(data, args.prefix)
     report: dict[str, Any] = {"data": str(args.data), "questions": len(questions)}
     stack = None
@@ -259,20 +302,30 @@ def main() -> None:
         stack.start()
         stack.wait_ready()
         args.url = f"http://{settings.host}:{settings.port}"
+        args.database_url = settings.database_url
+    if args.analyse and not args.database_url:
+        parser.error("--analyse with --url needs --database-url")
     try:
         with httpx.Client(base_url=args.url, timeout=120) as client:
             if not args.skip_ingest:
                 items, seconds = ingest(client, args.data, args.prefix)
                 report["ingest"] = {"items": items, "seconds": round(seconds, 1)}
                 print(f"ingested {items} turns in {seconds:.1f}s")
-            memora, latencies = through_api(client, questions, args.reranker, args.reference)
+            dia_of = (
+                dia_ids(args.database_url, {q.agent_id for q in questions})
+                if args.analyse
+                else None
+            )
+            memora, latencies, fates = through_api(
+                client, questions, args.reranker, args.reference, dia_of
+            )
             if args.evolve:
                 # searches count as accesses (the frequency signal): a second pass before the
                 # jobs shows how much that alone moves the figures
-                again, _ = through_api(client, questions, args.reranker, args.reference)
+                again, _, _ = through_api(client, questions, args.reranker, args.reference)
                 report["evolve"] = evolve(stack.settings if stack else Settings())
                 print(f"evolution jobs: {report['evolve']}")
-                after, _ = through_api(client, questions, args.reranker, args.reference)
+                after, _, _ = through_api(client, questions, args.reranker, args.reference)
     finally:
         if stack is not None:
             stack.stop()
@@ -288,6 +341,11 @@ def main() -> None:
         "p95": round(float(np.percentile(latencies, 95)), 1),
     }
     print(table(results))
+    if args.analyse:
+        summaries = locomo_trace.summarise(fates)
+        report["evidence_fates"] = {n: vars(s) for n, s in summaries.items()}
+        report["fates"] = [vars(f) for f in fates]
+        print(locomo_trace.report(summaries))
     print(f"search latency over HTTP: p50 {report['search_ms']['p50']} ms, "
           f"p95 {report['search_ms']['p95']} ms ({len(latencies)} searches)")  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,8 @@ included) for one agent holding N memories, bulk-loaded.
 For each size: a fresh embedded PostgreSQL, N synthetic memories bulk-loaded with binary COPY
 (texts composed of two sentences from a pool of generated sentences; each embedding is the
 normalised sum of its two sentences' real MiniLM embeddings, so neighbourhoods look like real
-text's), temporal, entity and semantic links (≈16 per memory), the HNSW index built after the
+text's), each memory's mention of its first sentence's person, temporal, entity and semantic
+links (≈16 per memory), the HNSW index built after the
 load; then the query service in its own process, warmed up, and distinct natural-language
 questions sent one at a time. Reports p50/p95/p99 over HTTP and the server's per-stage median
 timings from a traced sample.
@@ -140,6 +141,14 @@ def load(url: str, n: int, embedder: Embedder, seed: int = 7) -> None:
         by_sentence: dict[int, list[int]] = {}
         for i in range(n):
             by_sentence.setdefault(int(firsts[i]), []).append(i)
+        mention_cols = "unit_id, entity_id, mention"
+        with (
+            conn.cursor() as cur,
+            cur.copy(f"COPY unit_entities ({mention_cols}) FROM STDIN") as copy,
+        ):
+            for person, members in by_person.items():  # each memory names its first person
+                for i in members:
+                    copy.write_row((ids[i], people[person], person))
         link_cols = "from_unit, to_unit, link_type, weight, entity_id"
         with conn.cursor() as cur, cur.copy(f"COPY memory_links ({link_cols}) FROM STDIN") as copy:
             for i in range(n):

@@ -125,6 +125,12 @@ class Settings(BaseSettings):
     graph_fanout: int = 20  # strongest links followed per explored node
     # per link type, over the defaults of memora.retrieval.graph (causal links count 2x)
     graph_link_weights: dict[str, float] = Field(default_factory=dict)
+    # entity retriever: units mentioning an entity the query names, ranked by similarity to
+    # the rest of the query; at most this many per entity (0: off)
+    entity_units_per_entity: int = 20
+    entity_min_similarity: float = 0.2
+    # what the semantic signal compares a unit with when the query names entities
+    entity_relevance: Literal["query", "mentions", "about"] = "mentions"
     temporal_seed_similarity: float = 0.4
     temporal_min_similarity: float = 0.3
     rrf_k: int = 60
@@ -134,7 +140,7 @@ class Settings(BaseSettings):
     heuristic_recency_weight: float = 0.2
     heuristic_frequency_weight: float = 0.1
     # extensions of the seed's formula (docs/retrieval.md); 0 and 0 give it exactly
-    heuristic_context_weight: float = 0.1
+    heuristic_context_weight: float = 0.2
     heuristic_fused_weight: float = 0.0
     recency_formula: Literal["decay", "seed"] = "decay"
     mmr_lambda: float = 0.7  # the seed's 0.5 is a setting away (docs/retrieval.md)

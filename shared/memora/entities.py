@@ -23,11 +23,9 @@ from rapidfuzz.distance import Levenshtein
 
 from memora.config import Settings
 from memora.extraction.base import Mention
+from memora.names import normalize_name
 from memora.nlp import ENTITY_TYPES, load_nlp
 from memora.store import entities as store
-
-_PUNCT = re.compile(r"[^\w\s&+-]")
-_SPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
@@ -45,13 +43,6 @@ class ResolutionWeights:
             s.entity_temporal_weight,
             s.entity_match_threshold,
         )
-
-
-def normalize_name(name: str) -> str:
-    name = name.strip().lower()
-    name = re.sub(r"'s$|’s$", "", name)
-    name = _SPACE.sub(" ", _PUNCT.sub(" ", name)).strip()
-    return name[4:] if name.startswith("the ") else name
 
 
 def name_similarity(a: str, b: str) -> float:

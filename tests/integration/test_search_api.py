@@ -82,6 +82,49 @@ def test_graph_finds_an_entity_linked_memory_that_semantic_search_misses(
         assert field in result["results"][0]
 
 
+def test_entity_path_finds_what_a_named_person_said_without_the_querys_words(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    _ingest(
+        inline_api,
+        agent_id,
+        [
+            {"content": "Priya Raman said the sourdough starter finally bubbled after three days.",
+             "event_date": "2024-05-01T10:00:00Z"},
+            {"content": "Priya Raman said hello to everyone at the meetup.",
+             "event_date": "2024-05-02T10:00:00Z"},
+            {"content": "Marco Rossi fixed the garden fence.",
+             "event_date": "2024-05-03T10:00:00Z"},
+        ],
+    )  # fmt: skip
+    result = _search(query_api, agent_id=agent_id, query="What was Priya Raman baking?", trace=True)
+    trace = result["trace"]
+    by_text = {r["text"]: r["id"] for r in result["results"]}
+    sourdough = by_text["Priya Raman said the sourdough starter finally bubbled after three days."]
+    hello = by_text.get("Priya Raman said hello to everyone at the meetup.")
+    entity = trace["paths"]["entity"]
+    assert entity["ran"] is True
+    # Priya's memories by similarity to "What was baking?": the sourdough one first, the
+    # greeting (below MEMORA_ENTITY_MIN_SIMILARITY) left out; Marco's is not hers
+    found = [r["id"] for r in entity["results"]]
+    assert found[0] == sourdough and set(found) <= {sourdough, hello}
+    # judged on what it says, the sourdough memory comes first although it shares no word
+    # but the name with the question, while the greeting shares the name alone
+    assert _texts(result)[0].startswith("Priya Raman said the sourdough")
+    assert [c["ranks"].get("entity") for c in trace["candidates"] if c["id"] == sourdough] == [1]
+
+
+def test_entity_path_does_not_run_when_the_query_names_no_known_entity(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    _ingest(inline_api, agent_id, WORK)
+    trace = _search(query_api, agent_id=agent_id, query="Who likes licorice?", trace=True)["trace"]
+    assert trace["paths"]["entity"] == {
+        "ran": False, "ms": 0.0, "count": 0, "note": "the query names no known entity",
+        "results": [],
+    }  # fmt: skip
+
+
 def test_temporal_path_keeps_alices_june_and_drops_bob_and_other_months(
     inline_api: Any, query_api: TestClient, agent_id: str
 ) -> None:

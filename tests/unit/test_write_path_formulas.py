@@ -13,11 +13,11 @@ from memora.entities import (
     cooccurrence_score,
     match_score,
     name_similarity,
-    normalize_name,
     temporal_score,
 )
 from memora.extraction.base import SourceItem
 from memora.extraction.local import is_noise, split_turns
+from memora.names import normalize_name
 from memora.queues import INGEST_STAGES, Stage, next_stage, queue_for
 from memora.store.documents import content_hash
 from memora.store.links import temporal_weight

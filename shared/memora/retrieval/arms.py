@@ -1,8 +1,9 @@
 """The database side of the retrievers: semantic (HNSW), graph neighbours, temporal ranges, and
 the hydration of fused candidates. Keyword retrieval (BM25) lives in `keyword.py`.
 
-Every query is scoped by agent_id (and the requested fact types) in its own WHERE clause, and
-by the search's metadata filters (`where`, compiled by `memora.retrieval.filters`).
+Every query is scoped by agent_id, the requested fact types and active status, composed by
+`scope_where` (the one place for conditions every retriever applies), and by the search's
+metadata filters (`where`, compiled by `memora.retrieval.filters`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,20 @@ from memora.retrieval.graph import Edge
 from memora.retrieval.scoring import temporal_closeness
 from memora.retrieval.types import Candidate
 from memora.temporal import QueryTimeRange
+
+
+def scope_where(alias: str) -> str:
+    """The conditions every retriever puts on the units it returns (alias: the units' table),
+    with its parameters from `scope_params`: the agent, the requested fact types, embedded,
+    active (memora.lifecycle: superseded, forgotten and archived memories are not searched)."""
+    return (
+        f"{alias}.agent_id = %(agent)s AND {alias}.fact_type = ANY(%(types)s)"
+        f" AND {alias}.embedding IS NOT NULL AND {alias}.status = 'active'"
+    )
+
+
+def scope_params(agent_id: str, fact_types: Sequence[str]) -> dict[str, Any]:
+    return {"agent": agent_id, "types": list(fact_types)}
 
 
 def semantic(
@@ -52,13 +67,11 @@ def semantic(
     )
     rows = conn.execute(
         f"""
-        SELECT id, 1 - (embedding <=> %(v)s) AS sim FROM memory_units m
-        WHERE agent_id = %(agent)s AND fact_type = ANY(%(types)s) AND embedding IS NOT NULL
-          AND status = 'active'
-        {where.sql}
-        ORDER BY embedding <=> %(v)s LIMIT %(limit)s
+        SELECT m.id, 1 - (m.embedding <=> %(v)s) AS sim FROM memory_units m
+        WHERE {scope_where("m")} {where.sql}
+        ORDER BY m.embedding <=> %(v)s LIMIT %(limit)s
         """,
-        {"v": vector, "agent": agent_id, "types": list(fact_types), "limit": limit, **where.params},
+        {"v": vector, "limit": limit, **scope_params(agent_id, fact_types), **where.params},
     ).fetchall()
     found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
     return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
@@ -240,27 +253,36 @@ def hydrate(
     ids: Sequence[UUID],
     vector: np.ndarray,
     keyword: tuple[str, dict[str, Any]],
+    entity_ids: Sequence[UUID] = (),
 ) -> dict[UUID, Candidate]:
     """The candidates' rows (agent, fact types and active status checked again here) with their
     access counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
-    parameters) and their context: the best similarity to the query among the units next to
-    them in their document. Read in binary, which spares parsing the embeddings' text form."""
+    parameters), their context: the best similarity to `vector` among the units next to them in
+    their document, and whether they mention one of `entity_ids`. Read in binary, which spares
+    parsing the embeddings' text form."""
     lateral, params = keyword
     rows = conn.execute(
         f"""
         SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
                m.occurred_end, m.metadata, m.embedding, coalesce(a.access_count, 0) AS access_count,
                m.importance, m.category, coalesce(a.last_accessed_at, m.created_at) AS last_used,
-               coalesce(kw.bm25, 0) AS bm25, coalesce(ctx.sim, 0) AS context_sim
+               coalesce(kw.bm25, 0) AS bm25, coalesce(ctx.sim, 0) AS context_sim,
+               EXISTS (SELECT 1 FROM unit_entities ue WHERE ue.unit_id = m.id
+                       AND ue.entity_id = ANY(%(entities)s)) AS names_entity
         FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
         LEFT JOIN LATERAL {lateral} kw ON true
         LEFT JOIN LATERAL (
             SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
         ) ctx ON true
-        WHERE m.id = ANY(%(ids)s) AND m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-          AND m.embedding IS NOT NULL AND m.status = 'active'
+        WHERE m.id = ANY(%(ids)s) AND {scope_where("m")}
         """,
-        {**params, "v": vector, "ids": list(ids), "agent": agent_id, "types": list(fact_types)},
+        {
+            **params,
+            **scope_params(agent_id, fact_types),
+            "v": vector,
+            "ids": list(ids),
+            "entities": list(entity_ids),
+        },
         binary=True,
     ).fetchall()
     return {
@@ -280,6 +302,7 @@ def hydrate(
             importance=float(r["importance"]),
             category=r["category"],
             last_used=r["last_used"],
+            names_entity=bool(r["names_entity"]),
         )
         for r in rows
     }
@@ -300,3 +323,52 @@ def record_access(conn: Connection[Any], counts: Mapping[UUID, int], at: datetim
         {"ids": ids, "n": [counts[i] for i in ids], "at": at},
     )
     return max(cur.rowcount, 0)
+
+
+def query_entities(
+    conn: Connection[Any], agent_id: str, names: Sequence[str]
+) -> dict[UUID, list[str]]:
+    """The agent's entities whose normalised name or an alias is one of `names`: id → the
+    names of it that matched."""
+    if not names:
+        return {}
+    rows = conn.execute(
+        """
+        SELECT e.id, e.normalized_name, e.aliases FROM entities e
+        WHERE e.agent_id = %(agent)s
+          AND (e.normalized_name = ANY(%(names)s) OR e.aliases && %(names)s)
+        """,
+        {"agent": agent_id, "names": list(names)},
+    ).fetchall()
+    wanted = set(names)
+    return {r["id"]: sorted(({r["normalized_name"], *r["aliases"]}) & wanted) for r in rows}
+
+
+def entity_units(
+    conn: Connection[Any],
+    agent_id: str,
+    fact_types: Sequence[str],
+    entity_ids: Sequence[UUID],
+    vector: np.ndarray,
+    per_entity: int,
+    min_similarity: float,
+) -> list[tuple[UUID, float]]:
+    """For each entity, the `per_entity` units mentioning it most similar to `vector`; a unit
+    mentioning several keeps its similarity once. Best first."""
+    rows = conn.execute(
+        f"""
+        SELECT u.id, max(u.sim) AS sim FROM unnest(%(entities)s::uuid[]) AS e(entity)
+        CROSS JOIN LATERAL (
+            SELECT m.id, 1 - (m.embedding <=> %(v)s) AS sim
+            FROM unit_entities ue JOIN memory_units m ON m.id = ue.unit_id
+            WHERE ue.entity_id = e.entity AND {scope_where("m")}
+            ORDER BY m.embedding <=> %(v)s LIMIT %(per_entity)s
+        ) u GROUP BY u.id
+        """,
+        {
+            "entities": list(entity_ids), "v": vector, "per_entity": per_entity,
+            **scope_params(agent_id, fact_types),
+        },
+    ).fetchall()  # fmt: skip
+    found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
+    return sorted(found, key=lambda x: (-x[1], str(x[0])))

@@ -27,7 +27,7 @@ from memora.config import Settings
 from memora.db.pool import Pool
 from memora.embedding import Embedder
 from memora.models import utcnow
-from memora.retrieval import arms, scoring
+from memora.retrieval import arms, expansion, scoring
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.cross_encoder import (
     CrossEncoderReranker,
@@ -46,6 +46,8 @@ from memora.retrieval.recall_score import (
 )
 from memora.retrieval.types import ArmResult, Candidate, Hit, SearchOutcome, SearchParams
 from memora.temporal import QueryTimeRange, parse_query_range, strip_time_expression
+
+NO_ENTITY = "the query names no known entity"
 
 
 @dataclass
@@ -79,9 +81,9 @@ class Retriever:
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
         self.spread = SpreadSettings.from_settings(settings)
         self.weights = scoring.HeuristicWeights.from_settings(settings)
-        # three tasks per search (keyword, semantic→graph, temporal)
+        # four tasks per search (keyword, semantic→graph, temporal, entity)
         self._executor = ThreadPoolExecutor(
-            3 * settings.search_concurrency, thread_name_prefix="memora-retrieval"
+            4 * settings.search_concurrency, thread_name_prefix="memora-retrieval"
         )
         self._slots = threading.BoundedSemaphore(settings.search_concurrency)
         self._cross_encoder: PairScorer | None = None
@@ -122,6 +124,7 @@ class Retriever:
         reference = p.reference_time or utcnow()
         per_arm = min(500, max(50, 3 * p.top_k))
         keyword = self._executor.submit(lambda: self._keyword(p, per_arm))
+        entity = self._executor.submit(lambda: self._entity(p))
 
         time_range = parse_query_range(p.query, reference)
         texts = [p.query]
@@ -141,6 +144,7 @@ class Retriever:
         )
         semantic, graph = semantic_graph.result()
         keyword_result, stats = keyword.result()
+        entity_result, entity_ids, about_vec = entity.result()
         results = {
             "semantic": semantic,
             "keyword": keyword_result,
@@ -148,10 +152,12 @@ class Retriever:
             "temporal": temporal.result()
             if temporal is not None
             else ArmResult("temporal", ran=False, note="no time constraint in the query"),
+            "entity": entity_result,
         }
         t = clock.lap("retrieval", t)
 
-        candidates = self._fuse(p, results, query_vec, stats)
+        about = query_vec if about_vec is None else about_vec
+        candidates = self._fuse(p, results, query_vec, about, entity_ids, stats)
         t = clock.lap("fusion", t)
         self._rerank(p, candidates, reference)
         t = clock.lap("rerank", t)
@@ -192,9 +198,14 @@ class Retriever:
         p: SearchParams,
         results: dict[str, ArmResult],
         query_vec: np.ndarray,
+        about_vec: np.ndarray,
+        entity_ids: list[UUID],
         stats: TermStats | None,
     ) -> list[Candidate]:
-        """RRF over the retrievers' lists, then the best candidates read with their signals."""
+        """RRF over the retrievers' lists, then the best candidates read with their signals.
+        `about_vec` embeds the query without the names of `entity_ids` (the query itself when
+        it names none): the context signal and, for units that mention one of them, the
+        semantic signal measure what they say against it (MEMORA_ENTITY_RELEVANCE)."""
         s = self.settings
         fused = scoring.rrf(
             {n: [i for i, _ in r.ranked] for n, r in results.items()},
@@ -202,15 +213,20 @@ class Retriever:
             weights=s.rrf_weights or None,
         )
         cap = max(s.rerank_candidates, p.top_k)
+        context_vec = query_vec if s.entity_relevance == "query" else about_vec
         shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
         with self.pool.tenant_connection(p.scope.tenant_id) as conn:
+            lateral = self.keyword.lateral(stats)
             found = arms.hydrate(
-                conn, p.agent_key, p.fact_types, shortlist, query_vec, self.keyword.lateral(stats)
+                conn, p.agent_key, p.fact_types, shortlist, context_vec, lateral, entity_ids
             )
         candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
         ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
         for c in candidates:
-            c.semantic = float(c.embedding @ query_vec)
+            c.semantic = scoring.entity_aware_similarity(
+                float(c.embedding @ query_vec), float(c.embedding @ about_vec), c.names_entity,
+                s.entity_relevance,
+            )  # fmt: skip
             c.rrf = fused[c.id]
             c.ranks = {n: r[c.id] for n, r in ranks.items() if c.id in r}
         return candidates
@@ -273,6 +289,30 @@ class Retriever:
         if not entry:
             graph.note = f"no semantic match ≥ {s.graph_entry_similarity} to start from"
         return semantic, graph
+
+    def _entity(self, p: SearchParams) -> tuple[ArmResult, list[UUID], np.ndarray | None]:
+        """The entity retriever, from the start of the search (off the critical path): the
+        agent's entities the query names, the query embedded without their names, then the
+        units mentioning them most similar to it. Returns its list, the entities and that
+        vector (None when the query names none)."""
+        s = self.settings
+        started = time.perf_counter()
+        names = expansion.phrases(p.query) if s.entity_units_per_entity > 0 else []
+        if not names:
+            note = "off" if s.entity_units_per_entity <= 0 else "no names in the query"
+            return ArmResult("entity", ran=False, note=note), [], None
+        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
+            entities = arms.query_entities(conn, p.agent_key, names)
+            if not entities:
+                return ArmResult("entity", ran=False, note=NO_ENTITY), [], None
+            matched = {n for found in entities.values() for n in found}
+            vector = self.embedder.embed([expansion.without_names(p.query, matched)])[0]
+            ranked = arms.entity_units(
+                conn, p.agent_key, p.fact_types, list(entities), vector,
+                s.entity_units_per_entity, s.entity_min_similarity,
+            )  # fmt: skip
+        ms = round((time.perf_counter() - started) * 1000, 2)
+        return ArmResult("entity", ranked, ms=ms), list(entities), vector
 
     def _temporal(
         self, p: SearchParams, vector: np.ndarray, time_range: QueryTimeRange | None, limit: int

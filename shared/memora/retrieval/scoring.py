@@ -19,6 +19,7 @@ from memora.config import Settings
 
 RRF_K = 60
 RecencyFormula = Literal["decay", "seed"]
+EntityRelevance = Literal["query", "mentions", "about"]
 
 
 def rrf(
@@ -124,6 +125,19 @@ def heuristic_scores(
         + w.fused * scale_to_max(fused)
     )
     return score
+
+
+def entity_aware_similarity(
+    query_sim: float, about_sim: float, names_entity: bool, mode: EntityRelevance
+) -> float:
+    """The semantic signal of a unit when the query names entities. `about_sim` is its
+    similarity to the query without the names. "query": the plain similarity; "mentions": a
+    unit that mentions a named entity is judged by what it says (`about_sim`), since the name
+    is already satisfied, any other by the plain similarity, which the missing name lowers;
+    "about": every unit by `about_sim`."""
+    if mode == "about" or (mode == "mentions" and names_entity):
+        return about_sim
+    return query_sim
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from memora.tenancy import DEFAULT_SCOPE, Scope
 
 # "recall": seed 002 §4.6's relevance, recency, importance and frequency (memora.lifecycle)
 Reranker = Literal["heuristic", "cross-encoder", "recall"]
-ARMS = ("semantic", "keyword", "graph", "temporal")
+ARMS = ("semantic", "keyword", "graph", "temporal", "entity")
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ class Candidate:
     semantic: float = 0.0  # cosine similarity to the query
     keyword: float = 0.0  # BM25 score (0 when no query term matches)
     neighbours: float = 0.0  # best similarity to the query of the units next to it
+    names_entity: bool = False  # mentions an entity the query names
     rrf: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # 1-based rank per retriever
     score: float = 0.0  # the reranker's relevance

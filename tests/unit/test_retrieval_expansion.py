@@ -1,0 +1,45 @@
+"""Query expansion for the entity retriever, and the entity-aware semantic signal."""
+
+from __future__ import annotations
+
+import pytest
+
+from memora.retrieval.expansion import phrases, without_names
+from memora.retrieval.scoring import entity_aware_similarity
+
+
+def test_phrases_are_runs_of_capitalised_words_normalised_like_entity_names() -> None:
+    found = phrases("What did Melanie's friend Anna Lee read?")
+    assert "melanie" in found and "anna lee" in found and "anna" in found and "lee" in found
+    assert "what" in found  # the first word is capitalised too; no entity is called that
+    assert "friend" not in found and "read" not in found and "did melanie" not in found
+
+
+def test_an_all_lower_case_query_offers_every_run() -> None:
+    assert phrases("where did jon travel") == [
+        "where", "did", "jon", "travel", "where did", "did jon", "jon travel",
+        "where did jon", "did jon travel",
+    ]  # fmt: skip
+    assert phrases("?!") == []
+
+
+def test_without_names_drops_names_and_their_possessive_whole_words_only() -> None:
+    assert without_names("What do Melanie's kids like?", ["melanie"]) == "What do kids like?"
+    assert without_names("Did Anna Lee meet Annabel?", ["anna lee", "anna"]) == (
+        "Did meet Annabel?"
+    )
+    # nothing but the name left: the query as it is
+    assert without_names("Melanie?", ["melanie"]) == "Melanie?"
+
+
+@pytest.mark.parametrize(
+    ("mode", "names_entity", "expected"),
+    [
+        ("query", True, 0.8),
+        ("mentions", True, 0.5),
+        ("mentions", False, 0.8),
+        ("about", False, 0.5),
+    ],
+)
+def test_entity_aware_similarity(mode: str, names_entity: bool, expected: float) -> None:
+    assert entity_aware_similarity(0.8, 0.5, names_entity, mode) == expected  # type: ignore[arg-type]
