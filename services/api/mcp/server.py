@@ -71,20 +71,44 @@ def _credentials(request: Request) -> tuple[str | None, dict[str, str]]:
 
 
 class Endpoint:
-    """`/mcp/{agent_id}`: authenticates, binds the agent, hands the request to the MCP layer."""
+    """`/mcp/{agent_id}`: authenticates, binds the agent, hands the request to the MCP layer.
+    Its session manager and in-process HTTP client live for one run of the app's lifespan (a
+    session manager runs once; tests and servers may start the same app again)."""
 
-    def __init__(self, app: FastAPI, manager: StreamableHTTPSessionManager) -> None:
-        self.manager = manager
-        self.http = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
+    def __init__(self, app: FastAPI, server: MemoraMCP) -> None:
+        self.app, self.server = app, server
+        self.manager: StreamableHTTPSessionManager | None = None
+        self.http: httpx.AsyncClient | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        # Stateless JSON: any API replica answers any call. Our endpoint authenticates with API
+        # keys; the SDK's Host/Origin checks (for unauthenticated local servers) are left off.
+        self.server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        manager = self.server.session_manager
+        http = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=self.app),
             base_url="http://memora.internal",
             timeout=TIMEOUT,
         )
+        async with manager.run():
+            self.manager, self.http = manager, http
+            try:
+                yield
+            finally:
+                self.manager, self.http = None, None
+                await http.aclose()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         agent_id = request.path_params["agent_id"]
         try:
+            if self.manager is None or self.http is None:
+                raise APIError(503, "unavailable", "the MCP server is not running")
             if not _AGENT.match(agent_id):
                 raise APIError(404, "not_found", f"no MCP server for agent id {agent_id!r}")
             key, headers = _credentials(request)
@@ -102,27 +126,9 @@ class Endpoint:
 
 def install(app: FastAPI) -> Any:
     """Serve MCP at `/mcp/{agent_id}`; returns the lifespan context the app must enter."""
-    server = build_server(_from_request)
-    # Stateless JSON: any API replica answers any call. Our endpoint authenticates with API
-    # keys; the SDK's Host/Origin checks (for unauthenticated local servers) are left off.
-    server.streamable_http_app(
-        stateless_http=True,
-        json_response=True,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-    manager = server.session_manager
-    endpoint = Endpoint(app, manager)
+    endpoint = Endpoint(app, build_server(_from_request))
     app.router.routes.append(Route("/mcp/{agent_id}", endpoint, methods=["GET", "POST", "DELETE"]))
-
-    @asynccontextmanager
-    async def running() -> AsyncIterator[None]:
-        async with manager.run():
-            try:
-                yield
-            finally:
-                await endpoint.http.aclose()
-
-    return running
+    return endpoint.running
 
 
 def run_stdio(agent_id: str, api_url: str, api_key: str | None) -> None:
