@@ -91,7 +91,9 @@ def test_lag_is_observed_when_the_last_stage_completes_an_operation() -> None:
     pool = _Pool({"lag": 3.5})
     worker_metrics.install(pool=lambda: pool)  # type: ignore[arg-type,return-value]
     before = _value("memora_ingest_lag_seconds_count", priority="live")
-    worker_metrics._on_success(sender=_task("memora.links", "links", "op-3"), result=None)
+    worker_metrics._on_success(
+        sender=_task("memora.index_messages", "index_messages", "op-3"), result=None
+    )
     assert _value("memora_ingest_lag_seconds_count", priority="live") == before + 1
     assert "status = 'completed'" in pool.conn.sql
     # not the last stage, or the operation was not completed just now: nothing observed

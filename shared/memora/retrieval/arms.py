@@ -352,22 +352,24 @@ def entity_units(
     vector: np.ndarray,
     per_entity: int,
     min_similarity: float,
+    where: Where = NO_FILTER,
 ) -> list[tuple[UUID, float]]:
-    """For each entity, the `per_entity` units mentioning it most similar to `vector`; a unit
-    mentioning several keeps its similarity once. Best first."""
+    """For each entity, the `per_entity` units mentioning it most similar to `vector` (and
+    passing the search's filters); a unit mentioning several keeps its similarity once. Best
+    first."""
     rows = conn.execute(
         f"""
         SELECT u.id, max(u.sim) AS sim FROM unnest(%(entities)s::uuid[]) AS e(entity)
         CROSS JOIN LATERAL (
             SELECT m.id, 1 - (m.embedding <=> %(v)s) AS sim
             FROM unit_entities ue JOIN memory_units m ON m.id = ue.unit_id
-            WHERE ue.entity_id = e.entity AND {scope_where("m")}
+            WHERE ue.entity_id = e.entity AND {scope_where("m")} {where.sql}
             ORDER BY m.embedding <=> %(v)s LIMIT %(per_entity)s
         ) u GROUP BY u.id
         """,
         {
             "entities": list(entity_ids), "v": vector, "per_entity": per_entity,
-            **scope_params(agent_id, fact_types),
+            **scope_params(agent_id, fact_types), **where.params,
         },
     ).fetchall()  # fmt: skip
     found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]

@@ -310,6 +310,7 @@ class Retriever:
             ranked = arms.entity_units(
                 conn, p.agent_key, p.fact_types, list(entities), vector,
                 s.entity_units_per_entity, s.entity_min_similarity,
+                compile_filters(p.filters, "m"),
             )  # fmt: skip
         ms = round((time.perf_counter() - started) * 1000, 2)
         return ArmResult("entity", ranked, ms=ms), list(entities), vector
