@@ -5,7 +5,7 @@ races a duplicate delivery writes nothing twice."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Any
 from uuid import UUID
 
 from psycopg import Connection
@@ -17,7 +17,7 @@ from memora.tenancy import Scope
 
 log = logging.getLogger("memora.retry")
 
-Outcome = Literal["reopened", "active", "finished", "not_found"]
+Outcome = operations.ReopenOutcome
 
 
 def retry_operation(
@@ -35,4 +35,4 @@ def retry_operation(
         except Exception:  # queued and durable: the reconciler re-enqueues it
             log.warning("broker unavailable; retry of %s left to the reconciler", operation_id,
                         exc_info=True)  # fmt: skip
-    return outcome  # type: ignore[return-value]
+    return outcome

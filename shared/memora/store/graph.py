@@ -81,13 +81,19 @@ def _seed_count(q: GraphQuery, unit_budget: int) -> int:
     return unit_budget if q.depth == 0 else max(1, unit_budget // 2)
 
 
-def _recent_seeds(
-    conn: Connection[Any], q: GraphQuery, after: tuple[datetime, UUID] | None, n: int
-) -> list[dict[str, Any]]:
+def _page_filter(q: GraphQuery, after: tuple[datetime, UUID] | None) -> tuple[str, dict[str, Any]]:
+    """The query's unit filter, past the keyset `after` = (event_date, id) of the last seed."""
     where, params = q.unit_filter()
     if after is not None:
         where += " AND (u.event_date, u.id) < (%(after_date)s, %(after_id)s)"
         params |= {"after_date": after[0], "after_id": after[1]}
+    return where, params
+
+
+def _recent_seeds(
+    conn: Connection[Any], q: GraphQuery, after: tuple[datetime, UUID] | None, n: int
+) -> list[dict[str, Any]]:
+    where, params = _page_filter(q, after)
     return conn.execute(
         f"SELECT {_UNIT_COLUMNS} FROM memory_units u WHERE {where} "
         "ORDER BY u.event_date DESC, u.id DESC LIMIT %(n)s",
@@ -102,10 +108,7 @@ def _entity_seeds(
     after: tuple[datetime, UUID] | None,
     n: int,
 ) -> list[dict[str, Any]]:
-    where, params = q.unit_filter()
-    if after is not None:
-        where += " AND (u.event_date, u.id) < (%(after_date)s, %(after_id)s)"
-        params |= {"after_date": after[0], "after_id": after[1]}
+    where, params = _page_filter(q, after)
     return conn.execute(
         f"SELECT {_UNIT_COLUMNS} FROM unit_entities ue JOIN memory_units u ON u.id = ue.unit_id "
         f"WHERE ue.entity_id = %(entity)s AND {where} "

@@ -6,7 +6,7 @@ which shows an operation to the tenant that owns its agent and to no one else.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from psycopg import Connection
@@ -288,9 +288,12 @@ def list_operations(
     return rows
 
 
+ReopenOutcome = Literal["reopened", "active", "finished", "not_found"]
+
+
 def reopen_failed(
     conn: Connection[Any], scope: Scope | None, operation_id: UUID
-) -> tuple[str, dict[str, Any] | None]:
+) -> tuple[ReopenOutcome, dict[str, Any] | None]:
     """Put a failed operation back in the queue at the stage that failed (its `stage`), and
     say what happened: "reopened" (the caller enqueues it), "active" (queued or running
     already: a retry under way, nothing to do), "finished" (completed or superseded), or
@@ -303,9 +306,12 @@ def reopen_failed(
     ).fetchone()
     if row is None:
         return "not_found", None
-    outcome = {"failed": "reopened", "queued": "active", "running": "active"}.get(
-        row["status"], "finished"
-    )
+    by_status: dict[str, ReopenOutcome] = {
+        "failed": "reopened",
+        "queued": "active",
+        "running": "active",
+    }
+    outcome = by_status.get(row["status"], "finished")
     if outcome == "reopened":
         row = conn.execute(
             f"""
