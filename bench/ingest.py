@@ -31,6 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from memora.config import Settings
 from memora.embedding import Embedder
 from memora.infra.embedded import free_port
+from memora.queues import INGEST_STAGES
 from services.cli.stack import Stack
 
 
@@ -197,7 +198,7 @@ def main() -> None:
             failed = sum(1 for d in done if d["status"] != "completed")
             units = sum(d["counts"].get("units", 0) for d in done)
             sustained = turns / total
-            for stage in ("extract", "embed", "entities", "links"):
+            for stage in INGEST_STAGES:
                 spans = [
                     datetime.fromisoformat(d["stages"][stage]["finished_at"]).timestamp()
                     - datetime.fromisoformat(d["stages"][stage]["started_at"]).timestamp()
@@ -205,7 +206,7 @@ def main() -> None:
                     if stage in d["stages"]
                 ]
                 print(
-                    f"  {stage:9s} mean {1000 * statistics.mean(spans):7.1f} ms/document, "
+                    f"  {stage:14s} mean {1000 * statistics.mean(spans):7.1f} ms/document, "
                     f"busy {sum(spans):6.1f}s"
                 )
             print(
