@@ -47,7 +47,7 @@ _ERROR_DESCRIPTIONS = {
     401: "No API key, or one that is unknown or revoked (`unauthorized`)",
     403: "The API key is not an admin key (`forbidden`)",
     404: "Not found (`not_found`)",
-    409: "Conflict (`conflict`, `too_many_matches`)",
+    409: "Conflict (`conflict`, `too_many_matches`, `conversation_index_disabled`)",
     410: "Gone: past its retention period (`retention_expired`)",
     413: "The body is too large (`payload_too_large`)",
     422: "The request failed validation (`validation_error` and route-specific codes)",
@@ -68,6 +68,15 @@ _ERROR_HEADERS = {
 BODY_ERRORS = (400, 413, 422)
 # Every route that takes an API key (services.api.deps.ScopeDep); admin routes add 403.
 AUTH_ERRORS = (401, 429)
+
+
+def index_disabled() -> APIError:
+    """Conversation search and its index routes on a deployment that turned the index off."""
+    return APIError(
+        409,
+        "conversation_index_disabled",
+        "conversation search is turned off on this deployment (MEMORA_CONVERSATION_INDEX=false)",
+    )
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -88,7 +88,7 @@ def repair(
 
     settings = Settings()
     key = Scope(tenant).key(agent) if agent else None
-    roles = settings.conversation_roles
+    roles = settings.indexed_roles
     pool = make_pool(settings.require_database_url(), min_size=1, max_size=2, name="cli-repair")
     try:
         with pool.connection() as conn:

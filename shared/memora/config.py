@@ -153,6 +153,9 @@ class Settings(BaseSettings):
     preload_cross_encoder: bool = False
 
     # --- conversation search (seed 002 §7; docs/conversations.md) ---------------------------
+    # Off: ingest skips the index_messages stage (about 2.2x a unit's embedding work per
+    # message) and conversation search answers 409; memory search is unaffected.
+    conversation_index: bool = True
     conversation_chunk_chars: int = 500  # maxChunkSize
     conversation_chunk_overlap: int = 50  # chunkOverlap
     conversation_combine_short: bool = True  # combineShortMessages
@@ -284,6 +287,11 @@ class Settings(BaseSettings):
         if self.extractor == "auto":
             return "llm" if self.llm_configured else "local"
         return self.extractor
+
+    @property
+    def indexed_roles(self) -> list[str] | None:
+        """The roles the conversation index covers; None when there is no index."""
+        return self.conversation_roles if self.conversation_index else None
 
     @property
     def broker(self) -> str:

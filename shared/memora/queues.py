@@ -40,12 +40,16 @@ MAINTENANCE_QUEUE = "maintenance"
 BACKFILL_QUEUE_SUFFIX = ".backfill"
 
 
-def next_stage(stage: Stage, kind: str = "ingest") -> Stage | None:
+def next_stage(
+    stage: Stage, kind: str = "ingest", *, skip: frozenset[Stage] = frozenset()
+) -> Stage | None:
+    """The stage after `stage` in `kind`'s chain, leaving out the stages in `skip` (turned
+    off by the settings: index_messages without a conversation index)."""
     chain = CHAINS.get(kind, ())
     if stage not in chain:
         return None
-    index = chain.index(stage)
-    return chain[index + 1] if index + 1 < len(chain) else None
+    following = [s for s in chain[chain.index(stage) + 1 :] if s not in skip]
+    return following[0] if following else None
 
 
 def queue_for(stage: Stage, *, backfill: bool = False) -> str:

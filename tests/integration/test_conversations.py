@@ -352,3 +352,41 @@ def test_edit_and_delete_through_real_workers(
     assert search(query_api, agent_id, "prawn tempura")[0]["message_id"] == "m3"
     assert celery_api.delete(message_path(agent_id, "m3")).status_code == 200
     assert all(h["message_id"] != "m3" for h in search(query_api, agent_id, "prawn tempura"))
+
+
+# ------------------------------------------------------------------------------ turned off
+def test_without_a_conversation_index_ingest_skips_it_and_search_says_so(
+    settings: Settings, pool: Any, agent_id: str
+) -> None:
+    from memora.pipeline.backend import InlineBackend
+    from memora.pipeline.runner import Pipeline
+    from services.api.app import create_app
+    from services.api.query_app import create_app as create_query_app
+
+    off = settings.model_copy(update={"conversation_index": False})
+    backend = InlineBackend(Pipeline(off, pool))
+    with (
+        TestClient(create_app(off, pool=pool, backend=backend)) as api,
+        TestClient(create_query_app(off, pool=pool)) as query,
+    ):
+        op = ingest(api, agent_id, TRIP)
+        assert set(op["stages"]) == {"extract", "embed", "entities", "links"}, op["stages"]
+        assert op["counts"]["units"] == 4 and "chunks_written" not in op["counts"]
+        ask = {"agent_id": agent_id, "query": "peanut allergy"}
+        refused = query.post("/api/conversation_search", json=ask)
+        assert refused.status_code == 409
+        assert refused.json()["error"]["code"] == "conversation_index_disabled"
+        status = api.get(f"/api/agents/{agent_id}/conversation-index").json()
+        assert status["enabled"] is False and status["chunks"] == 0
+        assert api.post(f"/api/agents/{agent_id}/conversation-index/reindex").status_code == 409
+        # Messages no chunk covers are expected now, not findings to repair.
+        check = api.post(f"/api/agents/{agent_id}/consistency-check").json()
+        assert check["consistent"] is True, check
+        # An edit still redoes the memories that came from the message; a delete removes them.
+        edited = api.patch(message_path(agent_id, "m3"), json={"content": "Hanna likes tea."})
+        assert edited.status_code == 200
+        edit_op = api.get(f"/api/operations/{edited.json()['operation_id']}").json()
+        assert edit_op["status"] == "completed" and "index_messages" not in edit_op["stages"]
+        assert api.delete(message_path(agent_id, "m3")).status_code == 200
+        memories = query.post("/api/search", json={"agent_id": agent_id, "query": "tea"}).json()
+        assert all("Hanna likes tea" not in r["text"] for r in memories["results"])

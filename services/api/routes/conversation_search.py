@@ -17,7 +17,7 @@ from memora.retrieval.conversation import (
     search_with_settings,
 )
 from services.api.deps import ScopeDep
-from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
+from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses, index_disabled
 
 router = APIRouter(prefix="/api", tags=["conversations"])
 When = Annotated[datetime | None, AfterValidator(aware)]
@@ -97,13 +97,15 @@ def _result(rank: int, hit: ConversationHit) -> ConversationResult:
 @router.post(
     "/conversation_search",
     response_model=ConversationSearchResponse,
-    responses=error_responses(*AUTH_ERRORS, *BODY_ERRORS),
+    responses=error_responses(*AUTH_ERRORS, *BODY_ERRORS, 409),
 )
 async def conversation_search(
     request: Request, scope: ScopeDep, body: ConversationSearchRequest
 ) -> ConversationSearchResponse:
     """Messages of the agent's conversations that match the query, one result per message."""
     state = request.app.state
+    if not state.settings.conversation_index:
+        raise index_disabled()
     query = ConversationQuery(
         agent_id=body.agent_id,
         query=body.query,

@@ -25,7 +25,7 @@ from memora.models import AGENT_ID_PATTERN, Role, StorableText, aware
 from memora.pipeline.backend import TaskBackend
 from memora.queues import CHAINS, Stage
 from services.api.deps import BackendDep, ConnDep, ScopeDep, SettingsDep
-from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
+from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses, index_disabled
 
 log = logging.getLogger("memora.api.conversations")
 router = APIRouter(
@@ -149,12 +149,16 @@ def conversation_index(
     return {"agent_id": agent_id, **status(conn, scope.key(agent_id), settings)}
 
 
-@router.post("/agents/{agent_id}/conversation-index/reindex", status_code=202)
+@router.post(
+    "/agents/{agent_id}/conversation-index/reindex", status_code=202, responses=error_responses(409)
+)
 def reindex(
-    scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, backend: BackendDep
+    scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, backend: BackendDep, settings: SettingsDep
 ) -> dict[str, Any]:
     """Rebuild the agent's conversation index with the configured embedding model, in the
     background; searches keep answering from the live index until the switch."""
+    if not settings.conversation_index:
+        raise index_disabled()
     with conn.transaction():
         operation_id = request_reindex(conn, scope.key(agent_id))
     _enqueue(backend, CHAINS["reindex"][0], operation_id)
@@ -167,7 +171,7 @@ def consistency_check(
 ) -> dict[str, Any]:
     """What no longer matches the messages: orphaned chunks and units, messages never indexed,
     stale chunks, units without an embedding (counts and up to 100 ids of each)."""
-    report = consistency.check(conn, scope.key(agent_id), settings.conversation_roles)
+    report = consistency.check(conn, scope.key(agent_id), settings.indexed_roles)
     conn.rollback()
     return {"agent_id": agent_id, **report.as_dict()}
 
@@ -183,7 +187,7 @@ def repair(
 ) -> dict[str, Any]:
     """The consistency check, then its repair: orphaned and stale chunks and orphaned units
     are deleted; `repair` operations embed and index what is missing."""
-    roles = settings.conversation_roles
+    roles = settings.indexed_roles
     if dry_run:
         report = consistency.check(conn, scope.key(agent_id), roles)
         conn.rollback()

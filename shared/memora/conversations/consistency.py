@@ -52,13 +52,17 @@ class Report:
 
 
 def check(
-    conn: Connection[Any], agent_key: str | None, roles: list[str], limit: int = 10_000
+    conn: Connection[Any], agent_key: str | None, roles: list[str] | None, limit: int = 10_000
 ) -> Report:
+    """`roles`: those the conversation index covers (Settings.indexed_roles); None when the
+    index is turned off, so that messages no chunk covers are not findings."""
     return Report(
         {
             "orphaned_chunks": chunks.orphaned(conn, agent_key, limit),
             "orphaned_units": messages.orphaned_units(conn, agent_key, limit),
-            "unindexed_messages": chunks.unindexed(conn, agent_key, roles, limit),
+            "unindexed_messages": (
+                chunks.unindexed(conn, agent_key, roles, limit) if roles is not None else []
+            ),
             "stale_chunks": chunks.stale(conn, agent_key, limit),
             "unembedded_units": units.unembedded(conn, agent_key, limit),
         }
@@ -66,7 +70,7 @@ def check(
 
 
 def repair(
-    conn: Connection[Any], agent_key: str | None, roles: list[str], limit: int = 10_000
+    conn: Connection[Any], agent_key: str | None, roles: list[str] | None, limit: int = 10_000
 ) -> Report:
     """Check, then fix what was found, in one transaction (committed by the caller); the
     caller enqueues the report's operations after the commit."""

@@ -29,6 +29,7 @@ def status(conn: Connection[Any], agent_key: str, settings: Settings) -> dict[st
     }
     counts = chunks.counts(conn, agent_key, state["generation"])
     return {
+        "enabled": settings.conversation_index,
         "generation": state["generation"],
         "embedding_model": state["embedding_model"],
         "embedding_dim": state["embedding_dim"],

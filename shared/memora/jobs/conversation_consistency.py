@@ -9,7 +9,7 @@ from memora.jobs.base import JobContext, JobResult
 
 
 def run(ctx: JobContext) -> JobResult:
-    roles = ctx.settings.conversation_roles
+    roles = ctx.settings.indexed_roles
     with ctx.pool.connection() as conn:
         if ctx.settings.conversation_auto_repair:
             with conn.transaction():

@@ -53,6 +53,9 @@ class Pipeline:
         self.settings = settings
         self.pool = pool
         self.context = StageContext(settings)
+        self.skip: frozenset[Stage] = (
+            frozenset() if settings.conversation_index else frozenset({Stage.INDEX_MESSAGES})
+        )
 
     def run(self, stage: Stage, operation_id: UUID) -> Stage | None:
         """Run `stage`; return the stage to enqueue next (None when finished or stale)."""
@@ -63,7 +66,7 @@ class Pipeline:
                 return None
             kind = op["kind"]
             if op["stages"].get(stage.value, {}).get("status") == "done":
-                return next_stage(stage, kind)
+                return next_stage(stage, kind, skip=self.skip)
             job = Job(op)
             if op["document_pk"] is not None or kind in ("ingest", "message_edit"):
                 # An ingest is superseded by a later post of its document; any operation on a
@@ -88,9 +91,9 @@ class Pipeline:
                 if locked is None or locked["status"] in operations.TERMINAL:
                     return None
                 if locked["stages"].get(stage.value, {}).get("status") == "done":
-                    return next_stage(stage, kind)
+                    return next_stage(stage, kind, skip=self.skip)
                 counts = write(conn)
-                following = next_stage(stage, kind)
+                following = next_stage(stage, kind, skip=self.skip)
                 operations.stage_done(conn, operation_id, stage, following, counts)
             log.info(
                 "stage done", extra={"stage": stage.value, "operation": str(operation_id), **counts}

@@ -57,6 +57,8 @@ def _model(ctx: StageContext) -> tuple[str, int]:
 
 
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
+    if not ctx.settings.conversation_index:  # queued before the index was turned off
+        return lambda c: {"messages_indexed": 0, "chunks_written": 0}
     if job.operation["kind"] == "reindex":
         return _rebuild(ctx, conn, job)
     model, dim = _model(ctx)
