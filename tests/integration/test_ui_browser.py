@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,9 @@ from tests.integration.test_llm_extraction import WORKER_LLM_ENV
 pytestmark = pytest.mark.integration
 
 CHROMIUM = os.environ.get("MEMORA_TEST_CHROMIUM", "/usr/bin/chromium")
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "ui"
+# Screenshots go to a temporary folder unless MEMORA_UI_SCREENSHOTS names one (docs/ui.md):
+# a test run leaves the checkout as it found it.
+SHOTS = Path(os.environ.get("MEMORA_UI_SCREENSHOTS") or tempfile.mkdtemp(prefix="memora-ui-"))
 ADMIN_KEY = "ui-admin-key-0123456789"
 AGENT = "support-bot"
 
