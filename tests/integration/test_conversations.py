@@ -105,6 +105,18 @@ def chunk_ids(pool: Any, agent_id: str) -> dict[str, set[str]]:
     return out
 
 
+def chunk_text(pool: Any, agent_id: str, message_id: str) -> str:
+    """The text embedded for the chunk a message owns."""
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT c.text FROM conversation_chunks c JOIN conversation_messages m "
+            "ON m.id = c.message_pk WHERE m.agent_id = %s AND m.message_id = %s",
+            (agent_id, message_id),
+        ).fetchone()
+    assert row is not None, message_id
+    return str(row["text"])
+
+
 def operation(api: Any, response: Any) -> dict[str, Any]:
     assert response.status_code == 200, response.text
     op_id = response.json()["operation_id"]
@@ -162,13 +174,16 @@ def test_an_edit_redoes_only_what_came_from_that_message(
     )
     assert op["kind"] == "message_edit"
     assert op["counts"]["units_replaced"] == len(units_before["m3"])
-    assert op["counts"]["messages_indexed"] == 1 and op["counts"]["chunks_written"] == 1
+    # m3's chunk, and m4's, which quotes m3 as its preceding context
+    assert op["counts"]["messages_indexed"] == 2 and op["counts"]["chunks_written"] == 2
     units_after, chunks_after = sources(pool, agent_id), chunk_ids(pool, agent_id)
     for untouched in ("m1", "m2", "m4"):
         assert units_after[untouched] == units_before[untouched]
+    for untouched in ("m1", "m2"):
         assert chunks_after[untouched] == chunks_before[untouched]
     assert units_after["m3"] and not units_after["m3"] & units_before["m3"]
     assert chunks_after["m3"] != chunks_before["m3"]
+    assert "shellfish" in chunk_text(pool, agent_id, "m4")
 
     hits = search(query_api, agent_id, "shellfish prawn tempura")
     assert hits[0]["message_id"] == "m3" and "shellfish" in hits[0]["snippet"]
@@ -196,7 +211,10 @@ def test_a_delete_removes_the_message_and_what_came_from_it_alone(
     response = inline_api.delete(message_path(agent_id, "m3"))
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["counts"]["messages_deleted"] == 1 and body["counts"]["chunks_deleted"] == 1
+    # m3's chunk, and m4's, which quoted m3: rebuilt with m2 as its context
+    assert body["counts"]["messages_deleted"] == 1 and body["counts"]["chunks_deleted"] == 2
+    assert body["operation_id"] is not None
+    assert chunk_text(pool, agent_id, "m4").startswith('Context: "Kyoto in November')
     assert body["counts"]["units_deleted"] == len(before["m3"])
     assert body["counts"]["unit_sources_removed"] == 1  # the shared unit lost m3, kept m1
     after = sources(pool, agent_id)
@@ -348,7 +366,7 @@ def test_edit_and_delete_through_real_workers(
     edited = {"content": "Hanna cannot eat shellfish: no prawn tempura for her."}
     response = celery_api.patch(message_path(agent_id, "m3"), json=edited)
     op = completed(response.json()["operation_id"])
-    assert op["kind"] == "message_edit" and op["counts"]["chunks_written"] == 1
+    assert op["kind"] == "message_edit" and op["counts"]["chunks_written"] == 2  # m3, m4
     assert search(query_api, agent_id, "prawn tempura")[0]["message_id"] == "m3"
     assert celery_api.delete(message_path(agent_id, "m3")).status_code == 200
     assert all(h["message_id"] != "m3" for h in search(query_api, agent_id, "prawn tempura"))

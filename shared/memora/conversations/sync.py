@@ -114,7 +114,9 @@ def edit_message(
         item.get("speaker"),
         patch.event_date or found["occurred_at"],
     )
-    dropped, neighbours = chunks.delete_covering(conn, [found["id"]])
+    # The next message's chunk quotes this one as its context: it is rebuilt too.
+    stale = [found["id"], *messages.following(conn, found["id"])]
+    dropped, neighbours = chunks.delete_covering(conn, stale)
     result.counts = {"messages_updated": 1, "chunks_dropped": dropped}
     result.operation_id = operations.create_operation(
         conn,
@@ -128,7 +130,7 @@ def edit_message(
             "priority": "live",
             "message_id": message_id,
             "message_pk": str(found["id"]),
-            "message_pks": [str(pk) for pk in {found["id"], *neighbours}],
+            "message_pks": [str(pk) for pk in {*stale, *neighbours}],
         },
         counts={"items": 1},
     )
@@ -153,7 +155,10 @@ def delete_message(
         if i != position
     ]
     documents.replace_items(conn, found["document_pk"], kept, found["title"])
-    dropped, neighbours = chunks.delete_covering(conn, [found["id"]])
+    # The next message's chunk quoted this one as its context: it is rebuilt with the one before.
+    after = messages.following(conn, found["id"])
+    dropped, neighbours = chunks.delete_covering(conn, [found["id"], *after])
+    neighbours |= set(after)
     counts = messages.detach(conn, found["id"])
     if counts["memory_units"]:
         counts["entities"] = entities.delete_orphans(conn, scope.key(agent_id))

@@ -149,6 +149,20 @@ def delete(conn: Connection[Any], message_pks: Sequence[UUID]) -> int:
     return max(cur.rowcount, 0)
 
 
+def following(conn: Connection[Any], message_pk: UUID) -> list[UUID]:
+    """The message after this one in its conversation (none for the last): its chunk quotes
+    this one's text as its preceding context."""
+    row = conn.execute(
+        """
+        SELECT n.id FROM conversation_messages m
+        JOIN conversation_messages n ON n.document_pk = m.document_pk AND n.position > m.position
+        WHERE m.id = %s ORDER BY n.position LIMIT 1
+        """,
+        (message_pk,),
+    ).fetchone()
+    return [row["id"]] if row else []
+
+
 def get(conn: Connection[Any], message_pk: UUID) -> dict[str, Any] | None:
     return conn.execute(
         f"SELECT {_COLUMNS}, document_pk FROM conversation_messages WHERE id = %s", (message_pk,)
