@@ -176,3 +176,25 @@ def test_opinions_stage_through_a_real_worker(worker_stack: Any, pool: Any, agen
     wait_until(done, 120)
     rows = _opinion_rows(pool, agent_id)
     assert [r["text"] for r in rows] == ["Tea beats coffee"] and rows[0]["embedded"]
+
+
+def test_a_forgotten_opinion_is_neither_listed_nor_reinforced(
+    inline_api: Any, pipeline: Any, pool: Any, agent_id: str
+) -> None:
+    from memora.store import lifecycle
+
+    draft = OpinionDraft(statement="Remote work improves productivity", confidence=0.7)
+    _store(pipeline, pool, agent_id, [draft])
+    (forgotten,) = _opinion_rows(pool, agent_id)
+    with pool.connection() as conn:
+        lifecycle.set_status(
+            conn, agent_id, [forgotten["id"]], "forgotten", reason="test", at=FORMED
+        )
+        conn.commit()
+    assert inline_api.get(f"/api/agents/{agent_id}/opinions").json()["opinions"] == []
+    # The same opinion formed again starts a new history instead of continuing the forgotten one.
+    _store(pipeline, pool, agent_id, [draft], formed_at=datetime(2024, 4, 1, tzinfo=UTC))
+    fresh = _opinion_rows(pool, agent_id)[1]
+    assert fresh["supersedes"] is None
+    current = inline_api.get(f"/api/agents/{agent_id}/opinions").json()["opinions"]
+    assert [UUID(o["id"]) for o in current] == [fresh["id"]]

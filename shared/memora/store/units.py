@@ -186,12 +186,13 @@ def nearest_current_opinion(
     conn: Connection[Any], agent_id: str, vector: np.ndarray
 ) -> dict[str, Any] | None:
     """The agent's current opinion most similar to `vector` (id, confidence_score,
-    similarity)."""
+    similarity); forgotten or archived opinions are not reinforced."""
     return conn.execute(
         """
         SELECT m.id, m.confidence_score, 1 - (m.embedding <=> %(v)s) AS similarity
         FROM memory_units m
         WHERE m.agent_id = %(a)s AND m.fact_type = 'opinion' AND m.embedding IS NOT NULL
+          AND m.status = 'active'
           AND NOT EXISTS (SELECT 1 FROM memory_units n WHERE n.supersedes = m.id)
         ORDER BY m.embedding <=> %(v)s LIMIT 1
         """,
@@ -231,11 +232,11 @@ def opinion_history(
 def current_opinions(
     conn: Connection[Any], agent_key: str, *, limit: int, offset: int
 ) -> list[dict[str, Any]]:
-    """The agent's opinions that no later version supersedes, newest first."""
+    """The agent's active opinions that no later version supersedes, newest first."""
     return conn.execute(
         f"""
         SELECT {_OPINION_COLUMNS} FROM memory_units u
-        WHERE u.agent_id = %s AND u.fact_type = 'opinion'
+        WHERE u.agent_id = %s AND u.fact_type = 'opinion' AND u.status = 'active'
           AND NOT EXISTS (SELECT 1 FROM memory_units n WHERE n.supersedes = u.id)
         ORDER BY u.event_date DESC, u.id LIMIT %s OFFSET %s
         """,
