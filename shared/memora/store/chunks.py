@@ -22,16 +22,22 @@ from memora.chunking import Chunk, source_hash
 def state(
     conn: Connection[Any], agent_key: str, model: str, dim: int, *, lock: str | None = None
 ) -> dict[str, Any]:
-    """The agent's index state, created on first use with this model (lock: "share"/"update")."""
-    conn.execute(
-        "INSERT INTO conversation_index_state (agent_id, embedding_model, embedding_dim) "
-        "VALUES (%s, %s, %s) ON CONFLICT (agent_id) DO NOTHING",
-        (agent_key, model, dim),
-    )
-    suffix = {None: "", "share": " FOR SHARE", "update": " FOR UPDATE"}[lock]
-    row: dict[str, Any] | None = conn.execute(
-        "SELECT * FROM conversation_index_state WHERE agent_id = %s" + suffix, (agent_key,)
-    ).fetchone()
+    """The agent's index state, created on first use with this model.
+
+    lock "share" (index tasks) is FOR KEY SHARE: it keeps a rebuild's switch (lock "update",
+    FOR UPDATE) out until the task commits, yet lets concurrent tasks stamp `last_sync_at` (a
+    no-key update) without waiting for each other. The insert is tried only when the row is
+    missing: on an existing row INSERT … ON CONFLICT waits for whoever changed it last."""
+    suffix = {None: "", "share": " FOR KEY SHARE", "update": " FOR UPDATE"}[lock]
+    select = "SELECT * FROM conversation_index_state WHERE agent_id = %s" + suffix
+    row: dict[str, Any] | None = conn.execute(select, (agent_key,)).fetchone()
+    if row is None:
+        conn.execute(
+            "INSERT INTO conversation_index_state (agent_id, embedding_model, embedding_dim) "
+            "VALUES (%s, %s, %s) ON CONFLICT (agent_id) DO NOTHING",
+            (agent_key, model, dim),
+        )
+        row = conn.execute(select, (agent_key,)).fetchone()
     assert row is not None
     return row
 
@@ -69,8 +75,12 @@ def switch(conn: Connection[Any], agent_key: str, generation: int, model: str, d
 
 
 def synced(conn: Connection[Any], agent_key: str) -> None:
+    """Record the sync time, to the second: a row already stamped within the last second is
+    left alone, so that concurrent index tasks of one agent rarely queue behind each other's
+    update of it (a task that does re-reads the row and finds it stamped)."""
     conn.execute(
-        "UPDATE conversation_index_state SET last_sync_at = now() WHERE agent_id = %s",
+        "UPDATE conversation_index_state SET last_sync_at = now() WHERE agent_id = %s "
+        "AND (last_sync_at IS NULL OR last_sync_at < now() - interval '1 second')",
         (agent_key,),
     )
 
