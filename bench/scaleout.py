@@ -98,15 +98,16 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
 
     def counters(self, pg: psycopg.Connection[Any], r: redis.Redis) -> dict[str, float]:
-        commits, rollbacks = pg.execute(
-            "SELECT xact_commit, xact_rollback FROM pg_stat_database "
-            "WHERE datname = current_database()"
-        ).fetchone() or (0, 0)
+        commits, rollbacks, wal = pg.execute(
+            "SELECT xact_commit, xact_rollback, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') "
+            "FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone() or (0, 0, 0)
         stats = r.info("stats")
         return {
             "t": time.monotonic(),
             "commits": float(commits),
             "rollbacks": float(rollbacks),
+            "wal_bytes": float(wal),
             "redis_commands": float(stats["total_commands_processed"]),
         }
 
@@ -288,6 +289,7 @@ def run_one(
         "queue_depth_max": {s: max(v) for s, v in sampler.depths.items()},
         "pg_commits_per_s": (end["commits"] - start["commits"]) / elapsed,
         "pg_rollbacks_per_s": (end["rollbacks"] - start["rollbacks"]) / elapsed,
+        "pg_wal_mb_per_s": (end["wal_bytes"] - start["wal_bytes"]) / elapsed / 2**20,
         "pg_active_mean": statistics.mean(sampler.active),
         "pg_wait_share": {
             event: count / active_samples for event, count in sampler.waits.most_common(5)
@@ -342,7 +344,8 @@ def print_table(results: list[dict[str, Any]], bare: dict[int, float]) -> None:
             )
         )
         print(
-            f"  postgres: {r['pg_commits_per_s']:.0f} commits/s, {r['pg_active_mean']:.1f} "
+            f"  postgres: {r['pg_commits_per_s']:.0f} commits/s, "
+            f"{r['pg_wal_mb_per_s']:.1f} MB/s of WAL, {r['pg_active_mean']:.1f} "
             f"active backends on average, lock waits {r['pg_lock_wait_share']:.0%} of active; "
             "by wait event: " + ", ".join(f"{e} {v:.0%}" for e, v in r["pg_wait_share"].items())
         )
@@ -354,7 +357,8 @@ def print_table(results: list[dict[str, Any]], bare: dict[int, float]) -> None:
         print(
             "  per 1000 turns: CPU s "
             + "  ".join(f"{k} {v * per_k:.1f}" for k, v in cores.items() if v * per_k >= 0.05)
-            + f"; {r['pg_commits_per_s'] * per_k:.0f} commits; "
+            + f"; {r['pg_commits_per_s'] * per_k:.0f} commits, "
+            f"{r['pg_wal_mb_per_s'] * per_k:.0f} MB of WAL; "
             f"{r['redis_ops_per_s'] * per_k:.0f} Redis commands"
         )
 
