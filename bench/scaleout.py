@@ -87,6 +87,7 @@ class Sampler(threading.Thread):
     cpu_first: dict[int, tuple[str, float]] = field(default_factory=dict)
     cpu_last: dict[int, float] = field(default_factory=dict)
     waits: Counter[str] = field(default_factory=Counter)
+    lock_waiters: Counter[str] = field(default_factory=Counter)  # statements waiting
     active: list[int] = field(default_factory=list)
     redis_ops: list[int] = field(default_factory=list)
     ping_ms: list[float] = field(default_factory=list)
@@ -98,16 +99,17 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
 
     def counters(self, pg: psycopg.Connection[Any], r: redis.Redis) -> dict[str, float]:
-        commits, rollbacks, wal = pg.execute(
-            "SELECT xact_commit, xact_rollback, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') "
-            "FROM pg_stat_database WHERE datname = current_database()"
-        ).fetchone() or (0, 0, 0)
+        commits, rollbacks, wal, size = pg.execute(
+            "SELECT xact_commit, xact_rollback, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0'), "
+            "pg_database_size(datname) FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone() or (0, 0, 0, 0)
         stats = r.info("stats")
         return {
             "t": time.monotonic(),
             "commits": float(commits),
             "rollbacks": float(rollbacks),
             "wal_bytes": float(wal),
+            "database_bytes": float(size),
             "redis_commands": float(stats["total_commands_processed"]),
         }
 
@@ -136,6 +138,13 @@ class Sampler(threading.Thread):
                     "GROUP BY 1"
                 ).fetchall()
                 self.waits.update({event: n for event, n in rows})
+                self.lock_waiters.update(
+                    query
+                    for (query,) in pg.execute(
+                        "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 70) "
+                        "FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    )
+                )
                 self.active.append(sum(n for _, n in rows))
                 started = time.perf_counter()
                 r.ping()
@@ -290,12 +299,17 @@ def run_one(
         "pg_commits_per_s": (end["commits"] - start["commits"]) / elapsed,
         "pg_rollbacks_per_s": (end["rollbacks"] - start["rollbacks"]) / elapsed,
         "pg_wal_mb_per_s": (end["wal_bytes"] - start["wal_bytes"]) / elapsed / 2**20,
+        "database_mb_per_1000_turns": (end["database_bytes"] - start["database_bytes"])
+        / 2**20
+        / turns
+        * 1000,
         "pg_active_mean": statistics.mean(sampler.active),
         "pg_wait_share": {
             event: count / active_samples for event, count in sampler.waits.most_common(5)
         },
         "pg_lock_wait_share": sum(c for e, c in sampler.waits.items() if e.startswith("Lock:"))
         / active_samples,
+        "pg_lock_waiting_statements": sampler.lock_waiters.most_common(3),
         "redis_ops_per_s": (end["redis_commands"] - start["redis_commands"]) / elapsed,
         "redis_ops_per_s_peak": max(sampler.redis_ops),
         "redis_ping_ms_p50": statistics.median(sampler.ping_ms),
@@ -349,6 +363,8 @@ def print_table(results: list[dict[str, Any]], bare: dict[int, float]) -> None:
             f"active backends on average, lock waits {r['pg_lock_wait_share']:.0%} of active; "
             "by wait event: " + ", ".join(f"{e} {v:.0%}" for e, v in r["pg_wait_share"].items())
         )
+        for statement, samples in r["pg_lock_waiting_statements"]:
+            print(f"    waiting for a lock in {samples} samples: {statement}")
         print(
             f"  redis: {r['redis_ops_per_s']:.0f} commands/s (peak {r['redis_ops_per_s_peak']}), "
             f"PING p50 {r['redis_ping_ms_p50']:.2f} ms, max {r['redis_ping_ms_max']:.1f} ms"
@@ -358,7 +374,8 @@ def print_table(results: list[dict[str, Any]], bare: dict[int, float]) -> None:
             "  per 1000 turns: CPU s "
             + "  ".join(f"{k} {v * per_k:.1f}" for k, v in cores.items() if v * per_k >= 0.05)
             + f"; {r['pg_commits_per_s'] * per_k:.0f} commits, "
-            f"{r['pg_wal_mb_per_s'] * per_k:.0f} MB of WAL; "
+            f"{r['pg_wal_mb_per_s'] * per_k:.0f} MB of WAL, "
+            f"{r['database_mb_per_1000_turns']:.0f} MB more database; "
             f"{r['redis_ops_per_s'] * per_k:.0f} Redis commands"
         )
 
