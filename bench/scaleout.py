@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -403,6 +404,7 @@ def main() -> None:
     for n in counts:
         results.append(run_one(n, sessions, args, work))
         print(f"N={n}: {results[-1]['turns_per_s']:.1f} turns/s", flush=True)
+    shutil.rmtree(work)  # kept, with the servers' and workers' logs, when a run fails
     print_table(results, bare)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
