@@ -157,6 +157,28 @@ def test_dockerfile_copies_what_exists_and_installs_cpu_torch_first() -> None:
     assert "HF_HUB_OFFLINE=1" in text and "USER 10001" in text
 
 
+def test_dockerfile_variants_and_the_gpu_override() -> None:
+    """`TORCH_VARIANT` picks a torch stage that exists (CPU by default); the GPU override
+    builds that variant for the query service only and reserves an NVIDIA GPU for it."""
+    text = (ROOT / "Dockerfile").read_text()
+    stages = set(re.findall(r"^FROM \S+ AS (\S+)$", text, re.M))
+    (default,) = re.findall(r"^ARG TORCH_VARIANT=(\S+)$", text, re.M)
+    assert default == "cpu" and {"torch-cpu", "torch-gpu"} <= stages
+    assert re.search(r"^FROM torch-\$\{TORCH_VARIANT\} AS app$", text, re.M)
+    # the CPU index's +cpu wheel; PyPI's Linux wheel is the CUDA build
+    assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in text
+    assert "ARG TORCH_INDEX_URL=https://pypi.org/simple" in text
+    override = yaml.safe_load((ROOT / "docker-compose.gpu.yml").read_text())["services"]
+    assert set(override) == {"query"}
+    query = override["query"]
+    assert query["build"]["args"]["TORCH_VARIANT"] == "gpu"
+    assert "torch-" + query["build"]["args"]["TORCH_VARIANT"] in stages
+    assert query["image"] != services()["query"]["image"]  # not the CPU image's tag
+    (device,) = query["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+    assert device["count"] == 1
+
+
 def _lock() -> dict[str, str]:
     """requirements.lock: name -> pinned version."""
     pins = re.findall(
