@@ -2,6 +2,7 @@
 no access counting: every variant sees the same database, so runs are repeatable).
 
     python bench/locomo_sweep.py --hold        # embedded stack, dev split ingested; prints its URL
+                                               # (kill PID stops it and everything it started)
     python bench/locomo_sweep.py --database-url URL --only conv-26 \
         base 'ctx3:heuristic_context_weight=0.3' 'w:rrf_weights={"graph":0.5}'
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -68,6 +70,8 @@ def hold(data: Path, prefix: str) -> None:
         query_port=free_port(),
     )  # fmt: skip
     stack = Stack(settings, log_dir=settings.data_dir / "logs")
+    # SIGTERM (kill) ends the wait below through `finally`; a background job ignores SIGINT
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     stack.start()
     try:
         stack.wait_ready()
