@@ -139,9 +139,14 @@ class Settings(BaseSettings):
     heuristic_keyword_weight: float = 0.4
     heuristic_recency_weight: float = 0.2
     heuristic_frequency_weight: float = 0.1
-    # extensions of the seed's formula (docs/retrieval.md); 0 and 0 give it exactly
+    # extensions of the seed's formula (docs/retrieval.md); context, fused and feedback
+    # weights 0 (and entity_relevance "query") give it exactly
     heuristic_context_weight: float = 0.2
     heuristic_fused_weight: float = 0.0
+    # pseudo-relevance feedback, a second pass: + weight · similarity to the centroid of the
+    # first pass's best `top` candidates
+    heuristic_feedback_weight: float = 0.8
+    heuristic_feedback_top: int = 5
     recency_formula: Literal["decay", "seed"] = "decay"
     mmr_lambda: float = 0.7  # the seed's 0.5 is a setting away (docs/retrieval.md)
     keyword_stats_ttl_seconds: float = 300.0

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -50,6 +51,14 @@ WORK = [
     {"content": "Alice said her favourite snack is salted licorice.", "event_date": "2024-03-20"},
     {"content": "The weather in Lisbon was rainy all week.", "event_date": "2024-03-02"},
     {"content": "Bob repaired his old bicycle in the garage.", "event_date": "2024-03-05"},
+]
+
+
+HOBBIES = [
+    {"content": "Alice goes rock climbing every weekend.", "event_date": "2024-03-09"},
+    {"content": "Alice took up pottery and made a lopsided bowl.", "event_date": "2024-03-16"},
+    {"content": "Alice spends her evenings playing the cello.", "event_date": "2024-03-23"},
+    {"content": "The office printer jammed again on Monday.", "event_date": "2024-03-04"},
 ]
 
 
@@ -205,6 +214,37 @@ def test_cross_encoder_reranks_with_the_local_model(
     assert all(0.0 <= r["weight"] <= 1.0 for r in cross["results"])  # sigmoid scores
     candidates = cross["trace"]["candidates"]
     assert len({round(c["score"], 6) for c in candidates}) > 1  # the model scored each pair
+
+
+def test_heuristic_adds_the_similarity_to_the_first_passs_best_candidates(
+    inline_api: Any, query_api: TestClient, pool: Any, settings: Settings, agent_id: str
+) -> None:
+    """Pseudo-relevance feedback: each candidate's `feedback` is its cosine similarity to the
+    centroid of the MEMORA_HEURISTIC_FEEDBACK_TOP candidates the first pass scored best, and
+    its score is the first pass plus MEMORA_HEURISTIC_FEEDBACK_WEIGHT times that."""
+    _ingest(inline_api, agent_id, WORK + HOBBIES)
+    trace = _search(query_api, agent_id=agent_id, query="What does Alice do for fun?", trace=True)[
+        "trace"
+    ]
+    candidates = trace["candidates"]
+    assert len(candidates) > settings.heuristic_feedback_top
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT id::text, embedding FROM memory_units WHERE agent_id = %s", (agent_id,)
+        ).fetchall()
+    vectors = {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float64) for r in rows}
+    weight = settings.heuristic_feedback_weight
+    assert weight > 0
+    first_pass = {c["id"]: c["score"] - weight * c["feedback"] for c in candidates}
+    best = sorted(first_pass, key=lambda i: -first_pass[i])[: settings.heuristic_feedback_top]
+    centroid = np.mean([vectors[i] for i in best], axis=0)
+    centroid /= np.linalg.norm(centroid)
+    for c in candidates:
+        expected = max(0.0, float(vectors[c["id"]] @ centroid))
+        assert c["feedback"] == pytest.approx(expected, abs=1e-4)
+    # a memory unlike the first pass's best gains least
+    feedbacks = {c["id"]: c["feedback"] for c in candidates}
+    assert min(feedbacks.values()) < max(feedbacks[i] for i in best)
 
 
 def test_returned_memories_have_their_access_counted(

@@ -12,6 +12,7 @@ import pytest
 from memora.retrieval.graph import Edge, Neighbours, SpreadSettings, spread_activation
 from memora.retrieval.scoring import (
     HeuristicWeights,
+    feedback_similarity,
     frequency_boost,
     heuristic_scores,
     minmax,
@@ -103,6 +104,20 @@ def test_mmr_skips_a_near_duplicate_for_a_different_relevant_result() -> None:
     assert mmr(relevance, embeddings, 3, lam=1.0) == [0, 1, 2]
     assert mmr(relevance, embeddings, 10, lam=0.5)[:1] == [0]
     assert mmr(np.array([]), np.zeros((0, 3)), 5) == []
+
+
+def test_feedback_is_the_similarity_to_the_centroid_of_the_first_pass_best() -> None:
+    # two top units about one topic (x, y), a low-scored unit between them, one elsewhere (z)
+    embeddings = np.array([_unit(1, 0, 0), _unit(0, 1, 0), _unit(1, 1, 0), _unit(0, 0, 1)])
+    scores = np.array([0.9, 0.8, 0.1, 0.5])
+    feedback = feedback_similarity(embeddings, scores, top=2)
+    # the centroid of units 0 and 1 is (1, 1, 0)/√2: unit 2 lies on it, unit 3 is orthogonal
+    assert list(feedback) == pytest.approx([1 / np.sqrt(2), 1 / np.sqrt(2), 1.0, 0.0])
+    assert list(feedback_similarity(embeddings, scores, top=1)) == pytest.approx(
+        [1.0, 0.0, 1 / np.sqrt(2), 0.0]
+    )
+    assert list(feedback_similarity(embeddings, scores, top=0)) == [0.0] * 4
+    assert feedback_similarity(np.zeros((0, 3)), np.array([]), top=5).size == 0
 
 
 def test_token_budget_keeps_a_prefix_of_the_ranking() -> None:

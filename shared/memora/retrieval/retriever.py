@@ -364,8 +364,16 @@ class Retriever:
             np.array([c.rrf for c in candidates]),
             self.weights,
         )
-        for c, value in zip(candidates, scores, strict=True):
-            c.score = float(value)
+        # pseudo-relevance feedback: a second pass adds the similarity to what the first
+        # pass put on top (docs/retrieval.md)
+        feedback = np.zeros(len(candidates))
+        if self.weights.feedback > 0:
+            embeddings = np.stack([c.embedding for c in candidates])
+            top = self.settings.heuristic_feedback_top
+            feedback = scoring.feedback_similarity(embeddings, scores, top)
+        final = scores + self.weights.feedback * feedback
+        for c, value, fb in zip(candidates, final, feedback, strict=True):
+            c.score, c.feedback = float(value), float(fb)
 
 
 def _wanted(p: SearchParams, c: Candidate) -> bool:
@@ -421,6 +429,7 @@ def _trace(
                 "semantic": round(c.semantic, 6),
                 "keyword": round(c.keyword, 6),
                 "context": round(c.neighbours, 6),
+                "feedback": round(c.feedback, 6),
                 "access_count": c.access_count,
                 "score": round(c.score, 6),
             }

@@ -70,12 +70,14 @@ def frequency_boost(access_count: int) -> float:
 
 @dataclass(frozen=True)
 class HeuristicWeights:
-    """score = semantic·s + keyword·k + recency·r + frequency·f + context·c + fused·rrf.
+    """score = semantic·s + keyword·k + recency·r + frequency·f + context·c + fused·rrf,
+    then + feedback·fb in a second pass.
 
-    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Two extensions, both 0 here (the
+    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Three extensions, all 0 here (the
     seed's formula exactly): `context`, the best similarity to the query among the units next
     to the candidate in its conversation (the turn a reply answers, the reply to a question),
-    and `fused`, the candidate's normalised RRF score."""
+    `fused`, the candidate's normalised RRF score, and `feedback`, the similarity to the
+    centroid of the first pass's best candidates (`feedback_similarity`)."""
 
     semantic: float = 0.6
     keyword: float = 0.4
@@ -83,6 +85,7 @@ class HeuristicWeights:
     frequency: float = 0.1
     context: float = 0.0
     fused: float = 0.0
+    feedback: float = 0.0
 
     @classmethod
     def from_settings(cls, s: Settings) -> HeuristicWeights:
@@ -93,6 +96,7 @@ class HeuristicWeights:
             s.heuristic_frequency_weight,
             s.heuristic_context_weight,
             s.heuristic_fused_weight,
+            s.heuristic_feedback_weight,
         )
 
 
@@ -138,6 +142,22 @@ def entity_aware_similarity(
     if mode == "about" or (mode == "mentions" and names_entity):
         return about_sim
     return query_sim
+
+
+def feedback_similarity(embeddings: np.ndarray, scores: np.ndarray, top: int) -> np.ndarray:
+    """Pseudo-relevance feedback in embedding space: each unit's cosine similarity to the
+    normalised centroid of the `top` best-scored units (what the first ranking says the query
+    is about), clipped to [0, 1]."""
+    if len(scores) == 0 or top <= 0:
+        return np.zeros(len(scores))
+    best = np.argsort(-np.asarray(scores), kind="stable")[:top]
+    centroid = np.asarray(embeddings, dtype=np.float64)[best].mean(axis=0)
+    norm = float(np.linalg.norm(centroid))
+    if norm < 1e-12:
+        return np.zeros(len(scores))
+    similarity: np.ndarray = np.asarray(embeddings, dtype=np.float64) @ (centroid / norm)
+    clipped: np.ndarray = np.clip(similarity, 0.0, 1.0)
+    return clipped
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:

@@ -68,6 +68,7 @@ class Candidate:
     semantic: float = 0.0  # cosine similarity to the query
     keyword: float = 0.0  # BM25 score (0 when no query term matches)
     neighbours: float = 0.0  # best similarity to the query of the units next to it
+    feedback: float = 0.0  # similarity to the first ranking's best units (heuristic)
     names_entity: bool = False  # mentions an entity the query names
     rrf: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # 1-based rank per retriever
