@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memora import onnx_encoder
+from memora import onnx_encoder, onnx_export
 from memora.config import DEFAULT_EMBEDDING_MODEL
 from memora.embedding import Embedder
 
@@ -52,7 +52,7 @@ def test_an_unsupported_model_falls_back_or_fails_clearly(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
-        raise onnx_encoder.OnnxUnsupported("unsupported module chain ['Transformer', 'Dense']")
+        raise onnx_export.OnnxUnsupported("unsupported module chain ['Transformer', 'Dense']")
 
     monkeypatch.setattr("memora.embedding.OnnxEncoder", refuse)
     fallback = Embedder(DEFAULT_EMBEDDING_MODEL, backend="auto", cache_dir=tmp_path)
@@ -67,5 +67,5 @@ def test_a_model_of_another_shape_is_refused(torch_embedder: Embedder, tmp_path:
 
     modules = list(torch_embedder.model)
     no_pooling = SentenceTransformer(modules=[modules[0]], device="cpu")
-    with pytest.raises(onnx_encoder.OnnxUnsupported, match="module chain"):
+    with pytest.raises(onnx_export.OnnxUnsupported, match="module chain"):
         onnx_encoder.OnnxEncoder(no_pooling, tmp_path)
