@@ -3,6 +3,8 @@ and anything it cannot run falls back to torch (auto) or fails clearly (onnx).""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -69,3 +71,23 @@ def test_a_model_of_another_shape_is_refused(torch_embedder: Embedder, tmp_path:
     no_pooling = SentenceTransformer(modules=[modules[0]], device="cpu")
     with pytest.raises(onnx_export.OnnxUnsupported, match="module chain"):
         onnx_encoder.OnnxEncoder(no_pooling, tmp_path)
+
+
+def test_micro_batched_queries_share_passes_and_get_their_own_vectors(tmp_path: Path) -> None:
+    # on CUDA the query service batches concurrent queries; the same path runs on the CPU here
+    embedder = Embedder(
+        DEFAULT_EMBEDDING_MODEL, cache_dir=tmp_path, micro_batch=True, batch_wait=0.5
+    )
+    alone = [embedder.embed([t]) for t in TEXTS]
+    passes = embedder.passes
+    barrier = threading.Barrier(len(TEXTS))
+
+    def together(text: str) -> np.ndarray:
+        barrier.wait()
+        return embedder.embed([text])
+
+    with ThreadPoolExecutor(len(TEXTS)) as pool:
+        shared = list(pool.map(together, TEXTS))
+    for mine, theirs in zip(shared, alone, strict=True):
+        np.testing.assert_allclose(mine, theirs, atol=1e-5)
+    assert embedder.passes - passes <= 2 < len(TEXTS)  # one or two shared encode calls
