@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -73,7 +73,7 @@ class ServingOptions:
     backend: Backend = "auto"
     threads: int = 0  # ONNX Runtime intra-op threads; 0: one per core
     batch_size: int = 256  # pairs per forward pass at most
-    batch_tokens: int = 16384  # padded tokens per forward pass at most
+    batch_tokens: int = 0  # padded tokens per forward pass; 0: 2048 on a CPU, 32768 on CUDA
     batch_wait: float = 0.002  # seconds a pass waits for concurrent requests
     max_length: int = 256
     cache_dir: Path | None = None
@@ -92,6 +92,8 @@ class CrossEncoderReranker:
             raise RerankerUnavailable(
                 f"cannot load cross-encoder {model!r} (MEMORA_CROSS_ENCODER_MODEL): {exc}"
             ) from exc
+        if o.batch_tokens <= 0:  # a CPU is compute-bound: smaller buckets waste less padding
+            o = replace(o, batch_tokens=2048 if device == "cpu" else 32768)
         self.name, self.device, self.options = model, device, o
         self.tokenizer = self.model.tokenizer
         self.inputs = list(self.tokenizer.model_input_names)
@@ -133,21 +135,26 @@ class CrossEncoderReranker:
         if not self._direct:
             self.passes += 1
             return self._predict(pairs)
+        encoded = self.tokenize(pairs)
+        out = np.empty(len(pairs), dtype=np.float32)
+        lengths = [len(ids) for ids in encoded["input_ids"]]
+        for rows in length_batches(lengths, self.options.batch_tokens, self.options.batch_size):
+            out[rows] = self.forward(padded(encoded, rows, self.pad_values))
+            self.passes += 1
+        return out
+
+    def tokenize(self, pairs: Sequence[tuple[str, str]]) -> dict[str, list[list[int]]]:
+        """The model's inputs for each pair, unpadded (truncated as CrossEncoder.predict does)."""
         encoded = self.tokenizer(
             [q for q, _ in pairs],
             [p for _, p in pairs],
             truncation=True,
             max_length=self.options.max_length,
         )
-        encoded = {name: encoded[name] for name in self.inputs}
-        out = np.empty(len(pairs), dtype=np.float32)
-        lengths = [len(ids) for ids in encoded["input_ids"]]
-        for rows in length_batches(lengths, self.options.batch_tokens, self.options.batch_size):
-            out[rows] = self._forward(padded(encoded, rows, self.pad_values))
-            self.passes += 1
-        return out
+        return {name: encoded[name] for name in self.inputs}
 
-    def _forward(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    def forward(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        """The first logit of each row of one padded batch (`padded`'s arrays)."""
         if self._onnx is not None:
             return np.asarray(self._onnx.run(None, feeds)[0], dtype=np.float32)[:, 0]
         import torch
