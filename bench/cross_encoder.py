@@ -170,7 +170,7 @@ def concurrent(
         barrier.wait()
         return timed(lambda: reranker.score(queries[k % len(queries)], texts), runs, warmup=1)
 
-    passes, calls = reranker.passes, reranker._batcher.calls
+    passes, calls = reranker.passes, reranker.rounds
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         times = [t for ts in pool.map(client, range(clients)) for t in ts]
@@ -181,7 +181,7 @@ def concurrent(
         "p95_ms": percentile(times, 95),
         "searches_per_s": round(clients * (runs + 1) / elapsed, 1),
         "forward_passes": reranker.passes - passes,
-        "queue_drains": reranker._batcher.calls - calls,
+        "queue_rounds": reranker.rounds - calls,
     }
 
 

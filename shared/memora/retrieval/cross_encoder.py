@@ -126,6 +126,11 @@ class CrossEncoderReranker:
         logits = self._batcher.submit([(query, p) for p in passages])
         return sigmoid(np.asarray(logits, dtype=np.float64))
 
+    @property
+    def rounds(self) -> int:
+        """Rounds of the batching queue so far (each runs one or more forward passes)."""
+        return self._batcher.calls
+
     def close(self) -> None:
         self._batcher.close()
 
