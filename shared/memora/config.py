@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     # query), torch on a GPU; "torch" or "onnx" to choose. Exported models are cached in
     # model_cache_dir (unset: $XDG_CACHE_HOME/memora/onnx, else ~/.cache/memora/onnx).
     embedding_backend: Literal["auto", "torch", "onnx"] = "auto"
+    # on CUDA, concurrent embeddings (queries) share forward passes: how long one waits
+    embedding_batch_wait_ms: float = 1.0
     model_cache_dir: Path | None = None
     torch_threads: int = 1  # per process: torch, ONNX Runtime and numpy BLAS threads
     worker_concurrency: int = 1
@@ -153,7 +155,17 @@ class Settings(BaseSettings):
     keyword_match_budget: int = 1000  # units the keyword retriever scores at most
     access_flush_seconds: float = 1.0
     cross_encoder_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    cross_encoder_batch_size: int = 64
+    # "auto": torch fp16 on CUDA, ONNX Runtime fp32 on a CPU (torch when the model cannot be
+    # exported); "onnx-int8": int8 weights and activations on the CPU (docs/retrieval.md)
+    cross_encoder_backend: Literal["auto", "torch", "onnx", "onnx-int8"] = "auto"
+    cross_encoder_threads: int = 0  # ONNX Runtime threads for the cross-encoder; 0: one per core
+    cross_encoder_batch_size: int = 256  # pairs per forward pass at most
+    # padded tokens per forward pass at most; 0: 2048 on a CPU (compute-bound: short buckets
+    # waste less padding and stay in cache), 32768 on CUDA
+    cross_encoder_batch_tokens: int = 0
+    # how long a forward pass waits for concurrent searches' pairs to join it
+    cross_encoder_batch_wait_ms: float = 2.0
+    cross_encoder_max_length: int = 256  # tokens per (query, passage) pair
     # Load the cross-encoder when the query service starts (else on its first use).
     preload_cross_encoder: bool = False
 
@@ -258,6 +270,10 @@ class Settings(BaseSettings):
             raise ValueError("MEMORA_MMR_LAMBDA must be in [0, 1]")
         if self.search_concurrency < 1 or self.rerank_candidates < 1:
             raise ValueError("MEMORA_SEARCH_CONCURRENCY and MEMORA_RERANK_CANDIDATES must be >= 1")
+        if self.cross_encoder_batch_size < 1 or self.cross_encoder_batch_tokens < 0:
+            raise ValueError("MEMORA_CROSS_ENCODER_BATCH_SIZE must be >= 1 and _BATCH_TOKENS >= 0")
+        if min(self.cross_encoder_batch_wait_ms, self.embedding_batch_wait_ms) < 0:
+            raise ValueError("MEMORA_*_BATCH_WAIT_MS must be >= 0")
         if self.admin_key is not None and len(self.admin_key.get_secret_value()) < 16:
             raise ValueError("MEMORA_ADMIN_KEY must be at least 16 characters")
         for spec in (self.rate_limit, self.auth_failure_limit):

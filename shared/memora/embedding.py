@@ -2,6 +2,8 @@
 
 On a CPU the forward pass runs on ONNX Runtime when it can (`memora.onnx_encoder`: the same
 vectors, about 3x faster for a short query); `backend="torch"` keeps sentence-transformers' own.
+On CUDA (fp16) concurrent calls share forward passes through a `MicroBatcher`: the query
+service's searches embed their queries together.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from memora import metrics
+from memora.batching import MicroBatcher
 from memora.config import DEFAULT_EMBEDDING_MODEL
-from memora.onnx_encoder import OnnxEncoder, default_cache_dir, normalised
+from memora.onnx_encoder import OnnxEncoder, normalised
+from memora.onnx_export import default_cache_dir
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -51,7 +55,11 @@ class Embedder:
         batch_size: int = 0,
         backend: Backend = "auto",
         cache_dir: Path | None = None,
+        batch_wait: float = 0.001,
+        micro_batch: bool | None = None,
     ) -> None:
+        """`micro_batch` (default: on CUDA) queues concurrent calls for shared forward passes,
+        each waiting at most `batch_wait` seconds for others to join."""
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -77,12 +85,21 @@ class Embedder:
         assert dim is not None
         self.dim = int(dim)
         self._lock = threading.Lock()
+        self.passes = 0  # encode calls (of one or more batches) so far
         self._onnx: OnnxEncoder | None = None
         if backend == "onnx" or (backend == "auto" and device == "cpu"):
             self._onnx = self._load_onnx(backend, cache_dir or default_cache_dir(), torch_threads)
         self.backend = "onnx" if self._onnx is not None else "torch"
         if self._onnx is not None:  # torch's copy of the weights is no longer read: ~90 MB
             self.model[0].auto_model.to("meta")
+        self._batcher: MicroBatcher[str] | None = None
+        if micro_batch if micro_batch is not None else device == "cuda":
+            self._batcher = MicroBatcher(
+                self._encode,
+                max_wait=batch_wait,
+                max_items=4 * self.batch_size,
+                name="memora-embedder",
+            )
 
     def _load_onnx(self, backend: Backend, cache_dir: Path, threads: int) -> OnnxEncoder | None:
         try:
@@ -100,6 +117,11 @@ class Embedder:
         """Unit-normalised float32 vectors, shape (len(texts), dim)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._batcher is not None:
+            return self._batcher.submit(texts)
+        return self._encode(texts)
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:  # torch modules are not re-entrant across threads
             started = time.perf_counter()
             if self._onnx is not None:
@@ -112,6 +134,7 @@ class Embedder:
                     convert_to_numpy=True,
                     show_progress_bar=False,
                 )
+            self.passes += 1
             metrics.observe_embedding(self.model_name, len(texts), time.perf_counter() - started)
         return np.asarray(vectors, dtype=np.float32)
 
@@ -147,6 +170,7 @@ def get_embedder(
     batch_size: int = 0,
     backend: Backend = "auto",
     cache_dir: Path | None = None,
+    batch_wait: float = 0.001,
 ) -> Embedder:
     return Embedder(
         model_name,
@@ -154,6 +178,7 @@ def get_embedder(
         batch_size=batch_size,
         backend=backend,
         cache_dir=cache_dir,
+        batch_wait=batch_wait,
     )
 
 

@@ -316,3 +316,22 @@ def test_unavailable_cross_encoder_is_a_503(settings: Settings, pool: Any) -> No
         assert "MEMORA_CROSS_ENCODER_MODEL" in error["message"]
         ok = client.post("/api/search", json={"agent_id": "a", "query": "x"})
         assert ok.status_code == 200  # the heuristic path is unaffected
+
+
+def test_cross_encoder_on_onnx_runtime_ranks_as_torch(
+    inline_api: Any, query_api: TestClient, settings: Settings, pool: Any, agent_id: str
+) -> None:
+    from services.api.query_app import create_app
+
+    _ingest(inline_api, agent_id, WORK)
+    body = {"agent_id": agent_id, "query": "Where does Alice work?", "trace": True, "top_k": 4}
+    onnx = _search(query_api, **body, reranker="cross-encoder")
+    assert query_api.app.state.retriever.cross_encoder().backend == "onnx"  # type: ignore[attr-defined]
+    on_torch = settings.model_copy(update={"cross_encoder_backend": "torch"})
+    with TestClient(create_app(on_torch, pool=pool)) as client:
+        reference = _search(client, **body, reranker="cross-encoder")
+        assert client.app.state.retriever.cross_encoder().backend == "torch"  # type: ignore[attr-defined]
+    assert [r["id"] for r in onnx["results"]] == [r["id"] for r in reference["results"]]
+    for mine, theirs in zip(onnx["results"], reference["results"], strict=True):
+        assert abs(mine["weight"] - theirs["weight"]) < 1e-5
+    assert onnx["trace"]["timings_ms"]["rerank"] > 0

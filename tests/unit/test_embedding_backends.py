@@ -3,12 +3,14 @@ and anything it cannot run falls back to torch (auto) or fails clearly (onnx).""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from memora import onnx_encoder
+from memora import onnx_encoder, onnx_export
 from memora.config import DEFAULT_EMBEDDING_MODEL
 from memora.embedding import Embedder
 
@@ -52,7 +54,7 @@ def test_an_unsupported_model_falls_back_or_fails_clearly(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
-        raise onnx_encoder.OnnxUnsupported("unsupported module chain ['Transformer', 'Dense']")
+        raise onnx_export.OnnxUnsupported("unsupported module chain ['Transformer', 'Dense']")
 
     monkeypatch.setattr("memora.embedding.OnnxEncoder", refuse)
     fallback = Embedder(DEFAULT_EMBEDDING_MODEL, backend="auto", cache_dir=tmp_path)
@@ -67,5 +69,25 @@ def test_a_model_of_another_shape_is_refused(torch_embedder: Embedder, tmp_path:
 
     modules = list(torch_embedder.model)
     no_pooling = SentenceTransformer(modules=[modules[0]], device="cpu")
-    with pytest.raises(onnx_encoder.OnnxUnsupported, match="module chain"):
+    with pytest.raises(onnx_export.OnnxUnsupported, match="module chain"):
         onnx_encoder.OnnxEncoder(no_pooling, tmp_path)
+
+
+def test_micro_batched_queries_share_passes_and_get_their_own_vectors(tmp_path: Path) -> None:
+    # on CUDA the query service batches concurrent queries; the same path runs on the CPU here
+    embedder = Embedder(
+        DEFAULT_EMBEDDING_MODEL, cache_dir=tmp_path, micro_batch=True, batch_wait=0.5
+    )
+    alone = [embedder.embed([t]) for t in TEXTS]
+    passes = embedder.passes
+    barrier = threading.Barrier(len(TEXTS))
+
+    def together(text: str) -> np.ndarray:
+        barrier.wait()
+        return embedder.embed([text])
+
+    with ThreadPoolExecutor(len(TEXTS)) as pool:
+        shared = list(pool.map(together, TEXTS))
+    for mine, theirs in zip(shared, alone, strict=True):
+        np.testing.assert_allclose(mine, theirs, atol=1e-5)
+    assert embedder.passes - passes <= 2 < len(TEXTS)  # one or two shared encode calls

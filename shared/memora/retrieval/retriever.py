@@ -33,6 +33,7 @@ from memora.retrieval.cross_encoder import (
     CrossEncoderReranker,
     PairScorer,
     RerankerUnavailable,
+    ServingOptions,
     dated,
 )
 from memora.retrieval.filters import compile_filters
@@ -59,6 +60,19 @@ class _Clock:
         now = time.perf_counter()
         self.marks[name] = round((now - since) * 1000, 2)
         return now
+
+
+def serving_options(s: Settings) -> ServingOptions:
+    """The cross-encoder's MEMORA_CROSS_ENCODER_* settings."""
+    return ServingOptions(
+        backend=s.cross_encoder_backend,
+        threads=s.cross_encoder_threads,
+        batch_size=s.cross_encoder_batch_size,
+        batch_tokens=s.cross_encoder_batch_tokens,
+        batch_wait=s.cross_encoder_batch_wait_ms / 1000,
+        max_length=s.cross_encoder_max_length,
+        cache_dir=s.model_cache_dir,
+    )
 
 
 def _timed(name: str, fn: Callable[[], list[tuple[UUID, float]]]) -> ArmResult:
@@ -93,6 +107,8 @@ class Retriever:
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
         self.access.close()
+        if isinstance(self._cross_encoder, CrossEncoderReranker):
+            self._cross_encoder.close()
 
     # ------------------------------------------------------------------ cross-encoder
     def cross_encoder(self) -> PairScorer:
@@ -103,8 +119,7 @@ class Retriever:
                     raise self._cross_encoder_error
                 try:
                     self._cross_encoder = CrossEncoderReranker(
-                        self.settings.cross_encoder_model,
-                        batch_size=self.settings.cross_encoder_batch_size,
+                        self.settings.cross_encoder_model, serving_options(self.settings)
                     )
                 except RerankerUnavailable as exc:
                     self._cross_encoder_error = exc

@@ -1,0 +1,126 @@
+"""A transformers module on ONNX Runtime (CPU): exported once with torch's exporter, cached on
+disk under a key that hashes its weights, optionally quantised to int8, opened as a session.
+
+Shared by the embedder (`memora.onnx_encoder`) and the cross-encoder
+(`memora.retrieval.cross_encoder`); each checks the session's results against torch before
+using it and raises `OnnxUnsupported` when it cannot reproduce them, so the caller can keep
+torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class OnnxUnsupported(RuntimeError):
+    """The model cannot be run on ONNX Runtime with the same results."""
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "memora" / "onnx"
+
+
+def exported(module: Any, tokenizer: Any, inputs: list[str], output: str, cache_dir: Path) -> Path:
+    """`module`'s output field `output` (`last_hidden_state`, `logits`) as an ONNX file, batch
+    and sequence axes dynamic, exported on first use."""
+    import torch
+
+    name = f"{type(module).__name__.lower()}-{_weights_key(module, inputs, output)}.onnx"
+
+    class Output(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = module
+
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            result: torch.Tensor = getattr(
+                self.inner(**dict(zip(inputs, tensors, strict=True))), output
+            )
+            return result
+
+    def export(partial: Path) -> None:
+        sample = tokenizer(["a short sample sentence"], return_tensors="pt")
+        axes = {name: {0: "batch", 1: "sequence"} for name in inputs} | {output: {0: "batch"}}
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                Output().eval(),
+                tuple(sample[name] for name in inputs),
+                str(partial),
+                input_names=inputs,
+                output_names=[output],
+                dynamic_axes=axes,
+                opset_version=17,
+                dynamo=False,
+            )
+
+    return _cached(cache_dir, name, export, "export")
+
+
+def quantized(model: Path) -> Path:
+    """The model with int8 weights and dynamically quantised activations (MatMul, Attention,
+    per channel), written beside it on first use."""
+
+    def quantize(partial: Path) -> None:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(model, partial, weight_type=QuantType.QInt8, per_channel=True)
+
+    return _cached(
+        model.parent, model.name.removesuffix(".onnx") + ".int8.onnx", quantize, "quantisation"
+    )
+
+
+def session(model: Path, threads: int, *, spinning: bool = True) -> Any:
+    """An ONNX Runtime CPU session with `threads` intra-op threads. Without `spinning` idle
+    threads sleep at once rather than burn a core waiting for the next call."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = max(1, threads)
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+
+def _weights_key(module: Any, inputs: list[str], output: str) -> str:
+    import torch
+
+    digest = hashlib.sha256(
+        f"{torch.__version__}|{type(module).__name__}|{inputs}|{output}".encode()
+    )
+    for name, tensor in module.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:24]
+
+
+def _cached(folder: Path, name: str, write: Callable[[Path], None], what: str) -> Path:
+    """`folder/name`, made by `write` on first use and renamed into place atomically so that
+    processes starting together never read half a file."""
+    target = folder / name
+    if target.exists():
+        return target
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK):
+            raise PermissionError(folder)
+    except OSError:  # a read-only home: write for this process only
+        folder = Path(tempfile.mkdtemp(prefix="memora-onnx-"))
+        target = folder / name
+    fd, partial = tempfile.mkstemp(dir=folder, suffix=".onnx.partial")
+    os.close(fd)
+    try:
+        write(Path(partial))
+        os.replace(partial, target)
+    except Exception as exc:  # the exporter's and quantiser's failures vary by model
+        Path(partial).unlink(missing_ok=True)
+        raise OnnxUnsupported(f"{what} failed: {exc}") from exc
+    return target

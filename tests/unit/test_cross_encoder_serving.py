@@ -1,0 +1,126 @@
+"""The cross-encoder's serving path on the tiny local model: bucketed, dynamically padded
+batches give sentence-transformers' scores; ONNX Runtime (fp32, int8) ranks as torch does and
+is checked at load; concurrent callers share forward passes and get their own scores."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from memora.onnx_export import OnnxUnsupported
+from memora.retrieval.cross_encoder import (
+    CrossEncoderReranker,
+    RerankerUnavailable,
+    ServingOptions,
+    check_ranking,
+)
+from memora.retrieval.scoring import sigmoid
+from tests.fakes.cross_encoder import build_tiny_cross_encoder
+
+QUERY = "Where does Alice work?"
+PASSAGES = [
+    "[Date: March 01, 2024 (2024-03-01)] Alice works at Google as a software engineer.",
+    "Alice said her favourite snack is salted licorice.",
+    "The weather in Lisbon was rainy all week.",
+    "ok",
+    "Bob repaired his old bicycle in the garage after a long week of rain, " * 30,  # > 256
+    "Café crème, naïve résumé — ünïcödé 🙂",
+    "Alice moved to Zurich for a new job at a bank in 2023 and loves the lake.",
+    "Google",
+]
+
+
+@pytest.fixture(scope="module")
+def torch_reranker(cross_encoder_path: Path) -> CrossEncoderReranker:
+    return CrossEncoderReranker(str(cross_encoder_path), ServingOptions(backend="torch"))
+
+
+def test_bucketed_batches_give_sentence_transformers_scores(
+    torch_reranker: CrossEncoderReranker, cross_encoder_path: Path
+) -> None:
+    # a budget of 80 tokens: one or two pairs per forward pass, each padded to its own longest
+    small = CrossEncoderReranker(
+        str(cross_encoder_path), ServingOptions(backend="torch", batch_tokens=80)
+    )
+    got = small.score(QUERY, PASSAGES)
+    assert small.passes >= 4
+    reference = torch_reranker.model.predict(
+        [(QUERY, p) for p in PASSAGES], activation_fn=torch.nn.Identity(), batch_size=64
+    )
+    np.testing.assert_allclose(got, sigmoid(np.asarray(reference, dtype=np.float64)), atol=1e-6)
+    np.testing.assert_allclose(torch_reranker.score(QUERY, PASSAGES), got, atol=1e-6)
+
+
+def test_onnx_is_the_cpu_default_and_ranks_as_torch(
+    torch_reranker: CrossEncoderReranker, cross_encoder_path: Path, tmp_path: Path
+) -> None:
+    onnx = CrossEncoderReranker(str(cross_encoder_path), ServingOptions(cache_dir=tmp_path))
+    assert (onnx.backend, torch_reranker.backend) == ("onnx", "torch")
+    assert next(onnx.model.model.parameters()).device.type == "meta"  # torch's copy released
+    got, expected = onnx.score(QUERY, PASSAGES), torch_reranker.score(QUERY, PASSAGES)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    assert np.argsort(-got).tolist() == np.argsort(-expected).tolist()
+    (exported,) = tmp_path.glob("*.onnx")
+    stamp = exported.stat().st_mtime_ns
+    CrossEncoderReranker(str(cross_encoder_path), ServingOptions(cache_dir=tmp_path))
+    assert list(tmp_path.iterdir()) == [exported] and exported.stat().st_mtime_ns == stamp
+
+
+def test_int8_ranks_close_to_torch(
+    torch_reranker: CrossEncoderReranker, cross_encoder_path: Path, tmp_path: Path
+) -> None:
+    int8 = CrossEncoderReranker(
+        str(cross_encoder_path), ServingOptions(backend="onnx-int8", cache_dir=tmp_path)
+    )
+    assert int8.backend == "onnx-int8"
+    assert len(list(tmp_path.glob("*.int8.onnx"))) == 1
+    got, expected = int8.score(QUERY, PASSAGES), torch_reranker.score(QUERY, PASSAGES)
+    assert float(spearmanr(got, expected).statistic) >= 0.9
+    assert np.max(np.abs(got - expected)) < 0.02
+
+
+def test_int8_is_refused_when_its_ranking_differs(tmp_path: Path) -> None:
+    # BERT's own initialisation (std 0.02): scores differ by ~1e-4, below int8's rounding
+    flat = build_tiny_cross_encoder(tmp_path / "flat", init_std=0.02)
+    with pytest.raises(RerankerUnavailable, match=r"BACKEND=onnx-int8.*Spearman"):
+        CrossEncoderReranker(
+            str(flat), ServingOptions(backend="onnx-int8", cache_dir=tmp_path / "cache")
+        )
+
+
+def test_the_ranking_check() -> None:
+    expected = np.linspace(-3, 3, 12)
+    check_ranking(expected, expected + 1e-5, int8=False)
+    check_ranking(expected, expected + np.resize([0.2, -0.2], 12), int8=True)  # near-ties swap
+    with pytest.raises(OnnxUnsupported, match="differ"):
+        check_ranking(expected, expected + 0.05, int8=False)
+    with pytest.raises(OnnxUnsupported, match="Spearman"):
+        check_ranking(expected, expected[::-1], int8=True)
+
+
+def test_concurrent_callers_share_forward_passes(cross_encoder_path: Path, tmp_path: Path) -> None:
+    reranker = CrossEncoderReranker(
+        str(cross_encoder_path), ServingOptions(batch_wait=0.5, cache_dir=tmp_path)
+    )
+    requests = [(f"question {k} about Alice?", PASSAGES[k:] + PASSAGES[:k]) for k in range(6)]
+    alone = [reranker.score(q, ps) for q, ps in requests]
+    calls, passes = reranker.rounds, reranker.passes
+    barrier = threading.Barrier(len(requests))
+
+    def together(q: str, ps: list[str]) -> np.ndarray:
+        barrier.wait()
+        return reranker.score(q, ps)
+
+    with ThreadPoolExecutor(len(requests)) as pool:
+        shared = list(pool.map(lambda r: together(*r), requests))
+    for mine, theirs in zip(shared, alone, strict=True):
+        np.testing.assert_allclose(mine, theirs, atol=1e-6)
+    assert reranker.rounds - calls <= 2  # six searches, one or two queue drains
+    assert reranker.passes - passes < len(requests)  # fewer forward passes than searches
+    reranker.close()
