@@ -206,6 +206,8 @@ def main() -> None:
                     for d in done
                     if stage in d["stages"]
                 ]
+                if not spans:  # left out (MEMORA_CONVERSATION_INDEX=false)
+                    continue
                 print(
                     f"  {stage:14s} mean {1000 * statistics.mean(spans):7.1f} ms/document, "
                     f"busy {sum(spans):6.1f}s"
