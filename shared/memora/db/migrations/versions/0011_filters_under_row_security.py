@@ -71,8 +71,7 @@ def upgrade() -> None:
     for table in TABLES:
         op.execute(f"DROP INDEX IF EXISTS idx_{table}_turn")
         op.execute(
-            f"CREATE INDEX idx_{table}_turn ON {table} "
-            "(agent_id, memora_number(metadata, 'turn'))"
+            f"CREATE INDEX idx_{table}_turn ON {table} (agent_id, memora_number(metadata, 'turn'))"
         )
     op.execute("DROP FUNCTION memora_num(jsonb)")
 
