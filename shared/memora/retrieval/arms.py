@@ -8,6 +8,7 @@ metadata filters (`where`, compiled by `memora.retrieval.filters`).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -39,6 +40,11 @@ def scope_params(agent_id: str, fact_types: Sequence[str]) -> dict[str, Any]:
     return {"agent": agent_id, "types": list(fact_types)}
 
 
+# Filtered searches over at most this many units scan them exactly (see `semantic`;
+# MEMORA_FILTER_EXACT_SCAN_MAX).
+EXACT_SCAN_MAX = 2000
+
+
 def semantic(
     conn: Connection[Any],
     agent_id: str,
@@ -48,18 +54,22 @@ def semantic(
     ef_search: int,
     min_similarity: float,
     where: Where = NO_FILTER,
+    exact_max: int = EXACT_SCAN_MAX,
 ) -> list[tuple[UUID, float]]:
     """Nearest units by cosine similarity through the HNSW index, at least `min_similarity`.
 
     Iterative index scans (pgvector ≥ 0.8) keep going until `limit` rows pass the agent and
     fact-type filters, so a small agent in a large table still gets its neighbours. A filter
-    that leaves few units (at most EXACT_SCAN_MAX, counted through its index) is answered by
-    an exact scan of those units instead: the HNSW walk would have to pass over most of the
-    agent's units to find them. There, as in seed 001's filtered search, the filter is what
-    selects: the matching units are ranked by similarity with no `min_similarity` floor (a
-    canonical question such as "who am I?" is far from the declarative memories it asks for)."""
-    if where.sql and _at_most(conn, agent_id, fact_types, where, EXACT_SCAN_MAX):
-        return _exact(conn, agent_id, fact_types, vector, limit, where)
+    that leaves few units (at most `exact_max`, by the planner's estimate through the filter's
+    index statistics, then checked) is answered by an exact scan of those units instead: the
+    HNSW walk would have to pass over most of the agent's units to find them. There, as in
+    seed 001's filtered search, the filter is what selects: the matching units are ranked by
+    similarity with no `min_similarity` floor (a canonical question such as "who am I?" is
+    far from the declarative memories it asks for)."""
+    if where.sql and _estimate(conn, agent_id, fact_types, where) <= exact_max:
+        exact = _exact(conn, agent_id, fact_types, vector, limit, where, exact_max)
+        if exact is not None:
+            return exact
     conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
@@ -72,30 +82,27 @@ def semantic(
         ORDER BY m.embedding <=> %(v)s LIMIT %(limit)s
         """,
         {"v": vector, "limit": limit, **scope_params(agent_id, fact_types), **where.params},
+        prepare=where.prepare,
     ).fetchall()
     found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
     return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
 
 
-# Filtered searches over at most this many units scan them exactly (see `semantic`).
-EXACT_SCAN_MAX = 2000
-
-
-def _at_most(
-    conn: Connection[Any], agent_id: str, fact_types: Sequence[str], where: Where, n: int
-) -> bool:
+def _estimate(
+    conn: Connection[Any], agent_id: str, fact_types: Sequence[str], where: Where
+) -> float:
+    """How many of the agent's searchable units the planner expects to pass `where`: its
+    statistics of the metadata column (containment is checked against the histogram's
+    sample of documents) or of the turn index, no rows read. Under row-level security the
+    estimate also counts the tenant condition, so with many tenants it runs low; `_exact`
+    checks the true count."""
     row = conn.execute(
-        f"""
-        SELECT count(*) AS n FROM (
-            SELECT 1 FROM memory_units m WHERE m.agent_id = %(agent)s
-              AND m.fact_type = ANY(%(types)s) AND m.embedding IS NOT NULL
-              AND m.status = 'active' {where.sql}
-            LIMIT %(cap)s
-        ) s
-        """,
-        {"agent": agent_id, "types": list(fact_types), "cap": n + 1, **where.params},
+        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory_units m WHERE {scope_where('m')} {where.sql}",
+        {**scope_params(agent_id, fact_types), **where.params},
+        prepare=False,
     ).fetchone()
-    return row is not None and int(row["n"]) <= n
+    plan = row["QUERY PLAN"] if row else None
+    return float(plan[0]["Plan"]["Plan Rows"]) if plan else math.inf
 
 
 def _exact(
@@ -105,19 +112,28 @@ def _exact(
     vector: np.ndarray,
     limit: int,
     where: Where,
-) -> list[tuple[UUID, float]]:
+    at_most: int,
+) -> list[tuple[UUID, float]] | None:
+    """The units passing `where` ranked by similarity, or None when more than `at_most` pass
+    (the estimate was low): then no more than `at_most` + 1 rows were read."""
     rows = conn.execute(
         f"""
         WITH matching AS MATERIALIZED (
-            SELECT m.id, m.embedding FROM memory_units m WHERE m.agent_id = %(agent)s
-              AND m.fact_type = ANY(%(types)s) AND m.embedding IS NOT NULL
-              AND m.status = 'active' {where.sql}
+            SELECT m.id, m.embedding FROM memory_units m
+            WHERE {scope_where("m")} {where.sql} LIMIT %(cap)s
         )
-        SELECT id, 1 - (embedding <=> %(v)s) AS sim FROM matching
-        ORDER BY embedding <=> %(v)s, id LIMIT %(limit)s
+        SELECT id, 1 - (embedding <=> %(v)s) AS sim,
+               (SELECT count(*) FROM matching) AS matching
+        FROM matching ORDER BY embedding <=> %(v)s, id LIMIT %(limit)s
         """,
-        {"v": vector, "agent": agent_id, "types": list(fact_types), "limit": limit, **where.params},
-    ).fetchall()
+        {
+            "v": vector, "limit": limit, "cap": at_most + 1,
+            **scope_params(agent_id, fact_types), **where.params,
+        },
+        prepare=where.prepare,
+    ).fetchall()  # fmt: skip
+    if rows and rows[0]["matching"] > at_most:
+        return None
     return [(r["id"], float(r["sim"])) for r in rows]
 
 
@@ -153,6 +169,7 @@ def neighbours(
             CROSS JOIN LATERAL ({links} {strongest}) l
             """,
             {"ids": ids, "fanout": fanout, "scan": FILTERED_SCAN * fanout, **where.params},
+            prepare=where.prepare,
         )
         .fetchall()
     )
@@ -213,6 +230,7 @@ def temporal(
         ) s WHERE sim >= %(seed)s
         """,
         params,
+        prepare=where.prepare,
     ).fetchall()
     scores = {r["id"]: temporal_closeness(r["at"], time_range.start, time_range.end) for r in seeds}
     if scores and spread > 0:
@@ -226,6 +244,7 @@ def temporal(
             ORDER BY l.weight DESC LIMIT %(spread)s
             """,
             {**params, "seeds": list(scores), "spread": spread},
+            prepare=where.prepare,
         ).fetchall()
         for r in near:
             if r["sim"] < min_similarity:
@@ -371,6 +390,7 @@ def entity_units(
             "entities": list(entity_ids), "v": vector, "per_entity": per_entity,
             **scope_params(agent_id, fact_types), **where.params,
         },
+        prepare=where.prepare,
     ).fetchall()  # fmt: skip
     found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
     return sorted(found, key=lambda x: (-x[1], str(x[0])))

@@ -142,6 +142,14 @@ class Where:
     sql: str = ""
     params: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def prepare(self) -> bool | None:
+        """`prepare` for psycopg's `execute`: a filtered query is planned for its own values
+        every time. Prepared, its text (the same for `speaker: X` as for `type: Y`) would soon
+        get one generic plan for all filters, blind to how many units each matches: measured
+        at 100k memories, a 99.9 % filter then took 1 s instead of 10 ms. None: the default."""
+        return False if self.sql else None
+
 
 NO_FILTER = Where()
 

@@ -267,7 +267,7 @@ class Retriever:
                 "semantic",
                 lambda: arms.semantic(
                     conn, p.agent_key, p.fact_types, vector, limit, ef_search,
-                    s.semantic_min_similarity, where,
+                    s.semantic_min_similarity, where, s.filter_exact_scan_max,
                 ),
             )  # fmt: skip
             entry = {
