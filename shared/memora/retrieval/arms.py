@@ -41,8 +41,16 @@ def scope_params(agent_id: str, fact_types: Sequence[str]) -> dict[str, Any]:
 
 
 # Filtered searches over at most this many units scan them exactly (see `semantic`;
-# MEMORA_FILTER_EXACT_SCAN_MAX).
+# MEMORA_FILTER_EXACT_SCAN_MAX; 0: never).
 EXACT_SCAN_MAX = 2000
+# Broader filters are ranked exactly too while that is the cheaper way: an HNSW walk passes
+# over about limit · agent / n units to find `limit` of the n that match, each costing
+# about WALK_COST units of an exact scan (index pages, distances to its neighbours, a heap
+# read for the filter), so the scan wins while n² ≤ WALK_COST · limit · agent; never above
+# EXACT_SCAN_CAP units. Measured at 100k memories (limit 50): ranking 5,000 units exactly
+# 9–10 ms against 18–37 ms of filtered walk, 10,000 units 34 ms against 11 ms.
+WALK_COST = 10
+EXACT_SCAN_CAP = 20_000
 
 
 def semantic(
@@ -65,11 +73,18 @@ def semantic(
     HNSW walk would have to pass over most of the agent's units to find them. There, as in
     seed 001's filtered search, the filter is what selects: the matching units are ranked by
     similarity with no `min_similarity` floor (a canonical question such as "who am I?" is
-    far from the declarative memories it asks for)."""
-    if where.sql and _estimate(conn, agent_id, fact_types, where) <= exact_max:
-        exact = _exact(conn, agent_id, fact_types, vector, limit, where, exact_max)
+    far from the declarative memories it asks for). A broader filter is also ranked exactly
+    when that costs less than the walk (WALK_COST), with the floor, as the walk would."""
+    if where.sql and exact_max > 0:
+        at_most = _exact_scan_bound(conn, agent_id, fact_types, where, limit, exact_max)
+        exact = (
+            _exact(conn, agent_id, fact_types, vector, limit, where, at_most) if at_most else None
+        )
         if exact is not None:
-            return exact
+            ranked, matching = exact
+            if matching <= exact_max:
+                return ranked
+            return [(i, sim) for i, sim in ranked if sim >= min_similarity]
     conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
@@ -88,6 +103,24 @@ def semantic(
     return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
 
 
+def _exact_scan_bound(
+    conn: Connection[Any],
+    agent_id: str,
+    fact_types: Sequence[str],
+    where: Where,
+    limit: int,
+    exact_max: int,
+) -> int:
+    """How many units an exact scan may read for this filter (0: walk HNSW instead)."""
+    matching = _estimate(conn, agent_id, fact_types, where)
+    if matching <= exact_max:
+        return exact_max
+    if matching > EXACT_SCAN_CAP:
+        return 0
+    agent = _estimate(conn, agent_id, fact_types, NO_FILTER)
+    return EXACT_SCAN_CAP if matching**2 <= WALK_COST * limit * agent else 0
+
+
 def _estimate(
     conn: Connection[Any], agent_id: str, fact_types: Sequence[str], where: Where
 ) -> float:
@@ -97,7 +130,8 @@ def _estimate(
     estimate also counts the tenant condition, so with many tenants it runs low; `_exact`
     checks the true count."""
     row = conn.execute(
-        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory_units m WHERE {scope_where('m')} {where.sql}",
+        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory_search m "
+        f"WHERE m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s) {where.sql}",
         {**scope_params(agent_id, fact_types), **where.params},
         prepare=False,
     ).fetchone()
@@ -113,18 +147,21 @@ def _exact(
     limit: int,
     where: Where,
     at_most: int,
-) -> list[tuple[UUID, float]] | None:
-    """The units passing `where` ranked by similarity, or None when more than `at_most` pass
-    (the estimate was low): then no more than `at_most` + 1 rows were read."""
+) -> tuple[list[tuple[UUID, float]], int] | None:
+    """The units passing `where` ranked by similarity and how many passed, or None when more
+    than `at_most` pass (the estimate was low): then at most `at_most` + 1 rows were read.
+    memory_search holds the searchable (embedded, active) units with the filters' columns
+    and a half-precision copy of their embeddings, inline (migration 0011)."""
     rows = conn.execute(
         f"""
         WITH matching AS MATERIALIZED (
-            SELECT m.id, m.embedding FROM memory_units m
-            WHERE {scope_where("m")} {where.sql} LIMIT %(cap)s
+            SELECT m.unit_id AS id, m.embedding FROM memory_search m
+            WHERE m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s) {where.sql}
+            LIMIT %(cap)s
         )
-        SELECT id, 1 - (embedding <=> %(v)s) AS sim,
+        SELECT id, 1 - (embedding <=> %(v)s::halfvec) AS sim,
                (SELECT count(*) FROM matching) AS matching
-        FROM matching ORDER BY embedding <=> %(v)s, id LIMIT %(limit)s
+        FROM matching ORDER BY embedding <=> %(v)s::halfvec, id LIMIT %(limit)s
         """,
         {
             "v": vector, "limit": limit, "cap": at_most + 1,
@@ -132,9 +169,10 @@ def _exact(
         },
         prepare=where.prepare,
     ).fetchall()  # fmt: skip
-    if rows and rows[0]["matching"] > at_most:
+    matching = int(rows[0]["matching"]) if rows else 0
+    if matching > at_most:
         return None
-    return [(r["id"], float(r["sim"])) for r in rows]
+    return [(r["id"], float(r["sim"])) for r in rows], matching
 
 
 FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
