@@ -23,8 +23,10 @@ ratios on/off.
 
 Every memory carries simulation metadata (issue 12): an episodic line (speaker, turn, one of 20
 scenes) or, one in a thousand, a character memory of one of 7 categories. With `--filters`
-the same questions run once unfiltered and once per filter of FILTER_SETS (from a category
-matching 0.014% of the memories to an episodic type matching 99.9%).
+every question runs unfiltered and with each filter of FILTER_SETS (from a category matching
+0.014% of the memories to an episodic type matching 99.9%), one after the other in a rotating
+order, and each filter is reported with the median of its per-question ratios to the
+unfiltered search.
 """
 
 from __future__ import annotations
@@ -206,40 +208,47 @@ def wait_ready(base: str, timeout: float = 180.0) -> None:
 
 
 def measure(
-    bases: dict[str, str], qs: list[str], warmup: int, filters: dict[str, Any] | None = None
+    targets: dict[str, tuple[str, dict[str, Any] | None]], qs: list[str], warmup: int
 ) -> dict[str, Any]:
-    """Each question to every service in `bases` (by mode), the first one alternating."""
-    latencies: dict[str, list[float]] = {mode: [] for mode in bases}
-    stages: dict[str, list[dict[str, float]]] = {mode: [] for mode in bases}
-    clients = {mode: httpx.Client(base_url=base, timeout=60) for mode, base in bases.items()}
-    order = list(bases)
+    """Each question to every target (name → service base URL and filters), one after the
+    other, the order rotating from question to question, so that every target sees the same
+    cache and the same load from whatever else runs on the machine. Per target: latency
+    percentiles, the server's stage medians and, after the first target, the median of the
+    per-question ratios to it."""
+    names = list(targets)
+    latencies: dict[str, list[float]] = {name: [] for name in names}
+    stages: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    clients = {base: httpx.Client(base_url=base, timeout=60) for base, _ in targets.values()}
     try:
         for i, q in enumerate(qs):
-            body = {"agent_id": AGENT, "query": q, "trace": i % 10 == 0, "filters": filters}
-            for mode in order if i % 2 == 0 else order[::-1]:
+            traced = i % 10 == 0
+            for name in names[i % len(names) :] + names[: i % len(names)]:
+                base, filters = targets[name]
+                body = {"agent_id": AGENT, "query": q, "trace": traced, "filters": filters}
                 started = time.perf_counter()
-                response = clients[mode].post("/api/search", json=body)
+                response = clients[base].post("/api/search", json=body)
                 elapsed = (time.perf_counter() - started) * 1000
                 response.raise_for_status()
                 if i < warmup:
                     continue
-                if body["trace"]:
-                    stages[mode].append(response.json()["trace"]["timings_ms"])
+                if traced:
+                    stages[name].append(response.json()["trace"]["timings_ms"])
                 else:
-                    latencies[mode].append(elapsed)
+                    latencies[name].append(elapsed)
     finally:
         for client in clients.values():
             client.close()
     report: dict[str, Any] = {}
-    for mode in bases:
-        pct = {f"p{p}": round(float(np.percentile(latencies[mode], p)), 1) for p in (50, 95, 99)}
-        s = stages[mode]
+    first = names[0]
+    for name in names:
+        pct = {f"p{p}": round(float(np.percentile(latencies[name], p)), 1) for p in (50, 95, 99)}
+        s = stages[name]
         stage = {k: round(statistics.median(x[k] for x in s), 1) for k in s[0]}
-        report[mode] = {**pct, "searches": len(latencies[mode]), "server_stage_median_ms": stage}
-    if len(bases) == 2:
-        ratios = [on / off for on, off in zip(latencies["on"], latencies["off"], strict=True)]
-        report["median_ratio_on_off"] = round(statistics.median(ratios), 3)
-    return report if len(bases) == 2 else report[order[0]]
+        report[name] = {**pct, "searches": len(latencies[name]), "server_stage_median_ms": stage}
+        if name != first:
+            ratios = [a / b for a, b in zip(latencies[name], latencies[first], strict=True)]
+            report[name][f"median_ratio_to_{first}"] = round(statistics.median(ratios), 3)
+    return report
 
 
 def main() -> None:
@@ -301,12 +310,16 @@ def main() -> None:
             stack.wait_ready()
             for base in bases.values():
                 wait_ready(base)
-            if args.filters:
-                result = {
-                    name: measure(bases, qs, args.warmup, f) for name, f in FILTER_SETS.items()
-                }
+            if args.filters:  # each question with every filter in turn, on the first service
+                base = next(iter(bases.values()))
+                targets = {name: (base, f) for name, f in FILTER_SETS.items()}
             else:
-                result = measure(bases, qs, args.warmup)
+                targets = {mode: (base, None) for mode, base in reversed(bases.items())}
+            result = measure(targets, qs, args.warmup)
+            if len(bases) == 2 and not args.filters:
+                result["median_ratio_on_off"] = result["on"].pop("median_ratio_to_off")
+            elif len(bases) == 1 and not args.filters:
+                result = result[modes[0]]
             result["load_average"] = os.getloadavg()
             print(f"{n}: {json.dumps(result)}", flush=True)
         finally:
