@@ -147,3 +147,25 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
         assert walk, filters
         assert [i for i, _ in walk] == [i for i, s in exact if s >= 0.3][: len(walk)], filters
         assert capped is None
+
+
+def test_filtered_graph_steps_check_each_target_once(
+    stored: Any, query_api: TestClient, pool: Any, agent_id: str
+) -> None:
+    """A filtered graph step keeps only links to units that pass, and records every target's
+    verdict in `passes` (the search's memory over its steps)."""
+    from memora.retrieval import arms
+    from memora.retrieval.filters import Filters, compile_filters
+
+    everything = _search(query_api, agent_id, "Pixel cat Alice Bob sink plant laptop", None)
+    ids = [r["id"] for r in everything["results"]]
+    bob = {r["id"] for r in everything["results"] if r["metadata"].get("speaker") == "Bob"}
+    where = compile_filters(Filters.model_validate({"speaker": "Bob"}), "m")
+    passes: dict[str, bool] = {}
+    with pool.tenant_connection("default") as conn:
+        unfiltered = arms.neighbours(conn, ids, 20)
+        filtered = arms.neighbours(conn, ids, 20, where, passes)
+    targets = {t for edges in unfiltered.values() for t, _, _ in edges}
+    assert len(targets) >= 2 and bob & targets and targets - bob
+    assert passes == {t: t in bob for t in targets}
+    assert {t for edges in filtered.values() for t, _, _ in edges} == targets & bob

@@ -179,41 +179,58 @@ FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
 
 
 def neighbours(
-    conn: Connection[Any], ids: list[str], fanout: int, where: Where = NO_FILTER
+    conn: Connection[Any],
+    ids: list[str],
+    fanout: int,
+    where: Where = NO_FILTER,
+    passes: dict[str, bool] | None = None,
 ) -> dict[str, list[Edge[str]]]:
     """Each unit's strongest `fanout` links (links join units of one agent only); with
     filters, the strongest to units that pass them, among its FILTERED_SCAN · fanout
     strongest links. Ids travel as text and rows as tuples: graph retrieval reads thousands
-    of links per search, and UUID objects and dict rows were most of its cost."""
-    # Unfiltered, the links' index alone answers (an index-only scan). Filtered, the links
-    # are read first (the LIMIT keeps the planner from starting at the filter's index, which
-    # spans every agent's units) and their targets checked by primary key.
+    of links per search, and UUID objects and dict rows were most of its cost.
+
+    `passes` remembers, over the steps of one search, which units passed the filter: the
+    links are read by the index alone, as unfiltered, and only targets not seen before are
+    checked, in one query (neighbourhoods overlap: most targets recur from step to step)."""
     strongest = "ORDER BY weight DESC, to_unit LIMIT %(fanout)s"
-    links = (
-        "SELECT from_unit, to_unit, link_type, weight FROM memory_links WHERE from_unit = f.id"
-        " AND NOT EXISTS (SELECT 1 FROM memory_units x WHERE x.id = to_unit"
-        " AND x.status <> 'active')"  # the few inactive units: a small partial index
-    )
-    if where.sql:
-        links = f"""
-            SELECT s.* FROM ({links} ORDER BY weight DESC, to_unit LIMIT %(scan)s) s
-            JOIN memory_units m ON m.id = s.to_unit {where.sql}"""
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(
             f"""
             SELECT l.from_unit::text, l.to_unit::text, l.link_type, l.weight
             FROM unnest(%(ids)s::uuid[]) AS f(id)
-            CROSS JOIN LATERAL ({links} {strongest}) l
+            CROSS JOIN LATERAL (
+                SELECT from_unit, to_unit, link_type, weight FROM memory_links
+                WHERE from_unit = f.id AND NOT EXISTS (
+                    SELECT 1 FROM memory_units x WHERE x.id = to_unit AND x.status <> 'active'
+                )  -- the few inactive units: a small partial index
+                {strongest}
+            ) l
             """,
-            {"ids": ids, "fanout": fanout, "scan": FILTERED_SCAN * fanout, **where.params},
-            prepare=where.prepare,
+            {"ids": ids, "fanout": FILTERED_SCAN * fanout if where.sql else fanout},
         )
         .fetchall()
     )
+    if where.sql:
+        known = {} if passes is None else passes
+        unseen = list({target for _, target, _, _ in rows if target not in known})
+        if unseen:
+            passing = {
+                r[0]
+                for r in conn.cursor(row_factory=tuple_row).execute(
+                    f"SELECT m.id::text FROM memory_units m WHERE m.id = ANY(%(ids)s::uuid[]) "
+                    f"{where.sql}",
+                    {"ids": unseen, **where.params},
+                    prepare=False,
+                )
+            }
+            known.update((target, target in passing) for target in unseen)
+        rows = [row for row in rows if known[row[1]]]
     out: dict[str, list[Edge[str]]] = defaultdict(list)
-    for source, target, link_type, weight in rows:
-        out[source].append((target, link_type, weight))
+    for source, target, link_type, weight in rows:  # each source's links, strongest first
+        if len(out[source]) < fanout:
+            out[source].append((target, link_type, weight))
     return out
 
 
