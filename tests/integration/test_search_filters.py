@@ -169,3 +169,18 @@ def test_filtered_graph_steps_check_each_target_once(
     assert len(targets) >= 2 and bob & targets and targets - bob
     assert passes == {t: t in bob for t in targets}
     assert {t for edges in filtered.values() for t, _, _ in edges} == targets & bob
+
+
+def test_memora_number_reads_json_numbers_without_errors(pool: Any) -> None:
+    """The range filters' leakproof function (migration 0011): a float8 for a JSON number,
+    ±infinity or 0 beyond float8's range (never an error, which would leak), NULL otherwise."""
+    doc = '{"a": 3, "b": -2.5, "big": -1e400, "tiny": 1e-400, "s": "3", "t": true, "n": null}'
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT k, memora_number(%s::jsonb, k) AS v FROM unnest(%s::text[]) AS k",
+            (doc, ["a", "b", "big", "tiny", "s", "t", "n", "missing"]),
+        ).fetchall()
+    assert {r["k"]: r["v"] for r in rows} == {
+        "a": 3.0, "b": -2.5, "big": float("-inf"), "tiny": 0.0,
+        "s": None, "t": None, "n": None, "missing": None,
+    }  # fmt: skip
