@@ -21,7 +21,8 @@ semantic retriever's probe a sequential scan of the agent (110–240 ms instead 
   filter leaves read their vectors from memory_units, where they lie out of line (TOAST, a
   second index lookup per row) in ~2 kB rows; here they are inline (storage MAIN) in rows of
   ~1.2 kB, half the bytes per vector: ranking 5,000 filtered units went from 18–23 ms to
-  9–10 ms at 100k memories. +0.8 kB per searchable unit.
+  9–10 ms at 100k memories. +0.8 kB per searchable unit; the backfill rewrites memory_search
+  once.
 
 Revision ID: 0011_filtered_search
 Revises: 0010_row_security_new_tables
@@ -36,7 +37,7 @@ branch_labels = None
 depends_on = None
 
 TABLES = ("memory_units", "memory_search")
-# memory_search_sync as 0009_agent_tools left it; {embedding}: 0011's halfvec copy, or nothing
+# memory_search_sync as 0009_agent_tools left it, plus (upgrade) the halfvec copy
 _SYNC = """
 CREATE OR REPLACE FUNCTION memory_search_sync() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
