@@ -47,9 +47,10 @@ EXACT_SCAN_MAX = 2000
 # over about limit · agent / n units to find `limit` of the n that match, each costing
 # about WALK_COST units of an exact scan (index pages, distances to its neighbours, a heap
 # read for the filter), so the scan wins while n² ≤ WALK_COST · limit · agent; never above
-# EXACT_SCAN_CAP units. Measured at 100k memories (limit 50): ranking 5,000 units exactly
-# 9–10 ms against 18–37 ms of filtered walk, 10,000 units 34 ms against 11 ms.
-WALK_COST = 10
+# EXACT_SCAN_CAP units. Measured at 100k memories (limit 50): an exact scan ~4.5 µs a unit
+# (4,466 in 18 ms, 10,000 in 51 ms: each embedding a TOAST lookup), the walk ~18 µs a unit
+# passed over (1,000 for a 5 % filter: 18 ms; more when filter and question pull apart).
+WALK_COST = 4
 EXACT_SCAN_CAP = 20_000
 
 
@@ -130,8 +131,7 @@ def _estimate(
     estimate also counts the tenant condition, so with many tenants it runs low; `_exact`
     checks the true count."""
     row = conn.execute(
-        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory_search m "
-        f"WHERE m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s) {where.sql}",
+        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory_units m WHERE {scope_where('m')} {where.sql}",
         {**scope_params(agent_id, fact_types), **where.params},
         prepare=False,
     ).fetchone()
@@ -149,19 +149,15 @@ def _exact(
     at_most: int,
 ) -> tuple[list[tuple[UUID, float]], int] | None:
     """The units passing `where` ranked by similarity and how many passed, or None when more
-    than `at_most` pass (the estimate was low): then at most `at_most` + 1 rows were read.
-    memory_search holds the searchable (embedded, active) units with the filters' columns
-    and a half-precision copy of their embeddings, inline (migration 0011)."""
+    than `at_most` pass (the estimate was low): then at most `at_most` + 1 rows were read."""
     rows = conn.execute(
         f"""
         WITH matching AS MATERIALIZED (
-            SELECT m.unit_id AS id, m.embedding FROM memory_search m
-            WHERE m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s) {where.sql}
-            LIMIT %(cap)s
+            SELECT m.id, m.embedding FROM memory_units m
+            WHERE {scope_where("m")} {where.sql} LIMIT %(cap)s
         )
-        SELECT id, 1 - (embedding <=> %(v)s::halfvec) AS sim,
-               (SELECT count(*) FROM matching) AS matching
-        FROM matching ORDER BY embedding <=> %(v)s::halfvec, id LIMIT %(limit)s
+        SELECT id, 1 - (embedding <=> %(v)s) AS sim, (SELECT count(*) FROM matching) AS matching
+        FROM matching ORDER BY embedding <=> %(v)s, id LIMIT %(limit)s
         """,
         {
             "v": vector, "limit": limit, "cap": at_most + 1,

@@ -1,5 +1,4 @@
-"""Filtered search (issue 12): filters keep their indexes under row-level security, and the
-units a filter leaves can be ranked exactly from a narrow copy of their embeddings.
+"""Filtered search (issue 12): metadata filters keep their indexes under row-level security.
 
 PostgreSQL applies a query's conditions that are not LEAKPROOF only after the row policies
 (0006_security), so they cannot be index conditions: under `memora_tenant` the filters of
@@ -16,20 +15,13 @@ semantic retriever's probe a sequential scan of the agent (110–240 ms instead 
   comparisons are leakproof): PL/pgSQL, so never inlined, and LEAKPROOF where allowed (it
   raises no error: a number beyond float8's range becomes ±infinity, one too small 0). The
   turn indexes of memory_units and memory_search are rebuilt on it.
-- memory_search (the narrow table of migration 0005, which carries the filters' columns since
-  0009) gains `embedding halfvec(dim)`, kept by its trigger. An exact scan of the units a
-  filter leaves read their vectors from memory_units, where they lie out of line (TOAST, a
-  second index lookup per row) in ~2 kB rows; here they are inline (storage MAIN) in rows of
-  ~1.2 kB, half the bytes per vector: ranking 5,000 filtered units went from 18–23 ms to
-  9–10 ms at 100k memories. +0.8 kB per searchable unit; the backfill rewrites memory_search
-  once.
 
 Revision ID: 0011_filtered_search
 Revises: 0010_row_security_new_tables
 Create Date: 2026-11-25
 """
 
-from alembic import context, op
+from alembic import op
 
 revision = "0011_filtered_search"
 down_revision = "0010_row_security_new_tables"
@@ -37,26 +29,6 @@ branch_labels = None
 depends_on = None
 
 TABLES = ("memory_units", "memory_search")
-# memory_search_sync as 0009_agent_tools left it, plus (upgrade) the halfvec copy
-_SYNC = """
-CREATE OR REPLACE FUNCTION memory_search_sync() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NEW.embedding IS NULL OR NEW.status <> 'active' THEN
-        DELETE FROM memory_search WHERE unit_id = NEW.id;
-    ELSE
-        INSERT INTO memory_search (unit_id, agent_id, fact_type, event_date, search_vector,
-                                   metadata, occurred_start, occurred_end{column})
-        VALUES (NEW.id, NEW.agent_id, NEW.fact_type, NEW.event_date, NEW.search_vector,
-                NEW.metadata, NEW.occurred_start, NEW.occurred_end{value})
-        ON CONFLICT (unit_id) DO UPDATE SET
-            agent_id = EXCLUDED.agent_id, fact_type = EXCLUDED.fact_type,
-            event_date = EXCLUDED.event_date, search_vector = EXCLUDED.search_vector,
-            metadata = EXCLUDED.metadata, occurred_start = EXCLUDED.occurred_start,
-            occurred_end = EXCLUDED.occurred_end{assign};
-    END IF;
-    RETURN NULL;
-END $$
-"""
 
 
 def _if_superuser(then: str, otherwise: str = "") -> str:
@@ -102,25 +74,9 @@ def upgrade() -> None:
             f"CREATE INDEX idx_{table}_turn ON {table} (agent_id, memora_number(metadata, 'turn'))"
         )
     op.execute("DROP FUNCTION memora_num(jsonb)")
-    dim = int(context.config.attributes.get("embedding_dim", 384))
-    op.execute(f"ALTER TABLE memory_search ADD COLUMN embedding halfvec({dim})")
-    op.execute("ALTER TABLE memory_search ALTER COLUMN embedding SET STORAGE MAIN")
-    op.execute(
-        _SYNC.format(
-            column=", embedding",
-            value=", NEW.embedding::halfvec",
-            assign=", embedding = EXCLUDED.embedding",
-        )
-    )
-    op.execute(
-        "UPDATE memory_search s SET embedding = m.embedding::halfvec FROM memory_units m "
-        "WHERE m.id = s.unit_id"
-    )
 
 
 def downgrade() -> None:
-    op.execute(_SYNC.format(column="", value="", assign=""))
-    op.execute("ALTER TABLE memory_search DROP COLUMN embedding")
     op.execute(
         "CREATE FUNCTION memora_num(value jsonb) RETURNS numeric LANGUAGE sql IMMUTABLE "
         "PARALLEL SAFE AS $$ SELECT CASE WHEN jsonb_typeof(value) = 'number' "
