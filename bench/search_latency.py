@@ -25,8 +25,10 @@ ratios on/off.
 
 Every memory carries simulation metadata (issue 12): an episodic line (speaker, turn, one of 20
 scenes) or, one in a thousand, a character memory of one of 7 categories. With `--filters`
-the same questions run once unfiltered and once per filter of FILTER_SETS (from a category
-matching 0.014% of the memories to an episodic type matching 99.9%).
+every question runs unfiltered and with each filter of FILTER_SETS (from a category matching
+0.014% of the memories to an episodic type matching 99.9%), one after the other in a rotating
+order, and each filter is reported with the median of its per-question ratios to the
+unfiltered search.
 
 `--texts locomo`: each memory is one LoCoMo dev turn (`Speaker: text`; its embedding that
 turn's, blended with another's like the synthetic ones) and the questions are LoCoMo's, so a
@@ -228,41 +230,44 @@ def wait_ready(base: str, timeout: float = 180.0) -> None:
 
 
 def measure(
-    bases: dict[str, str],
+    targets: dict[str, tuple[str, dict[str, Any] | None]],
     qs: list[str],
     warmup: int,
-    filters: dict[str, Any] | None = None,
     *,
     reranker: str = "heuristic",
     trace_every: int = 10,
     clients: int = 1,
 ) -> dict[str, Any]:
-    """Each question to every service in `bases` (by mode), the first one alternating; with
-    `clients` > 1 (one service), the questions split among that many concurrent clients.
-    Every `trace_every`-th search is traced; the untraced ones give the latencies (all of them
-    when every search is traced)."""
-    latencies: dict[str, list[float]] = {mode: [] for mode in bases}
-    traces: dict[str, list[dict[str, Any]]] = {mode: [] for mode in bases}
-    order = list(bases)
+    """Each question to every target (name → service base URL and filters), one after the
+    other, the order rotating from question to question, so that every target sees the same
+    cache and the same load from whatever else runs on the machine; with `clients` > 1 the
+    questions split among that many concurrent clients. Every `trace_every`-th search is traced;
+    the untraced ones give the latencies (all of them when every search is traced). Per target:
+    latency percentiles, the server's stage medians (the rerank stage's p50/p95 with the
+    cross-encoder) and, after the first target, the median of the per-question ratios to it."""
+    names = list(targets)
+    latencies: dict[str, dict[int, float]] = {name: {} for name in names}
+    traces: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
 
     def send(share: list[tuple[int, str]]) -> None:
-        http = {mode: httpx.Client(base_url=base, timeout=120) for mode, base in bases.items()}
+        http = {base: httpx.Client(base_url=base, timeout=120) for base, _ in targets.values()}
         try:
             for i, q in share:
-                trace = i % trace_every == 0
-                body = {"agent_id": AGENT, "query": q, "trace": trace, "filters": filters,
-                        "reranker": reranker}  # fmt: skip
-                for mode in order if i % 2 == 0 else order[::-1]:
+                traced = i % trace_every == 0
+                for name in names[i % len(names) :] + names[: i % len(names)]:
+                    base, filters = targets[name]
+                    body = {"agent_id": AGENT, "query": q, "trace": traced, "filters": filters,
+                            "reranker": reranker}  # fmt: skip
                     started = time.perf_counter()
-                    response = http[mode].post("/api/search", json=body)
+                    response = http[base].post("/api/search", json=body)
                     elapsed = (time.perf_counter() - started) * 1000
                     response.raise_for_status()
                     if i < warmup:
                         continue
-                    if trace:
-                        traces[mode].append(response.json()["trace"])
-                    if not trace or trace_every == 1:
-                        latencies[mode].append(elapsed)
+                    if traced:
+                        traces[name].append(response.json()["trace"])
+                    if not traced or trace_every == 1:
+                        latencies[name][i] = elapsed
         finally:
             for client in http.values():
                 client.close()
@@ -272,24 +277,26 @@ def measure(
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(send, [numbered[warmup + k :: clients] for k in range(clients)]))
     report: dict[str, Any] = {}
-    for mode in bases:
-        pct = {f"p{p}": round(float(np.percentile(latencies[mode], p)), 1) for p in (50, 95, 99)}
-        s = [t["timings_ms"] for t in traces[mode]]
+    first = names[0]
+    for name in names:
+        values = list(latencies[name].values())
+        pct = {f"p{p}": round(float(np.percentile(values, p)), 1) for p in (50, 95, 99)}
+        s = [t["timings_ms"] for t in traces[name]]
         stage = {k: round(statistics.median(x[k] for x in s), 1) for k in s[0]}
-        report[mode] = {**pct, "searches": len(latencies[mode]), "server_stage_median_ms": stage}
+        report[name] = {**pct, "searches": len(values), "server_stage_median_ms": stage}
         if reranker == "cross-encoder":
-            report[mode]["rerank_ms"] = {
+            report[name]["rerank_ms"] = {
                 "p50": round(float(np.percentile([x["rerank"] for x in s], 50)), 1),
                 "p95": round(float(np.percentile([x["rerank"] for x in s], 95)), 1),
                 "traced": len(s),
                 "candidates_mean": round(
-                    statistics.mean(len(t["candidates"]) for t in traces[mode]), 1
+                    statistics.mean(len(t["candidates"]) for t in traces[name]), 1
                 ),
             }
-    if len(bases) == 2:
-        ratios = [on / off for on, off in zip(latencies["on"], latencies["off"], strict=True)]
-        report["median_ratio_on_off"] = round(statistics.median(ratios), 3)
-    return report if len(bases) == 2 else report[order[0]]
+        if name != first:
+            ratios = [v / latencies[first][i] for i, v in latencies[name].items()]
+            report[name][f"median_ratio_to_{first}"] = round(statistics.median(ratios), 3)
+    return report
 
 
 def main() -> None:
@@ -375,15 +382,19 @@ def main() -> None:
             stack.wait_ready()
             for base in bases.values():
                 wait_ready(base)
-            options = {"reranker": args.reranker, "trace_every": args.trace_every,
-                       "clients": args.clients}  # fmt: skip
-            if args.filters:
-                result = {
-                    name: measure(bases, qs, args.warmup, f, **options)
-                    for name, f in FILTER_SETS.items()
-                }
+            if args.filters:  # each question with every filter in turn, on the first service
+                base = next(iter(bases.values()))
+                targets = {name: (base, f) for name, f in FILTER_SETS.items()}
             else:
-                result = measure(bases, qs, args.warmup, **options)
+                targets = {mode: (base, None) for mode, base in reversed(bases.items())}
+            result = measure(
+                targets, qs, args.warmup, reranker=args.reranker,
+                trace_every=args.trace_every, clients=args.clients,
+            )  # fmt: skip
+            if len(bases) == 2 and not args.filters:
+                result["median_ratio_on_off"] = result["on"].pop("median_ratio_to_off")
+            elif len(bases) == 1 and not args.filters:
+                result = result[modes[0]]
             result["load_average"] = os.getloadavg()
             print(f"{n}: {json.dumps(result)}", flush=True)
         finally:

@@ -121,6 +121,8 @@ class Settings(BaseSettings):
     search_max_tokens: int = 4096  # the token budget when a search names none
     rerank_candidates: int = 100  # fused candidates handed to the reranker
     semantic_min_similarity: float = 0.3
+    # a filter leaving at most this many units is ranked exactly, not through HNSW
+    filter_exact_scan_max: int = 2000
     graph_entry_similarity: float = 0.5
     graph_entry_points: int = 10
     graph_decay: float = 0.8

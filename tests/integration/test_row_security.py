@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from memora.db.pool import SYSTEM_ROLE, TENANT_ROLE
+from memora.retrieval.filters import Filters, compile_filters
 from tests.integration.auth_support import (  # noqa: F401 - fixture
     Tenant,
     auth_api,
@@ -174,16 +175,17 @@ def test_every_tenant_scoped_table_is_under_row_security(pool: Any) -> None:
 def test_search_queries_keep_their_indexes_under_row_security(
     two_tenants: tuple[Tenant, Tenant], pool: Any
 ) -> None:
-    """The keyword match is an index condition (ts_match_vq declared leakproof: otherwise
-    PostgreSQL would apply it only after the policy, as a filter), and the semantic and graph
-    steps use their indexes."""
+    """The keyword match and the metadata filters are index conditions (ts_match_vq,
+    jsonb_contains and memora_number declared leakproof: otherwise PostgreSQL would apply
+    them only after the policy, as filters), and the semantic and graph steps use their
+    indexes."""
     a, _ = two_tenants
     with pool.tenant_connection(a.tenant_id) as conn:
         # plans of this small test database: make the planner show what the indexes can do
         conn.execute("SET LOCAL enable_seqscan = off")
         conn.execute("SET LOCAL enable_sort = off")
 
-        def plan(sql: str, params: tuple[Any, ...]) -> str:
+        def plan(sql: str, params: Any) -> str:
             rows = conn.execute(f"EXPLAIN {sql}", params).fetchall()
             return "\n".join(r["QUERY PLAN"] for r in rows)
 
@@ -204,3 +206,15 @@ def test_search_queries_keep_their_indexes_under_row_security(
             ("00000000-0000-0000-0000-000000000000",),
         )
         assert "Index Only Scan using idx_memory_links_strongest" in graph
+        # metadata filters (migration 0011: jsonb_contains and memora_number leakproof), alone
+        # so that only their own indexes can serve them
+        for alias, table in (("m", "memory_units"), ("memory_search", "memory_search")):
+            for filters, index in (
+                ({"scene": "s1"}, "metadata"),
+                ({"turn": {"gte": 2, "lt": 9}}, "turn"),
+            ):
+                where = compile_filters(Filters.model_validate(filters), alias)
+                found = plan(f"SELECT 1 FROM {table} {alias} WHERE true {where.sql}", where.params)
+                assert f"idx_{table}_{index}" in found, found
+                condition = found.split("Index Cond: ", 1)[-1]
+                assert "metadata @> " in condition or "memora_number(metadata" in condition

@@ -114,3 +114,73 @@ def test_bad_filters_are_422(query_api: TestClient, agent_id: str, filters: Any)
         "/api/search", json={"agent_id": agent_id, "query": "cat", "filters": filters}
     )
     assert response.status_code == 422, response.text
+
+
+def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
+    settings: Settings, pool: Any, inline_api: Any, agent_id: str
+) -> None:
+    """The semantic retriever's two ways to a filtered list, forced through `exact_max`
+    (MEMORA_FILTER_EXACT_SCAN_MAX): an exact scan of the matching units and the HNSW walk
+    with the filter in its scan give the same ranking above the similarity floor; an exact
+    scan that finds more units than it may rank gives way (None) after reading at most
+    `at_most` + 1 of them."""
+    from memora.embedding import get_embedder
+    from memora.retrieval import arms
+    from memora.retrieval.filters import Filters, compile_filters
+
+    pets = ["cat", "dog", "parrot", "hamster", "goldfish", "rabbit", "turtle", "pony"]
+    items = [
+        {"content": f"{who} talked about the {pet} at dinner on day {i}.",
+         "metadata": {"scene": f"s{i % 3}", "turn": i, "speaker": who}}
+        for i, (who, pet) in enumerate((w, p) for w in ("Alice", "Bob", "Chen") for p in pets)
+    ]  # fmt: skip
+    response = inline_api.post("/api/memories/batch", json={"agent_id": agent_id, "items": items})
+    assert response.status_code == 200, response.text
+    vector = get_embedder(settings.embedding_model).embed(["Which pet did they discuss?"])[0]
+    types = ["world", "agent", "opinion"]
+    for filters in ({"scene": "s1"}, {"turn": {"gte": 4, "lt": 20}}, {"speaker": ["Bob"]}):
+        where = compile_filters(Filters.model_validate(filters), "m")
+        with pool.tenant_connection("default") as conn:
+            walk = arms.semantic(conn, agent_id, types, vector, 5, 64, 0.3, where, exact_max=0)
+            exact = arms.semantic(conn, agent_id, types, vector, 5, 64, 0.3, where, 10_000)
+            capped = arms._exact(conn, agent_id, types, vector, 5, where, at_most=3)
+        assert walk, filters
+        assert [i for i, _ in walk] == [i for i, s in exact if s >= 0.3][: len(walk)], filters
+        assert capped is None
+
+
+def test_filtered_graph_steps_check_each_target_once(
+    stored: Any, query_api: TestClient, pool: Any, agent_id: str
+) -> None:
+    """A filtered graph step keeps only links to units that pass, and records every target's
+    verdict in `passes` (the search's memory over its steps)."""
+    from memora.retrieval import arms
+    from memora.retrieval.filters import Filters, compile_filters
+
+    everything = _search(query_api, agent_id, "Pixel cat Alice Bob sink plant laptop", None)
+    ids = [r["id"] for r in everything["results"]]
+    bob = {r["id"] for r in everything["results"] if r["metadata"].get("speaker") == "Bob"}
+    where = compile_filters(Filters.model_validate({"speaker": "Bob"}), "m")
+    passes: dict[str, bool] = {}
+    with pool.tenant_connection("default") as conn:
+        unfiltered = arms.neighbours(conn, ids, 20)
+        filtered = arms.neighbours(conn, ids, 20, where, passes)
+    targets = {t for edges in unfiltered.values() for t, _, _ in edges}
+    assert len(targets) >= 2 and bob & targets and targets - bob
+    assert passes == {t: t in bob for t in targets}
+    assert {t for edges in filtered.values() for t, _, _ in edges} == targets & bob
+
+
+def test_memora_number_reads_json_numbers_without_errors(pool: Any) -> None:
+    """The range filters' leakproof function (migration 0011): a float8 for a JSON number,
+    ±infinity or 0 beyond float8's range (never an error, which would leak), NULL otherwise."""
+    doc = '{"a": 3, "b": -2.5, "big": -1e400, "tiny": 1e-400, "s": "3", "t": true, "n": null}'
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT k, memora_number(%s::jsonb, k) AS v FROM unnest(%s::text[]) AS k",
+            (doc, ["a", "b", "big", "tiny", "s", "t", "n", "missing"]),
+        ).fetchall()
+    assert {r["k"]: r["v"] for r in rows} == {
+        "a": 3.0, "b": -2.5, "big": float("-inf"), "tiny": 0.0,
+        "s": None, "t": None, "n": None, "missing": None,
+    }  # fmt: skip

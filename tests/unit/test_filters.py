@@ -33,7 +33,7 @@ def test_keys_and_values_are_bound_never_inlined() -> None:
     where = compile_filters(f, "m")
     assert evil not in where.sql and "DROP" not in where.sql
     assert where.sql.startswith(" AND m.metadata @> %(f0)s")
-    assert "memora_num(m.metadata -> 'turn') < %(f3)s::numeric" in where.sql
+    assert "memora_number(m.metadata, 'turn') < %(f3)s::float8" in where.sql
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,10 @@ bound parameters, keys inside bound jsonb documents; the fragment's text is made
 pieces, the table alias (checked against an identifier pattern) and a range's key, written as
 a literal so that an expression index can serve it (`_key_literal`). Equalities and tags
 become jsonb containment (`metadata @> ...`), served by the GIN (agent_id, metadata
-jsonb_path_ops) indexes of migration 0007; ranges compare `memora_num(metadata -> 'key')`
-(NULL unless a JSON number), for `turn` through the btree (agent_id, memora_num(metadata ->
-'turn')) index.
+jsonb_path_ops) indexes of migration 0009; ranges compare `memora_number(metadata, 'key')` (a
+float8, NULL unless a JSON number), for `turn` through the btree (agent_id,
+memora_number(metadata, 'turn')) indexes. Both are leakproof (migration 0011), so the indexes
+serve them under row-level security too.
 """
 
 from __future__ import annotations
@@ -141,6 +142,14 @@ class Where:
     sql: str = ""
     params: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def prepare(self) -> bool | None:
+        """`prepare` for psycopg's `execute`: a filtered query is planned for its own values
+        every time. Prepared, its text (the same for `speaker: X` as for `type: Y`) would soon
+        get one generic plan for all filters, blind to how many units each matches: measured
+        at 100k memories, a 99.9 % filter then took 1 s instead of 10 ms. None: the default."""
+        return False if self.sql else None
+
 
 NO_FILTER = Where()
 
@@ -168,8 +177,8 @@ def compile_filters(filters: Filters | None, alias: str) -> Where:
         if isinstance(condition, list):
             conditions.append(_any_of(meta, [{key: v} for v in condition], bind))
         elif isinstance(condition, NumberRange):
-            value = f"memora_num({meta} -> {_key_literal(key)})"
-            conditions.extend(f"{value} {op} {bind(v)}::numeric" for op, v in condition.bounds())
+            value = f"memora_number({meta}, {_key_literal(key)})"
+            conditions.extend(f"{value} {op} {bind(v)}::float8" for op, v in condition.bounds())
     if filters.tags is not None:
         if filters.tags.all:
             conditions.append(f"{meta} @> {bind(Jsonb({'tags': filters.tags.all}))}")
@@ -189,7 +198,7 @@ def compile_filters(filters: Filters | None, alias: str) -> Where:
 
 def _key_literal(key: str) -> str:
     """A range's key as a SQL literal, the one exception to "values are parameters": an
-    expression index (`memora_num(metadata -> 'turn')`, migration 0007) serves only a query
+    expression index (`memora_number(metadata, 'turn')`, migration 0011) serves only a query
     that names the same constant. Safe because the key matches KEY_PATTERN (checked again
     here): letters, digits and `_.:-`, never a quote or a backslash."""
     if not _KEY.match(key):

@@ -179,6 +179,7 @@ class KeywordIndex:
                 "limit": limit,
                 **where.params,
             },
+            prepare=where.prepare,
         ).fetchall()
         return [(r["id"], float(r["bm25"])) for r in rows]
 

@@ -282,20 +282,21 @@ class Retriever:
                 "semantic",
                 lambda: arms.semantic(
                     conn, p.agent_key, p.fact_types, vector, limit, ef_search,
-                    s.semantic_min_similarity, where,
+                    s.semantic_min_similarity, where, s.filter_exact_scan_max,
                 ),
             )  # fmt: skip
             entry = {
                 str(i): 1.0 for i, sim in semantic.ranked[: s.graph_entry_points]
                 if sim >= s.graph_entry_similarity
             }  # fmt: skip
+            passes: dict[str, bool] = {}  # the filter's verdicts, over the graph's steps
             graph = _timed(
                 "graph",
                 lambda: [
                     (UUID(node), activation)
                     for node, activation in spread_activation(
                         entry,
-                        lambda ids: arms.neighbours(conn, ids, s.graph_fanout, where),
+                        lambda ids: arms.neighbours(conn, ids, s.graph_fanout, where, passes),
                         p.thinking_budget,
                         self.spread,
                     )
