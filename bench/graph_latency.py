@@ -29,7 +29,7 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from search_latency import AGENT, DOING, PEOPLE, WHERE, load
+from search_latency import AGENT, DOING, PEOPLE, WHERE, load, sentence_pool
 
 from memora.config import Settings
 from memora.db.pool import connect
@@ -177,7 +177,8 @@ def main() -> None:
             if not reuse:
                 started = time.monotonic()
                 assert embedder is not None
-                load(settings.require_database_url(), n, embedder)
+                texts = sentence_pool(random.Random(7), 3000)
+                load(settings.require_database_url(), n, embedder, texts, True)
                 add_mentions(settings.require_database_url())
                 print(f"{n} memories loaded in {time.monotonic() - started:.0f}s")
             stack.start()  # infrastructure is up: this starts the write API only
