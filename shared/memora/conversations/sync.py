@@ -156,9 +156,11 @@ def delete_message(
     ]
     documents.replace_items(conn, found["document_pk"], kept, found["title"])
     # The next message's chunk quoted this one as its context: it is rebuilt with the one before.
-    after = messages.following(conn, found["id"])
-    dropped, neighbours = chunks.delete_covering(conn, [found["id"], *after])
-    neighbours |= set(after)
+    dropped, neighbours = chunks.delete_covering(conn, [found["id"]])
+    for pk in messages.following(conn, found["id"]):
+        quoted, others = chunks.delete_covering(conn, [pk])
+        if quoted:  # only an indexed message needs indexing again (none without the index)
+            dropped, neighbours = dropped + quoted, neighbours | others | {pk}
     counts = messages.detach(conn, found["id"])
     if counts["memory_units"]:
         counts["entities"] = entities.delete_orphans(conn, scope.key(agent_id))
