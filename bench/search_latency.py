@@ -135,7 +135,7 @@ def load(url: str, n: int, embedder: Embedder, texts: list[str], pair: bool, see
     firsts = np.empty(n, dtype=np.int64)
     with connect(url) as conn:
         conn.execute("INSERT INTO agents (agent_id) VALUES (%s) ON CONFLICT DO NOTHING", (AGENT,))
-        conn.execute("DROP INDEX IF EXISTS idx_memory_units_embedding")
+        conn.execute("DROP INDEX IF EXISTS idx_memory_vectors_embedding")
         # a bulk load: foreign-key triggers off for this session (the ids are consistent)
         conn.execute("SET session_replication_role = replica")
         people = {
@@ -195,8 +195,8 @@ def load(url: str, n: int, embedder: Embedder, texts: list[str], pair: bool, see
         conn.execute("SET maintenance_work_mem = '2GB'")
         conn.execute("SET max_parallel_maintenance_workers = 1")
         conn.execute(
-            "CREATE INDEX idx_memory_units_embedding ON memory_units "
-            "USING hnsw (embedding vector_cosine_ops)"
+            "CREATE INDEX idx_memory_vectors_embedding ON memory_vectors "
+            "USING hnsw (embedding halfvec_cosine_ops)"
         )
         conn.execute("ANALYZE")
         conn.commit()

@@ -30,6 +30,7 @@ TENANT_TABLES = (
     "operations",
     "memory_units",
     "memory_search",
+    "memory_vectors",
     "memory_links",
     "entities",
     "unit_entities",
@@ -192,14 +193,14 @@ def test_search_queries_keep_their_indexes_under_row_security(
         # only the GIN index can serve the match alone; were the match not allowed as an
         # index condition, this would be a (disabled, still chosen) sequential scan
         keyword = plan("SELECT unit_id FROM memory_search WHERE search_vector @@ %s", ("lisbon",))
-        assert "Bitmap Index Scan on idx_memory_search_fts" in keyword
+        assert "Bitmap Index Scan on idx_memory_search_match" in keyword
         assert "Index Cond: (search_vector @@ " in keyword
         semantic = plan(
-            "SELECT id FROM memory_units WHERE embedding IS NOT NULL "
-            "ORDER BY embedding <=> (SELECT embedding FROM memory_units LIMIT 1) LIMIT 10",
+            "SELECT unit_id FROM memory_vectors "
+            "ORDER BY embedding <=> (SELECT embedding FROM memory_vectors LIMIT 1) LIMIT 10",
             (),
         )
-        assert "Index Scan using idx_memory_units_embedding" in semantic
+        assert "Index Scan using idx_memory_vectors_embedding" in semantic
         graph = plan(
             "SELECT to_unit FROM memory_links WHERE from_unit = %s::uuid "
             "ORDER BY weight DESC, to_unit LIMIT 20",
@@ -208,9 +209,10 @@ def test_search_queries_keep_their_indexes_under_row_security(
         assert "Index Only Scan using idx_memory_links_strongest" in graph
         # metadata filters (migration 0011: jsonb_contains and memora_number leakproof), alone
         # so that only their own indexes can serve them
-        for alias, table in (("m", "memory_units"), ("memory_search", "memory_search")):
+        for alias, table in (("m", "memory_vectors"), ("memory_search", "memory_search")):
+            metadata = "metadata" if table == "memory_vectors" else "match"
             for filters, index in (
-                ({"scene": "s1"}, "metadata"),
+                ({"scene": "s1"}, metadata),
                 ({"turn": {"gte": 2, "lt": 9}}, "turn"),
             ):
                 where = compile_filters(Filters.model_validate(filters), alias)

@@ -142,18 +142,33 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
         where = compile_filters(Filters.model_validate(filters), "m")
         with pool.tenant_connection("default") as conn:
             walk = arms.semantic(conn, agent_id, types, vector, 5, 64, 0.3, where, exact_max=0)
-            exact = arms.semantic(conn, agent_id, types, vector, 5, 64, 0.3, where, 10_000)
+            matching = arms.Matching()
+            exact = arms.semantic(
+                conn, agent_id, types, vector, 5, 64, 0.3, where, 10_000, matching
+            )
             capped = arms._exact(conn, agent_id, types, vector, 5, where, at_most=3)
+            passing = {
+                str(r["id"])
+                for r in conn.execute(
+                    f"SELECT m.id FROM memory_units m WHERE m.agent_id = %(agent)s "
+                    f"AND m.fact_type = ANY(%(types)s) {where.sql}",
+                    {"agent": agent_id, "types": types, **where.params},
+                )
+            }
         assert walk, filters
         assert [i for i, _ in walk] == [i for i, s in exact if s >= 0.3][: len(walk)], filters
         assert capped is None
+        # the exact scan saw every unit that passes: the graph's steps check against them
+        assert matching.complete == passing and len(passing) > 5, filters
 
 
 def test_filtered_graph_steps_check_each_target_once(
     stored: Any, query_api: TestClient, pool: Any, agent_id: str
 ) -> None:
-    """A filtered graph step keeps only links to units that pass, and records every target's
-    verdict in `passes` (the search's memory over its steps)."""
+    """A filtered graph step keeps only links to units that pass: checked in the database
+    once per target, the verdicts recorded in `Matching.known` (the search's memory over its
+    steps), or, after an exact scan, against the complete set of units that pass, with no
+    query."""
     from memora.retrieval import arms
     from memora.retrieval.filters import Filters, compile_filters
 
@@ -161,14 +176,23 @@ def test_filtered_graph_steps_check_each_target_once(
     ids = [r["id"] for r in everything["results"]]
     bob = {r["id"] for r in everything["results"] if r["metadata"].get("speaker") == "Bob"}
     where = compile_filters(Filters.model_validate({"speaker": "Bob"}), "m")
-    passes: dict[str, bool] = {}
+    matching = arms.Matching()
     with pool.tenant_connection("default") as conn:
         unfiltered = arms.neighbours(conn, ids, 20)
-        filtered = arms.neighbours(conn, ids, 20, where, passes)
+        filtered = arms.neighbours(conn, ids, 20, where, matching)
     targets = {t for edges in unfiltered.values() for t, _, _ in edges}
     assert len(targets) >= 2 and bob & targets and targets - bob
-    assert passes == {t: t in bob for t in targets}
+    assert matching.known == {t: t in bob for t in targets}
     assert {t for edges in filtered.values() for t, _, _ in edges} == targets & bob
+
+    one = next(iter(bob & targets))
+    known = arms.Matching(complete=frozenset({one}))
+    with pool.tenant_connection("default") as conn:
+        # a filter no unit passes: had the database been asked, nothing would come back
+        nothing = compile_filters(Filters.model_validate({"speaker": "nobody"}), "m")
+        only = arms.neighbours(conn, ids, 20, nothing, known)
+    assert {t for edges in only.values() for t, _, _ in edges} == {one}
+    assert known.known == {}
 
 
 def test_memora_number_reads_json_numbers_without_errors(pool: Any) -> None:

@@ -3,7 +3,9 @@ the hydration of fused candidates. Keyword retrieval (BM25) lives in `keyword.py
 
 Every query is scoped by agent_id, the requested fact types and active status, composed by
 `scope_where` (the one place for conditions every retriever applies), and by the search's
-metadata filters (`where`, compiled by `memora.retrieval.filters`).
+metadata filters (`where`, compiled by `memora.retrieval.filters`). The k-nearest queries read
+`memory_vectors` (migration 0012: the searchable units' half-precision embeddings inline, with
+the filter columns), which holds active embedded units only; hydration reads `memory_units`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -36,8 +39,23 @@ def scope_where(alias: str) -> str:
     )
 
 
+def vector_scope(alias: str) -> str:
+    """`scope_where` on `memory_vectors`, whose rows are the embedded active units."""
+    return f"{alias}.agent_id = %(agent)s AND {alias}.fact_type = ANY(%(types)s)"
+
+
 def scope_params(agent_id: str, fact_types: Sequence[str]) -> dict[str, Any]:
     return {"agent": agent_id, "types": list(fact_types)}
+
+
+@dataclass
+class Matching:
+    """Which of the agent's units pass a search's filters, as far as the search knows: all of
+    them (`complete`, when the semantic retriever ranked the filter exactly) or the verdicts on
+    those checked so far (`known`, kept over the graph's steps). Ids as text."""
+
+    complete: frozenset[str] | None = None
+    known: dict[str, bool] = field(default_factory=dict)
 
 
 # Filtered searches over at most this many units scan them exactly (see `semantic`;
@@ -45,12 +63,17 @@ def scope_params(agent_id: str, fact_types: Sequence[str]) -> dict[str, Any]:
 EXACT_SCAN_MAX = 2000
 # Broader filters are ranked exactly too while that is the cheaper way: an HNSW walk passes
 # over about limit · agent / n units to find `limit` of the n that match, each costing
-# about WALK_COST units of an exact scan (index pages, distances to its neighbours, a heap
-# read for the filter), so the scan wins while n² ≤ WALK_COST · limit · agent; never above
-# EXACT_SCAN_CAP units. Measured at 100k memories (limit 50): an exact scan ~4.5 µs a unit
-# (4,466 in 18 ms, 10,000 in 51 ms: each embedding a TOAST lookup), the walk ~18 µs a unit
-# passed over (1,000 for a 5 % filter: 18 ms; more when filter and question pull apart).
-WALK_COST = 4
+# about WALK_COST units of an exact scan, so the scan wins while n² ≤ WALK_COST · limit ·
+# agent; never above EXACT_SCAN_CAP units. Measured at 100k memories (limit 50) on
+# memory_vectors: an exact scan costs ~2 µs a unit (4,431 scattered units in 9 ms, 10,000 in
+# 17 ms); the walk ~9 µs a unit passed over when filter and question agree (5 % filter:
+# 8.5 ms), five times that when they pull apart (`speaker: Alice` for a question about Bob:
+# 43 ms), and after a walk the graph's steps check each link target (~5 µs each, ~1,300 a
+# search), where an exact scan hands them every matching unit; 12 puts the break-even at
+# ~7,700 units at 100k (10,000 units: exact 17.5 ms, walk 9 ms and checks 7 ms). Migration
+# 0012 keeps 1,000 statistics samples of memory_vectors.metadata, so the planner's count of
+# a 5 % filter is off by ~15 % (with the default 100, by up to 2×: 3,029–9,085 for 4,431).
+WALK_COST = 12
 EXACT_SCAN_CAP = 20_000
 
 
@@ -64,6 +87,7 @@ def semantic(
     min_similarity: float,
     where: Where = NO_FILTER,
     exact_max: int = EXACT_SCAN_MAX,
+    matching: Matching | None = None,
 ) -> list[tuple[UUID, float]]:
     """Nearest units by cosine similarity through the HNSW index, at least `min_similarity`.
 
@@ -75,15 +99,19 @@ def semantic(
     seed 001's filtered search, the filter is what selects: the matching units are ranked by
     similarity with no `min_similarity` floor (a canonical question such as "who am I?" is
     far from the declarative memories it asks for). A broader filter is also ranked exactly
-    when that costs less than the walk (WALK_COST), with the floor, as the walk would."""
+    when that costs less than the walk (WALK_COST), with the floor, as the walk would. After
+    an exact scan `matching.complete` holds every unit that passed (the graph's steps then
+    check their targets against it)."""
     if where.sql and exact_max > 0:
         at_most = _exact_scan_bound(conn, agent_id, fact_types, where, limit, exact_max)
         exact = (
             _exact(conn, agent_id, fact_types, vector, limit, where, at_most) if at_most else None
         )
         if exact is not None:
-            ranked, matching = exact
-            if matching <= exact_max:
+            ranked, passed = exact
+            if matching is not None:
+                matching.complete = frozenset(passed)
+            if len(passed) <= exact_max:
                 return ranked
             return [(i, sim) for i, sim in ranked if sim >= min_similarity]
     conn.execute(
@@ -93,9 +121,9 @@ def semantic(
     )
     rows = conn.execute(
         f"""
-        SELECT m.id, 1 - (m.embedding <=> %(v)s) AS sim FROM memory_units m
-        WHERE {scope_where("m")} {where.sql}
-        ORDER BY m.embedding <=> %(v)s LIMIT %(limit)s
+        SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim FROM memory_vectors m
+        WHERE {vector_scope("m")} {where.sql}
+        ORDER BY m.embedding <=> %(v)s::halfvec LIMIT %(limit)s
         """,
         {"v": vector, "limit": limit, **scope_params(agent_id, fact_types), **where.params},
         prepare=where.prepare,
@@ -131,7 +159,8 @@ def _estimate(
     estimate also counts the tenant condition, so with many tenants it runs low; `_exact`
     checks the true count."""
     row = conn.execute(
-        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory_units m WHERE {scope_where('m')} {where.sql}",
+        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory_vectors m "
+        f"WHERE {vector_scope('m')} {where.sql}",
         {**scope_params(agent_id, fact_types), **where.params},
         prepare=False,
     ).fetchone()
@@ -147,28 +176,33 @@ def _exact(
     limit: int,
     where: Where,
     at_most: int,
-) -> tuple[list[tuple[UUID, float]], int] | None:
-    """The units passing `where` ranked by similarity and how many passed, or None when more
-    than `at_most` pass (the estimate was low): then at most `at_most` + 1 rows were read."""
-    rows = conn.execute(
+) -> tuple[list[tuple[UUID, float]], list[str]] | None:
+    """The `limit` units passing `where` most similar to `vector` and the ids of all that
+    passed, or None when more than `at_most` pass (the estimate was low): then at most
+    `at_most` + 1 rows were read. The ids come back as one comma-separated text (a few
+    thousand in ~1 ms; as rows they cost twice that)."""
+    row = conn.execute(
         f"""
         WITH matching AS MATERIALIZED (
-            SELECT m.id, m.embedding FROM memory_units m
-            WHERE {scope_where("m")} {where.sql} LIMIT %(cap)s
+            SELECT m.unit_id, m.embedding <=> %(v)s::halfvec AS distance
+            FROM memory_vectors m WHERE {vector_scope("m")} {where.sql} LIMIT %(cap)s
         )
-        SELECT id, 1 - (embedding <=> %(v)s) AS sim, (SELECT count(*) FROM matching) AS matching
-        FROM matching ORDER BY embedding <=> %(v)s, id LIMIT %(limit)s
+        SELECT (SELECT string_agg(unit_id::text, ',') FROM matching) AS passed,
+               array(SELECT unit_id FROM matching ORDER BY distance, unit_id
+                     LIMIT %(limit)s) AS best,
+               array(SELECT 1 - distance FROM matching ORDER BY distance, unit_id
+                     LIMIT %(limit)s) AS similarity
         """,
         {
-            "v": vector, "limit": limit, "cap": at_most + 1,
+            "v": vector, "cap": at_most + 1, "limit": limit,
             **scope_params(agent_id, fact_types), **where.params,
         },
         prepare=where.prepare,
-    ).fetchall()  # fmt: skip
-    matching = int(rows[0]["matching"]) if rows else 0
-    if matching > at_most:
+    ).fetchone()  # fmt: skip
+    passed = row["passed"].split(",") if row and row["passed"] else []
+    if not row or len(passed) > at_most:
         return None
-    return [(r["id"], float(r["sim"])) for r in rows], matching
+    return list(zip(row["best"], map(float, row["similarity"]), strict=True)), passed
 
 
 FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
@@ -179,16 +213,17 @@ def neighbours(
     ids: list[str],
     fanout: int,
     where: Where = NO_FILTER,
-    passes: dict[str, bool] | None = None,
+    matching: Matching | None = None,
 ) -> dict[str, list[Edge[str]]]:
     """Each unit's strongest `fanout` links (links join units of one agent only); with
     filters, the strongest to units that pass them, among its FILTERED_SCAN · fanout
     strongest links. Ids travel as text and rows as tuples: graph retrieval reads thousands
     of links per search, and UUID objects and dict rows were most of its cost.
 
-    `passes` remembers, over the steps of one search, which units passed the filter: the
-    links are read by the index alone, as unfiltered, and only targets not seen before are
-    checked, in one query (neighbourhoods overlap: most targets recur from step to step)."""
+    `matching` carries what the search knows of who passes the filter, over its steps: the
+    links are read by the index alone, as unfiltered, then checked against the complete set
+    when the semantic retriever found it, else only targets not seen before are checked, in
+    one query (neighbourhoods overlap: most targets recur from step to step)."""
     strongest = "ORDER BY weight DESC, to_unit LIMIT %(fanout)s"
     rows = (
         conn.cursor(row_factory=tuple_row)
@@ -209,20 +244,25 @@ def neighbours(
         .fetchall()
     )
     if where.sql:
-        known = {} if passes is None else passes
-        unseen = list({target for _, target, _, _ in rows if target not in known})
-        if unseen:
-            passing = {
-                r[0]
-                for r in conn.cursor(row_factory=tuple_row).execute(
-                    f"SELECT m.id::text FROM memory_units m WHERE m.id = ANY(%(ids)s::uuid[]) "
-                    f"{where.sql}",
-                    {"ids": unseen, **where.params},
-                    prepare=False,
-                )
-            }
-            known.update((target, target in passing) for target in unseen)
-        rows = [row for row in rows if known[row[1]]]
+        known = Matching() if matching is None else matching
+        if known.complete is not None:
+            complete = known.complete
+            rows = [row for row in rows if row[1] in complete]
+        else:
+            verdicts = known.known
+            unseen = list({target for _, target, _, _ in rows if target not in verdicts})
+            if unseen:
+                passing = {  # a join: one primary-key probe per target (`= ANY` could
+                    r[0]  # make the planner AND it with the filter's whole index bitmap)
+                    for r in conn.cursor(row_factory=tuple_row).execute(
+                        f"SELECT m.unit_id::text FROM unnest(%(ids)s::uuid[]) AS t(id) "
+                        f"JOIN memory_vectors m ON m.unit_id = t.id WHERE true {where.sql}",
+                        {"ids": unseen, **where.params},
+                        prepare=False,
+                    )
+                }
+                verdicts.update((target, target in passing) for target in unseen)
+            rows = [row for row in rows if verdicts[row[1]]]
     out: dict[str, list[Edge[str]]] = defaultdict(list)
     for source, target, link_type, weight in rows:  # each source's links, strongest first
         if len(out[source]) < fanout:
@@ -274,10 +314,10 @@ def temporal(
     seeds = conn.execute(
         f"""
         SELECT * FROM (
-            SELECT m.id, {_WHEN}, 1 - (m.embedding <=> %(v)s) AS sim FROM memory_units m
-            WHERE m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-              AND m.embedding IS NOT NULL AND m.status = 'active' AND {_IN_RANGE} {where.sql}
-            ORDER BY m.embedding <=> %(v)s LIMIT %(limit)s
+            SELECT m.unit_id AS id, {_WHEN}, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
+            FROM memory_vectors m
+            WHERE {vector_scope("m")} AND {_IN_RANGE} {where.sql}
+            ORDER BY m.embedding <=> %(v)s::halfvec LIMIT %(limit)s
         ) s WHERE sim >= %(seed)s
         """,
         params,
@@ -287,11 +327,11 @@ def temporal(
     if scores and spread > 0:
         near = conn.execute(
             f"""
-            SELECT l.from_unit, l.weight, m.id, 1 - (m.embedding <=> %(v)s) AS sim
-            FROM memory_links l JOIN memory_units m ON m.id = l.to_unit
+            SELECT l.from_unit, l.weight, m.unit_id AS id,
+                   1 - (m.embedding <=> %(v)s::halfvec) AS sim
+            FROM memory_links l JOIN memory_vectors m ON m.unit_id = l.to_unit
             WHERE l.from_unit = ANY(%(seeds)s) AND l.link_type = 'temporal'
-              AND m.agent_id = %(agent)s AND m.fact_type = ANY(%(types)s)
-              AND m.embedding IS NOT NULL AND m.status = 'active' AND {_IN_RANGE} {where.sql}
+              AND {vector_scope("m")} AND {_IN_RANGE} {where.sql}
             ORDER BY l.weight DESC LIMIT %(spread)s
             """,
             {**params, "seeds": list(scores), "spread": spread},
@@ -431,10 +471,10 @@ def entity_units(
         f"""
         SELECT u.id, max(u.sim) AS sim FROM unnest(%(entities)s::uuid[]) AS e(entity)
         CROSS JOIN LATERAL (
-            SELECT m.id, 1 - (m.embedding <=> %(v)s) AS sim
-            FROM unit_entities ue JOIN memory_units m ON m.id = ue.unit_id
-            WHERE ue.entity_id = e.entity AND {scope_where("m")} {where.sql}
-            ORDER BY m.embedding <=> %(v)s LIMIT %(per_entity)s
+            SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
+            FROM unit_entities ue JOIN memory_vectors m ON m.unit_id = ue.unit_id
+            WHERE ue.entity_id = e.entity AND {vector_scope("m")} {where.sql}
+            ORDER BY m.embedding <=> %(v)s::halfvec LIMIT %(per_entity)s
         ) u GROUP BY u.id
         """,
         {

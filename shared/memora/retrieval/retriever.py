@@ -277,26 +277,26 @@ class Retriever:
         s = self.settings
         ef_search = min(1000, max(64, 2 * limit, p.thinking_budget))
         where = compile_filters(p.filters, "m")
+        matching = arms.Matching()  # who passes the filter, as far as known: for the graph
         with self.pool.tenant_connection(p.scope.tenant_id) as conn:
             semantic = _timed(
                 "semantic",
                 lambda: arms.semantic(
                     conn, p.agent_key, p.fact_types, vector, limit, ef_search,
-                    s.semantic_min_similarity, where, s.filter_exact_scan_max,
+                    s.semantic_min_similarity, where, s.filter_exact_scan_max, matching,
                 ),
             )  # fmt: skip
             entry = {
                 str(i): 1.0 for i, sim in semantic.ranked[: s.graph_entry_points]
                 if sim >= s.graph_entry_similarity
             }  # fmt: skip
-            passes: dict[str, bool] = {}  # the filter's verdicts, over the graph's steps
             graph = _timed(
                 "graph",
                 lambda: [
                     (UUID(node), activation)
                     for node, activation in spread_activation(
                         entry,
-                        lambda ids: arms.neighbours(conn, ids, s.graph_fanout, where, passes),
+                        lambda ids: arms.neighbours(conn, ids, s.graph_fanout, where, matching),
                         p.thinking_budget,
                         self.spread,
                     )

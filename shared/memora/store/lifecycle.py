@@ -79,11 +79,14 @@ def similar(
                               WHERE ue.unit_id = n.id), '{}') AS entities
         FROM (
             SELECT u.id, u.text, u.metadata, u.event_date, u.created_at, u.importance,
-                   u.category, u.embedding, 1 - (u.embedding <=> %(v)s) AS similarity
-            FROM memory_units u
-            WHERE u.agent_id = %(a)s AND u.status = 'active' AND u.fact_type = ANY(%(t)s)
-              AND u.embedding IS NOT NULL AND u.id IS DISTINCT FROM %(x)s
-            ORDER BY u.embedding <=> %(v)s LIMIT %(k)s
+                   u.category, u.embedding, near.similarity
+            FROM (
+                SELECT v.unit_id, 1 - (v.embedding <=> %(v)s::halfvec) AS similarity
+                FROM memory_vectors v
+                WHERE v.agent_id = %(a)s AND v.fact_type = ANY(%(t)s)
+                  AND v.unit_id IS DISTINCT FROM %(x)s
+                ORDER BY v.embedding <=> %(v)s::halfvec LIMIT %(k)s
+            ) near JOIN memory_units u ON u.id = near.unit_id
         ) n WHERE n.similarity >= %(min)s
         """,
         {

@@ -110,15 +110,15 @@ def build_links(conn: Connection[Any], unit_ids: list[UUID], s: LinkSettings) ->
     counts["semantic"] = _insert(
         conn,
         """
-        SELECT u.id AS from_unit, n.id AS to_unit, 'semantic'::text AS link_type,
+        SELECT u.unit_id AS from_unit, n.id AS to_unit, 'semantic'::text AS link_type,
                'semantic'::text AS reverse_type, n.sim::real AS weight, NULL::uuid AS entity_id
-        FROM memory_units u
+        FROM memory_vectors u
         CROSS JOIN LATERAL (
-            SELECT m.id, 1 - (m.embedding <=> u.embedding) AS sim FROM memory_units m
-            WHERE m.agent_id = u.agent_id AND m.id <> u.id AND m.embedding IS NOT NULL
+            SELECT m.unit_id AS id, 1 - (m.embedding <=> u.embedding) AS sim
+            FROM memory_vectors m WHERE m.agent_id = u.agent_id AND m.unit_id <> u.unit_id
             ORDER BY m.embedding <=> u.embedding LIMIT %(k)s
         ) n
-        WHERE u.id = ANY(%(ids)s) AND u.embedding IS NOT NULL AND n.sim > %(t)s
+        WHERE u.unit_id = ANY(%(ids)s) AND n.sim > %(t)s
         """,
         {"k": s.semantic_per_unit, "t": s.semantic_threshold, "ids": unit_ids},
     )

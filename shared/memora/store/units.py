@@ -189,12 +189,11 @@ def nearest_current_opinion(
     similarity); forgotten or archived opinions are not reinforced."""
     return conn.execute(
         """
-        SELECT m.id, m.confidence_score, 1 - (m.embedding <=> %(v)s) AS similarity
-        FROM memory_units m
-        WHERE m.agent_id = %(a)s AND m.fact_type = 'opinion' AND m.embedding IS NOT NULL
-          AND m.status = 'active'
+        SELECT m.id, m.confidence_score, 1 - (v.embedding <=> %(v)s::halfvec) AS similarity
+        FROM memory_vectors v JOIN memory_units m ON m.id = v.unit_id
+        WHERE v.agent_id = %(a)s AND v.fact_type = 'opinion'
           AND NOT EXISTS (SELECT 1 FROM memory_units n WHERE n.supersedes = m.id)
-        ORDER BY m.embedding <=> %(v)s LIMIT 1
+        ORDER BY v.embedding <=> %(v)s::halfvec LIMIT 1
         """,
         {"v": vector, "a": agent_id},
     ).fetchone()
