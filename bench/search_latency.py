@@ -64,6 +64,8 @@ from memora.config import Settings
 from memora.db.pool import connect
 from memora.embedding import Embedder
 from memora.infra.embedded import free_port
+from memora.retrieval import arms
+from memora.retrieval.filters import Filters, compile_filters
 from services.cli.stack import Stack
 
 AGENT = "bench-agent"
@@ -203,6 +205,41 @@ def load(url: str, n: int, embedder: Embedder, texts: list[str], pair: bool, see
         print(f"  HNSW built in {time.monotonic() - started:.0f}s")
 
 
+def filtered_recall(url: str, embedder: Embedder, qs: list[str]) -> dict[str, float]:
+    """Per filter of FILTER_SETS, the semantic retriever's recall (as the query service runs
+    it, under row-level security) against the true ranking: the same filter's units ranked
+    by their float4 embeddings in `memory_units`, every one of them read."""
+    settings = Settings()
+    vectors = embedder.embed(qs)
+    types = ("world", "experience", "opinion", "observation")
+    out: dict[str, float] = {}
+    with connect(url) as conn:
+        conn.execute("SELECT set_config('role', 'memora_tenant', false), "
+                     "set_config('memora.tenant', 'default', false)")  # fmt: skip
+        for name, flat in FILTER_SETS.items():
+            filters = Filters.model_validate(flat) if flat else None
+            where = compile_filters(filters, "m")
+            found: list[float] = []
+            for vector in vectors:
+                ranked = arms.semantic(
+                    conn, AGENT, types, vector, 50, 100, settings.semantic_min_similarity,
+                    where, settings.filter_exact_scan_max,
+                )  # fmt: skip
+                truth = conn.execute(
+                    f"SELECT m.id FROM memory_units m WHERE m.agent_id = %(agent)s "
+                    f"AND m.status = 'active' {where.sql} "
+                    f"ORDER BY m.embedding <=> %(v)s LIMIT %(n)s",
+                    {"agent": AGENT, "v": vector, "n": max(len(ranked), 1), **where.params},
+                ).fetchall()
+                if ranked:
+                    found.append(
+                        len({i for i, _ in ranked} & {r["id"] for r in truth}) / len(ranked)
+                    )
+            out[name] = round(statistics.mean(found), 3) if found else 1.0
+            conn.rollback()
+    return out
+
+
 def questions(count: int, seed: int = 11) -> list[str]:
     rng = random.Random(seed)
     out: set[str] = set()
@@ -315,6 +352,10 @@ def main() -> None:
         "--out", type=Path, default=Path(__file__).parent / "results" / "search_latency.json"
     )
     parser.add_argument("--filters", action="store_true", help="also each of FILTER_SETS")
+    parser.add_argument(
+        "--recall", type=int, default=0, metavar="N",
+        help="with --filters: the semantic retriever's recall per filter on N questions",
+    )  # fmt: skip
     parser.add_argument("--texts", choices=["synthetic", "locomo"], default="synthetic")
     parser.add_argument("--locomo", type=Path, default=LOCOMO)
     parser.add_argument("--reranker", choices=["heuristic", "cross-encoder"], default="heuristic")
@@ -395,6 +436,10 @@ def main() -> None:
                 result["median_ratio_on_off"] = result["on"].pop("median_ratio_to_off")
             elif len(bases) == 1 and not args.filters:
                 result = result[modes[0]]
+            if args.filters and args.recall:
+                result["semantic_recall"] = filtered_recall(
+                    settings.require_database_url(), embedder, qs[: args.recall]
+                )
             result["load_average"] = os.getloadavg()
             print(f"{n}: {json.dumps(result)}", flush=True)
         finally:

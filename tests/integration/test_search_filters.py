@@ -195,6 +195,37 @@ def test_filtered_graph_steps_check_each_target_once(
     assert known.known == {}
 
 
+def test_a_broad_filter_checks_units_as_they_come_up(
+    stored: Any, query_api: TestClient, pool: Any, agent_id: str
+) -> None:
+    """The graph's walk for a broad filter (each unit checked when it comes up for
+    exploration, `admit`) explores what the walk with every link target checked explores."""
+    from memora.retrieval import arms
+    from memora.retrieval.filters import Filters, compile_filters
+    from memora.retrieval.graph import SpreadSettings, spread_activation
+
+    everything = _search(query_api, agent_id, "Pixel cat Alice Bob sink plant laptop", None)
+    entry = {everything["results"][0]["id"]: 1.0}
+    where = compile_filters(Filters.model_validate({"tags": {"any": ["pets", "home"]}}), "m")
+    eager_known, lazy_known = arms.Matching(), arms.Matching()
+    with pool.tenant_connection("default") as conn:
+        eager = spread_activation(
+            entry, lambda ids: arms.neighbours(conn, ids, 2, where, eager_known), 10,
+            SpreadSettings(),
+        )  # fmt: skip
+        lazy = spread_activation(
+            entry,
+            lambda ids: arms.links(conn, ids, arms.FILTERED_SCAN * 2),
+            10,
+            SpreadSettings(),
+            admit=lambda ids: arms.passing(conn, ids, where, lazy_known.known),
+            fanout=2,
+        )
+    assert len(eager) >= 2
+    assert dict(lazy) == pytest.approx(dict(eager))
+    assert set(lazy_known.known) <= set(eager_known.known)  # only what came up is checked
+
+
 def test_memora_number_reads_json_numbers_without_errors(pool: Any) -> None:
     """The range filters' leakproof function (migration 0011): a float8 for a JSON number,
     ±infinity or 0 beyond float8's range (never an error, which would leak), NULL otherwise."""

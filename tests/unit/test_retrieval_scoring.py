@@ -188,6 +188,45 @@ def test_weak_activation_stops_the_spread() -> None:
     assert B not in found and C not in found  # 0.04 < min_activation
 
 
+@pytest.mark.parametrize("share", [0.1, 0.5, 0.999])
+def test_admitting_at_exploration_walks_the_filtered_graph(share: float) -> None:
+    """A filter checked as nodes come up for exploration (`admit`) explores what the walk
+    over the filtered graph explores (each source's strongest `fanout` links to passing
+    nodes, among the links given), with the same activations, checking each node once and,
+    for a broad filter, far fewer nodes than the targets that walk would check."""
+    rng = np.random.default_rng(7)
+    nodes = [uuid.UUID(int=i) for i in range(1, 2001)]
+    passes = {n for n in nodes if rng.random() < share} | {nodes[0]}
+    graph: dict[uuid.UUID, list[Edge[uuid.UUID]]] = {
+        n: sorted(
+            ((nodes[int(j)], "entity", float(rng.random()))
+             for j in rng.choice(len(nodes), 40, replace=False)),
+            key=lambda e: -e[2],
+        )
+        for n in nodes
+    }  # fmt: skip
+    fanout, budget = 5, 60
+    filtered = {n: [e for e in edges if e[0] in passes][:fanout] for n, edges in graph.items()}
+    _, eager_neighbours = _graph(filtered)
+    eager = spread_activation({nodes[0]: 1.0}, eager_neighbours, budget, SpreadSettings())
+    checked: list[uuid.UUID] = []
+
+    def admit(ids: list[uuid.UUID]) -> set[uuid.UUID]:
+        checked.extend(ids)
+        return {i for i in ids if i in passes}
+
+    _, neighbours = _graph(graph)
+    lazy = spread_activation(
+        {nodes[0]: 1.0}, neighbours, budget, SpreadSettings(), admit=admit, fanout=fanout
+    )
+    assert len(eager) >= 10
+    assert dict(lazy) == pytest.approx(dict(eager))
+    assert len(checked) == len(set(checked))  # each node checked once
+    targets = {e[0] for n, _ in eager for e in graph[n]}  # what checking every link would ask
+    if share > 0.9:
+        assert len(checked) < len(targets) / 2
+
+
 def test_keyword_reads_the_rarest_terms_within_its_budget() -> None:
     from memora.retrieval.keyword import TermStats
 

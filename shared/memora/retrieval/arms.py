@@ -52,10 +52,17 @@ def scope_params(agent_id: str, fact_types: Sequence[str]) -> dict[str, Any]:
 class Matching:
     """Which of the agent's units pass a search's filters, as far as the search knows: all of
     them (`complete`, when the semantic retriever ranked the filter exactly) or the verdicts on
-    those checked so far (`known`, kept over the graph's steps). Ids as text."""
+    those checked so far (`known`, kept over the graph's steps: see `passing`). Ids as text."""
 
     complete: frozenset[str] | None = None
     known: dict[str, bool] = field(default_factory=dict)
+    share: float | None = None  # of the agent's units, by the planner's estimates
+
+    @property
+    def broad(self) -> bool:
+        """Most units pass: the graph then checks a unit only as it comes up for exploration
+        (memora.retrieval.graph's `admit`), not every target of every link it reads."""
+        return self.complete is None and self.share is not None and self.share >= BROAD_SHARE
 
 
 # Filtered searches over at most this many units scan them exactly (see `semantic`;
@@ -75,6 +82,10 @@ EXACT_SCAN_MAX = 2000
 # a 5 % filter is off by ~15 % (with the default 100, by up to 2×: 3,029–9,085 for 4,431).
 WALK_COST = 12
 EXACT_SCAN_CAP = 20_000
+# A filter that the planner expects half of the agent's units or more to pass is broad
+# (`Matching.broad`). Narrower, most targets fail and a check per exploration would take
+# many round trips (each failure hands its link on); checking every target takes one a step.
+BROAD_SHARE = 0.5
 
 
 def semantic(
@@ -103,7 +114,9 @@ def semantic(
     an exact scan `matching.complete` holds every unit that passed (the graph's steps then
     check their targets against it)."""
     if where.sql and exact_max > 0:
-        at_most = _exact_scan_bound(conn, agent_id, fact_types, where, limit, exact_max)
+        at_most, share = _exact_scan_bound(conn, agent_id, fact_types, where, limit, exact_max)
+        if matching is not None:
+            matching.share = share
         exact = (
             _exact(conn, agent_id, fact_types, vector, limit, where, at_most) if at_most else None
         )
@@ -139,15 +152,18 @@ def _exact_scan_bound(
     where: Where,
     limit: int,
     exact_max: int,
-) -> int:
-    """How many units an exact scan may read for this filter (0: walk HNSW instead)."""
+) -> tuple[int, float | None]:
+    """How many units an exact scan may read for this filter (0: walk HNSW instead), and the
+    share of the agent's units expected to pass (None when not estimated: at most
+    `exact_max` pass)."""
     matching = _estimate(conn, agent_id, fact_types, where)
     if matching <= exact_max:
-        return exact_max
-    if matching > EXACT_SCAN_CAP:
-        return 0
+        return exact_max, None
     agent = _estimate(conn, agent_id, fact_types, NO_FILTER)
-    return EXACT_SCAN_CAP if matching**2 <= WALK_COST * limit * agent else 0
+    share = min(matching / agent, 1.0) if agent else 1.0
+    if matching <= EXACT_SCAN_CAP and matching**2 <= WALK_COST * limit * agent:
+        return EXACT_SCAN_CAP, share
+    return 0, share
 
 
 def _estimate(
@@ -208,27 +224,15 @@ def _exact(
 FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
 
 
-def neighbours(
-    conn: Connection[Any],
-    ids: list[str],
-    fanout: int,
-    where: Where = NO_FILTER,
-    matching: Matching | None = None,
-) -> dict[str, list[Edge[str]]]:
-    """Each unit's strongest `fanout` links (links join units of one agent only); with
-    filters, the strongest to units that pass them, among its FILTERED_SCAN · fanout
-    strongest links. Ids travel as text and rows as tuples: graph retrieval reads thousands
-    of links per search, and UUID objects and dict rows were most of its cost.
-
-    `matching` carries what the search knows of who passes the filter, over its steps: the
-    links are read by the index alone, as unfiltered, then checked against the complete set
-    when the semantic retriever found it, else only targets not seen before are checked, in
-    one query (neighbourhoods overlap: most targets recur from step to step)."""
-    strongest = "ORDER BY weight DESC, to_unit LIMIT %(fanout)s"
+def links(conn: Connection[Any], ids: list[str], limit: int) -> dict[str, list[Edge[str]]]:
+    """Each unit's strongest `limit` links to active units (links join units of one agent
+    only), strongest first, read by the index alone. Ids travel as text and rows as tuples:
+    graph retrieval reads thousands of links per search, and UUID objects and dict rows were
+    most of its cost."""
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(
-            f"""
+            """
             SELECT l.from_unit::text, l.to_unit::text, l.link_type, l.weight
             FROM unnest(%(ids)s::uuid[]) AS f(id)
             CROSS JOIN LATERAL (
@@ -236,38 +240,61 @@ def neighbours(
                 WHERE from_unit = f.id AND NOT EXISTS (
                     SELECT 1 FROM memory_units x WHERE x.id = to_unit AND x.status <> 'active'
                 )  -- the few inactive units: a small partial index
-                {strongest}
+                ORDER BY weight DESC, to_unit LIMIT %(limit)s
             ) l
             """,
-            {"ids": ids, "fanout": FILTERED_SCAN * fanout if where.sql else fanout},
+            {"ids": ids, "limit": limit},
         )
         .fetchall()
     )
-    if where.sql:
-        known = Matching() if matching is None else matching
-        if known.complete is not None:
-            complete = known.complete
-            rows = [row for row in rows if row[1] in complete]
-        else:
-            verdicts = known.known
-            unseen = list({target for _, target, _, _ in rows if target not in verdicts})
-            if unseen:
-                passing = {  # a join: one primary-key probe per target (`= ANY` could
-                    r[0]  # make the planner AND it with the filter's whole index bitmap)
-                    for r in conn.cursor(row_factory=tuple_row).execute(
-                        f"SELECT m.unit_id::text FROM unnest(%(ids)s::uuid[]) AS t(id) "
-                        f"JOIN memory_vectors m ON m.unit_id = t.id WHERE true {where.sql}",
-                        {"ids": unseen, **where.params},
-                        prepare=False,
-                    )
-                }
-                verdicts.update((target, target in passing) for target in unseen)
-            rows = [row for row in rows if verdicts[row[1]]]
     out: dict[str, list[Edge[str]]] = defaultdict(list)
     for source, target, link_type, weight in rows:  # each source's links, strongest first
-        if len(out[source]) < fanout:
-            out[source].append((target, link_type, weight))
+        out[source].append((target, link_type, weight))
     return out
+
+
+def neighbours(
+    conn: Connection[Any],
+    ids: list[str],
+    fanout: int,
+    where: Where = NO_FILTER,
+    matching: Matching | None = None,
+) -> dict[str, list[Edge[str]]]:
+    """Each unit's strongest `fanout` links; with filters, its strongest `fanout` to units
+    that pass them, among its FILTERED_SCAN · fanout strongest links. `matching` holds what
+    the search knows of who passes, over its steps: every unit that passes (after an exact
+    scan), else the verdicts so far, to which this step's new targets are added (`passing`:
+    neighbourhoods overlap, most targets recur from step to step)."""
+    if not where.sql:
+        return links(conn, ids, fanout)
+    found = links(conn, ids, FILTERED_SCAN * fanout)
+    known = Matching() if matching is None else matching
+    keep = known.complete
+    if keep is None:
+        targets = list({target for edges in found.values() for target, _, _ in edges})
+        keep = frozenset(passing(conn, targets, where, known.known))
+    return {s: [e for e in edges if e[0] in keep][:fanout] for s, edges in found.items()}
+
+
+def passing(
+    conn: Connection[Any], ids: list[str], where: Where, known: dict[str, bool]
+) -> set[str]:
+    """Which of these units pass `where`: those not in `known` (the verdicts so far in one
+    search) checked in one query, one primary-key probe each (with `= ANY` the planner may
+    AND the ids with the filter's whole index bitmap instead), their verdicts added."""
+    unseen = [i for i in ids if i not in known]
+    if unseen:
+        found = {
+            r[0]
+            for r in conn.cursor(row_factory=tuple_row).execute(
+                f"SELECT m.unit_id::text FROM unnest(%(ids)s::uuid[]) AS t(id) "
+                f"JOIN memory_vectors m ON m.unit_id = t.id WHERE true {where.sql}",
+                {"ids": unseen, **where.params},
+                prepare=False,
+            )
+        }
+        known.update((i, i in found) for i in unseen)
+    return {i for i in ids if known[i]}
 
 
 # A unit lies in the range by when it happened (occurred_start/end, from the extractor) or,

@@ -7,6 +7,15 @@ each neighbour receives activation · link weight · type weight · decay, keepi
 value it was offered and never exceeding its source's activation. Exploration stops after
 `budget` nodes (the search's thinking_budget) or when nothing above `min_activation` is left;
 the explored nodes come back ranked by activation.
+
+`admit` keeps the walk to the nodes a search's filters let through when the caller cannot
+tell them in advance, checking only the nodes that come up for exploration: each source
+offers its activation along its first `fanout` links to nodes not known to fail; the most
+active pending nodes are checked (in one call) before they form a wave, and a node that
+fails gives each source that offered to it that source's next link instead. With one link
+type this explores what a walk over the filtered graph explores (each source's strongest
+`fanout` links to passing nodes); a boosted type (causal ×2, explicit ×1.5) behind a failing
+link is offered only once that link's node comes up.
 """
 
 from __future__ import annotations
@@ -57,42 +66,97 @@ class SpreadSettings:
         )
 
 
+Admit = Callable[[list[N]], set[N]]
+
+
 def spread_activation(
-    entry: Mapping[N, float], neighbours: Neighbours[N], budget: int, s: SpreadSettings
+    entry: Mapping[N, float],
+    neighbours: Neighbours[N],
+    budget: int,
+    s: SpreadSettings,
+    admit: Admit[N] | None = None,
+    fanout: int = 0,
 ) -> list[tuple[N, float]]:
     """Explored nodes with their final activation, most active first. Nodes are any hashable
-    ids; the caller's choice matters for speed (str hashes are cached, UUID's are not)."""
+    ids; the caller's choice matters for speed (str hashes are cached, UUID's are not).
+    Without `admit` every link `neighbours` gives is followed; with it (which of the nodes
+    given pass: see the module's doc) each source's first `fanout` to nodes not rejected,
+    `neighbours` giving more, strongest first. Entry points are taken as admitted."""
     pending: dict[N, float] = {}  # activated, not explored yet
     explored: dict[N, float] = {}
     heap: list[tuple[float, int, N]] = []  # (-activation, arrival, node); stale entries skipped
     arrivals = itertools.count()
+    weights, decay, floor = s.type_weights, s.decay, s.min_activation
+    links: dict[N, tuple[Sequence[Edge[N]], int]] = {}  # explored: its links, the next one
+    admitted, rejected = set(entry), set[N]()
+    holders: dict[N, list[N]] = {}  # a node not checked yet: the sources it holds a link of
 
     def offer(node: N, value: float) -> None:
         pending[node] = value
         heapq.heappush(heap, (-value, next(arrivals), node))
 
+    def follow(source: N, count: int) -> None:
+        """Offer the source's activation along its next `count` links to nodes not rejected
+        (a link to an explored node counts, as it would have been followed)."""
+        edges, i = links[source]
+        value = explored[source]
+        while count > 0 and i < len(edges):
+            target, link_type, weight = edges[i]
+            i += 1
+            if target in rejected:
+                continue
+            count -= 1
+            if target in explored:
+                continue
+            if admit is not None and target not in admitted:
+                holders.setdefault(target, []).append(source)
+            offered = min(value * weight * weights.get(link_type, 1.0) * decay, value)
+            if offered > pending.get(target, 0.0):
+                offer(target, offered)
+        links[source] = (edges, i)
+
+    def pop(count: int) -> list[tuple[float, int, N]]:
+        """The heap entries of the `count` most active pending nodes, off the heap."""
+        out: list[tuple[float, int, N]] = []
+        while heap and len(out) < count:
+            top = heapq.heappop(heap)
+            if -top[0] < floor:
+                heap.clear()  # the rest is weaker still
+            elif pending.get(top[2]) == -top[0]:  # else stale
+                out.append(top)
+        return out
+
+    def check(nodes: list[N], admit: Admit[N]) -> None:
+        passing = admit(nodes)
+        admitted.update(passing)
+        for node in nodes:
+            sources = holders.pop(node, [])
+            if node not in passing:
+                rejected.add(node)
+                del pending[node]
+                for source in sources:
+                    follow(source, 1)  # its next link instead
+
     for node, value in entry.items():
         offer(node, value)
     wave = s.wave or max(10, -(-budget // 4))
-    weights, decay, floor = s.type_weights, s.decay, s.min_activation
     while len(explored) < budget:
-        frontier: list[N] = []
         size = min(wave, budget - len(explored))
-        while heap and len(frontier) < size:
-            negative, _, node = heapq.heappop(heap)
-            if -negative < floor:
-                heap.clear()  # the rest is weaker still
-            elif pending.get(node) == -negative:  # else stale: explored, or offered more since
-                frontier.append(node)
+        chosen = pop(size)
+        unknown = [e[2] for e in chosen if e[2] not in admitted] if admit is not None else []
+        while unknown and admit is not None:  # check, then choose again: a rejection may
+            check(unknown, admit)  # have offered more
+            for item in chosen:  # back in their places (ties keep their arrival order)
+                if item[2] not in rejected:
+                    heapq.heappush(heap, item)
+            chosen = pop(size)
+            unknown = [e[2] for e in chosen if e[2] not in admitted]
+        frontier = [node for _, _, node in chosen]
         if not frontier:
             break
         edges = neighbours(frontier)
         for node in frontier:
-            source = explored[node] = pending.pop(node)
-            for target, link_type, weight in edges.get(node, ()):
-                if target in explored:
-                    continue
-                offered = min(source * weight * weights.get(link_type, 1.0) * decay, source)
-                if offered > pending.get(target, 0.0):
-                    offer(target, offered)
+            explored[node] = pending.pop(node)
+            links[node] = (edges.get(node, ()), 0)
+            follow(node, fanout if admit is not None else len(links[node][0]))
     return sorted(explored.items(), key=lambda kv: -kv[1])

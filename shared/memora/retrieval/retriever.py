@@ -22,6 +22,7 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
+from psycopg import Connection
 
 from memora.config import Settings
 from memora.db.pool import Pool
@@ -36,7 +37,7 @@ from memora.retrieval.cross_encoder import (
     ServingOptions,
     dated,
 )
-from memora.retrieval.filters import compile_filters
+from memora.retrieval.filters import Where, compile_filters
 from memora.retrieval.graph import SpreadSettings, spread_activation
 from memora.retrieval.keyword import KeywordIndex, TermStats
 from memora.retrieval.recall_score import (
@@ -294,17 +295,40 @@ class Retriever:
                 "graph",
                 lambda: [
                     (UUID(node), activation)
-                    for node, activation in spread_activation(
-                        entry,
-                        lambda ids: arms.neighbours(conn, ids, s.graph_fanout, where, matching),
-                        p.thinking_budget,
-                        self.spread,
-                    )
+                    for node, activation in self._spread(conn, entry, p, where, matching)
                 ],
             )
         if not entry:
             graph.note = f"no semantic match ≥ {s.graph_entry_similarity} to start from"
         return semantic, graph
+
+    def _spread(
+        self,
+        conn: Connection[Any],
+        entry: dict[str, float],
+        p: SearchParams,
+        where: Where,
+        matching: arms.Matching,
+    ) -> list[tuple[str, float]]:
+        """Spreading activation from the entry points, over the units that pass the filters:
+        for a broad filter each unit is checked as it comes up for exploration, otherwise
+        each step's links are kept to the units that pass (see arms.neighbours)."""
+        fanout, budget = self.settings.graph_fanout, p.thinking_budget
+        if where.sql and matching.broad:
+            return spread_activation(
+                entry,
+                lambda ids: arms.links(conn, ids, arms.FILTERED_SCAN * fanout),
+                budget,
+                self.spread,
+                admit=lambda ids: arms.passing(conn, ids, where, matching.known),
+                fanout=fanout,
+            )
+        return spread_activation(
+            entry,
+            lambda ids: arms.neighbours(conn, ids, fanout, where, matching),
+            budget,
+            self.spread,
+        )
 
     def _entity(self, p: SearchParams) -> tuple[ArmResult, list[UUID], np.ndarray | None]:
         """The entity retriever, from the start of the search (off the critical path): the
