@@ -1,5 +1,6 @@
-"""Keyword retrieval on real PostgreSQL: the narrow `memory_search` table follows
-`memory_units` (migration 0005), BM25 in SQL equals the formula, the match budget keeps the
+"""The read path's narrow tables and keyword retrieval on real PostgreSQL: `memory_search`
+(migration 0005) and `memory_vectors` (0012: half-precision embeddings with the filter
+columns) follow `memory_units`, BM25 in SQL equals the formula, the match budget keeps the
 most recent matches, and tsqueries built from lexemes cannot be steered by their characters."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from memora.retrieval.keyword import K1, B, KeywordIndex, or_query
 pytestmark = pytest.mark.integration
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
+WHEN = START
 
 
 @pytest.fixture()
@@ -70,6 +72,60 @@ def test_the_keyword_table_follows_the_searchable_units(conn: Any, agent_id: str
     assert len(_search_rows(conn, other)) == 1
     conn.execute("DELETE FROM memory_units WHERE id = %s", (other,))
     assert _search_rows(conn, other) == []
+    conn.commit()
+
+
+def _row(conn: Any, unit: uuid.UUID) -> dict[str, Any] | None:
+    return conn.execute(  # type: ignore[no-any-return]
+        "SELECT v.agent_id, v.fact_type, v.metadata, v.event_date, v.occurred_start,"
+        " 1 - (v.embedding <=> m.embedding::halfvec) AS same,"
+        " (v.embedding::vector <=> m.embedding) AS drift"
+        " FROM memory_vectors v JOIN memory_units m ON m.id = v.unit_id WHERE v.unit_id = %s",
+        (unit,),
+    ).fetchone()
+
+
+def test_the_vector_table_follows_the_searchable_units(conn: Any, agent_id: str) -> None:
+    unit = uuid.uuid4()
+    conn.execute(
+        "INSERT INTO memory_units (id, agent_id, text, fact_type, event_date, mentioned_at,"
+        " metadata) VALUES (%s, %s, 'Alice adopted a puppy', 'world', %s, %s, %s)",
+        (unit, agent_id, WHEN, WHEN, '{"scene": "s1"}'),
+    )
+    assert _row(conn, unit) is None  # not embedded yet: not searchable
+    conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (_vector(1), unit))
+    row = _row(conn, unit)
+    assert row is not None
+    assert (row["agent_id"], row["fact_type"], row["metadata"]) == (
+        agent_id,
+        "world",
+        {"scene": "s1"},
+    )
+    assert row["drift"] < 1e-5  # cosine distance to the float4 embedding
+    conn.execute(
+        'UPDATE memory_units SET metadata = \'{"scene": "s2"}\', occurred_start = %s WHERE id = %s',
+        (WHEN, unit),
+    )
+    row = _row(conn, unit)
+    assert row is not None and row["metadata"] == {"scene": "s2"} and row["occurred_start"] == WHEN
+    for status, searchable in (("forgotten", False), ("active", True), ("archived", False)):
+        conn.execute(
+            "UPDATE memory_units SET status = %s, status_at = now() WHERE id = %s",
+            (status, unit),
+        )
+        assert (_row(conn, unit) is not None) is searchable, status
+    conn.execute("UPDATE memory_units SET status = 'active' WHERE id = %s", (unit,))
+    conn.execute("UPDATE memory_units SET embedding = NULL WHERE id = %s", (unit,))
+    assert _row(conn, unit) is None
+    other = uuid.uuid4()
+    conn.execute(
+        "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
+        " mentioned_at) VALUES (%s, %s, 'Bob sold a kayak', %s, 'world', %s, %s)",
+        (other, agent_id, _vector(2), WHEN, WHEN),
+    )
+    assert _row(conn, other) is not None  # embedded at insert
+    conn.execute("DELETE FROM memory_units WHERE id = %s", (other,))
+    assert _row(conn, other) is None
     conn.commit()
 
 

@@ -314,7 +314,7 @@ class Retriever:
         for a broad filter each unit is checked as it comes up for exploration, otherwise
         each step's links are kept to the units that pass (see arms.neighbours)."""
         fanout, budget = self.settings.graph_fanout, p.thinking_budget
-        if where.sql and matching.broad:
+        if matching.broad:  # set by the semantic retriever for filtered searches only
             return spread_activation(
                 entry,
                 lambda ids: arms.links(conn, ids, arms.FILTERED_SCAN * fanout),
