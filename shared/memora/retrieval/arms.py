@@ -2,10 +2,11 @@
 the hydration of fused candidates. Keyword retrieval (BM25) lives in `keyword.py`.
 
 Every query is scoped by agent_id, the requested fact types and active status, composed by
-`scope_where` (the one place for conditions every retriever applies), and by the search's
-metadata filters (`where`, compiled by `memora.retrieval.filters`). The k-nearest queries read
-`memory_vectors` (migration 0012: the searchable units' half-precision embeddings inline, with
-the filter columns), which holds active embedded units only; hydration reads `memory_units`.
+`scope_where` on `memory_units` or `vector_scope` on `memory_vectors` (the one place for
+conditions every retriever applies), and by the search's metadata filters (`where`, compiled
+by `memora.retrieval.filters`). The k-nearest queries read `memory_vectors` (migration 0012:
+the active embedded units' half-precision embeddings inline, with the filter columns);
+hydration reads `memory_units`.
 """
 
 from __future__ import annotations

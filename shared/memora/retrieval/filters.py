@@ -12,11 +12,11 @@ The public form is flat, as a client or a model writes it:
 bound parameters, keys inside bound jsonb documents; the fragment's text is made of fixed
 pieces, the table alias (checked against an identifier pattern) and a range's key, written as
 a literal so that an expression index can serve it (`_key_literal`). Equalities and tags
-become jsonb containment (`metadata @> ...`), served by the GIN (agent_id, metadata
-jsonb_path_ops) indexes of migration 0009; ranges compare `memora_number(metadata, 'key')` (a
-float8, NULL unless a JSON number), for `turn` through the btree (agent_id,
-memora_number(metadata, 'turn')) indexes. Both are leakproof (migration 0011), so the indexes
-serve them under row-level security too.
+become jsonb containment (`metadata @> ...`), served by the GIN indexes over (agent_id,
+metadata jsonb_path_ops) of `memory_vectors` and `memory_search` (migration 0012); ranges
+compare `memora_number(metadata, 'key')` (a float8, NULL unless a JSON number), for `turn`
+through the btree (agent_id, memora_number(metadata, 'turn')) indexes. Both are leakproof
+(migration 0011), so the indexes serve them under row-level security too.
 """
 
 from __future__ import annotations
@@ -155,8 +155,8 @@ NO_FILTER = Where()
 
 
 def compile_filters(filters: Filters | None, alias: str) -> Where:
-    """The conditions on the rows of the table aliased `alias` (memory_units or memory_search:
-    both have metadata, event_date, occurred_start and occurred_end)."""
+    """The conditions on the rows of the table aliased `alias` (memory_vectors, memory_search
+    or memory_units: all have metadata, event_date, occurred_start and occurred_end)."""
     if filters is None or filters.is_empty():
         return NO_FILTER
     if not _ALIAS.match(alias):
