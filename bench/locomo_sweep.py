@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -70,8 +71,10 @@ def hold(data: Path, prefix: str) -> None:
         query_port=free_port(),
     )  # fmt: skip
     stack = Stack(settings, log_dir=settings.data_dir / "logs")
-    # SIGTERM (kill) ends the wait below through `finally`; a background job ignores SIGINT
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # SIGTERM (kill) ends the wait below (a background job ignores SIGINT); it only sets a
+    # flag, so that a second one (`timeout` passes its own on) cannot cut the clean-up short
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     stack.start()
     try:
         stack.wait_ready()
@@ -79,8 +82,8 @@ def hold(data: Path, prefix: str) -> None:
             items, seconds = locomo.ingest(c, data, prefix)
         print(f"ingested {items} turns in {seconds:.1f}s", flush=True)
         print(f"MEMORA_DATABASE_URL={settings.database_url}", flush=True)
-        while True:
-            time.sleep(3600)
+        while not stopping.wait(0.5):
+            stack.check_alive()
     finally:
         stack.stop()
 

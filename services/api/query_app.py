@@ -23,8 +23,9 @@ from services.api.health import health_router
 from services.api.metrics import install_metrics
 from services.api.routes import conversation_search, lifecycle, search, think
 
-# A search holds one connection per retriever (three at most) and one to read the results.
-CONNECTIONS_PER_SEARCH = 4
+# A search holds one connection per retriever at most (keyword, semantic, graph during a
+# filtered walk, temporal, entity); the results are read on one of them, released by then.
+CONNECTIONS_PER_SEARCH = 5
 
 
 def create_app(settings: Settings | None = None, *, pool: Pool | None = None) -> FastAPI:

@@ -220,3 +220,15 @@ def test_search_queries_keep_their_indexes_under_row_security(
                 assert f"idx_{table}_{index}" in found, found
                 condition = found.split("Index Cond: ", 1)[-1]
                 assert "metadata @> " in condition or "memora_number(metadata" in condition
+            # a time range (migration 0013): the said and the occurred branch are each an
+            # index range (which index serves which is the planner's choice)
+            where = compile_filters(
+                Filters.model_validate({"time": {"start": "2024-01-01T00:00:00Z",
+                                                 "end": "2024-02-01T00:00:00Z"}}),
+                alias,
+            )  # fmt: skip
+            found = plan(f"SELECT 1 FROM {table} {alias} WHERE true {where.sql}", where.params)
+            conditions = [line for line in found.splitlines() if "Index Cond: " in line]
+            assert "Seq Scan" not in found, found
+            assert any("event_date >= " in line for line in conditions), found
+            assert any("occurred_start" in line for line in conditions), found

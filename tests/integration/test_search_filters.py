@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+from uuid import UUID
 
 import pytest
 from fastapi.testclient import TestClient
@@ -116,6 +117,18 @@ def test_bad_filters_are_422(query_api: TestClient, agent_id: str, filters: Any)
     assert response.status_code == 422, response.text
 
 
+def _store_pets(inline_api: Any, agent_id: str) -> None:
+    """24 dinner memories: 3 speakers × 8 pets, in 3 scenes, turns 0–23."""
+    pets = ["cat", "dog", "parrot", "hamster", "goldfish", "rabbit", "turtle", "pony"]
+    items = [
+        {"content": f"{who} talked about the {pet} at dinner on day {i}.",
+         "metadata": {"scene": f"s{i % 3}", "turn": i, "speaker": who}}
+        for i, (who, pet) in enumerate((w, p) for w in ("Alice", "Bob", "Chen") for p in pets)
+    ]  # fmt: skip
+    response = inline_api.post("/api/memories/batch", json={"agent_id": agent_id, "items": items})
+    assert response.status_code == 200, response.text
+
+
 def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
     settings: Settings, pool: Any, inline_api: Any, agent_id: str
 ) -> None:
@@ -128,14 +141,7 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
     from memora.retrieval import arms
     from memora.retrieval.filters import Filters, compile_filters
 
-    pets = ["cat", "dog", "parrot", "hamster", "goldfish", "rabbit", "turtle", "pony"]
-    items = [
-        {"content": f"{who} talked about the {pet} at dinner on day {i}.",
-         "metadata": {"scene": f"s{i % 3}", "turn": i, "speaker": who}}
-        for i, (who, pet) in enumerate((w, p) for w in ("Alice", "Bob", "Chen") for p in pets)
-    ]  # fmt: skip
-    response = inline_api.post("/api/memories/batch", json={"agent_id": agent_id, "items": items})
-    assert response.status_code == 200, response.text
+    _store_pets(inline_api, agent_id)
     vector = get_embedder(settings.embedding_model).embed(["Which pet did they discuss?"])[0]
     types = ["world", "agent", "opinion"]
     for filters in ({"scene": "s1"}, {"turn": {"gte": 4, "lt": 20}}, {"speaker": ["Bob"]}):
@@ -162,13 +168,91 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
         assert matching.complete == passing and len(passing) > 5, filters
 
 
-def test_filtered_graph_steps_check_each_target_once(
+def test_a_narrow_walk_starts_the_graph_from_its_first_hits(
+    settings: Settings, pool: Any, inline_api: Any, agent_id: str, monkeypatch: Any
+) -> None:
+    """Under a filter that most units fail, the HNSW walk hands its first hits to the graph,
+    which runs on its own connection while the walk goes on (`first`): the walk's list is the
+    same, the first hits are its nearest, and where the walk's first pass over the index
+    covers them (as here), the graph is the one that would have followed the walk."""
+    from memora.embedding import get_embedder
+    from memora.retrieval import Retriever, arms
+    from memora.retrieval.filters import Filters, compile_filters
+    from memora.retrieval.types import SearchParams
+
+    _store_pets(inline_api, agent_id)
+    embedder = get_embedder(settings.embedding_model)
+    vector = embedder.embed(["Which pet did Bob talk about?"])[0]
+    types = ["world", "agent", "opinion"]
+    bob = Filters.model_validate({"speaker": "Bob"})
+    where = compile_filters(bob, "m")
+    handed: list[list[Any]] = []
+    with pool.tenant_connection("default") as conn:
+        plain = arms.semantic(conn, agent_id, types, vector, 6, 64, 0.0, where, exact_max=0)
+        early = arms.semantic(
+            conn, agent_id, types, vector, 6, 64, 0.0, where, exact_max=0,
+            first=handed.append, first_count=3,
+        )  # fmt: skip
+    assert early == plain and len(plain) == 6
+    assert handed == [plain[:3]]
+
+    retriever = Retriever(settings.model_copy(update={"filter_exact_scan_max": 0}), pool, embedder)
+    submitted = []
+    submit = retriever._graph_executor.submit
+    monkeypatch.setattr(
+        retriever._graph_executor, "submit", lambda *a: submitted.append(a) or submit(*a)
+    )
+    params = SearchParams(agent_id, "Which pet did Bob talk about?", filters=bob, trace=True)
+    try:
+        outcome = retriever.search(params)
+        assert outcome.trace is not None
+        paths = outcome.trace["paths"]
+        assert len(submitted) == 1  # the graph started during the walk
+        graph = [(r["id"], r["score"]) for r in paths["graph"]["results"]]
+        nearest = [(UUID(r["id"]), r["score"]) for r in paths["semantic"]["results"]]
+        after = retriever._graph(params, nearest, where, arms.Matching())
+    finally:
+        retriever.close()
+    with pool.tenant_connection("default") as conn:
+        rows = conn.execute(
+            "SELECT id::text FROM memory_units WHERE agent_id = %s AND metadata @> %s::jsonb",
+            (agent_id, '{"speaker": "Bob"}'),
+        ).fetchall()
+    bobs = {r["id"] for r in rows}
+    assert graph and {i for i, _ in graph} <= bobs
+    assert graph == [(str(i), pytest.approx(a, abs=1e-6)) for i, a in after.ranked]
+
+
+def test_temporal_seeds_ranked_exactly_equal_the_walk(
     stored: Any, query_api: TestClient, pool: Any, agent_id: str
 ) -> None:
-    """A filtered graph step keeps only links to units that pass: checked in the database
-    once per target, the verdicts recorded in `Matching.known` (the search's memory over its
-    steps), or, after an exact scan, against the complete set of units that pass, with no
-    query."""
+    """The temporal retriever ranks a range's units exactly when it holds few (migration
+    0013's indexes give the count): the same seeds, in the same order, as the HNSW walk."""
+    from datetime import UTC, datetime
+
+    from memora.retrieval import arms
+    from memora.retrieval.filters import NO_FILTER, Filters, compile_filters
+    from memora.temporal import QueryTimeRange
+
+    vector = query_api.app.state.embedder.embed(["Pixel the cat"])[0]
+    types = ["world", "agent", "opinion"]
+    march = QueryTimeRange(datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 4, 1, tzinfo=UTC), "")
+    alice = compile_filters(Filters.model_validate({"speaker": "Alice"}), "m")
+    with pool.tenant_connection("default") as conn:
+        for where in (NO_FILTER, alice):
+            walk = arms._temporal_seeds(conn, agent_id, types, vector, march, 5, 0.0, where, 0)
+            exact = arms._temporal_seeds(conn, agent_id, types, vector, march, 5, 0.0, where, 2000)
+            assert exact == walk and walk, where
+            assert all(march.start <= at < march.end for _, at in exact)
+        assert len(exact) == 2  # Alice's two, in March; Bob's are in April
+
+
+def test_filtered_graph_steps_keep_links_to_passing_units(
+    stored: Any, query_api: TestClient, pool: Any, agent_id: str
+) -> None:
+    """A filtered graph step keeps only links to units that pass: checked in the links'
+    query, or, after an exact scan, against the complete set of units that pass, with no
+    check in the database."""
     from memora.retrieval import arms
     from memora.retrieval.filters import Filters, compile_filters
 
@@ -182,8 +266,9 @@ def test_filtered_graph_steps_check_each_target_once(
         filtered = arms.neighbours(conn, ids, 20, where, matching)
     targets = {t for edges in unfiltered.values() for t, _, _ in edges}
     assert len(targets) >= 2 and bob & targets and targets - bob
-    assert matching.known == {t: t in bob for t in targets}
     assert {t for edges in filtered.values() for t, _, _ in edges} == targets & bob
+    for source, edges in filtered.items():  # each source's strongest passing links, in order
+        assert edges == [e for e in unfiltered[source] if e[0] in bob][: len(edges)]
 
     one = next(iter(bob & targets))
     known = arms.Matching(complete=frozenset({one}))
@@ -207,12 +292,16 @@ def test_a_broad_filter_checks_units_as_they_come_up(
     everything = _search(query_api, agent_id, "Pixel cat Alice Bob sink plant laptop", None)
     entry = {everything["results"][0]["id"]: 1.0}
     where = compile_filters(Filters.model_validate({"tags": {"any": ["pets", "home"]}}), "m")
-    eager_known, lazy_known = arms.Matching(), arms.Matching()
+    lazy_known = arms.Matching()
+    offered: set[str] = set()  # every target of the links the eager walk reads
+
+    def eager_step(ids: list[str]) -> dict[str, list[Any]]:
+        read = arms.links(conn, ids, arms.FILTERED_SCAN * 2)
+        offered.update(t for edges in read.values() for t, _, _ in edges)
+        return arms.neighbours(conn, ids, 2, where)
+
     with pool.tenant_connection("default") as conn:
-        eager = spread_activation(
-            entry, lambda ids: arms.neighbours(conn, ids, 2, where, eager_known), 10,
-            SpreadSettings(),
-        )  # fmt: skip
+        eager = spread_activation(entry, eager_step, 10, SpreadSettings())
         lazy = spread_activation(
             entry,
             lambda ids: arms.links(conn, ids, arms.FILTERED_SCAN * 2),
@@ -223,7 +312,7 @@ def test_a_broad_filter_checks_units_as_they_come_up(
         )
     assert len(eager) >= 2
     assert dict(lazy) == pytest.approx(dict(eager))
-    assert set(lazy_known.known) <= set(eager_known.known)  # only what came up is checked
+    assert lazy_known.known and set(lazy_known.known) < offered  # only what came up
 
 
 def test_memora_number_reads_json_numbers_without_errors(pool: Any) -> None:

@@ -1,12 +1,13 @@
 """The fused read path (seed 000 §3.5):
 
-    query → embed ∥ keyword → [semantic → graph] ∥ keyword ∥ temporal-graph
+    query → embed ∥ keyword ∥ scan plan → [semantic → graph] ∥ keyword ∥ temporal-graph
           → RRF → top candidates → heuristic or cross-encoder rerank → MMR → token budget
 
 Each retriever runs in a worker thread on its own pooled connection; the keyword retriever
-starts while the query is being embedded, and graph retrieval starts from the semantic
-retriever's hits (its entry points) as soon as those are in. The temporal-graph retriever
-runs only when the query states a time constraint.
+starts while the query is being embedded, as does the semantic retriever's plan of a filtered
+scan, and graph retrieval starts from the semantic retriever's hits (its entry points) as
+soon as those are in (during the semantic retriever's HNSW walk, under a narrow filter). The
+temporal-graph retriever runs only when the query states a time constraint.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import gc
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -96,9 +97,13 @@ class Retriever:
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
         self.spread = SpreadSettings.from_settings(settings)
         self.weights = scoring.HeuristicWeights.from_settings(settings)
-        # four tasks per search (keyword, semantic→graph, temporal, entity)
+        # four tasks per search (keyword, semantic→graph, temporal, entity); a graph that
+        # starts during a filtered walk runs apart, as its walk waits for it
         self._executor = ThreadPoolExecutor(
             4 * settings.search_concurrency, thread_name_prefix="memora-retrieval"
+        )
+        self._graph_executor = ThreadPoolExecutor(
+            settings.search_concurrency, thread_name_prefix="memora-graph"
         )
         self._slots = threading.BoundedSemaphore(settings.search_concurrency)
         self._cross_encoder: PairScorer | None = None
@@ -107,6 +112,7 @@ class Retriever:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
+        self._graph_executor.shutdown(wait=True, cancel_futures=True)
         self.access.close()
         if isinstance(self._cross_encoder, CrossEncoderReranker):
             self._cross_encoder.close()
@@ -142,17 +148,24 @@ class Retriever:
         keyword = self._executor.submit(lambda: self._keyword(p, per_arm))
         entity = self._executor.submit(lambda: self._entity(p))
 
+        # the semantic retriever plans a filtered scan while the query is being embedded
+        query_ready: Future[np.ndarray] = Future()
+        semantic_graph = self._executor.submit(
+            lambda: self._semantic_then_graph(p, query_ready, per_arm)
+        )
         time_range = parse_query_range(p.query, reference)
         texts = [p.query]
         if time_range is not None:
             texts.append(strip_time_expression(p.query, time_range))
-        vectors = self.embedder.embed(texts)
+        try:
+            vectors = self.embedder.embed(texts)
+        except BaseException as exc:
+            query_ready.set_exception(exc)
+            raise
+        query_ready.set_result(vectors[0])
         t = clock.lap("embed", clock.started)
         query_vec, topic_vec = vectors[0], vectors[-1]
 
-        semantic_graph = self._executor.submit(
-            lambda: self._semantic_then_graph(p, query_vec, per_arm)
-        )
         temporal = (
             self._executor.submit(lambda: self._temporal(p, topic_vec, time_range, per_arm))
             if time_range is not None
@@ -273,34 +286,71 @@ class Retriever:
         return result, stats
 
     def _semantic_then_graph(
-        self, p: SearchParams, vector: np.ndarray, limit: int
+        self, p: SearchParams, query: Future[np.ndarray], limit: int
     ) -> tuple[ArmResult, ArmResult]:
+        """Semantic retrieval, then the graph from its best hits; started with the search, it
+        takes a connection and plans a filtered scan (arms.plan_scan) while `query` (the
+        query's embedding) is made. Its time in the trace counts from the embedding.
+
+        An HNSW walk under a filter that most units fail goes on well past its first hits
+        to find enough that pass; the graph then starts from those first hits (the walk's
+        nearest) on a connection of its own while the walk goes on (10 % filter at 100k
+        memories: search 1.10 → 1.03 × the unfiltered time). Otherwise the graph follows."""
         s = self.settings
         ef_search = min(1000, max(64, 2 * limit, p.thinking_budget))
         where = compile_filters(p.filters, "m")
         matching = arms.Matching()  # who passes the filter, as far as known: for the graph
+        early: list[Future[ArmResult]] = []
+
+        def start_graph(first: list[tuple[UUID, float]]) -> None:
+            early.append(self._graph_executor.submit(self._graph, p, first, where, matching))
+
         with self.pool.tenant_connection(p.scope.tenant_id) as conn:
+            at_most = arms.plan_scan(
+                conn, p.agent_key, p.fact_types, where, limit, s.filter_exact_scan_max, matching
+            )
+            narrow_walk = bool(where.sql) and not at_most and not matching.broad
+            vector = query.result()
             semantic = _timed(
                 "semantic",
                 lambda: arms.semantic(
                     conn, p.agent_key, p.fact_types, vector, limit, ef_search,
-                    s.semantic_min_similarity, where, s.filter_exact_scan_max, matching,
+                    s.semantic_min_similarity, where, s.filter_exact_scan_max, matching, at_most,
+                    first=start_graph if narrow_walk else None, first_count=s.graph_entry_points,
                 ),
             )  # fmt: skip
-            entry = {
-                str(i): 1.0 for i, sim in semantic.ranked[: s.graph_entry_points]
-                if sim >= s.graph_entry_similarity
-            }  # fmt: skip
-            graph = _timed(
-                "graph",
-                lambda: [
-                    (UUID(node), activation)
-                    for node, activation in self._spread(conn, entry, p, where, matching)
-                ],
-            )
+            if not early:
+                return semantic, self._graph(p, semantic.ranked, where, matching, conn)
+        return semantic, early[0].result()
+
+    def _graph(
+        self,
+        p: SearchParams,
+        nearest: list[tuple[UUID, float]],
+        where: Where,
+        matching: arms.Matching,
+        conn: Connection[Any] | None = None,
+    ) -> ArmResult:
+        """Graph retrieval from the nearest units (the semantic retriever's, best first), on
+        `conn` or a pooled connection of its own."""
+        if conn is None:
+            with self.pool.tenant_connection(p.scope.tenant_id) as own:
+                return self._graph(p, nearest, where, matching, own)
+        s = self.settings
+        entry = {
+            str(i): 1.0 for i, sim in nearest[: s.graph_entry_points]
+            if sim >= s.graph_entry_similarity
+        }  # fmt: skip
+        graph = _timed(
+            "graph",
+            lambda: [
+                (UUID(node), activation)
+                for node, activation in self._spread(conn, entry, p, where, matching)
+            ],
+        )
         if not entry:
             graph.note = f"no semantic match ≥ {s.graph_entry_similarity} to start from"
-        return semantic, graph
+        return graph
 
     def _spread(
         self,
@@ -367,6 +417,7 @@ class Retriever:
                     conn, p.agent_key, p.fact_types, vector, time_range, limit,
                     p.thinking_budget, s.graph_decay, s.temporal_seed_similarity,
                     s.temporal_min_similarity, compile_filters(p.filters, "m"),
+                    s.filter_exact_scan_max,
                 ),
             )  # fmt: skip
 
