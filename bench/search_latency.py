@@ -64,7 +64,7 @@ from memora.config import Settings
 from memora.db.pool import connect
 from memora.embedding import Embedder
 from memora.infra.embedded import free_port
-from memora.retrieval import arms
+from memora.retrieval import semantic
 from memora.retrieval.filters import Filters, compile_filters
 from services.cli.stack import Stack
 
@@ -225,7 +225,7 @@ def filtered_recall(url: str, embedder: Embedder, qs: list[str]) -> dict[str, fl
             where = compile_filters(filters, "m")
             found: list[float] = []
             for vector in vectors:
-                ranked = arms.semantic(
+                ranked = semantic.nearest(
                     conn, AGENT, types, vector, 50, 100, settings.semantic_min_similarity,
                     where, settings.filter_exact_scan_max,
                 )  # fmt: skip

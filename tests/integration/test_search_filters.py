@@ -138,8 +138,8 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
     scan that finds more units than it may rank gives way (None) after reading at most
     `at_most` + 1 of them."""
     from memora.embedding import get_embedder
-    from memora.retrieval import arms
-    from memora.retrieval.filters import Filters, compile_filters
+    from memora.retrieval import semantic
+    from memora.retrieval.filters import Filters, Matching, compile_filters
 
     _store_pets(inline_api, agent_id)
     vector = get_embedder(settings.embedding_model).embed(["Which pet did they discuss?"])[0]
@@ -147,12 +147,12 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
     for filters in ({"scene": "s1"}, {"turn": {"gte": 4, "lt": 20}}, {"speaker": ["Bob"]}):
         where = compile_filters(Filters.model_validate(filters), "m")
         with pool.tenant_connection("default") as conn:
-            walk = arms.semantic(conn, agent_id, types, vector, 5, 64, 0.3, where, exact_max=0)
-            matching = arms.Matching()
-            exact = arms.semantic(
+            walk = semantic.nearest(conn, agent_id, types, vector, 5, 64, 0.3, where, exact_max=0)
+            matching = Matching()
+            exact = semantic.nearest(
                 conn, agent_id, types, vector, 5, 64, 0.3, where, 10_000, matching
             )
-            capped = arms._exact(conn, agent_id, types, vector, 5, where, at_most=3)
+            capped = semantic.exact_scan(conn, agent_id, types, vector, 5, where, at_most=3)
             passing = {
                 str(r["id"])
                 for r in conn.execute(
@@ -176,8 +176,8 @@ def test_a_narrow_walk_starts_the_graph_from_its_first_hits(
     same, the first hits are its nearest, and where the walk's first pass over the index
     covers them (as here), the graph is the one that would have followed the walk."""
     from memora.embedding import get_embedder
-    from memora.retrieval import Retriever, arms
-    from memora.retrieval.filters import Filters, compile_filters
+    from memora.retrieval import Retriever, semantic
+    from memora.retrieval.filters import Filters, Matching, compile_filters
     from memora.retrieval.types import SearchParams
 
     _store_pets(inline_api, agent_id)
@@ -188,8 +188,8 @@ def test_a_narrow_walk_starts_the_graph_from_its_first_hits(
     where = compile_filters(bob, "m")
     handed: list[list[Any]] = []
     with pool.tenant_connection("default") as conn:
-        plain = arms.semantic(conn, agent_id, types, vector, 6, 64, 0.0, where, exact_max=0)
-        early = arms.semantic(
+        plain = semantic.nearest(conn, agent_id, types, vector, 6, 64, 0.0, where, exact_max=0)
+        early = semantic.nearest(
             conn, agent_id, types, vector, 6, 64, 0.0, where, exact_max=0,
             first=handed.append, first_count=3,
         )  # fmt: skip
@@ -210,7 +210,7 @@ def test_a_narrow_walk_starts_the_graph_from_its_first_hits(
         assert len(submitted) == 1  # the graph started during the walk
         graph = [(r["id"], r["score"]) for r in paths["graph"]["results"]]
         nearest = [(UUID(r["id"]), r["score"]) for r in paths["semantic"]["results"]]
-        after = retriever._graph(params, nearest, where, arms.Matching())
+        after = retriever._graph(params, nearest, where, Matching())
     finally:
         retriever.close()
     with pool.tenant_connection("default") as conn:
@@ -254,13 +254,13 @@ def test_filtered_graph_steps_keep_links_to_passing_units(
     query, or, after an exact scan, against the complete set of units that pass, with no
     check in the database."""
     from memora.retrieval import arms
-    from memora.retrieval.filters import Filters, compile_filters
+    from memora.retrieval.filters import Filters, Matching, compile_filters
 
     everything = _search(query_api, agent_id, "Pixel cat Alice Bob sink plant laptop", None)
     ids = [r["id"] for r in everything["results"]]
     bob = {r["id"] for r in everything["results"] if r["metadata"].get("speaker") == "Bob"}
     where = compile_filters(Filters.model_validate({"speaker": "Bob"}), "m")
-    matching = arms.Matching()
+    matching = Matching()
     with pool.tenant_connection("default") as conn:
         unfiltered = arms.neighbours(conn, ids, 20)
         filtered = arms.neighbours(conn, ids, 20, where, matching)
@@ -271,7 +271,7 @@ def test_filtered_graph_steps_keep_links_to_passing_units(
         assert edges == [e for e in unfiltered[source] if e[0] in bob][: len(edges)]
 
     one = next(iter(bob & targets))
-    known = arms.Matching(complete=frozenset({one}))
+    known = Matching(complete=frozenset({one}))
     with pool.tenant_connection("default") as conn:
         # a filter no unit passes: had the database been asked, nothing would come back
         nothing = compile_filters(Filters.model_validate({"speaker": "nobody"}), "m")
@@ -286,13 +286,13 @@ def test_a_broad_filter_checks_units_as_they_come_up(
     """The graph's walk for a broad filter (each unit checked when it comes up for
     exploration, `admit`) explores what the walk with every link target checked explores."""
     from memora.retrieval import arms
-    from memora.retrieval.filters import Filters, compile_filters
+    from memora.retrieval.filters import Filters, Matching, compile_filters
     from memora.retrieval.graph import SpreadSettings, spread_activation
 
     everything = _search(query_api, agent_id, "Pixel cat Alice Bob sink plant laptop", None)
     entry = {everything["results"][0]["id"]: 1.0}
     where = compile_filters(Filters.model_validate({"tags": {"any": ["pets", "home"]}}), "m")
-    lazy_known = arms.Matching()
+    lazy_known = Matching()
     offered: set[str] = set()  # every target of the links the eager walk reads
 
     def eager_step(ids: list[str]) -> dict[str, list[Any]]:

@@ -1,20 +1,18 @@
-"""The database side of the retrievers: semantic (HNSW), graph neighbours, temporal ranges, and
-the hydration of fused candidates. Keyword retrieval (BM25) lives in `keyword.py`.
+"""The database side of the other retrievers: graph neighbours, temporal ranges, entities, and
+the hydration of fused candidates. Semantic retrieval (HNSW or exact) lives in `semantic.py`,
+keyword retrieval (BM25) in `keyword.py`.
 
 Every query is scoped by agent_id, the requested fact types and active status, composed by
-`scope_where` on `memory_units` or `vector_scope` on `memory_vectors` (the one place for
-conditions every retriever applies), and by the search's metadata filters (`where`, compiled
-by `memora.retrieval.filters`). The k-nearest queries read `memory_vectors` (migration 0012:
-the active embedded units' half-precision embeddings inline, with the filter columns);
+`filters.scope_where` on `memory_units` or `filters.vector_scope` on `memory_vectors` (the one
+place for conditions every retriever applies), and by the search's metadata filters (`where`,
+compiled by `memora.retrieval.filters`). The k-nearest queries read `memory_vectors`;
 hydration reads `memory_units`.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -23,241 +21,20 @@ import numpy as np
 from psycopg import Connection
 from psycopg.rows import tuple_row
 
-from memora.retrieval.filters import NO_FILTER, Where, in_time_range
+from memora.retrieval.filters import (
+    NO_FILTER,
+    Matching,
+    Where,
+    in_time_range,
+    scope_params,
+    scope_where,
+    vector_scope,
+)
 from memora.retrieval.graph import Edge
 from memora.retrieval.scoring import temporal_closeness
+from memora.retrieval.semantic import EXACT_SCAN_MAX, exact_scan, plan_scan
 from memora.retrieval.types import Candidate
 from memora.temporal import QueryTimeRange
-
-
-def scope_where(alias: str) -> str:
-    """The conditions every retriever puts on the units it returns (alias: the units' table),
-    with its parameters from `scope_params`: the agent, the requested fact types, embedded,
-    active (memora.lifecycle: superseded, forgotten and archived memories are not searched)."""
-    return (
-        f"{alias}.agent_id = %(agent)s AND {alias}.fact_type = ANY(%(types)s)"
-        f" AND {alias}.embedding IS NOT NULL AND {alias}.status = 'active'"
-    )
-
-
-def vector_scope(alias: str) -> str:
-    """`scope_where` on `memory_vectors`, whose rows are the embedded active units."""
-    return f"{alias}.agent_id = %(agent)s AND {alias}.fact_type = ANY(%(types)s)"
-
-
-def scope_params(agent_id: str, fact_types: Sequence[str]) -> dict[str, Any]:
-    return {"agent": agent_id, "types": list(fact_types)}
-
-
-@dataclass
-class Matching:
-    """Which of the agent's units pass a search's filters, as far as the search knows: all of
-    them (`complete`, when the semantic retriever ranked the filter exactly) or the verdicts on
-    those checked so far (`known`, kept over a broad filter's graph steps: see `passing`). Ids
-    as text."""
-
-    complete: frozenset[str] | None = None
-    known: dict[str, bool] = field(default_factory=dict)
-    share: float | None = None  # of the agent's units, by the planner's estimates
-
-    @property
-    def broad(self) -> bool:
-        """Most units pass: the graph then checks a unit only as it comes up for exploration
-        (memora.retrieval.graph's `admit`), not every target of every link it reads."""
-        return self.complete is None and self.share is not None and self.share >= BROAD_SHARE
-
-
-# Filtered searches over at most this many units scan them exactly (see `semantic`;
-# MEMORA_FILTER_EXACT_SCAN_MAX; 0: never).
-EXACT_SCAN_MAX = 2000
-# Broader filters are ranked exactly too while that is the cheaper way: an HNSW walk passes
-# over about limit · agent / n units to find `limit` of the n that match, each costing
-# about WALK_COST units of an exact scan, so the scan wins while n² ≤ WALK_COST · limit ·
-# agent; never above EXACT_SCAN_CAP units. Measured at 100k memories (limit 50) on
-# memory_vectors: an exact scan costs ~2 µs a unit (4,431 scattered units in 9 ms, 10,000 in
-# 17 ms); the walk ~9 µs a unit passed over when filter and question agree (5 % filter:
-# 8.5 ms), five times that when they pull apart (`speaker: Alice` for a question about Bob:
-# 43 ms), and after a walk the graph's steps check each link target in their links' query
-# (~1,300 primary-key probes a search, ~3 ms), where an exact scan hands them every matching
-# unit; 12 puts the break-even at ~7,700 units at 100k (10,000 units: exact 17.5 ms, walk
-# 9 ms and checks 3 ms). Migration
-# 0012 keeps 1,000 statistics samples of memory_vectors.metadata, so the planner's count of
-# a 5 % filter is off by ~15 % (with the default 100, by up to 2×: 3,029–9,085 for 4,431).
-WALK_COST = 12
-EXACT_SCAN_CAP = 20_000
-# A filter that the planner expects half of the agent's units or more to pass is broad
-# (`Matching.broad`). Narrower, most targets fail and a check per exploration would take
-# many round trips (each failure hands its link on); checking every target in the links'
-# query takes none.
-BROAD_SHARE = 0.5
-
-
-def plan_scan(
-    conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
-    where: Where,
-    limit: int,
-    exact_max: int = EXACT_SCAN_MAX,
-    matching: Matching | None = None,
-) -> int:
-    """How many units `semantic` may rank exactly for this filter (0: walk the HNSW index),
-    from the planner's estimates, no rows read: it needs no query vector, so the retriever
-    runs it while the query is being embedded. Sets `matching.share`."""
-    if not where.sql or exact_max <= 0:
-        return 0
-    at_most, share = _exact_scan_bound(conn, agent_id, fact_types, where, limit, exact_max)
-    if matching is not None:
-        matching.share = share
-    return at_most
-
-
-def semantic(
-    conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
-    vector: np.ndarray,
-    limit: int,
-    ef_search: int,
-    min_similarity: float,
-    where: Where = NO_FILTER,
-    exact_max: int = EXACT_SCAN_MAX,
-    matching: Matching | None = None,
-    at_most: int | None = None,
-    first: Callable[[list[tuple[UUID, float]]], None] | None = None,
-    first_count: int = 0,
-) -> list[tuple[UUID, float]]:
-    """Nearest units by cosine similarity through the HNSW index, at least `min_similarity`.
-
-    Iterative index scans (pgvector ≥ 0.8) keep going until `limit` rows pass the agent and
-    fact-type filters, so a small agent in a large table still gets its neighbours. A filter
-    that leaves few units (at most `exact_max`, by the planner's estimate through the filter's
-    index statistics, then checked) is answered by an exact scan of those units instead: the
-    HNSW walk would have to pass over most of the agent's units to find them. There, as in
-    seed 001's filtered search, the filter is what selects: the matching units are ranked by
-    similarity with no `min_similarity` floor (a canonical question such as "who am I?" is
-    far from the declarative memories it asks for). A broader filter is also ranked exactly
-    when that costs less than the walk (WALK_COST), with the floor, as the walk would. After
-    an exact scan `matching.complete` holds every unit that passed (the graph's steps then
-    check their targets against it). `at_most`: `plan_scan`'s answer, when already made.
-
-    `first`, for a filtered walk: called with the walk's first `first_count` units (fewer if
-    that is all) as soon as they are read, while the walk goes on to `limit`. Those come from
-    the walk's first pass over the index, in order: its nearest, before the rounds that look
-    further out for the filter's sake (what the graph starts from)."""
-    if at_most is None:
-        at_most = plan_scan(conn, agent_id, fact_types, where, limit, exact_max, matching)
-    exact = _exact(conn, agent_id, fact_types, vector, limit, where, at_most) if at_most else None
-    if exact is not None:
-        ranked, passed = exact
-        if matching is not None:
-            matching.complete = frozenset(passed)
-        if len(passed) <= exact_max:
-            return ranked
-        return [(i, sim) for i, sim in ranked if sim >= min_similarity]
-    conn.execute(
-        "SELECT set_config('hnsw.ef_search', %s, true), "
-        "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-        (str(ef_search),),
-    )
-    sql = f"""
-        SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim FROM memory_vectors m
-        WHERE {vector_scope("m")} {where.sql}
-        ORDER BY m.embedding <=> %(v)s::halfvec LIMIT %(limit)s
-        """
-    params = {"v": vector, "limit": limit, **scope_params(agent_id, fact_types), **where.params}
-    if first is None or not where.sql:
-        rows = conn.execute(sql, params, prepare=where.prepare).fetchall()
-    else:
-        # a cursor: the server stops after the first rows and sends them (a plain query's
-        # rows would wait in its output buffer until the end)
-        with conn.cursor(name="semantic_walk") as walk:
-            walk.execute(sql, params)
-            rows = walk.fetchmany(first_count)
-            first([(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity])
-            rows += walk.fetchall()
-    found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
-    return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
-
-
-def _exact_scan_bound(
-    conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
-    where: Where,
-    limit: int,
-    exact_max: int,
-) -> tuple[int, float | None]:
-    """How many units an exact scan may read for this filter (0: walk HNSW instead), and the
-    share of the agent's units expected to pass (None when not estimated: at most
-    `exact_max` pass)."""
-    matching = _estimate(conn, agent_id, fact_types, where)
-    if matching <= exact_max:
-        return exact_max, None
-    agent = _estimate(conn, agent_id, fact_types, NO_FILTER)
-    share = min(matching / agent, 1.0) if agent else 1.0
-    if matching <= EXACT_SCAN_CAP and matching**2 <= WALK_COST * limit * agent:
-        return EXACT_SCAN_CAP, share
-    return 0, share
-
-
-def _estimate(
-    conn: Connection[Any], agent_id: str, fact_types: Sequence[str], where: Where
-) -> float:
-    """How many of the agent's searchable units the planner expects to pass `where`: its
-    statistics of the metadata column (containment is checked against the histogram's
-    sample of documents) or of the turn index, no rows read. Under row-level security the
-    estimate also counts the tenant condition, so with many tenants it runs low; `_exact`
-    checks the true count."""
-    row = conn.execute(
-        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory_vectors m "
-        f"WHERE {vector_scope('m')} {where.sql}",
-        {**scope_params(agent_id, fact_types), **where.params},
-        prepare=False,
-    ).fetchone()
-    plan = row["QUERY PLAN"] if row else None
-    return float(plan[0]["Plan"]["Plan Rows"]) if plan else math.inf
-
-
-def _exact(
-    conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
-    vector: np.ndarray,
-    limit: int,
-    where: Where,
-    at_most: int,
-    *,
-    ids: bool = True,
-) -> tuple[list[tuple[UUID, float]], list[str]] | None:
-    """The `limit` units passing `where` most similar to `vector` and (`ids`) the ids of all
-    that passed, or None when more than `at_most` pass (the estimate was low): then at most
-    `at_most` + 1 rows were read. The ids come back as one comma-separated text (a few
-    thousand in ~1 ms; as rows they cost twice that)."""
-    passed = "(SELECT string_agg(unit_id::text, ',') FROM matching)" if ids else "NULL"
-    row = conn.execute(
-        f"""
-        WITH matching AS MATERIALIZED (
-            SELECT m.unit_id, m.embedding <=> %(v)s::halfvec AS distance
-            FROM memory_vectors m WHERE {vector_scope("m")} {where.sql} LIMIT %(cap)s
-        )
-        SELECT (SELECT count(*) FROM matching) AS n, {passed} AS passed,
-               array_agg(unit_id ORDER BY distance, unit_id) AS best,
-               array_agg(1 - distance ORDER BY distance, unit_id) AS similarity
-        FROM (SELECT unit_id, distance FROM matching ORDER BY distance, unit_id
-              LIMIT %(limit)s) AS best  -- one sort of all that passed
-        """,
-        {
-            "v": vector, "cap": at_most + 1, "limit": limit,
-            **scope_params(agent_id, fact_types), **where.params,
-        },
-        prepare=where.prepare,
-    ).fetchone()  # fmt: skip
-    if not row or row["n"] > at_most:
-        return None
-    best = zip(row["best"] or [], map(float, row["similarity"] or []), strict=True)
-    return list(best), row["passed"].split(",") if row["passed"] else []
-
 
 FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
 
@@ -376,7 +153,7 @@ def temporal(
     closeness to the range's centre; then one step along temporal links to more units in
     the range (score · link weight · decay); finally only units with similarity ≥
     `min_similarity` stay. `vector` embeds the query without its time words. The seeds are
-    the range's nearest units, found as `semantic` finds a filter's: the range is one more
+    the range's nearest units, found as `semantic.nearest` finds a filter's: the range is one more
     condition, ranked exactly or walked by the same estimates."""
     seeds = _temporal_seeds(
         conn, agent_id, fact_types, vector, time_range, limit, seed_similarity, where, exact_max
@@ -432,7 +209,7 @@ def _temporal_seeds(
     )
     at_most = plan_scan(conn, agent_id, fact_types, in_range, limit, exact_max)
     exact = (
-        _exact(conn, agent_id, fact_types, vector, limit, in_range, at_most, ids=False)
+        exact_scan(conn, agent_id, fact_types, vector, limit, in_range, at_most, ids=False)
         if at_most
         else None
     )

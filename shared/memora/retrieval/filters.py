@@ -17,11 +17,15 @@ metadata jsonb_path_ops) of `memory_vectors` and `memory_search` (migration 0012
 compare `memora_number(metadata, 'key')` (a float8, NULL unless a JSON number), for `turn`
 through the btree (agent_id, memora_number(metadata, 'turn')) indexes. Both are leakproof
 (migration 0011), so the indexes serve them under row-level security too.
+
+Beside the client's filters, `scope_where` / `vector_scope` are the conditions every retriever
+applies (agent, fact types, active), and `Matching` is what one search learns of who passes.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
@@ -216,3 +220,47 @@ def _key_literal(key: str) -> str:
 def _any_of(meta: str, documents: list[dict[str, Any]], bind: Any) -> str:
     """One containment per alternative, OR-ed: each is served by the GIN index."""
     return "(" + " OR ".join(f"{meta} @> {bind(Jsonb(d))}" for d in documents) + ")"
+
+
+def scope_where(alias: str) -> str:
+    """The conditions every retriever puts on the units it returns (alias: the units' table),
+    with its parameters from `scope_params`: the agent, the requested fact types, embedded,
+    active (memora.lifecycle: superseded, forgotten and archived memories are not searched)."""
+    return (
+        f"{alias}.agent_id = %(agent)s AND {alias}.fact_type = ANY(%(types)s)"
+        f" AND {alias}.embedding IS NOT NULL AND {alias}.status = 'active'"
+    )
+
+
+def vector_scope(alias: str) -> str:
+    """`scope_where` on `memory_vectors`, whose rows are the embedded active units."""
+    return f"{alias}.agent_id = %(agent)s AND {alias}.fact_type = ANY(%(types)s)"
+
+
+def scope_params(agent_id: str, fact_types: Sequence[str]) -> dict[str, Any]:
+    return {"agent": agent_id, "types": list(fact_types)}
+
+
+# A filter that the planner expects half of the agent's units or more to pass is broad
+# (`Matching.broad`). Narrower, most targets fail and a check per exploration would take
+# many round trips (each failure hands its link on); checking every target in the links'
+# query takes none.
+BROAD_SHARE = 0.5
+
+
+@dataclass
+class Matching:
+    """Which of the agent's units pass a search's filters, as far as the search knows: all of
+    them (`complete`, when the semantic retriever ranked the filter exactly) or the verdicts on
+    those checked so far (`known`, kept over a broad filter's graph steps: see `passing`). Ids
+    as text."""
+
+    complete: frozenset[str] | None = None
+    known: dict[str, bool] = field(default_factory=dict)
+    share: float | None = None  # of the agent's units, by the planner's estimates
+
+    @property
+    def broad(self) -> bool:
+        """Most units pass: the graph then checks a unit only as it comes up for exploration
+        (memora.retrieval.graph's `admit`), not every target of every link it reads."""
+        return self.complete is None and self.share is not None and self.share >= BROAD_SHARE

@@ -29,7 +29,7 @@ from memora.config import Settings
 from memora.db.pool import Pool
 from memora.embedding import Embedder
 from memora.models import utcnow
-from memora.retrieval import arms, expansion, scoring
+from memora.retrieval import arms, expansion, scoring, semantic
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.cross_encoder import (
     CrossEncoderReranker,
@@ -38,7 +38,7 @@ from memora.retrieval.cross_encoder import (
     ServingOptions,
     dated,
 )
-from memora.retrieval.filters import Where, compile_filters
+from memora.retrieval.filters import Matching, Where, compile_filters
 from memora.retrieval.graph import SpreadSettings, spread_activation
 from memora.retrieval.keyword import KeywordIndex, TermStats
 from memora.retrieval.recall_score import (
@@ -171,11 +171,11 @@ class Retriever:
             if time_range is not None
             else None
         )
-        semantic, graph = semantic_graph.result()
+        nearest, graph = semantic_graph.result()
         keyword_result, stats = keyword.result()
         entity_result, entity_ids, about_vec = entity.result()
         results = {
-            "semantic": semantic,
+            "semantic": nearest,
             "keyword": keyword_result,
             "graph": graph,
             "temporal": temporal.result()
@@ -289,7 +289,7 @@ class Retriever:
         self, p: SearchParams, query: Future[np.ndarray], limit: int
     ) -> tuple[ArmResult, ArmResult]:
         """Semantic retrieval, then the graph from its best hits; started with the search, it
-        takes a connection and plans a filtered scan (arms.plan_scan) while `query` (the
+        takes a connection and plans a filtered scan (semantic.plan_scan) while `query` (the
         query's embedding) is made. Its time in the trace counts from the embedding.
 
         An HNSW walk under a filter that most units fail goes on well past its first hits
@@ -299,36 +299,36 @@ class Retriever:
         s = self.settings
         ef_search = min(1000, max(64, 2 * limit, p.thinking_budget))
         where = compile_filters(p.filters, "m")
-        matching = arms.Matching()  # who passes the filter, as far as known: for the graph
+        matching = Matching()  # who passes the filter, as far as known: for the graph
         early: list[Future[ArmResult]] = []
 
         def start_graph(first: list[tuple[UUID, float]]) -> None:
             early.append(self._graph_executor.submit(self._graph, p, first, where, matching))
 
         with self.pool.tenant_connection(p.scope.tenant_id) as conn:
-            at_most = arms.plan_scan(
+            at_most = semantic.plan_scan(
                 conn, p.agent_key, p.fact_types, where, limit, s.filter_exact_scan_max, matching
             )
             narrow_walk = bool(where.sql) and not at_most and not matching.broad
             vector = query.result()
-            semantic = _timed(
+            nearest = _timed(
                 "semantic",
-                lambda: arms.semantic(
+                lambda: semantic.nearest(
                     conn, p.agent_key, p.fact_types, vector, limit, ef_search,
                     s.semantic_min_similarity, where, s.filter_exact_scan_max, matching, at_most,
                     first=start_graph if narrow_walk else None, first_count=s.graph_entry_points,
                 ),
             )  # fmt: skip
             if not early:
-                return semantic, self._graph(p, semantic.ranked, where, matching, conn)
-        return semantic, early[0].result()
+                return nearest, self._graph(p, nearest.ranked, where, matching, conn)
+        return nearest, early[0].result()
 
     def _graph(
         self,
         p: SearchParams,
         nearest: list[tuple[UUID, float]],
         where: Where,
-        matching: arms.Matching,
+        matching: Matching,
         conn: Connection[Any] | None = None,
     ) -> ArmResult:
         """Graph retrieval from the nearest units (the semantic retriever's, best first), on
@@ -358,7 +358,7 @@ class Retriever:
         entry: dict[str, float],
         p: SearchParams,
         where: Where,
-        matching: arms.Matching,
+        matching: Matching,
     ) -> list[tuple[str, float]]:
         """Spreading activation from the entry points, over the units that pass the filters:
         for a broad filter each unit is checked as it comes up for exploration, otherwise

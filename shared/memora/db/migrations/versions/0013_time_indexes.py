@@ -8,7 +8,7 @@ a narrow range could be read only by walking the HNSW index past every unit outs
 month of a two-year history: semantic retriever 35 ms, keyword 34 ms, against 3 and 20 ms
 unfiltered at 100k; an empty range walked 20,000 units, 40 ms). On `memory_vectors` and
 `memory_search`, each branch now has its own partial btree indexes, so the planner reads a
-range as a bitmap OR of index ranges, and the retrievers' estimates (`arms.plan_scan`) see
+range as a bitmap OR of index ranges, and the retrievers' estimates (`semantic.plan_scan`) see
 how many units it holds:
 
 - said: (agent_id, event_date) for units with no occurred date, on `memory_vectors` (on

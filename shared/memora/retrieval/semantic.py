@@ -1,0 +1,206 @@
+"""The semantic retriever: the agent's units nearest to the query's embedding, through the
+HNSW index of `memory_vectors` (migration 0012: the active embedded units' half-precision
+embeddings inline, with the filter columns), or for a filter that few units pass, an exact
+ranking of those units. `plan_scan` chooses between the two from the planner's estimates;
+the temporal retriever's seeds (`arms`) are chosen the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from psycopg import Connection
+
+from memora.retrieval.filters import NO_FILTER, Matching, Where, scope_params, vector_scope
+
+# Filtered searches over at most this many units scan them exactly (see `nearest`;
+# MEMORA_FILTER_EXACT_SCAN_MAX; 0: never).
+EXACT_SCAN_MAX = 2000
+# Broader filters are ranked exactly too while that is the cheaper way: an HNSW walk passes
+# over about limit · agent / n units to find `limit` of the n that match, each costing
+# about WALK_COST units of an exact scan, so the scan wins while n² ≤ WALK_COST · limit ·
+# agent; never above EXACT_SCAN_CAP units. Measured at 100k memories (limit 50) on
+# memory_vectors: an exact scan costs ~2 µs a unit (4,431 scattered units in 9 ms, 10,000 in
+# 17 ms); the walk ~9 µs a unit passed over when filter and question agree (5 % filter:
+# 8.5 ms), five times that when they pull apart (`speaker: Alice` for a question about Bob:
+# 43 ms), and after a walk the graph's steps check each link target in their links' query
+# (~1,300 primary-key probes a search, ~3 ms), where an exact scan hands them every matching
+# unit; 12 puts the break-even at ~7,700 units at 100k (10,000 units: exact 17.5 ms, walk
+# 9 ms and checks 3 ms). Migration
+# 0012 keeps 1,000 statistics samples of memory_vectors.metadata, so the planner's count of
+# a 5 % filter is off by ~15 % (with the default 100, by up to 2×: 3,029–9,085 for 4,431).
+WALK_COST = 12
+EXACT_SCAN_CAP = 20_000
+
+
+def plan_scan(
+    conn: Connection[Any],
+    agent_id: str,
+    fact_types: Sequence[str],
+    where: Where,
+    limit: int,
+    exact_max: int = EXACT_SCAN_MAX,
+    matching: Matching | None = None,
+) -> int:
+    """How many units `nearest` may rank exactly for this filter (0: walk the HNSW index),
+    from the planner's estimates, no rows read: it needs no query vector, so the retriever
+    runs it while the query is being embedded. Sets `matching.share`."""
+    if not where.sql or exact_max <= 0:
+        return 0
+    at_most, share = _exact_scan_bound(conn, agent_id, fact_types, where, limit, exact_max)
+    if matching is not None:
+        matching.share = share
+    return at_most
+
+
+def nearest(
+    conn: Connection[Any],
+    agent_id: str,
+    fact_types: Sequence[str],
+    vector: np.ndarray,
+    limit: int,
+    ef_search: int,
+    min_similarity: float,
+    where: Where = NO_FILTER,
+    exact_max: int = EXACT_SCAN_MAX,
+    matching: Matching | None = None,
+    at_most: int | None = None,
+    first: Callable[[list[tuple[UUID, float]]], None] | None = None,
+    first_count: int = 0,
+) -> list[tuple[UUID, float]]:
+    """Nearest units by cosine similarity through the HNSW index, at least `min_similarity`.
+
+    Iterative index scans (pgvector ≥ 0.8) keep going until `limit` rows pass the agent and
+    fact-type filters, so a small agent in a large table still gets its neighbours. A filter
+    that leaves few units (at most `exact_max`, by the planner's estimate through the filter's
+    index statistics, then checked) is answered by an exact scan of those units instead: the
+    HNSW walk would have to pass over most of the agent's units to find them. There, as in
+    seed 001's filtered search, the filter is what selects: the matching units are ranked by
+    similarity with no `min_similarity` floor (a canonical question such as "who am I?" is
+    far from the declarative memories it asks for). A broader filter is also ranked exactly
+    when that costs less than the walk (WALK_COST), with the floor, as the walk would. After
+    an exact scan `matching.complete` holds every unit that passed (the graph's steps then
+    check their targets against it). `at_most`: `plan_scan`'s answer, when already made.
+
+    `first`, for a filtered walk: called with the walk's first `first_count` units (fewer if
+    that is all) as soon as they are read, while the walk goes on to `limit`. Those come from
+    the walk's first pass over the index, in order: its nearest, before the rounds that look
+    further out for the filter's sake (what the graph starts from)."""
+    if at_most is None:
+        at_most = plan_scan(conn, agent_id, fact_types, where, limit, exact_max, matching)
+    exact = (
+        exact_scan(conn, agent_id, fact_types, vector, limit, where, at_most) if at_most else None
+    )
+    if exact is not None:
+        ranked, passed = exact
+        if matching is not None:
+            matching.complete = frozenset(passed)
+        if len(passed) <= exact_max:
+            return ranked
+        return [(i, sim) for i, sim in ranked if sim >= min_similarity]
+    conn.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true), "
+        "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        (str(ef_search),),
+    )
+    sql = f"""
+        SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim FROM memory_vectors m
+        WHERE {vector_scope("m")} {where.sql}
+        ORDER BY m.embedding <=> %(v)s::halfvec LIMIT %(limit)s
+        """
+    params = {"v": vector, "limit": limit, **scope_params(agent_id, fact_types), **where.params}
+    if first is None or not where.sql:
+        rows = conn.execute(sql, params, prepare=where.prepare).fetchall()
+    else:
+        # a cursor: the server stops after the first rows and sends them (a plain query's
+        # rows would wait in its output buffer until the end)
+        with conn.cursor(name="semantic_walk") as walk:
+            walk.execute(sql, params)
+            rows = walk.fetchmany(first_count)
+            first([(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity])
+            rows += walk.fetchall()
+    found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
+    return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
+
+
+def _exact_scan_bound(
+    conn: Connection[Any],
+    agent_id: str,
+    fact_types: Sequence[str],
+    where: Where,
+    limit: int,
+    exact_max: int,
+) -> tuple[int, float | None]:
+    """How many units an exact scan may read for this filter (0: walk HNSW instead), and the
+    share of the agent's units expected to pass (None when not estimated: at most
+    `exact_max` pass)."""
+    matching = _estimate(conn, agent_id, fact_types, where)
+    if matching <= exact_max:
+        return exact_max, None
+    agent = _estimate(conn, agent_id, fact_types, NO_FILTER)
+    share = min(matching / agent, 1.0) if agent else 1.0
+    if matching <= EXACT_SCAN_CAP and matching**2 <= WALK_COST * limit * agent:
+        return EXACT_SCAN_CAP, share
+    return 0, share
+
+
+def _estimate(
+    conn: Connection[Any], agent_id: str, fact_types: Sequence[str], where: Where
+) -> float:
+    """How many of the agent's searchable units the planner expects to pass `where`: its
+    statistics of the metadata column (containment is checked against the histogram's
+    sample of documents) or of the turn index, no rows read. Under row-level security the
+    estimate also counts the tenant condition, so with many tenants it runs low; `exact_scan`
+    checks the true count."""
+    row = conn.execute(
+        f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory_vectors m "
+        f"WHERE {vector_scope('m')} {where.sql}",
+        {**scope_params(agent_id, fact_types), **where.params},
+        prepare=False,
+    ).fetchone()
+    plan = row["QUERY PLAN"] if row else None
+    return float(plan[0]["Plan"]["Plan Rows"]) if plan else math.inf
+
+
+def exact_scan(
+    conn: Connection[Any],
+    agent_id: str,
+    fact_types: Sequence[str],
+    vector: np.ndarray,
+    limit: int,
+    where: Where,
+    at_most: int,
+    *,
+    ids: bool = True,
+) -> tuple[list[tuple[UUID, float]], list[str]] | None:
+    """The `limit` units passing `where` most similar to `vector` and (`ids`) the ids of all
+    that passed, or None when more than `at_most` pass (the estimate was low): then at most
+    `at_most` + 1 rows were read. The ids come back as one comma-separated text (a few
+    thousand in ~1 ms; as rows they cost twice that)."""
+    passed = "(SELECT string_agg(unit_id::text, ',') FROM matching)" if ids else "NULL"
+    row = conn.execute(
+        f"""
+        WITH matching AS MATERIALIZED (
+            SELECT m.unit_id, m.embedding <=> %(v)s::halfvec AS distance
+            FROM memory_vectors m WHERE {vector_scope("m")} {where.sql} LIMIT %(cap)s
+        )
+        SELECT (SELECT count(*) FROM matching) AS n, {passed} AS passed,
+               array_agg(unit_id ORDER BY distance, unit_id) AS best,
+               array_agg(1 - distance ORDER BY distance, unit_id) AS similarity
+        FROM (SELECT unit_id, distance FROM matching ORDER BY distance, unit_id
+              LIMIT %(limit)s) AS best  -- one sort of all that passed
+        """,
+        {
+            "v": vector, "cap": at_most + 1, "limit": limit,
+            **scope_params(agent_id, fact_types), **where.params,
+        },
+        prepare=where.prepare,
+    ).fetchone()  # fmt: skip
+    if not row or row["n"] > at_most:
+        return None
+    best = zip(row["best"] or [], map(float, row["similarity"] or []), strict=True)
+    return list(best), row["passed"].split(",") if row["passed"] else []
