@@ -16,8 +16,15 @@ import structlog
 from structlog.typing import Processor
 
 LogFormat = Literal["text", "json"]
-# Libraries whose INFO lines are noise next to Memora's own.
-_QUIET = ("httpx", "httpcore", "urllib3", "alembic.runtime.migration", "celery.redirected")
+# Libraries whose INFO lines are noise next to Memora's own (httpx2: Starlette's test client).
+_QUIET = (
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "urllib3",
+    "alembic.runtime.migration",
+    "celery.redirected",
+)
 
 
 def _drop_formatting_leftovers(
