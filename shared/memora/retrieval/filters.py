@@ -252,7 +252,7 @@ BROAD_SHARE = 0.5
 class Matching:
     """Which of the agent's units pass a search's filters, as far as the search knows: all of
     them (`complete`, when the semantic retriever ranked the filter exactly) or the verdicts on
-    those checked so far (`known`, kept over a broad filter's graph steps: see `passing`). Ids
+    those checked so far (`known`, kept over a broad filter's graph steps: see `arms.passing`). Ids
     as text."""
 
     complete: frozenset[str] | None = None
