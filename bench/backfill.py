@@ -34,7 +34,7 @@ import psutil
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.infra.embedded import free_port
 from services.cli.stack import Stack
 

@@ -35,11 +35,11 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from memora.chunking import content_hash, source_hash
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.db.pool import connect
-from memora.embedding import Embedder
 from memora.infra.embedded import free_port
+from memora.nlp.chunking import content_hash, source_hash
+from memora.nlp.embedding import Embedder
 from services.cli.stack import Stack
 
 AGENT = "bench-agent"

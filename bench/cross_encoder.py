@@ -36,7 +36,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from memora.batching import length_batches, padded
+from memora.nlp.batching import length_batches, padded
 from memora.retrieval.cross_encoder import CrossEncoderReranker, ServingOptions, dated
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "locomo" / "locomo_dev.json"

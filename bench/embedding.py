@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from search_latency import questions
 
-from memora.config import DEFAULT_EMBEDDING_MODEL
-from memora.embedding import Embedder
+from memora.basics.config import DEFAULT_EMBEDDING_MODEL
+from memora.nlp.embedding import Embedder
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "locomo" / "locomo_dev.json"
 

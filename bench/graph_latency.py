@@ -31,10 +31,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from search_latency import AGENT, DOING, PEOPLE, WHERE, load, sentence_pool
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.db.pool import connect
-from memora.embedding import Embedder
 from memora.infra.embedded import free_port
+from memora.nlp.embedding import Embedder
 from services.cli.stack import Stack
 
 

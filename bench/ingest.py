@@ -29,10 +29,10 @@ import httpx
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from memora.config import Settings
-from memora.embedding import Embedder
+from memora.basics.config import Settings
+from memora.basics.stages import INGEST_STAGES
 from memora.infra.embedded import free_port
-from memora.queues import INGEST_STAGES
+from memora.nlp.embedding import Embedder
 from services.cli.stack import Stack
 
 

@@ -31,18 +31,18 @@ from uuid import UUID
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.models import utcnow
+from memora.basics.tenancy import DEFAULT_SCOPE
 from memora.db.migrate import upgrade
 from memora.db.pool import make_pool
-from memora.embedding import get_embedder
 from memora.infra.embedded import EmbeddedPostgres
 from memora.jobs import JOBS, JobContext, run_job
 from memora.lifecycle.memory import Memories, mentions_of
-from memora.models import utcnow
+from memora.nlp.embedding import get_embedder
 from memora.pipeline.backend import InlineBackend
 from memora.pipeline.runner import Pipeline
 from memora.store import lifecycle as store
-from memora.tenancy import DEFAULT_SCOPE
 
 NAMES = ["Alice", "Bruno", "Chloe", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas",
          "Kemal", "Lucia", "Mateo", "Nadia", "Oskar", "Paula", "Quentin", "Rosa", "Stefan",

@@ -35,10 +35,10 @@ import psycopg
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from memora.backfill import LOCOMO_TIME, read_documents
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.infra.embedded import free_port
+from memora.interchange.archives import LOCOMO_TIME, read_documents
 from memora.jobs import JOBS, JobContext, run_job
 from services.cli.jobs import EVOLUTION_JOBS
 from services.cli.stack import Stack
@@ -128,7 +128,7 @@ def baselines(data: list[dict[str, Any]], questions: list[Question], prefix: str
               model: str) -> dict[str, dict[str, Any]]:  # fmt: skip
     from rank_bm25 import BM25Okapi
 
-    from memora.embedding import Embedder
+    from memora.nlp.embedding import Embedder
 
     embedder = Embedder(model, torch_threads=2)
     tokenize: Callable[[str], list[str]] = lambda s: re.findall(r"\w+", s.lower())  # noqa: E731

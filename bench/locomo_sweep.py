@@ -6,7 +6,8 @@ no access counting: every variant sees the same database, so runs are repeatable
     python bench/locomo_sweep.py --database-url URL --only conv-26 \
         base 'ctx3:heuristic_context_weight=0.3' 'w:rrf_weights={"graph":0.5}'
 
-A variant is `name` (the defaults) or `name:field=value;field=value` over memora.config.Settings
+A variant is `name` (the defaults) or `name:field=value;field=value` over
+memora.basics.config.Settings
 fields (values parsed as JSON when they parse, else kept as strings). Prints R@5/10/20, MRR and
 R@10 per category for each variant; with --analyse also where evidence leaves the top 10.
 """
@@ -31,10 +32,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import httpx
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.db.pool import make_pool
-from memora.embedding import get_embedder
 from memora.infra.embedded import free_port
+from memora.nlp.embedding import get_embedder
 from memora.retrieval import Retriever
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.types import SearchParams

@@ -48,9 +48,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from ingest import Session, bare_embedding_rate, locomo_sessions, wait_done
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.stages import INGEST_STAGES, queue_for
 from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
-from memora.queues import INGEST_STAGES, queue_for
 from services.cli.stack import PRELOAD, Stack
 
 STAGES = [s.value for s in INGEST_STAGES]

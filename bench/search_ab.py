@@ -31,10 +31,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import search_latency as bench  # bench/search_latency.py
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.db.migrate import upgrade
-from memora.embedding import Embedder
 from memora.infra.embedded import EmbeddedPostgres, free_port
+from memora.nlp.embedding import Embedder
 
 
 def serve(tree: Path, url: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -60,10 +60,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from cross_encoder import LOCOMO, minilm_shaped_model  # bench/cross_encoder.py
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.db.pool import connect
-from memora.embedding import Embedder
 from memora.infra.embedded import free_port
+from memora.nlp.embedding import Embedder
 from memora.retrieval import semantic
 from memora.retrieval.filters import Filters, compile_filters
 from services.cli.stack import Stack

@@ -37,7 +37,7 @@ import psycopg
 
 from loadtests.chaos import STACK_ENV, ChaosMonkey, Fault, backlog_recovery, schedule
 from loadtests.corpus import turn
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.infra.embedded import free_port
 from services.cli.stack import Stack
 

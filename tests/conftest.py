@@ -19,7 +19,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from tests.fakes import fake_llm, fake_llm_server, llm_settings  # noqa: F401 - fixtures
 
 

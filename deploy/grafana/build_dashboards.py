@@ -3,7 +3,7 @@
     python deploy/grafana/build_dashboards.py
 
 The JSON files are committed (Grafana provisions them as they are); a test checks that they
-match this script's output and that every metric they query is defined in memora.metrics.
+match this script's output and that every metric they query is defined in memora.basics.metrics.
 """
 
 from __future__ import annotations

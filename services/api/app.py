@@ -9,8 +9,8 @@ import redis
 from fastapi import FastAPI
 from starlette.middleware.gzip import GZipMiddleware
 
-from memora import logs
-from memora.config import Settings, get_settings
+from memora.basics import logs
+from memora.basics.config import Settings, get_settings
 from memora.db.pool import Pool, make_pool
 from memora.pipeline.backend import TaskBackend
 from services.api.errors import BodySizeLimit, install_error_handlers

@@ -19,9 +19,9 @@ from uuid import UUID
 
 from fastapi import Request
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.tenancy import DEFAULT_SCOPE, Scope
 from memora.store import tenants
-from memora.tenancy import DEFAULT_SCOPE, Scope
 from services.api.errors import APIError
 from services.api.ratelimit import Limiter, failure_limiter_from_settings, limiter_from_settings
 

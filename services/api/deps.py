@@ -10,9 +10,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from psycopg import Connection
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.tenancy import Scope
 from memora.pipeline.backend import TaskBackend
-from memora.tenancy import Scope
 from services.api.auth import Principal, authenticate, unauthorized
 from services.api.errors import APIError
 

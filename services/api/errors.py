@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memora.lifecycle.errors import LifecycleError
+from memora.basics.errors import Refused
 
 
 class APIError(Exception):
@@ -125,8 +125,8 @@ def _is_unstorable_text(exc: Exception) -> bool:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(LifecycleError)
-    async def _lifecycle_error(_: Request, exc: LifecycleError) -> JSONResponse:
+    @app.exception_handler(Refused)
+    async def _refused(_: Request, exc: Refused) -> JSONResponse:
         return JSONResponse(error_body(exc.code, exc.message, exc.details or None), exc.status)
 
     @app.exception_handler(APIError)

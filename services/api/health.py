@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from memora import metrics
+from memora.basics import metrics
 
 Check = Callable[[], bool]
 T = TypeVar("T")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from memora.llm import LLMClient, LLMError, LLMInvalidOutput, LLMNotConfigured, LLMUnavailable
+from memora.nlp.llm import LLMClient, LLMError, LLMInvalidOutput, LLMNotConfigured, LLMUnavailable
 from services.api.errors import APIError
 
 

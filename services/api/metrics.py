@@ -18,9 +18,10 @@ from fastapi.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memora import llm, metrics
-from memora.monitoring import beat_heartbeat, operation_stats
-from memora.monitoring import queue_depths as broker_queue_depths
+from memora.basics import metrics
+from memora.nlp import llm
+from memora.pipeline.monitoring import beat_heartbeat, operation_stats
+from memora.pipeline.monitoring import queue_depths as broker_queue_depths
 
 log = logging.getLogger("memora.metrics")
 request_log = logging.getLogger("memora.request")

@@ -13,10 +13,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
-from memora import logs
-from memora.config import Settings, get_settings
+from memora.basics import logs
+from memora.basics.config import Settings, get_settings
 from memora.db.pool import Pool, make_pool
-from memora.embedding import check_dimension, get_embedder
+from memora.nlp.embedding import check_dimension, get_embedder
 from memora.retrieval import Retriever
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import health_router

@@ -22,7 +22,7 @@ from limits.strategies import (
     SlidingWindowCounterRateLimiter,
 )
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 log = logging.getLogger("memora.api.ratelimit")
 STRATEGIES: dict[str, type[RateLimiter]] = {

@@ -8,7 +8,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memora.models import AgentId, DocumentId, MemoryItem, StorableText, message_ids
+from memora.basics.models import AgentId, DocumentId, MemoryItem, StorableText, message_ids
+from memora.basics.stages import OperationStatus
 
 
 class BatchRequest(BaseModel):
@@ -40,6 +41,8 @@ class BatchResponse(BaseModel):
 
 
 class StageStatus(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
     status: str
     attempts: int = 0
     started_at: datetime | None = None
@@ -50,11 +53,13 @@ class StageStatus(BaseModel):
 
 
 class OperationResponse(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
     id: UUID
     agent_id: str
     kind: str
     document_id: str | None
-    status: Literal["queued", "running", "completed", "failed", "superseded"]
+    status: OperationStatus
     stage: str | None
     stages: dict[str, StageStatus]
     counts: dict[str, int]

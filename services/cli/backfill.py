@@ -1,6 +1,6 @@
 """`memora backfill PATH`: stream a conversation archive into the write API on the backfill queues.
 
-- Streams the file (memora.backfill): memory stays flat however large the archive is.
+- Streams the file (memora.interchange.archives): memory stays flat however large the archive is.
 - Posts documents concurrently (`--concurrency`), in order of the archive for the checkpoint:
   the checkpoint advances over the longest prefix of documents the API acknowledged, and is
   saved (atomically) every second, on Ctrl-C or SIGTERM, and at the end. A re-run resumes
@@ -47,7 +47,8 @@ from rich.progress import (
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 from tenacity import wait_exponential as exponential
 
-from memora.backfill import (
+from memora.basics.stages import INGEST_STAGES, queue_for
+from memora.interchange.archives import (
     Checkpoint,
     Document,
     Format,
@@ -58,7 +59,6 @@ from memora.backfill import (
     read_documents,
     target_of,
 )
-from memora.queues import INGEST_STAGES, queue_for
 
 log = logging.getLogger("memora.backfill")
 TERMINAL = ("completed", "failed", "superseded")

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from sqlalchemy.exc import DBAPIError
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.db.migrate import head_revision, schema_state
 
 console = Console(stderr=True)

@@ -10,9 +10,9 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from memora.backfill import detect_format, read_documents, sample_archive
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.infra.embedded import free_port
+from memora.interchange.archives import detect_format, read_documents, sample_archive
 from services.cli.stack import Stack
 
 console = Console()

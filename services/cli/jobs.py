@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memora.config import Settings
-from memora.tenancy import Scope
+from memora.basics.config import Settings
+from memora.basics.tenancy import Scope
 
 console = Console(stderr=True)
 jobs_app = typer.Typer(help="Periodic jobs: list them, run one now.", no_args_is_help=True)

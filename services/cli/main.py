@@ -12,8 +12,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from memora import logs
-from memora.config import Settings
+from memora.basics import logs
+from memora.basics.config import Settings
 from services.cli import db, jobs, operations, ops, simulation, tenants
 from services.cli.stack import Stack
 

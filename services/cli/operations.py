@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
+from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
@@ -12,13 +14,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.stages import OperationStatus
 from memora.db.pool import connect_system
-from memora.store import operations
+from memora.usecases import operations
 
 console = Console(stderr=True)
 ops_app = typer.Typer(help="Operations: list them, retry a failed one.", no_args_is_help=True)
-STATUSES = ("queued", "running", "completed", "failed", "superseded")
+STATUSES = tuple(s.value for s in OperationStatus)
+
+
+def _json(value: object) -> str:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
 def first_line(text: str | None, width: int = 100) -> str:
@@ -39,28 +46,27 @@ def list_ops(
         raise typer.BadParameter("--failed and --status disagree")
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(f"--status must be one of {', '.join(STATUSES)}")
+    wanted = OperationStatus.FAILED if failed else OperationStatus(status) if status else None
     with connect_system(Settings()) as conn:
-        rows = operations.list_operations(
-            conn, None, agent_id=agent, status="failed" if failed else status, limit=limit
-        )
+        rows = operations.list_page(conn, None, agent_id=agent, status=wanted, limit=limit)
     if json_output:
-        print(json.dumps(rows, default=str))
+        print(json.dumps([asdict(op) for op in rows.operations], default=_json))
         return
     table = Table("id", "agent", "kind", "document", "status", "stage", "created", "error")
-    for r in rows:
+    for op in rows.operations:
         table.add_row(
-            str(r["id"]),
-            r["agent_id"],
-            r["kind"],
-            r["document_id"] or "",
-            r["status"],
-            r["stage"] or "",
-            f"{r['created_at']:%Y-%m-%d %H:%M:%S}",
-            first_line(r["error"]),
-            style="red" if r["status"] == "failed" else None,
+            str(op.id),
+            op.agent_id,
+            op.kind,
+            op.document_id or "",
+            op.status,
+            op.stage or "",
+            f"{op.created_at:%Y-%m-%d %H:%M:%S}",
+            first_line(op.error),
+            style="red" if op.status is OperationStatus.FAILED else None,
         )
     Console(width=200).print(table)
-    if not rows:
+    if not rows.operations:
         console.print("no operations match")
 
 
@@ -71,7 +77,7 @@ def retry_op(operation_id: Annotated[UUID, typer.Argument(help="the operation's 
     # Celery and the pipeline are imported here, not at the top: every `memora` command loads
     # this module, and `memora worker` must set PROMETHEUS_MULTIPROC_DIR and its settings
     # before prometheus-client and the Celery app are first imported (services/cli/ops.py).
-    from memora.pipeline.retry import retry_operation
+    from memora.usecases.operations import retry_operation
     from services.workers.celery_app import create_celery
     from services.workers.dispatch import CeleryBackend
 

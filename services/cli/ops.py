@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 console = Console(stderr=True)
 
@@ -67,7 +67,7 @@ def backfill(
     ] = None,
 ) -> None:
     """Stream a conversation archive into Memora on the backfill queues; resumable, idempotent."""
-    from memora.backfill import content_hash, target_of
+    from memora.interchange.archives import content_hash, target_of
     from services.cli.backfill import (
         Backfill,
         BackfillError,
@@ -160,7 +160,7 @@ def worker(
     ] = None,
 ) -> None:
     """A Celery worker with Prometheus multiprocess metrics set up (PROMETHEUS_MULTIPROC_DIR)."""
-    from memora.queues import INGEST_STAGES, Stage, all_queues, queue_for
+    from memora.basics.stages import INGEST_STAGES, Stage, all_queues, queue_for
 
     settings = Settings()
     selected: list[str] = [q.strip() for q in (queues or "").split(",") if q.strip()]

@@ -11,7 +11,7 @@ import typer
 import yaml
 from rich.console import Console
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from services.api.mcp.server import run_stdio
 
 console = Console(stderr=True)

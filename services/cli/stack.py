@@ -15,10 +15,10 @@ from pathlib import Path
 
 import httpx
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.stages import INGEST_STAGES, MAINTENANCE_QUEUE, Stage, queue_for
 from memora.db.migrate import upgrade
 from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
-from memora.queues import INGEST_STAGES, MAINTENANCE_QUEUE, Stage, queue_for
 
 log = logging.getLogger("memora.stack")
 

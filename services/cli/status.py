@@ -9,20 +9,23 @@ import redis
 from rich.console import Console
 from rich.table import Table
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.stages import OperationStatus
 from memora.db.pool import connect_system
-from memora.monitoring import OperationStats, operation_stats, queue_depths
+from memora.pipeline.monitoring import OperationStats, operation_stats, queue_depths
 from memora.store import operations
+from memora.store.operations import Operation
 from services.cli.operations import first_line
 
 FAILED_SHOWN = 10
+FAILED_FIELDS = ("id", "agent_id", "kind", "document_id", "stage", "error", "finished_at")
 
 
 @dataclass
 class Status:
     queues: dict[str, int] | None = None
     operations: OperationStats | None = None
-    failed: list[dict[str, Any]] = field(default_factory=list)  # the latest failed operations
+    failed: list[Operation] = field(default_factory=list)  # the latest failed operations
     errors: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -37,8 +40,11 @@ class Status:
                 "oldest_active_seconds": round(ops.oldest_active_seconds, 1),
             },
             "failed": [
-                {k: str(v) if v is not None else None for k, v in row.items()}
-                for row in self.failed
+                {
+                    k: str(getattr(op, k)) if getattr(op, k) is not None else None
+                    for k in FAILED_FIELDS
+                }
+                for op in self.failed
             ],
             "errors": self.errors,
         }
@@ -54,7 +60,7 @@ def collect_status(settings: Settings) -> Status:
     try:
         with connect_system(settings) as conn:  # every tenant's operations
             status.operations = operation_stats(conn)
-            if status.operations.by_status.get("failed"):
+            if status.operations.by_status.get(OperationStatus.FAILED):
                 status.failed = operations.recent_failed(conn, FAILED_SHOWN)
     except Exception as exc:
         status.errors["database"] = f"{type(exc).__name__}: {exc}"
@@ -74,9 +80,9 @@ def print_status(console: Console, status: Status) -> None:
         table = Table(title="operations")
         table.add_column("status")
         table.add_column("count", justify="right")
-        for name in ("queued", "running", "completed", "failed", "superseded"):
-            style = "red" if name == "failed" and ops.by_status.get(name) else None
-            table.add_row(name, f"{ops.by_status.get(name, 0):,}", style=style)
+        for name in OperationStatus:
+            style = "red" if name is OperationStatus.FAILED and ops.by_status.get(name) else None
+            table.add_row(name.value, f"{ops.by_status.get(name, 0):,}", style=style)
         console.print(table)
         if ops.active_by_stage:
             active = ", ".join(f"{k} {v:,}" for k, v in sorted(ops.active_by_stage.items()))
@@ -89,14 +95,14 @@ def print_status(console: Console, status: Status) -> None:
         table = Table(title=f"failed operations (latest {FAILED_SHOWN}; `memora ops retry ID`)")
         for column in ("id", "agent", "stage", "failed at", "error"):
             table.add_column(column)
-        for row in status.failed:
-            failed_at = row["finished_at"]
+        for op in status.failed:
+            failed_at = op.finished_at
             table.add_row(
-                str(row["id"]),
-                row["agent_id"],
-                row["stage"] or "",
+                str(op.id),
+                op.agent_id,
+                op.stage or "",
                 f"{failed_at:%Y-%m-%d %H:%M:%S}" if failed_at else "",
-                first_line(row["error"], 80),
+                first_line(op.error, 80),
                 style="red",
             )
         console.print(table)

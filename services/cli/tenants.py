@@ -15,9 +15,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.models import utcnow
 from memora.db.pool import connect_system
-from memora.models import utcnow
 from memora.store import tenants
 
 console = Console(stderr=True)

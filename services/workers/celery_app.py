@@ -5,8 +5,8 @@ from __future__ import annotations
 from celery import Celery
 from celery.signals import setup_logging
 
-from memora import logs
-from memora.config import Settings, get_settings
+from memora.basics import logs
+from memora.basics.config import Settings, get_settings
 from memora.jobs import JOBS
 from services.workers.queues import job_task_name, task_routes
 

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from celery import Celery
 
-from memora.queues import Stage, queue_for
+from memora.basics.stages import Stage, queue_for
 from services.workers.queues import task_name
 
 

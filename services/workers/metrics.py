@@ -39,9 +39,10 @@ from celery.signals import (
 from prometheus_client import start_http_server
 from psycopg_pool import ConnectionPool
 
-from memora import llm, metrics
-from memora.config import get_settings
-from memora.queues import INGEST_STAGES
+from memora.basics import metrics
+from memora.basics.config import get_settings
+from memora.basics.stages import INGEST_STAGES
+from memora.nlp import llm
 from memora.store import operations
 from services.workers.probe import heartbeat_path
 from services.workers.queues import TASK_PREFIX

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 DEFAULT_MAX_AGE = 30.0
 

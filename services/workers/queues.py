@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from memora.basics.stages import MAINTENANCE_QUEUE, Stage
 from memora.jobs import JOBS
-from memora.queues import MAINTENANCE_QUEUE, Stage
 
 TASK_PREFIX = "memora."
 

@@ -16,13 +16,13 @@ from celery import Task
 from celery.exceptions import Retry
 from celery.signals import worker_init, worker_process_init
 
-from memora.config import get_settings
+from memora.basics.config import get_settings
+from memora.basics.errors import PermanentStageError
+from memora.basics.stages import Stage
 from memora.db.pool import make_pool
-from memora.errors import PermanentStageError
 from memora.jobs import JOBS, JobContext, JobSpec, run_job
 from memora.pipeline.context import StageContext
 from memora.pipeline.runner import REGISTRY, Pipeline
-from memora.queues import Stage
 from services.workers import metrics as worker_metrics
 from services.workers.celery_app import app
 from services.workers.dispatch import CeleryBackend

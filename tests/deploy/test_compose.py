@@ -20,9 +20,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from memora import metrics
-from memora.config import Settings
-from memora.queues import Stage, all_queues, queue_for
+from memora.basics import metrics
+from memora.basics.config import Settings
+from memora.basics.stages import Stage, all_queues, queue_for
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"

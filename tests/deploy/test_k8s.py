@@ -17,9 +17,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from memora import metrics
-from memora.config import Settings
-from memora.queues import Stage, all_queues, queue_for
+from memora.basics import metrics
+from memora.basics.config import Settings
+from memora.basics.stages import Stage, all_queues, queue_for
 from tests.deploy.crd_schemas import CRD_SCHEMAS
 from tests.deploy.kustomize_lite import build
 

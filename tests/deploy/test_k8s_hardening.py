@@ -15,8 +15,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from memora import metrics
-from memora.config import Settings
+from memora.basics import metrics
+from memora.basics.config import Settings
 from tests.deploy.kustomize_lite import build
 from tests.deploy.test_k8s import (
     K8S,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from tests.fakes.openai_server import Fail, FakeOpenAI, Recorded, Reply
 
 __all__ = ["Fail", "FakeOpenAI", "Recorded", "Reply", "fake_llm", "fake_llm_server", "llm_settings"]

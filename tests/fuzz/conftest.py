@@ -13,10 +13,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.lifecycle.memory import CONFLICT_MARKER
 from memora.lifecycle.reflect import REFLECT_MARKER
-from memora.think import OPINION_MARKER, THINK_MARKER
+from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
 from tests.fakes import LLM_TEST_SETTINGS, FakeOpenAI, Reply
 
 FUZZ_DB = "memora_fuzz"

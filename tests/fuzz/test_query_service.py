@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import schemathesis
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from tests.fuzz.support import CHECKS, FUZZ_SETTINGS, AppSlot
 
 pytestmark = pytest.mark.integration
@@ -31,11 +31,11 @@ schema.app = SLOT
 
 @pytest.fixture(scope="module")
 def query_service(fuzz_settings: Settings, fuzz_pool: Any, fuzz_pipeline: Any) -> Iterator[None]:
-    from memora.ingest import accept_batch
-    from memora.models import MemoryItem
+    from memora.basics.models import MemoryItem
+    from memora.basics.stages import INGEST_STAGES
+    from memora.basics.tenancy import DEFAULT_SCOPE
     from memora.pipeline.backend import InlineBackend
-    from memora.queues import INGEST_STAGES
-    from memora.tenancy import DEFAULT_SCOPE
+    from memora.usecases.ingest import accept_batch
     from services.api.query_app import create_app
 
     backend = InlineBackend(fuzz_pipeline)

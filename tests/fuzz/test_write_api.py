@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import schemathesis
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from tests.fuzz.support import CHECKS, FUZZ_SETTINGS, AppSlot
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 ADMIN_KEY = "test-admin-key-0123456789"
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -52,7 +52,7 @@ class Tenant:
         return {"Authorization": f"Bearer {self.key}"}
 
     def key_of(self, agent_id: str) -> str:
-        """The stored agent key (memora.tenancy.Scope.key)."""
+        """The stored agent key (memora.basics.tenancy.Scope.key)."""
         return f"{self.tenant_id}/{agent_id}"
 
 

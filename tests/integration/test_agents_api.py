@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from memora.config import Settings
-from memora.personality import MERGE_MARKER
+from memora.basics.config import Settings
+from memora.think.personality import MERGE_MARKER
 from tests.fakes import Fail, FakeOpenAI, Reply
 
 pytestmark = pytest.mark.integration

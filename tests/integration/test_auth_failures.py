@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from tests.integration.auth_support import auth_api, auth_app, make_tenant  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.integration

@@ -21,8 +21,8 @@ import uvicorn
 from fastapi.testclient import TestClient
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memora.backfill import Checkpoint, read_documents
 from memora.infra.embedded import free_port
+from memora.interchange.archives import Checkpoint, read_documents
 from services.cli.backfill import Backfill, BackfillOptions
 from tests.conftest import wait_until
 from tests.integration.metrics_support import value, worker_metrics

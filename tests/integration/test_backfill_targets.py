@@ -20,10 +20,10 @@ import pytest
 import uvicorn
 from rich.console import Console
 
-from memora import metrics
-from memora.backfill import Checkpoint, content_hash, target_of
-from memora.config import Settings
+from memora.basics import metrics
+from memora.basics.config import Settings
 from memora.infra.embedded import free_port
+from memora.interchange.archives import Checkpoint, content_hash, target_of
 from services.cli.backfill import Backfill, BackfillOptions, default_checkpoint
 from tests.conftest import wait_until
 from tests.integration.test_backfill import counts, write_archive

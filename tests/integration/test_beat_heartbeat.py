@@ -11,9 +11,9 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from memora.config import Settings
-from memora.monitoring import BEAT_HEARTBEAT_KEY, beat_heartbeat, record_beat_heartbeat
-from memora.queues import MAINTENANCE_QUEUE
+from memora.basics.config import Settings
+from memora.basics.stages import MAINTENANCE_QUEUE
+from memora.pipeline.monitoring import BEAT_HEARTBEAT_KEY, beat_heartbeat, record_beat_heartbeat
 from services.api.app import create_app
 from services.workers.celery_app import create_celery
 from services.workers.queues import job_task_name, task_routes

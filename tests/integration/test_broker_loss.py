@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from tests.conftest import WORKER_ENV, wait_until
 
 pytestmark = pytest.mark.integration

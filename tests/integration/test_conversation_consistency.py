@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.db.pool import connect
 from memora.jobs import JOBS, JobContext, run_job
 from memora.pipeline.backend import InlineBackend

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from memora import opinions
-from memora.opinions import OpinionDraft
+from memora.basics.stages import Stage
+from memora.basics.tenancy import Scope
 from memora.pipeline.backend import InlineBackend
-from memora.queues import Stage
-from memora.tenancy import Scope
+from memora.think import opinions
+from memora.think.opinions import OpinionDraft
 from tests.integration.auth_support import (  # noqa: F401 - fixture
     ADMIN,
     Tenant,

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from memora.config import Settings
-from memora.entities import ResolutionWeights, UnitMentions, resolve
+from memora.basics.config import Settings
+from memora.entities.resolution import ResolutionWeights, UnitMentions, resolve
 from memora.extraction.base import Fact, Mention
 from memora.store.units import insert_facts
 

@@ -23,7 +23,7 @@ from uuid import UUID
 
 import pytest
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 pytestmark = pytest.mark.integration
 

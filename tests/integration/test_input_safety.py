@@ -9,9 +9,9 @@ from urllib.parse import quote
 
 import pytest
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.extraction.llm import MARKER as EXTRACTION_MARKER
-from memora.think import OPINION_MARKER, THINK_MARKER
+from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
 from tests.fakes import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.lifecycle.memory import CONFLICT_MARKER
 from memora.lifecycle.reflect import REFLECT_MARKER
 from memora.retrieval import SearchParams

@@ -12,16 +12,16 @@ from uuid import UUID
 import pytest
 from typer.testing import CliRunner
 
-from memora.config import Settings
-from memora.embedding import get_embedder
+from memora.basics.config import Settings
+from memora.basics.models import utcnow
+from memora.basics.tenancy import DEFAULT_SCOPE
 from memora.jobs import JOBS, JobContext, JobResult, run_job
 from memora.lifecycle.memory import Memories
 from memora.lifecycle.reflect import REFLECT_MARKER
-from memora.models import utcnow
+from memora.nlp.embedding import get_embedder
 from memora.pipeline.backend import InlineBackend
 from memora.pipeline.runner import Pipeline
 from memora.store import lifecycle as store
-from memora.tenancy import DEFAULT_SCOPE
 from tests.fakes import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.integration

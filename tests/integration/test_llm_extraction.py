@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.extraction.llm import MARKER
 from tests.conftest import wait_until
 from tests.fakes import Fail, FakeOpenAI, Reply

@@ -27,7 +27,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import SecretStr
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.pipeline.backend import InlineBackend
 from services.api import app as write_app
 from services.api import query_app

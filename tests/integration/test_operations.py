@@ -19,7 +19,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.infra.embedded import free_port
 from tests.conftest import wait_until
 from tests.integration.metrics_support import scrape, value, worker_metrics

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import redis
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.stages import Stage
+from memora.basics.tenancy import Scope
 from memora.extraction.llm import MARKER
-from memora.monitoring import queue_depths
-from memora.queues import Stage
+from memora.pipeline.monitoring import queue_depths
 from memora.store import operations
-from memora.tenancy import Scope
 from tests.fakes import FakeOpenAI, Reply
 from tests.integration.auth_support import auth_app, make_tenant
 from tests.integration.test_llm_extraction import ANSWER, ITEMS
@@ -100,7 +100,7 @@ def test_retry_is_idempotent_while_the_retry_is_under_way(
     op_id = _failed_operation(api, pipeline, fake_llm, tenant.headers)
     with pool.connection() as conn, conn.transaction():  # a retry already queued
         outcome, row = operations.reopen_failed(conn, Scope(tenant.tenant_id), uuid.UUID(op_id))
-    assert outcome == "reopened" and row is not None and row["status"] == "queued"
+    assert outcome == "reopened" and row is not None and row.status == "queued"
     requests_before = len(fake_llm.requests)
     for _ in range(2):
         response = api.post(f"/api/operations/{op_id}/retry", headers=tenant.headers)

@@ -8,11 +8,11 @@ from uuid import UUID
 
 import pytest
 
-from memora import opinions
-from memora.opinions import OpinionDraft
+from memora.basics.stages import Stage
+from memora.basics.tenancy import DEFAULT_SCOPE
 from memora.pipeline.backend import InlineBackend
-from memora.queues import Stage
-from memora.tenancy import DEFAULT_SCOPE
+from memora.think import opinions
+from memora.think.opinions import OpinionDraft
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import requests
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.infra.embedded import free_port
 
 pytestmark = pytest.mark.integration

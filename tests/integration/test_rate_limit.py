@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from services.api.ratelimit import Limiter
 from tests.integration.auth_support import (  # noqa: F401 - fixture
     ADMIN,

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.infra.embedded import free_port
 from tests.conftest import wait_until
 from tests.integration.metrics_support import scrape, value

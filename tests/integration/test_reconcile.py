@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from memora.ingest import accept_batch
+from memora.basics.models import MemoryItem
+from memora.basics.stages import Stage
+from memora.basics.tenancy import DEFAULT_SCOPE
 from memora.jobs.reconcile import reconcile
-from memora.models import MemoryItem
 from memora.pipeline.backend import InlineBackend
-from memora.queues import Stage
-from memora.tenancy import DEFAULT_SCOPE
+from memora.usecases.ingest import accept_batch
 
 
 def test_stuck_operation_is_resumed_at_its_stage(pool: Any, pipeline: Any, agent_id: str) -> None:
@@ -26,7 +26,7 @@ def test_stuck_operation_is_resumed_at_its_stage(pool: Any, pipeline: Any, agent
     # Re-running a finished stage is a no-op that only points at the next one.
     assert pipeline.run(Stage.EXTRACT, accepted.operation_id) is Stage.EMBED
     resumed = reconcile(pool, InlineBackend(pipeline), older_than_seconds=600)
-    assert accepted.operation_id in {op["id"] for op in resumed}
+    assert accepted.operation_id in {op.id for op in resumed}
     with pool.connection() as conn:
         op = conn.execute(
             "SELECT status, stages, counts FROM operations WHERE id = %s", (accepted.operation_id,)
@@ -40,7 +40,7 @@ def test_stuck_operation_is_resumed_at_its_stage(pool: Any, pipeline: Any, agent
     assert units == {"n": 1, "e": 1}
     # A second sweep finds nothing to do.
     again = reconcile(pool, InlineBackend(pipeline), older_than_seconds=600)
-    assert accepted.operation_id not in {op["id"] for op in again}
+    assert accepted.operation_id not in {op.id for op in again}
 
 
 class RecordingBackend:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from uuid import UUID
 import pytest
 from fastapi.testclient import TestClient
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -137,7 +137,7 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
     with the filter in its scan give the same ranking above the similarity floor; an exact
     scan that finds more units than it may rank gives way (None) after reading at most
     `at_most` + 1 of them."""
-    from memora.embedding import get_embedder
+    from memora.nlp.embedding import get_embedder
     from memora.retrieval import semantic
     from memora.retrieval.filters import Filters, Matching, compile_filters
 
@@ -175,7 +175,7 @@ def test_a_narrow_walk_starts_the_graph_from_its_first_hits(
     which runs on its own connection while the walk goes on (`first`): the walk's list is the
     same, the first hits are its nearest, and where the walk's first pass over the index
     covers them (as here), the graph is the one that would have followed the walk."""
-    from memora.embedding import get_embedder
+    from memora.nlp.embedding import get_embedder
     from memora.retrieval import Retriever, semantic
     from memora.retrieval.filters import Filters, Matching, compile_filters
     from memora.retrieval.types import SearchParams
@@ -230,9 +230,9 @@ def test_temporal_seeds_ranked_exactly_equal_the_walk(
     0013's indexes give the count): the same seeds, in the same order, as the HNSW walk."""
     from datetime import UTC, datetime
 
+    from memora.nlp.temporal import QueryTimeRange
     from memora.retrieval import arms
     from memora.retrieval.filters import NO_FILTER, Filters, compile_filters
-    from memora.temporal import QueryTimeRange
 
     vector = query_api.app.state.embedder.embed(["Pixel the cat"])[0]
     types = ["world", "agent", "opinion"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from tests.unit.test_seeding import CAST
 
 pytestmark = pytest.mark.integration

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from memora import opinions
-from memora.opinions import OpinionDraft
+from memora.basics.stages import Stage
+from memora.basics.tenancy import Scope
 from memora.pipeline.backend import InlineBackend
-from memora.queues import Stage
-from memora.tenancy import Scope
+from memora.think import opinions
+from memora.think.opinions import OpinionDraft
 from tests.integration.auth_support import (  # noqa: F401 - fixture
     ADMIN,
     Tenant,
@@ -263,7 +263,7 @@ def test_think_reads_only_the_callers_tenant(
     from fastapi.testclient import TestClient
     from pydantic import SecretStr
 
-    from memora.think import OPINION_MARKER, THINK_MARKER
+    from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
     from services.api.query_app import create_app
     from tests.fakes import Reply
     from tests.integration.auth_support import ADMIN_KEY

@@ -8,8 +8,8 @@ from uuid import UUID
 
 import pytest
 
-from memora.config import Settings
-from memora.think import OPINION_MARKER, THINK_MARKER
+from memora.basics.config import Settings
+from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
 from tests.fakes import Fail, FakeOpenAI, Reply
 
 pytestmark = pytest.mark.integration

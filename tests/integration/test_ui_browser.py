@@ -21,7 +21,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.extraction.llm import MARKER
 from memora.infra.embedded import free_port
 from tests.conftest import wait_until

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 from starlette.requests import Request
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.store.tenants import generate_key, hash_key, is_valid_tenant_id, parse_duration
 from services.api.auth import client_address
 from services.api.ratelimit import Limiter, failure_limiter_from_settings, limiter_from_settings

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memora.backfill import (
+from memora.interchange.archives import (
     Checkpoint,
     Position,
     detect_format,

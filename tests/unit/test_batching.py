@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from memora.batching import MicroBatcher, length_batches, padded
+from memora.nlp.batching import MicroBatcher, length_batches, padded
 
 
 def test_batches_group_similar_lengths_under_the_token_budget() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 REAL = {
     "database_url": "postgresql://memora:Xq7-long-random-value@db:5432/memora",

@@ -7,7 +7,8 @@ import uuid
 from datetime import UTC, datetime
 from itertools import pairwise
 
-from memora.chunking import (
+from memora.basics.config import Settings
+from memora.nlp.chunking import (
     ChunkingConfig,
     Message,
     Run,
@@ -16,7 +17,6 @@ from memora.chunking import (
     groups,
     source_hash,
 )
-from memora.config import Settings
 
 WHEN = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 

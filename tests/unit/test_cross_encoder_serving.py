@@ -13,7 +13,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from memora.onnx_export import OnnxUnsupported
+from memora.nlp.onnx_export import OnnxUnsupported
 from memora.retrieval.cross_encoder import (
     CrossEncoderReranker,
     RerankerUnavailable,

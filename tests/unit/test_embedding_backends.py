@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memora import onnx_encoder, onnx_export
-from memora.config import DEFAULT_EMBEDDING_MODEL
-from memora.embedding import Embedder
+from memora.basics.config import DEFAULT_EMBEDDING_MODEL
+from memora.nlp import onnx_encoder, onnx_export
+from memora.nlp.embedding import Embedder
 
 TEXTS = [
     "What did Alice do last spring?",
@@ -56,7 +56,7 @@ def test_an_unsupported_model_falls_back_or_fails_clearly(
     def refuse(*args: object, **kwargs: object) -> None:
         raise onnx_export.OnnxUnsupported("unsupported module chain ['Transformer', 'Dense']")
 
-    monkeypatch.setattr("memora.embedding.OnnxEncoder", refuse)
+    monkeypatch.setattr("memora.nlp.embedding.OnnxEncoder", refuse)
     fallback = Embedder(DEFAULT_EMBEDDING_MODEL, backend="auto", cache_dir=tmp_path)
     assert fallback.backend == "torch"
     assert fallback.embed(["still works"]).shape == (1, 384)

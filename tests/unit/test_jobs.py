@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.stages import MAINTENANCE_QUEUE
 from memora.jobs import JOBS, JobContext, JobResult, JobSpec, run_job
-from memora.queues import MAINTENANCE_QUEUE
 from services.workers.celery_app import create_celery
 from services.workers.queues import job_task_name, task_routes
 

@@ -7,9 +7,9 @@ import time
 import pytest
 from pydantic import BaseModel, Field
 
-from memora.config import Settings
-from memora.errors import PermanentStageError, TransientStageError
-from memora.llm import (
+from memora.basics.config import Settings
+from memora.basics.errors import PermanentStageError, TransientStageError
+from memora.nlp.llm import (
     LLMCall,
     LLMClient,
     LLMInvalidOutput,

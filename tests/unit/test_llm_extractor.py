@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.extraction.base import Mention, Relation, SourceItem
 from memora.extraction.llm import MARKER, LLMExtractor, chunk_items, parse_when, split_text
-from memora.llm import LLMClient
+from memora.nlp.llm import LLMClient
 from tests.fakes import LLM_TEST_SETTINGS, FakeOpenAI, Recorded, Reply
 
 BASE = datetime(2024, 1, 15, 10, 0, tzinfo=UTC)

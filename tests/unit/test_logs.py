@@ -10,8 +10,8 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 
-from memora import logs
-from memora.config import Settings
+from memora.basics import logs
+from memora.basics.config import Settings
 from services.api.metrics import install_metrics, note_operation
 
 

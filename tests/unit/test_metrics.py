@@ -13,9 +13,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY
 
-from memora import metrics
-from memora.config import Settings
-from memora.llm import LLMCall, UsageRegistry
+from memora.basics import metrics
+from memora.basics.config import Settings
+from memora.nlp.llm import LLMCall, UsageRegistry
 from services.api.errors import BodySizeLimit
 from services.api.metrics import install_metrics
 
@@ -118,7 +118,7 @@ def test_metric_names_include_sample_suffixes() -> None:
 _FORKED = textwrap.dedent(
     """
     import multiprocessing, os, sys
-    from memora import metrics
+    from memora.basics import metrics
 
     def work(n):
         for _ in range(n):

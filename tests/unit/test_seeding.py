@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from memora.episodes import Episode
-from memora.seeding import SeedFile, chunk_text, plan
+from memora.usecases.episodes import Episode
+from memora.usecases.seeding import SeedFile, chunk_text, plan
 
 CAST: dict[str, Any] = {
     "scenario": {"id": "dinner", "location": "Alex's flat", "atmosphere": "relaxed",

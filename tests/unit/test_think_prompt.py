@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memora.config import Settings
-from memora.llm import LLMClient, LLMUnavailable
-from memora.personality import (
+from memora.basics.config import Settings
+from memora.nlp.llm import LLMClient, LLMUnavailable
+from memora.think.personality import (
     HIGH_BIAS,
     LOW_BIAS,
     MODERATE_BIAS,
@@ -17,7 +17,7 @@ from memora.personality import (
     describe_trait,
     personality_lines,
 )
-from memora.think import OPINION_MARKER, THINK_MARKER, Evidence, Profile, think
+from memora.think.reasoning import OPINION_MARKER, THINK_MARKER, Evidence, Profile, think
 from tests.fakes import LLM_TEST_SETTINGS, Fail, FakeOpenAI, Reply
 
 

@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memora.config import Settings
-from memora.entities import (
+from memora.basics.config import Settings
+from memora.basics.stages import INGEST_STAGES, Stage, next_stage, queue_for
+from memora.entities.names import normalize_name
+from memora.entities.resolution import (
     ResolutionWeights,
     cooccurrence_score,
     match_score,
@@ -17,11 +19,9 @@ from memora.entities import (
 )
 from memora.extraction.base import SourceItem
 from memora.extraction.local import is_noise, split_turns
-from memora.names import normalize_name
-from memora.queues import INGEST_STAGES, Stage, next_stage, queue_for
+from memora.nlp.temporal import period_range, resolve_expression
 from memora.store.documents import content_hash
 from memora.store.links import temporal_weight
-from memora.temporal import period_range, resolve_expression
 
 
 def test_name_similarity_is_levenshtein_with_word_containment() -> None:

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from memora.models import AGENT_ID_PATTERN
+from memora.basics.models import AGENT_ID_PATTERN
 from services.api.auth import identify
 from services.api.errors import APIError, error_body
 from services.api.mcp.memory import Memory

@@ -9,7 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Path
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from memora.models import utcnow
+from memora.basics.models import utcnow
 from memora.store import tenants
 from services.api.deps import AdminDep, SystemConnDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses

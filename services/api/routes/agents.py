@@ -9,12 +9,12 @@ from uuid import UUID
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from memora import opinions
+from memora.basics.models import AGENT_ID_PATTERN
 from memora.db.pool import Pool
-from memora.llm import LLMError
-from memora.models import AGENT_ID_PATTERN
-from memora.personality import full_personality, merge_background
+from memora.nlp.llm import LLMError
 from memora.store import agents
+from memora.think import opinions
+from memora.think.personality import full_personality, merge_background
 from services.api.deps import ConnDep, Offset, ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 from services.api.llm import llm_api_error, llm_client

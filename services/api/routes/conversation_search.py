@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from memora.models import AgentId, DocumentId, Role, StorableText, aware
+from memora.basics.models import AgentId, DocumentId, Role, StorableText, aware
 from memora.retrieval.conversation import (
     MAX_LIMIT,
     ConversationHit,

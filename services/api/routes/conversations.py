@@ -12,6 +12,8 @@ from uuid import UUID
 from fastapi import APIRouter, Path, Query
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from memora.basics.models import AGENT_ID_PATTERN, Role, StorableText, aware
+from memora.basics.stages import OperationKind, Stage, first_stage
 from memora.conversations import consistency
 from memora.conversations.index import request_reindex, status
 from memora.conversations.sync import (
@@ -21,9 +23,7 @@ from memora.conversations.sync import (
     delete_message,
     edit_message,
 )
-from memora.models import AGENT_ID_PATTERN, Role, StorableText, aware
 from memora.pipeline.backend import TaskBackend
-from memora.queues import CHAINS, Stage
 from services.api.deps import BackendDep, ConnDep, ScopeDep, SettingsDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses, index_disabled
 
@@ -116,7 +116,7 @@ def edit(
             result = edit_message(conn, scope, agent_id, document_id, message_id, patch)
     except MessageNotFound:
         raise _not_found(document_id, message_id) from None
-    _enqueue(backend, CHAINS["message_edit"][0], result.operation_id)
+    _enqueue(backend, first_stage(OperationKind.MESSAGE_EDIT), result.operation_id)
     return _response(result)
 
 
@@ -136,7 +136,7 @@ def delete(
             result = delete_message(conn, scope, agent_id, document_id, message_id)
     except MessageNotFound:
         raise _not_found(document_id, message_id) from None
-    _enqueue(backend, CHAINS["message_delete"][0], result.operation_id)
+    _enqueue(backend, first_stage(OperationKind.MESSAGE_DELETE), result.operation_id)
     return _response(result)
 
 
@@ -161,7 +161,7 @@ def reindex(
         raise index_disabled()
     with conn.transaction():
         operation_id = request_reindex(conn, scope.key(agent_id))
-    _enqueue(backend, CHAINS["reindex"][0], operation_id)
+    _enqueue(backend, first_stage(OperationKind.REINDEX), operation_id)
     return {"agent_id": agent_id, "operation_id": str(operation_id)}
 
 

@@ -6,15 +6,17 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import AfterValidator, BaseModel, Field
 
-from memora.models import AGENT_ID_PATTERN, aware
+from memora.basics.models import AGENT_ID_PATTERN, aware
 from memora.retrieval.keyword import KeywordIndex
-from memora.store import graph
+from memora.store import graph as store_graph
+from memora.usecases import graph
+from memora.usecases.graph import GraphRequest
 from services.api import paging
 from services.api.deps import ConnDep, ScopeDep
-from services.api.errors import AUTH_ERRORS, APIError, error_responses
+from services.api.errors import AUTH_ERRORS, error_responses
 
 router = APIRouter(prefix="/api", tags=["graph"], responses=error_responses(*AUTH_ERRORS, 422, 503))
 AgentPath = Annotated[str, Path(pattern=AGENT_ID_PATTERN)]
@@ -90,13 +92,16 @@ def _keyword_index(request: Request) -> KeywordIndex:
     return index
 
 
+KeywordIndexDep = Annotated[KeywordIndex, Depends(_keyword_index)]
+
+
 @router.get("/graph", response_model=Graph, responses=error_responses(404))
 def get_graph(
     scope: ScopeDep,
-    request: Request,
     conn: ConnDep,
+    index: KeywordIndexDep,
     agent_id: Annotated[str, Query(pattern=AGENT_ID_PATTERN)],
-    limit: Annotated[int, Query(ge=1, le=graph.MAX_NODES)] = graph.DEFAULT_NODES,
+    limit: Annotated[int, Query(ge=1, le=store_graph.MAX_NODES)] = store_graph.DEFAULT_NODES,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     fact_type: Annotated[list[FactType] | None, Query()] = None,
     link_type: Annotated[list[LinkType] | None, Query()] = None,
@@ -107,7 +112,7 @@ def get_graph(
         str | None,
         Query(max_length=300, pattern=NO_NUL, description="seed by an entity (id or name)"),
     ] = None,
-    depth: Annotated[int, Query(ge=0, le=graph.MAX_DEPTH)] = 1,
+    depth: Annotated[int, Query(ge=0, le=store_graph.MAX_DEPTH)] = 1,
     since: Moment = None,
     until: Moment = None,
 ) -> Response:
@@ -115,57 +120,28 @@ def get_graph(
     with type and weight. Seeds: the newest units, or those naming `entity`, or the best
     keyword matches of `q`; then `depth` hops along each unit's strongest links. At most
     `limit` nodes (hard cap 2000) and 4 edges per node. Gzip-compressed when asked."""
-    if q is not None and entity is not None:
-        raise APIError(422, "conflicting_seeds", "pass `q` or `entity`, not both")
-    key = scope.key(agent_id)
-    entity_id = None
-    if entity is not None:
-        found = graph.find_entity(conn, key, entity)
-        if found is None:
-            raise APIError(404, "not_found", f"entity {entity!r} not found for agent {agent_id}")
-        entity_id = found["id"]
-    position = paging.decode(cursor)
-    if position is not None and isinstance(position, int) != bool(q):
-        raise APIError(422, "invalid_cursor", "the cursor belongs to another kind of seed")
-    query = graph.GraphQuery(
-        agent_key=key,
-        limit=limit,
-        depth=depth,
-        fact_types=tuple(dict.fromkeys(fact_type or [])),
-        link_types=tuple(dict.fromkeys(link_type or [])),
-        since=since,
-        until=until,
+    asked = GraphRequest(
+        agent_id, limit, depth, tuple(dict.fromkeys(fact_type or [])),
+        tuple(dict.fromkeys(link_type or [])), since, until, q, entity, paging.decode(cursor),
+    )  # fmt: skip
+    page = graph.memory_graph(conn, index, scope, asked)
+    body = Graph(
+        agent_id=agent_id,
+        nodes=[Node.model_validate(n) for n in page.nodes],
+        edges=[Edge.model_validate(e) for e in page.edges],
+        next_cursor=paging.encode(page.next_cursor),
+        truncated=page.truncated,
     )
-    page = graph.subgraph(
-        conn,
-        query,
-        cursor=position,
-        text=q.strip() if q else None,
-        entity_id=entity_id,
-        index=_keyword_index(request),
-    )
-    graph_page = Graph.model_validate(
-        {
-            "agent_id": agent_id,
-            "nodes": page.nodes,
-            "edges": page.edges,
-            "next_cursor": paging.encode(page.next_cursor),
-            "truncated": page.truncated,
-        }
-    )
-    # validated once and serialised in one pass (pydantic-core), not again by FastAPI: the
-    # response_model stays the documented schema
-    return Response(graph_page.model_dump_json(), media_type="application/json")
+    # serialised in one pass (pydantic-core), not again by FastAPI: the response_model stays
+    # the documented schema
+    return Response(body.model_dump_json(), media_type="application/json")
 
 
 @router.get("/graph/agents", response_model=AgentSizes)
 def agent_sizes(scope: ScopeDep, conn: ConnDep) -> AgentSizes:
     """The tenant's agents with their numbers of memories, entities, documents and failed
     operations (the UI's agent list)."""
-    rows = graph.agent_sizes(conn, scope.tenant_id)
-    for row in rows:
-        row["agent_id"] = scope.agent_id(row["agent_id"])
-    return AgentSizes(agents=[AgentSize.model_validate(r) for r in rows])
+    return AgentSizes(agents=[AgentSize.model_validate(r) for r in graph.agent_sizes(conn, scope)])
 
 
 @router.get(
@@ -175,7 +151,4 @@ def agent_sizes(scope: ScopeDep, conn: ConnDep) -> AgentSizes:
 )
 def get_memory(scope: ScopeDep, agent_id: AgentPath, memory_id: UUID, conn: ConnDep) -> Memory:
     """One memory unit in full: text, dates, entities, strongest links and source document."""
-    row = graph.find_unit(conn, scope.key(agent_id), memory_id)
-    if row is None:
-        raise APIError(404, "not_found", f"memory {memory_id} not found for agent {agent_id}")
-    return Memory.model_validate({**row, "agent_id": agent_id})
+    return Memory.model_validate(graph.memory(conn, scope, agent_id, memory_id))

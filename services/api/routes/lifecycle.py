@@ -12,11 +12,11 @@ from fastapi import APIRouter, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from memora.basics.models import AGENT_ID_PATTERN, StorableText, aware
 from memora.lifecycle.memory import Memories
 from memora.lifecycle.recall import RecallQuery, recall
 from memora.lifecycle.reflect import reflect
-from memora.llm import LLMClient, LLMError
-from memora.models import AGENT_ID_PATTERN, StorableText, aware
+from memora.nlp.llm import LLMClient, LLMError
 from services.api.deps import PrincipalDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 from services.api.llm import llm_api_error

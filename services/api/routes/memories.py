@@ -8,12 +8,13 @@ from uuid import UUID
 
 from fastapi import APIRouter, Header, Path, Query, Request
 
-from memora import metrics
-from memora.ingest import accept_batch
-from memora.models import AGENT_ID_PATTERN
+from memora.basics import metrics
+from memora.basics.models import AGENT_ID_PATTERN
+from memora.basics.stages import INGEST_STAGES
 from memora.pipeline.backend import TaskBackend
-from memora.queues import INGEST_STAGES
-from memora.store import documents, operations
+from memora.store import documents
+from memora.usecases import operations
+from memora.usecases.ingest import accept_batch
 from services.api.deps import BackendDep, ConnDep, Offset, ScopeDep, SettingsDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 from services.api.metrics import note_operation
@@ -107,10 +108,7 @@ def store_batch(
 )
 def get_operation(scope: ScopeDep, operation_id: UUID, conn: ConnDep) -> OperationResponse:
     """Only operations of the caller's tenant's agents; any other id is 404."""
-    op = operations.find_operation(conn, scope, operation_id)
-    if op is None:
-        raise APIError(404, "not_found", f"operation {operation_id} not found")
-    return OperationResponse.model_validate(op)
+    return OperationResponse.model_validate(operations.get(conn, scope, operation_id))
 
 
 @router.get("/agents/{agent_id}/documents", response_model=DocumentList)

@@ -8,9 +8,9 @@ from uuid import UUID
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from memora.models import AGENT_ID_PATTERN
-from memora.pipeline.retry import retry_operation
-from memora.store import operations
+from memora.basics.models import AGENT_ID_PATTERN
+from memora.basics.stages import OperationStatus
+from memora.usecases import operations
 from services.api import paging
 from services.api.deps import BackendDep, ConnDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, APIError, error_responses
@@ -19,7 +19,6 @@ from services.api.schemas import OperationResponse
 router = APIRouter(
     prefix="/api", tags=["operations"], responses=error_responses(*AUTH_ERRORS, 422, 503)
 )
-Status = Literal["queued", "running", "completed", "failed", "superseded"]
 
 
 class OperationList(BaseModel):
@@ -37,7 +36,7 @@ def list_operations(
     scope: ScopeDep,
     conn: ConnDep,
     agent_id: Annotated[str | None, Query(pattern=AGENT_ID_PATTERN)] = None,
-    status: Status | None = None,
+    status: OperationStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> OperationList:
@@ -45,14 +44,12 @@ def list_operations(
     before = paging.decode(cursor)
     if isinstance(before, int):
         raise APIError(422, "invalid_cursor", "the cursor is not one this route returned")
-    rows = operations.list_operations(
-        conn, scope, agent_id=agent_id, status=status, limit=limit + 1, before=before
+    page = operations.list_page(
+        conn, scope, agent_id=agent_id, status=status, limit=limit, before=before
     )
-    more = len(rows) > limit
-    rows = rows[:limit]
     return OperationList(
-        operations=[OperationResponse.model_validate(r) for r in rows],
-        next_cursor=paging.encode((rows[-1]["created_at"], rows[-1]["id"])) if more else None,
+        operations=[OperationResponse.model_validate(op) for op in page.operations],
+        next_cursor=paging.encode(page.next_position),
     )
 
 
@@ -66,12 +63,5 @@ def retry(scope: ScopeDep, operation_id: UUID, conn: ConnDep, backend: BackendDe
     """Re-run a failed operation from its failed stage (202, `reopened`). Idempotent: while the
     retry is queued or running, calling again changes nothing (202, `active`). A completed or
     superseded operation has nothing to retry (409)."""
-    outcome = retry_operation(conn, backend, scope, operation_id)
-    op = operations.find_operation(conn, scope, operation_id)
-    if outcome == "not_found" or op is None:
-        raise APIError(404, "not_found", f"operation {operation_id} not found")
-    if outcome == "finished":
-        raise APIError(
-            409, "not_failed", f"operation {operation_id} is {op['status']}: nothing to retry"
-        )
+    outcome, op = operations.retry(conn, backend, scope, operation_id)
     return RetryResponse(outcome=outcome, operation=OperationResponse.model_validate(op))

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
-from memora.monitoring import queue_depths
+from memora.pipeline.monitoring import queue_depths
 from services.api.deps import AdminDep
 from services.api.errors import AUTH_ERRORS, APIError, error_responses
 

@@ -10,10 +10,10 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from memora.models import FACT_TYPES, AgentId, FactType, StorableText, aware
+from memora.basics.models import FACT_TYPES, AgentId, FactType, StorableText, aware
+from memora.basics.tenancy import Scope
 from memora.retrieval import RerankerUnavailable, Retriever, SearchParams
 from memora.retrieval.filters import Filters
-from memora.tenancy import Scope
 from services.api.deps import ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 

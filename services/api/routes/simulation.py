@@ -9,7 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from memora import episodes, seeding
+from memora.usecases import episodes, seeding
 from services.api.deps import BackendDep, ConnDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.routes.memories import enqueue

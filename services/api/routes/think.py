@@ -19,18 +19,18 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
-from memora import opinions
+from memora.basics.models import AgentId, utcnow
+from memora.basics.stages import Stage
+from memora.basics.tenancy import Scope
 from memora.db.pool import Pool
-from memora.llm import LLMError
-from memora.models import AgentId, utcnow
-from memora.personality import full_personality
+from memora.nlp.llm import LLMError
 from memora.pipeline.backend import TaskBackend
-from memora.queues import Stage
 from memora.retrieval import RerankerUnavailable, Retriever, SearchParams
 from memora.retrieval.filters import Filters
 from memora.store import agents
-from memora.tenancy import Scope
-from memora.think import NETWORKS, Evidence, Profile, ThinkResult, think
+from memora.think import opinions
+from memora.think.personality import full_personality
+from memora.think.reasoning import NETWORKS, Evidence, Profile, ThinkResult, think
 from services.api.deps import ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, APIError, error_responses
 from services.api.llm import llm_api_error, llm_client

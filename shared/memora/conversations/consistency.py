@@ -20,7 +20,7 @@ from uuid import UUID
 
 from psycopg import Connection
 
-from memora.queues import CHAINS, Stage
+from memora.basics.stages import OperationKind, Stage, first_stage
 from memora.store import chunks, documents, entities, messages, operations, units
 
 FINDINGS = ("orphaned_chunks", "orphaned_units", "unindexed_messages", "stale_chunks",
@@ -95,12 +95,12 @@ def repair(
         for kind in ("orphaned_chunks", "unindexed_messages", "stale_chunks", "unembedded_units")
         for r in found[kind]
     }
-    first = CHAINS["repair"][0]
+    first = first_stage(OperationKind.REPAIR)
     for doc in documents.owners(conn, sorted(to_redo)):
         op = operations.create_operation_for_key(
             conn,
             doc["agent_id"],
-            kind="repair",
+            kind=OperationKind.REPAIR,
             first_stage=first,
             document_pk=doc["id"],
             document_id=doc["document_id"],

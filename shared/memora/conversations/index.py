@@ -13,8 +13,8 @@ from uuid import UUID
 
 from psycopg import Connection
 
-from memora.config import Settings
-from memora.queues import CHAINS
+from memora.basics.config import Settings
+from memora.basics.stages import OperationKind, first_stage
 from memora.store import chunks, operations
 
 
@@ -45,11 +45,11 @@ def status(conn: Connection[Any], agent_key: str, settings: Settings) -> dict[st
 
 
 def request_reindex(conn: Connection[Any], agent_key: str) -> UUID:
-    """A `reindex` operation (the caller commits, then enqueues CHAINS["reindex"][0])."""
+    """A `reindex` operation (the caller commits, then hands off its first stage)."""
     return operations.create_operation_for_key(
         conn,
         agent_key,
-        kind="reindex",
-        first_stage=CHAINS["reindex"][0],
+        kind=OperationKind.REINDEX,
+        first_stage=first_stage(OperationKind.REINDEX),
         payload={"priority": "live"},
     )

@@ -19,11 +19,11 @@ from uuid import UUID
 
 from psycopg import Connection
 
-from memora.models import Role
-from memora.queues import CHAINS
+from memora.basics.models import Role
+from memora.basics.stages import OperationKind, first_stage
+from memora.basics.tenancy import Scope
 from memora.store import chunks, documents, entities, messages, operations
 from memora.store.messages import MessageRow
-from memora.tenancy import Scope
 
 
 def effective_id(item: dict[str, Any], position: int) -> str:
@@ -86,7 +86,7 @@ def edit_message(
     patch: MessagePatch,
 ) -> SyncResult:
     """Apply the edit and create its operation (committed by the caller's transaction); the
-    caller enqueues `CHAINS["message_edit"][0]` for the returned operation, unless nothing
+    caller enqueues its first stage for the returned operation, unless nothing
     changed (operation_id None)."""
     found = messages.find_message(conn, scope, agent_id, document_id, message_id)
     if found is None:
@@ -122,8 +122,8 @@ def edit_message(
         conn,
         scope,
         agent_id,
-        kind="message_edit",
-        first_stage=CHAINS["message_edit"][0],
+        kind=OperationKind.MESSAGE_EDIT,
+        first_stage=first_stage(OperationKind.MESSAGE_EDIT),
         document_pk=found["document_pk"],
         document_id=document_id,
         payload={
@@ -179,8 +179,8 @@ def delete_message(
             conn,
             scope,
             agent_id,
-            kind="message_delete",
-            first_stage=CHAINS["message_delete"][0],
+            kind=OperationKind.MESSAGE_DELETE,
+            first_stage=first_stage(OperationKind.MESSAGE_DELETE),
             document_pk=found["document_pk"],
             document_id=document_id,
             payload={"priority": "live", "message_pks": [str(pk) for pk in neighbours]},

@@ -23,7 +23,7 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 TENANT_ROLE = "memora_tenant"
 SYSTEM_ROLE = "memora_system"

@@ -23,10 +23,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.extraction.base import CAUSAL_TYPES, Fact, Mention, Relation, SourceItem
-from memora.llm import LLMClient
-from memora.temporal import period_range, resolve_expression
+from memora.nlp.llm import LLMClient
+from memora.nlp.temporal import period_range, resolve_expression
 
 log = logging.getLogger("memora.extraction.llm")
 

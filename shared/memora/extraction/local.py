@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memora.extraction.base import Fact, Mention, SourceItem
-from memora.nlp import ENTITY_TYPES, TEMPORAL_LABELS, load_nlp
-from memora.temporal import resolve_expression
+from memora.nlp.language import ENTITY_TYPES, TEMPORAL_LABELS, load_nlp
+from memora.nlp.temporal import resolve_expression
 
 TURN_LINE = re.compile(r"^\s*([A-Z][\w.'\- ]{0,40}?)\s*:\s+(\S.*)$")
 AGENT_SPEAKERS = frozenset({"assistant", "agent", "ai", "bot", "system"})

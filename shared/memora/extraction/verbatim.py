@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import cast
 
+from memora.basics.models import FACT_TYPES, FactType
 from memora.extraction.base import Fact, SourceItem
-from memora.models import FACT_TYPES, FactType
 
 FACT_TYPE_KEY = "fact_type"
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from memora.basics.models import utcnow
 from memora.jobs.base import JobContext, JobResult
 from memora.lifecycle.scores import attenuated
-from memora.models import utcnow
 from memora.store import lifecycle as store
 
 

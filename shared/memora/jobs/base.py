@@ -15,8 +15,8 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from memora import metrics
-from memora.config import Settings
+from memora.basics import metrics
+from memora.basics.config import Settings
 from memora.pipeline.backend import TaskBackend
 
 log = logging.getLogger("memora.jobs")

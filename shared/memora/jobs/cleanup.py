@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from memora.basics.models import utcnow
 from memora.jobs.base import JobContext, JobResult
-from memora.models import utcnow
 from memora.store import entities
 from memora.store import lifecycle as store
 

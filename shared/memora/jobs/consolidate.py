@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from memora.basics.models import utcnow
 from memora.jobs.base import JobContext, JobResult
 from memora.lifecycle import rules
 from memora.lifecycle.memory import candidates
 from memora.lifecycle.rules import Decision, Statement
-from memora.models import utcnow
 from memora.store import lifecycle as store
 
 JOB = "consolidate"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import redis
 
 from memora.jobs.base import JobContext, JobResult
-from memora.monitoring import record_beat_heartbeat
+from memora.pipeline.monitoring import record_beat_heartbeat
 
 
 def run(ctx: JobContext) -> JobResult:

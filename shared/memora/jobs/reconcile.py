@@ -8,11 +8,12 @@ from typing import Any
 import redis
 from psycopg_pool import ConnectionPool
 
+from memora.basics.stages import INGEST_STAGES, queue_for
 from memora.jobs.base import JobContext, JobResult
-from memora.monitoring import queue_depths
 from memora.pipeline.backend import TaskBackend
-from memora.queues import INGEST_STAGES, Stage, queue_for
+from memora.pipeline.monitoring import queue_depths
 from memora.store import operations
+from memora.store.operations import StuckOperation
 
 log = logging.getLogger("memora.reconcile")
 
@@ -22,19 +23,18 @@ def reconcile(
     backend: TaskBackend,
     older_than_seconds: float,
     backfill_older_than_seconds: float | None = None,
-) -> list[dict[str, Any]]:
+) -> list[StuckOperation]:
     """Every stage is idempotent, so re-enqueueing a live operation only costs a no-op task.
     Each goes back to the queues of its priority (backfill work never lands on live queues)."""
     with pool.connection() as conn:
         stuck = operations.claim_stuck(conn, older_than_seconds, backfill_older_than_seconds)
     for op in stuck:
-        stage = Stage(op["stage"]) if op["stage"] else None
-        if stage is not None:
+        if op.stage is not None:
             log.warning(
                 "re-enqueueing stuck operation",
-                extra={"operation": str(op["id"]), "stage": stage.value},
+                extra={"operation": str(op.id), "stage": op.stage.value},
             )
-            backend.enqueue(stage, op["id"], backfill=op["backfill"])
+            backend.enqueue(op.stage, op.id, backfill=op.backfill)
     return stuck
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from memora.embedding import get_embedder
+from memora.basics.tenancy import DEFAULT_TENANT, SEPARATOR, Scope, client_agent_id
 from memora.jobs.base import JobContext, JobResult
 from memora.lifecycle.memory import Memories
 from memora.lifecycle.reflect import reflect
 from memora.lifecycle.scores import reflection_due
-from memora.llm import LLMClient
+from memora.nlp.embedding import get_embedder
+from memora.nlp.llm import LLMClient
 from memora.store import lifecycle as store
-from memora.tenancy import DEFAULT_TENANT, SEPARATOR, Scope, client_agent_id
 
 
 def _scope(key: str) -> Scope:

@@ -20,20 +20,20 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, Field
 
-from memora import entities
-from memora.config import Settings
-from memora.embedding import Embedder
+from memora.basics.config import Settings
+from memora.basics.errors import Conflict, Gone, Invalid, NotFound
+from memora.basics.models import utcnow
+from memora.basics.tenancy import Scope
+from memora.entities import resolution as entities
 from memora.extraction.base import Mention
 from memora.lifecycle import rules
-from memora.lifecycle.errors import Conflict, Gone, Invalid, NotFound
 from memora.lifecycle.rules import Decision, Statement, Thresholds, Verdict
 from memora.lifecycle.scores import clamp_importance, heuristic_importance
-from memora.llm import LLMClient
-from memora.models import utcnow
+from memora.nlp.embedding import Embedder
+from memora.nlp.llm import LLMClient
 from memora.store import agents, links
 from memora.store import entities as entity_store
 from memora.store import lifecycle as store
-from memora.tenancy import Scope
 
 log = logging.getLogger("memora.lifecycle")
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memora.lifecycle.errors import Invalid
-from memora.models import FACT_TYPES
+from memora.basics.errors import Invalid
+from memora.basics.models import FACT_TYPES
+from memora.basics.tenancy import Scope
 from memora.retrieval import Retriever, SearchParams
 from memora.store import lifecycle as store
-from memora.tenancy import Scope
 
 REFLECTION = "reflection"
 

@@ -16,15 +16,15 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from memora.lifecycle.errors import NotFound
+from memora.basics.errors import NotFound
+from memora.basics.models import utcnow
+from memora.basics.tenancy import Scope
 from memora.lifecycle.memory import Memories, mentions_of
 from memora.lifecycle.recall import REFLECTION
 from memora.lifecycle.scores import clamp_importance
-from memora.llm import LLMNotConfigured
-from memora.models import utcnow
+from memora.nlp.llm import LLMNotConfigured
 from memora.store import agents
 from memora.store import lifecycle as store
-from memora.tenancy import Scope
 
 REFLECT_MARKER = "You reflect on an AI agent's memories"
 Depth = Literal["shallow", "deep"]

@@ -10,15 +10,16 @@ from uuid import UUID
 
 from psycopg import Connection
 
-from memora.config import Settings
-from memora.embedding import Embedder, check_dimension, get_embedder
+from memora.basics.config import Settings
+from memora.basics.models import utcnow
 from memora.extraction.base import Extractor
 from memora.extraction.llm import LLMExtractor
 from memora.extraction.local import LocalExtractor
-from memora.llm import LLMClient
-from memora.models import utcnow
-from memora.nlp import load_nlp
-from memora.temporal import resolve_expression
+from memora.nlp.embedding import Embedder, check_dimension, get_embedder
+from memora.nlp.language import load_nlp
+from memora.nlp.llm import LLMClient
+from memora.nlp.temporal import resolve_expression
+from memora.store.operations import Operation
 
 # A stage's write step: runs inside the write transaction, returns counts for the operation.
 Writer = Callable[[Connection[Any]], dict[str, int]]
@@ -64,22 +65,21 @@ class Job:
     """One stage's input: the operation row and, for ingest operations, its document row
     (with the raw items only for stages that declare they read them)."""
 
-    operation: dict[str, Any]
+    operation: Operation
     document: dict[str, Any] = field(default_factory=dict)
 
     @property
     def agent_key(self) -> str:
-        key: str = self.operation["agent_id"]
-        return key
+        return self.operation.agent_id
 
     @property
     def message_pks(self) -> list[UUID] | None:
         """The messages an edit or a delete limits the stages to (None: the whole document)."""
-        pks = (self.operation.get("payload") or {}).get("message_pks")
+        pks = self.operation.payload.get("message_pks")
         return [UUID(pk) for pk in pks] if pks is not None else None
 
     @property
     def edited_message(self) -> UUID | None:
         """The message a message_edit operation re-extracts."""
-        pk = (self.operation.get("payload") or {}).get("message_pk")
+        pk = self.operation.payload.get("message_pk")
         return UUID(pk) if pk else None

@@ -19,10 +19,10 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.stages import OperationKind, Stage, next_stage
 from memora.pipeline.context import Job, StageContext, Writer
 from memora.pipeline.stages import embed, entities, extract, index_messages, links, opinions
-from memora.queues import Stage, next_stage
 from memora.store import documents, operations
 
 log = logging.getLogger("memora.pipeline")
@@ -46,6 +46,10 @@ REGISTRY: Mapping[Stage, StageSpec] = {
 }
 
 
+# Operations that always belong to a document (its deletion supersedes them).
+DOCUMENT_KINDS = frozenset({OperationKind.INGEST, OperationKind.MESSAGE_EDIT})
+
+
 class Pipeline:
     """Per-process pipeline state: the stage context (settings, models) and a pool."""
 
@@ -62,19 +66,19 @@ class Pipeline:
         spec = REGISTRY[stage]
         with self.pool.connection() as conn:
             op = operations.get_operation(conn, operation_id)
-            if op is None or op["status"] in operations.TERMINAL:
+            if op is None or op.status.terminal:
                 return None
-            kind = op["kind"]
-            if op["stages"].get(stage.value, {}).get("status") == "done":
+            kind = op.kind
+            if op.is_done(stage):
                 return next_stage(stage, kind, skip=self.skip)
             job = Job(op)
-            if op["document_pk"] is not None or kind in ("ingest", "message_edit"):
+            if op.document_pk is not None or kind in DOCUMENT_KINDS:
                 # An ingest is superseded by a later post of its document; any operation on a
                 # document is by the document's deletion.
-                pk = op["document_pk"]
+                pk = op.document_pk
                 doc = documents.get_document(conn, pk, with_items=spec.reads_items) if pk else None
                 if doc is None or (
-                    kind == "ingest" and doc["current_operation_id"] != operation_id
+                    kind is OperationKind.INGEST and doc["current_operation_id"] != operation_id
                 ):
                     operations.mark_superseded(conn, operation_id)
                     conn.commit()
@@ -88,9 +92,9 @@ class Pipeline:
 
             with conn.transaction():
                 locked = operations.get_operation(conn, operation_id, lock=True)
-                if locked is None or locked["status"] in operations.TERMINAL:
+                if locked is None or locked.status.terminal:
                     return None
-                if locked["stages"].get(stage.value, {}).get("status") == "done":
+                if locked.is_done(stage):
                     return next_stage(stage, kind, skip=self.skip)
                 counts = write(conn)
                 following = next_stage(stage, kind, skip=self.skip)

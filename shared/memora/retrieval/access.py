@@ -15,7 +15,7 @@ from uuid import UUID
 
 from psycopg_pool import ConnectionPool
 
-from memora.models import utcnow
+from memora.basics.models import utcnow
 from memora.retrieval.arms import record_access
 
 log = logging.getLogger("memora.retrieval.access")

@@ -21,6 +21,7 @@ import numpy as np
 from psycopg import Connection
 from psycopg.rows import tuple_row
 
+from memora.nlp.temporal import QueryTimeRange
 from memora.retrieval.filters import (
     NO_FILTER,
     Matching,
@@ -34,7 +35,6 @@ from memora.retrieval.graph import Edge
 from memora.retrieval.scoring import temporal_closeness
 from memora.retrieval.semantic import EXACT_SCAN_MAX, exact_scan, plan_scan
 from memora.retrieval.types import Candidate
-from memora.temporal import QueryTimeRange
 
 FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
 

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 from psycopg import Connection
 
-from memora.config import Settings
-from memora.embedding import Embedder
+from memora.basics.config import Settings
+from memora.basics.tenancy import Scope
+from memora.nlp.embedding import Embedder
 from memora.retrieval.keyword import KeywordIndex, or_query
-from memora.tenancy import Scope
 
 MAX_LIMIT = 20
 

@@ -25,8 +25,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from memora.batching import MicroBatcher, length_batches, padded
-from memora.onnx_export import OnnxUnsupported, default_cache_dir, exported, quantized, session
+from memora.nlp.batching import MicroBatcher, length_batches, padded
+from memora.nlp.onnx_export import OnnxUnsupported, default_cache_dir, exported, quantized, session
 from memora.retrieval.scoring import sigmoid
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -40,7 +40,7 @@ from pydantic import (
     model_validator,
 )
 
-from memora.models import StorableText, aware
+from memora.basics.models import StorableText, aware
 
 KEY_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$"
 MAX_KEYS = 16

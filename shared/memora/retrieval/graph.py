@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 N = TypeVar("N", bound=Hashable)
 

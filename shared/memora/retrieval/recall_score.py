@@ -9,7 +9,7 @@ from datetime import datetime
 
 import numpy as np
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 MAX_IMPORTANCE = 10.0  # importance is on a 1–10 scale (memora.lifecycle)
 

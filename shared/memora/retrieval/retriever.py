@@ -25,10 +25,11 @@ from uuid import UUID
 import numpy as np
 from psycopg import Connection
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.basics.models import utcnow
 from memora.db.pool import Pool
-from memora.embedding import Embedder
-from memora.models import utcnow
+from memora.nlp.embedding import Embedder
+from memora.nlp.temporal import QueryTimeRange, parse_query_range, strip_time_expression
 from memora.retrieval import arms, expansion, scoring, semantic
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.cross_encoder import (
@@ -48,7 +49,6 @@ from memora.retrieval.recall_score import (
     recency_decay,
 )
 from memora.retrieval.types import ArmResult, Candidate, Hit, SearchOutcome, SearchParams
-from memora.temporal import QueryTimeRange, parse_query_range, strip_time_expression
 
 NO_ENTITY = "the query names no known entity"
 

@@ -15,7 +15,7 @@ from uuid import UUID
 
 import numpy as np
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 RRF_K = 60
 RecencyFormula = Literal["decay", "seed"]

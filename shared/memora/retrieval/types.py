@@ -9,9 +9,9 @@ from uuid import UUID
 
 import numpy as np
 
-from memora.models import FACT_TYPES
+from memora.basics.models import FACT_TYPES
+from memora.basics.tenancy import DEFAULT_SCOPE, Scope
 from memora.retrieval.filters import Filters
-from memora.tenancy import DEFAULT_SCOPE, Scope
 
 # "recall": seed 002 §4.6's relevance, recency, importance and frequency (memora.lifecycle)
 Reranker = Literal["heuristic", "cross-encoder", "recall"]

@@ -11,8 +11,8 @@ from typing import Any
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
+from memora.basics.tenancy import Scope
 from memora.store.purge import purge_agents
-from memora.tenancy import Scope
 
 TRAITS = ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism")
 DEFAULT_PERSONALITY: dict[str, float] = {t: 0.5 for t in TRAITS} | {"bias_strength": 0.5}

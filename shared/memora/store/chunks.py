@@ -15,7 +15,7 @@ from uuid import UUID
 import numpy as np
 from psycopg import Connection
 
-from memora.chunking import Chunk, source_hash
+from memora.nlp.chunking import Chunk, source_hash
 
 
 # ------------------------------------------------------------------------------ index state
@@ -243,7 +243,7 @@ def orphaned(conn: Connection[Any], agent_key: str | None, limit: int) -> list[d
 
 def stale(conn: Connection[Any], agent_key: str | None, limit: int) -> list[dict[str, Any]]:
     """Chunks whose messages changed since they were built (id, document_pk): the hash of
-    the covered messages' hashes (memora.chunking.source_hash) differs."""
+    the covered messages' hashes (memora.nlp.chunking.source_hash) differs."""
     return conn.execute(
         f"""
         SELECT c.id, c.document_pk FROM conversation_chunks c

@@ -15,9 +15,9 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
+from memora.basics.tenancy import Scope
 from memora.store import entities
 from memora.store.purge import purge_units
-from memora.tenancy import Scope
 
 Outcome = Literal["created", "unchanged", "replaced"]
 

@@ -22,19 +22,25 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.rows import tuple_row
 
-from memora.retrieval.keyword import KeywordIndex
-
 MAX_NODES = 2000
 DEFAULT_NODES = 500
 MAX_DEPTH = 3
 FANOUT = 8
 EDGES_PER_NODE = 4
 LABEL_CHARS = 80
-MAX_TEXT_SEEDS = 2000  # a text seeds at most this many matches, over all pages
-KEYWORD_MATCH_BUDGET = 1000  # as the keyword retriever (MEMORA_KEYWORD_MATCH_BUDGET)
 SYMMETRIC = ("temporal", "semantic", "entity")
 
 Cursor = tuple[datetime, UUID] | int
+
+
+@dataclass(frozen=True)
+class RankedSeeds:
+    """A page's share of ranked seeds (a text's best keyword matches, best first), with its
+    offset into the ranking and whether more may follow."""
+
+    ids: list[str]
+    offset: int
+    more: bool
 
 
 @dataclass(frozen=True)
@@ -76,8 +82,10 @@ class GraphPage:
 _UNIT_COLUMNS = "u.id::text AS id, left(u.text, %(label)s) AS label, u.fact_type, u.event_date"
 
 
-def _seed_count(q: GraphQuery, unit_budget: int) -> int:
-    """Seeds per page: all of the unit budget without hops, else half (room for neighbours)."""
+def seed_count(q: GraphQuery) -> int:
+    """Seeds per page: all of the unit budget (four fifths of the nodes) without hops, else
+    half of it (room for neighbours)."""
+    unit_budget = q.limit - q.limit // 5
     return unit_budget if q.depth == 0 else max(1, unit_budget // 2)
 
 
@@ -117,22 +125,13 @@ def _entity_seeds(
     ).fetchall()
 
 
-def _text_seeds(
-    conn: Connection[Any], q: GraphQuery, index: KeywordIndex, text: str, offset: int, n: int
-) -> tuple[list[dict[str, Any]], bool]:
-    """The page's share of the best keyword (BM25) matches; and whether more may follow."""
-    terms = index.terms(conn, text)
-    if not terms or offset >= MAX_TEXT_SEEDS:
-        return [], False
-    stats = index.stats(conn, q.agent_key, terms)
-    wanted = min(offset + n, MAX_TEXT_SEEDS)
-    fact_types = list(q.fact_types) or ["world", "agent", "opinion"]
-    ranked = index.search(conn, q.agent_key, fact_types, stats, wanted, KEYWORD_MATCH_BUDGET)
-    ids = [str(unit_id) for unit_id, _ in ranked[offset:wanted]]
-    rows = _units(conn, q, ids)
-    order = {unit_id: i for i, unit_id in enumerate(ids)}
+def _ranked_seeds(
+    conn: Connection[Any], q: GraphQuery, ranked: RankedSeeds
+) -> list[dict[str, Any]]:
+    rows = _units(conn, q, ranked.ids)
+    order = {unit_id: i for i, unit_id in enumerate(ranked.ids)}
     rows.sort(key=lambda r: order[r["id"]])
-    return rows, len(ranked) == wanted and wanted < MAX_TEXT_SEEDS
+    return rows
 
 
 def _units(conn: Connection[Any], q: GraphQuery, ids: list[str]) -> list[dict[str, Any]]:
@@ -239,22 +238,22 @@ def subgraph(
     conn: Connection[Any],
     q: GraphQuery,
     *,
-    cursor: Cursor | None = None,
-    text: str | None = None,
+    cursor: tuple[datetime, UUID] | None = None,
+    ranked: RankedSeeds | None = None,
     entity_id: UUID | None = None,
-    index: KeywordIndex | None = None,
 ) -> GraphPage:
-    """One page of the agent's graph (see the module docstring)."""
+    """One page of the agent's graph (see the module docstring): from `ranked` seeds (the
+    caller ranks a text's matches: `seed_count` of them per page), else the newest units
+    (of `entity_id`), after `cursor`."""
     entity_budget = q.limit // 5
     unit_budget = q.limit - entity_budget
-    n_seeds = _seed_count(q, unit_budget)
+    n_seeds = seed_count(q)
     page = GraphPage()
-    if text:
-        offset = cursor if isinstance(cursor, int) else 0
-        seeds, more = _text_seeds(conn, q, index or KeywordIndex(), text, offset, n_seeds)
-        page.next_cursor = offset + n_seeds if more else None
+    if ranked is not None:
+        seeds = _ranked_seeds(conn, q, ranked)
+        page.next_cursor = ranked.offset + n_seeds if ranked.more else None
     else:
-        after = cursor if isinstance(cursor, tuple) else None
+        after = cursor
         if entity_id is not None:
             seeds = _entity_seeds(conn, q, entity_id, after, n_seeds + 1)
         else:

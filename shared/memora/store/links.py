@@ -13,7 +13,7 @@ from uuid import UUID
 
 from psycopg import Connection
 
-from memora.config import Settings
+from memora.basics.config import Settings
 from memora.extraction.base import CAUSAL_TYPES
 
 

@@ -16,9 +16,9 @@ from uuid import UUID
 
 from psycopg import Connection
 
-from memora.chunking import content_hash
+from memora.basics.tenancy import Scope
+from memora.nlp.chunking import content_hash
 from memora.store.purge import purge_units
-from memora.tenancy import Scope
 
 _COLUMNS = "id, message_id, position, role, speaker, occurred_at, text, content_hash"
 

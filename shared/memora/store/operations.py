@@ -6,16 +6,97 @@ which shows an operation to the tenant that owns its agent and to no one else.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
 from psycopg import Connection
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from memora.queues import Stage
-from memora.tenancy import Scope
+from memora.basics.stages import OperationKind, OperationStatus, Stage, StageStatus
+from memora.basics.tenancy import Scope
 
-TERMINAL = ("completed", "failed", "superseded")
+
+@dataclass(frozen=True)
+class StageRecord:
+    """One stage of an operation, as `operations.stages` (jsonb) records it."""
+
+    status: StageStatus
+    attempts: int = 0
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+    retries: int = 0  # times it was retried after failing
+    last_error: str | None = None  # the error before the last retry
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> StageRecord:
+        def moment(key: str) -> datetime | None:
+            raw = value.get(key)
+            return datetime.fromisoformat(raw) if raw else None
+
+        return cls(
+            status=StageStatus(value["status"]),
+            attempts=int(value.get("attempts") or 0),
+            started_at=moment("started_at"),
+            finished_at=moment("finished_at"),
+            error=value.get("error"),
+            retries=int(value.get("retries") or 0),
+            last_error=value.get("last_error"),
+        )
+
+
+@dataclass
+class Operation:
+    """One row of `operations`: an accepted batch, an edit, a repair, a think's opinions..."""
+
+    id: UUID
+    agent_id: str  # the stored agent key; the client's id in rows read through a Scope
+    kind: OperationKind
+    document_pk: UUID | None
+    document_id: str | None
+    status: OperationStatus
+    stage: Stage | None
+    stages: dict[Stage, StageRecord]
+    counts: dict[str, int]
+    payload: dict[str, Any]
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None = None
+
+    def __post_init__(self) -> None:  # columns as psycopg reads them, typed once here
+        self.kind = OperationKind(self.kind)
+        self.status = OperationStatus(self.status)
+        self.stage = Stage(self.stage) if self.stage else None
+        self.stages = {
+            Stage(name): r if isinstance(r, StageRecord) else StageRecord.from_json(r)
+            for name, r in (self.stages or {}).items()
+        }
+        self.payload = self.payload or {}
+        self.counts = self.counts or {}
+
+    def is_done(self, stage: Stage) -> bool:
+        record = self.stages.get(stage)
+        return record is not None and record.status is StageStatus.DONE
+
+    @property
+    def backfill(self) -> bool:
+        """Accepted with `X-Memora-Priority: backfill`: its stages run on the backfill queues."""
+        return bool(self.payload.get("priority") == "backfill")
+
+
+@dataclass(frozen=True)
+class StuckOperation:
+    """An active operation the reconciler claimed, with the queues it belongs on."""
+
+    id: UUID
+    kind: OperationKind
+    stage: Stage | None
+    backfill: bool = field(default=False)
+
 
 _FIELDS = [
     "id",
@@ -42,7 +123,7 @@ def create_operation(
     scope: Scope,
     agent_id: str,
     *,
-    kind: str,
+    kind: OperationKind,
     first_stage: Stage,
     document_pk: UUID | None = None,
     document_id: str | None = None,
@@ -65,7 +146,7 @@ def create_operation_for_key(
     conn: Connection[Any],
     agent_key: str,
     *,
-    kind: str,
+    kind: OperationKind,
     first_stage: Stage,
     document_pk: UUID | None = None,
     document_id: str | None = None,
@@ -93,25 +174,35 @@ def create_operation_for_key(
     return operation_id
 
 
+def _typed(conn: Connection[Any], sql: str, params: Any) -> list[Operation]:
+    with conn.cursor(row_factory=class_row(Operation)) as cur:
+        return cur.execute(sql, params).fetchall()
+
+
+def _as_client(rows: list[Operation], scope: Scope | None) -> list[Operation]:
+    if scope is not None:
+        for row in rows:
+            row.agent_id = scope.agent_id(row.agent_id)
+    return rows
+
+
 def get_operation(
     conn: Connection[Any], operation_id: UUID, *, lock: bool = False
-) -> dict[str, Any] | None:
+) -> Operation | None:
     sql = f"SELECT {_COLUMNS} FROM operations WHERE id = %s" + (" FOR UPDATE" if lock else "")
-    return conn.execute(sql, (operation_id,)).fetchone()
+    rows = _typed(conn, sql, (operation_id,))
+    return rows[0] if rows else None
 
 
-def find_operation(
-    conn: Connection[Any], scope: Scope, operation_id: UUID
-) -> dict[str, Any] | None:
+def find_operation(conn: Connection[Any], scope: Scope, operation_id: UUID) -> Operation | None:
     """The operation if its agent belongs to the scope's tenant, with the client's agent id."""
-    row = conn.execute(
+    rows = _typed(
+        conn,
         f"SELECT {_QUALIFIED} FROM operations o JOIN agents a ON a.agent_id = o.agent_id "
         "WHERE o.id = %s AND a.tenant_id = %s",
         (operation_id, scope.tenant_id),
-    ).fetchone()
-    if row is not None:
-        row["agent_id"] = scope.agent_id(row["agent_id"])
-    return row
+    )
+    return _as_client(rows, scope)[0] if rows else None
 
 
 def stage_started(conn: Connection[Any], operation_id: UUID, stage: Stage) -> None:
@@ -193,11 +284,11 @@ def claim_stuck(
     older_than_seconds: float,
     backfill_older_than_seconds: float | None = None,
     limit: int = 500,
-) -> list[dict[str, Any]]:
+) -> list[StuckOperation]:
     """Active operations untouched for too long; touched here so one sweep claims each once.
     Backfill operations wait behind the archive's backlog by design, so they get their own,
     longer, threshold (the same one when None); `backfill` says which queues they belong on."""
-    return conn.execute(
+    rows = conn.execute(
         """
         UPDATE operations SET updated_at = now()
         WHERE id IN (
@@ -206,8 +297,7 @@ def claim_stuck(
               AND updated_at < now() - make_interval(secs => CASE
                   WHEN payload->>'priority' = 'backfill' THEN %(backfill)s ELSE %(live)s END)
             ORDER BY updated_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
-        RETURNING id, kind, stage, payload,
-                  coalesce(payload->>'priority' = 'backfill', false) AS backfill
+        RETURNING id, kind, stage, coalesce(payload->>'priority' = 'backfill', false) AS backfill
         """,
         {
             "live": older_than_seconds,
@@ -215,12 +305,21 @@ def claim_stuck(
             "limit": limit,
         },
     ).fetchall()
+    return [
+        StuckOperation(
+            r["id"],
+            OperationKind(r["kind"]),
+            Stage(r["stage"]) if r["stage"] else None,
+            backfill=r["backfill"],
+        )
+        for r in rows
+    ]
 
 
-def count_by_status(conn: Connection[Any]) -> dict[str, int]:
+def count_by_status(conn: Connection[Any]) -> dict[OperationStatus, int]:
     """Operations per status (a scan of the table: callers cache it)."""
     rows = conn.execute("SELECT status, count(*) AS n FROM operations GROUP BY status").fetchall()
-    return {r["status"]: int(r["n"]) for r in rows}
+    return {OperationStatus(r["status"]): int(r["n"]) for r in rows}
 
 
 def active_by_stage(conn: Connection[Any]) -> list[dict[str, Any]]:
@@ -254,10 +353,10 @@ def list_operations(
     scope: Scope | None,
     *,
     agent_id: str | None = None,
-    status: str | None = None,
+    status: OperationStatus | None = None,
     limit: int = 50,
     before: tuple[Any, UUID] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Operation]:
     """Operations newest first, after the keyset `before` = (created_at, id) of the last one
     seen. `scope`: the caller's tenant (agent ids as its client names them); None: every
     tenant, for operators (`memora ops list`), with stored agent keys."""
@@ -276,16 +375,14 @@ def list_operations(
         where.append("(o.created_at, o.id) < (%(before_at)s, %(before_id)s)")
         params |= {"before_at": before[0], "before_id": before[1]}
     join = "JOIN agents a ON a.agent_id = o.agent_id" if scope is not None else ""
-    rows = conn.execute(
+    rows = _typed(
+        conn,
         f"SELECT {_QUALIFIED} FROM operations o {join} "
         f"{'WHERE ' + ' AND '.join(where) if where else ''} "
         "ORDER BY o.created_at DESC, o.id DESC LIMIT %(limit)s",
         params,
-    ).fetchall()
-    if scope is not None:
-        for row in rows:
-            row["agent_id"] = scope.agent_id(row["agent_id"])
-    return rows
+    )
+    return _as_client(rows, scope)
 
 
 ReopenOutcome = Literal["reopened", "active", "finished", "not_found"]
@@ -293,27 +390,29 @@ ReopenOutcome = Literal["reopened", "active", "finished", "not_found"]
 
 def reopen_failed(
     conn: Connection[Any], scope: Scope | None, operation_id: UUID
-) -> tuple[ReopenOutcome, dict[str, Any] | None]:
+) -> tuple[ReopenOutcome, Operation | None]:
     """Put a failed operation back in the queue at the stage that failed (its `stage`), and
     say what happened: "reopened" (the caller enqueues it), "active" (queued or running
     already: a retry under way, nothing to do), "finished" (completed or superseded), or
     "not_found" (no such operation in the scope). Call it in a transaction."""
-    row = conn.execute(
+    found = _typed(
+        conn,
         f"SELECT {_QUALIFIED} FROM operations o JOIN agents a ON a.agent_id = o.agent_id "
         "WHERE o.id = %(id)s AND (%(tenant)s::text IS NULL OR a.tenant_id = %(tenant)s) "
         "FOR UPDATE OF o",
         {"id": operation_id, "tenant": scope.tenant_id if scope is not None else None},
-    ).fetchone()
-    if row is None:
+    )
+    if not found:
         return "not_found", None
-    by_status: dict[str, ReopenOutcome] = {
-        "failed": "reopened",
-        "queued": "active",
-        "running": "active",
+    by_status: dict[OperationStatus, ReopenOutcome] = {
+        OperationStatus.FAILED: "reopened",
+        OperationStatus.QUEUED: "active",
+        OperationStatus.RUNNING: "active",
     }
-    outcome = by_status.get(row["status"], "finished")
+    outcome = by_status.get(found[0].status, "finished")
     if outcome == "reopened":
-        row = conn.execute(
+        found = _typed(
+            conn,
             f"""
             UPDATE operations SET
                 status = 'queued', error = NULL, finished_at = NULL, updated_at = now(),
@@ -326,16 +425,15 @@ def reopen_failed(
             WHERE id = %s RETURNING {_COLUMNS}
             """,
             (operation_id,),
-        ).fetchone()
-    if row is not None and scope is not None:
-        row["agent_id"] = scope.agent_id(row["agent_id"])
-    return outcome, row
+        )
+    return outcome, _as_client(found, scope)[0]
 
 
-def recent_failed(conn: Connection[Any], limit: int = 10) -> list[dict[str, Any]]:
+def recent_failed(conn: Connection[Any], limit: int = 10) -> list[Operation]:
     """The latest failed operations of every tenant, for `memora status`."""
-    return conn.execute(
-        "SELECT id, agent_id, kind, document_id, stage, error, finished_at FROM operations "
-        "WHERE status = 'failed' ORDER BY finished_at DESC NULLS LAST, id LIMIT %s",
+    return _typed(
+        conn,
+        f"SELECT {_COLUMNS} FROM operations WHERE status = 'failed' "
+        "ORDER BY finished_at DESC NULLS LAST, id LIMIT %s",
         (limit,),
-    ).fetchall()
+    )

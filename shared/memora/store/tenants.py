@@ -18,10 +18,10 @@ from uuid import UUID
 
 from psycopg import Connection, errors
 
+from memora.basics.tenancy import DEFAULT_TENANT, Scope
 from memora.store.agents import delete_all_agents
-from memora.tenancy import DEFAULT_TENANT, Scope
 
-# The characters of agent ids (memora.models.AGENT_ID_PATTERN), never "/", at most 64.
+# The characters of agent ids (memora.basics.models.AGENT_ID_PATTERN), never "/", at most 64.
 TENANT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$"
 KEY_MARK = "mk_"
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

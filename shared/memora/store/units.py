@@ -14,8 +14,8 @@ import numpy as np
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
+from memora.basics.models import utcnow
 from memora.extraction.base import Fact
-from memora.models import utcnow
 
 _COPY_COLUMNS = (
     "id, agent_id, document_pk, item_index, seq, text, context, fact_type, event_date, "

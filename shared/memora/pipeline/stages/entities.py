@@ -1,5 +1,5 @@
 """entities: mentions (the extractor's, else spaCy NER, plus names the agent already knows)
-resolved to the agent's canonical entities (memora.entities)."""
+resolved to the agent's canonical entities (memora.entities.resolution)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg import Connection
 
-from memora import entities
+from memora.entities import resolution as entities
 from memora.pipeline.context import Job, StageContext, Writer
 from memora.store import entities as entity_store
 from memora.store import units

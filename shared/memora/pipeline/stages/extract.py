@@ -12,12 +12,12 @@ from typing import Any
 
 from psycopg import Connection
 
+from memora.basics.tenancy import client_agent_id
 from memora.extraction.base import Extractor, Fact, SourceItem
 from memora.extraction.verbatim import VerbatimExtractor
 from memora.lifecycle.scores import heuristic_importance
 from memora.pipeline.context import Job, StageContext, Writer
 from memora.store import entities, messages, units
-from memora.tenancy import client_agent_id
 
 VERBATIM: Extractor = VerbatimExtractor()
 
@@ -51,7 +51,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     doc = job.document
     items = [_source_item(i, raw, doc["created_at"]) for i, raw in enumerate(doc["items"])]
     # The extractor sees the agent id as its client named it, not the stored key.
-    verbatim = (job.operation.get("payload") or {}).get("verbatim", False)
+    verbatim = job.operation.payload.get("verbatim", False)
     extractor = VERBATIM if verbatim else ctx.extractor
     facts = _with_importance(extractor.extract(client_agent_id(job.agent_key), items))
 

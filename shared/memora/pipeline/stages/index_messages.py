@@ -15,7 +15,8 @@ from uuid import UUID
 import numpy as np
 from psycopg import Connection
 
-from memora.chunking import Chunk, ChunkingConfig, Message, Run, chunk_run
+from memora.basics.stages import OperationKind
+from memora.nlp.chunking import Chunk, ChunkingConfig, Message, Run, chunk_run
 from memora.pipeline.context import Job, StageContext, Writer
 from memora.store import chunks
 
@@ -59,7 +60,7 @@ def _model(ctx: StageContext) -> tuple[str, int]:
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     if not ctx.settings.conversation_index:  # queued before the index was turned off
         return lambda c: {"messages_indexed": 0, "chunks_written": 0}
-    if job.operation["kind"] == "reindex":
+    if job.operation.kind is OperationKind.REINDEX:
         return _rebuild(ctx, conn, job)
     model, dim = _model(ctx)
     roles = ctx.settings.conversation_roles

@@ -1,4 +1,4 @@
-"""opinions: stores the opinions a think formed (memora.opinions), each an immutable unit
+"""opinions: stores the opinions a think formed (memora.think.opinions), each an immutable unit
 embedded, entity-resolved and linked like any other memory; a revisited opinion becomes a new
 version that supersedes the current head of its history."""
 
@@ -12,17 +12,17 @@ from uuid import UUID
 import numpy as np
 from psycopg import Connection
 
-from memora import entities
-from memora.errors import PermanentStageError
+from memora.basics.errors import PermanentStageError
+from memora.entities import resolution as entities
 from memora.extraction.base import Fact, Mention
-from memora.opinions import OpinionDraft, updated_confidence
 from memora.pipeline.context import Job, StageContext, Writer
 from memora.store import links, units
+from memora.think.opinions import OpinionDraft, updated_confidence
 
 
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     op = job.operation
-    payload = op["payload"] or {}
+    payload = op.payload
     try:
         drafts = [OpinionDraft.model_validate(d) for d in payload.get("opinions", [])]
         formed_at = datetime.fromisoformat(payload["formed_at"])
@@ -44,7 +44,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
         "query": payload.get("query"),
         "personality": payload.get("personality"),
         "based_on": payload.get("based_on", []),
-        "operation_id": str(op["id"]),
+        "operation_id": str(op.id),
     }
 
     def write(c: Connection[Any]) -> dict[str, int]:

@@ -6,7 +6,7 @@
   looked up by it), with a short `prefix` to recognise it by. Revoked keys keep their row.
 - `agents.tenant_id`: the owner. The CHECK ties it to the stored agent key, which is the
   client's agent id for "default" and "<tenant>/<agent id>" for any other tenant
-  (memora.tenancy.Scope), so no row can claim an agent of another tenant's namespace.
+  (memora.basics.tenancy.Scope), so no row can claim an agent of another tenant's namespace.
 
 Revision ID: 0004_tenants
 Revises: 0003_read_path

@@ -22,7 +22,7 @@
   - `agents`, `api_keys`, `tenants` have the column already.
   - Tables keyed by an agent (`documents`, `operations`, `memory_units`, `memory_search`,
     `entities`): a stored generated column, `memora_key_tenant(agent_id)` (the tenant of a
-    stored agent key, memora.tenancy.Scope). Adding it rewrites these tables once.
+    stored agent key, memora.basics.tenancy.Scope). Adding it rewrites these tables once.
   - Tables keyed by a unit (`memory_links` by its `from_unit`, `unit_entities`,
     `memory_access`): filled from the unit's row by a BEFORE INSERT trigger (ENABLE ALWAYS,
     so also for replicated or bulk-loaded rows); existing rows take the fast default

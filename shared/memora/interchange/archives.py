@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from memora.models import MemoryItem
+from memora.basics.models import MemoryItem
 
 Format = Literal["jsonl", "locomo"]
 Problem = Callable[[int, str], None]  # (line, or document ordinal for JSON; reason)

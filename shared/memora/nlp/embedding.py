@@ -1,6 +1,6 @@
 """Sentence embeddings with sentence-transformers, offline, batched, one model per process.
 
-On a CPU the forward pass runs on ONNX Runtime when it can (`memora.onnx_encoder`: the same
+On a CPU the forward pass runs on ONNX Runtime when it can (`memora.nlp.onnx_encoder`: the same
 vectors, about 3x faster for a short query); `backend="torch"` keeps sentence-transformers' own.
 On CUDA (fp16) concurrent calls share forward passes through a `MicroBatcher`: the query
 service's searches embed their queries together.
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from memora import metrics
-from memora.batching import MicroBatcher
-from memora.config import DEFAULT_EMBEDDING_MODEL
-from memora.onnx_encoder import OnnxEncoder, normalised
-from memora.onnx_export import default_cache_dir
+from memora.basics import metrics
+from memora.basics.config import DEFAULT_EMBEDDING_MODEL
+from memora.nlp.batching import MicroBatcher
+from memora.nlp.onnx_encoder import OnnxEncoder, normalised
+from memora.nlp.onnx_export import default_cache_dir
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

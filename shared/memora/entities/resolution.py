@@ -21,10 +21,10 @@ from uuid import UUID
 from psycopg import Connection
 from rapidfuzz.distance import Levenshtein
 
-from memora.config import Settings
+from memora.basics.config import Settings
+from memora.entities.names import normalize_name
 from memora.extraction.base import Mention
-from memora.names import normalize_name
-from memora.nlp import ENTITY_TYPES, load_nlp
+from memora.nlp.language import ENTITY_TYPES, load_nlp
 from memora.store import entities as store
 
 

@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel, ValidationError
 
-from memora.config import Settings
-from memora.errors import PermanentStageError, TransientStageError
+from memora.basics.config import Settings
+from memora.basics.errors import PermanentStageError, TransientStageError
 
 log = logging.getLogger("memora.llm")
 

@@ -28,7 +28,7 @@ from prometheus_client import (
 )
 from prometheus_client import multiprocess as _multiprocess
 
-from memora.queues import Stage
+from memora.basics.stages import OperationStatus, Stage
 
 NAMESPACE = "memora"
 
@@ -230,12 +230,12 @@ JOB_DURATION = Histogram(
 )
 
 
-OPERATION_STATUSES = ("queued", "running", "completed", "failed", "superseded")
+OPERATION_STATUSES = tuple(OperationStatus)
 
 
 # ---------------------------------------------------------------------------- recording
 class LLMCallLike(Protocol):
-    """What memora.llm.LLMCall carries (kept structural: the core LLM client stays free of
+    """What memora.nlp.llm.LLMCall carries (kept structural: the core LLM client stays free of
     metrics, and this module of the LLM client)."""
 
     operation: str
@@ -263,7 +263,7 @@ _llm_sources: list[int] = []
 
 
 def install_llm_hook(usage: UsageSource) -> None:
-    """Observe every LLM call recorded by `usage` (memora.llm.usage); once per registry."""
+    """Observe every LLM call recorded by `usage` (memora.nlp.llm.usage); once per registry."""
     if id(usage) in _llm_sources:
         return
     usage.add_listener(observe_llm_call)
@@ -323,7 +323,7 @@ def record_beat_heartbeat(timestamp: float | None) -> None:
 
 
 def record_operations(
-    by_status: Mapping[str, int], active_by_stage: Mapping[str, int], oldest_age: float
+    by_status: Mapping[OperationStatus, int], active_by_stage: Mapping[str, int], oldest_age: float
 ) -> None:
     for status in {*OPERATION_STATUSES, *by_status}:
         OPERATIONS.labels(status).set(by_status.get(status, 0))

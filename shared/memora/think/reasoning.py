@@ -6,7 +6,7 @@ descriptions, influence strength, background, question) with the bias-strength s
 and asks the LLM. A second, structured call draws the opinions the answer expresses (statement,
 reasons, confidence, and whether it revisits an existing opinion). When that second call fails,
 the answer is still returned, with no new opinions and the reason in `opinion_error`.
-Storing the opinions is the opinions stage's job (memora.opinions).
+Storing the opinions is the opinions stage's job (memora.think.opinions).
 """
 
 from __future__ import annotations
@@ -19,10 +19,15 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field, field_validator
 
-from memora.llm import LLMClient, LLMError
-from memora.models import FACT_TYPES
-from memora.opinions import OpinionDraft
-from memora.personality import bias_message, full_personality, influence_line, personality_lines
+from memora.basics.models import FACT_TYPES
+from memora.nlp.llm import LLMClient, LLMError
+from memora.think.opinions import OpinionDraft
+from memora.think.personality import (
+    bias_message,
+    full_personality,
+    influence_line,
+    personality_lines,
+)
 
 log = logging.getLogger("memora.think")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from memora.llm import LLMClient
+from memora.nlp.llm import LLMClient
 from memora.store.agents import DEFAULT_PERSONALITY, TRAITS
 
 BACKGROUND_MAX_CHARS = 500

@@ -2,7 +2,7 @@
 
 A sentence-transformers model of the usual shape (Transformer → Pooling → optional Normalize)
 is exported once to ONNX and cached on disk under a key that hashes its weights
-(`memora.onnx_export`); later processes load the file. On this project's 2-vCPU machine a
+(`memora.nlp.onnx_export`); later processes load the file. On this project's 2-vCPU machine a
 short query takes 3.1 ms instead of 9.1 ms through torch (docs/benchmarks.md), because ONNX
 Runtime runs the graph without Python-level dispatch per operator. Results match torch to
 1e-6; the encoder checks that on probe sentences before it is used, and anything it cannot
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memora.onnx_export import OnnxUnsupported, exported, session
+from memora.nlp.onnx_export import OnnxUnsupported, exported, session
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

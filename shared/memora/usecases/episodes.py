@@ -22,10 +22,10 @@ from pydantic import (
     field_validator,
 )
 
-from memora.ingest import Accepted, accept_batch
-from memora.models import AgentId, MemoryItem, StorableText, aware
-from memora.seeding import SCENARIO_PATTERN
-from memora.tenancy import Scope
+from memora.basics.models import AgentId, MemoryItem, StorableText, aware
+from memora.basics.tenancy import Scope
+from memora.usecases.ingest import Accepted, accept_batch
+from memora.usecases.seeding import SCENARIO_PATTERN
 
 
 class Episode(BaseModel):

@@ -9,11 +9,11 @@ from uuid import UUID
 
 from psycopg import Connection
 
+from memora.basics.models import MemoryItem, jsonable_items
+from memora.basics.stages import INGEST_STAGES, OperationKind
+from memora.basics.tenancy import Scope
 from memora.conversations.sync import store_messages
-from memora.models import MemoryItem, jsonable_items
-from memora.queues import INGEST_STAGES
 from memora.store import agents, documents, operations
-from memora.tenancy import Scope
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def accept_batch(
                 conn,
                 scope,
                 agent_id,
-                kind="ingest",
+                kind=OperationKind.INGEST,
                 first_stage=INGEST_STAGES[0],
                 document_pk=doc.pk,
                 document_id=document_id,

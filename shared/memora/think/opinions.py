@@ -21,9 +21,9 @@ from uuid import UUID
 from psycopg import Connection
 from pydantic import BaseModel, Field
 
-from memora.queues import Stage
+from memora.basics.stages import OperationKind, Stage
+from memora.basics.tenancy import Scope
 from memora.store import agents, operations, units
-from memora.tenancy import Scope
 
 Stance = Literal["new", "supports", "contradicts", "restates"]
 
@@ -80,7 +80,7 @@ def record(
             conn,
             scope,
             agent_id,
-            kind="opinions",
+            kind=OperationKind.OPINIONS,
             first_stage=Stage.OPINIONS,
             payload=payload,
             counts={"opinions": len(drafts)},

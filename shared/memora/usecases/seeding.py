@@ -28,10 +28,10 @@ from uuid import UUID
 from psycopg import Connection
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from memora.ingest import accept_batch
-from memora.models import AgentId, MemoryItem, StorableText
+from memora.basics.models import AgentId, MemoryItem, StorableText
+from memora.basics.tenancy import Scope
 from memora.store import documents
-from memora.tenancy import Scope
+from memora.usecases.ingest import accept_batch
 
 CHUNK_CHARS = 300
 SCENARIO_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"

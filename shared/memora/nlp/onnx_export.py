@@ -1,7 +1,7 @@
 """A transformers module on ONNX Runtime (CPU): exported once with torch's exporter, cached on
 disk under a key that hashes its weights, optionally quantised to int8, opened as a session.
 
-Shared by the embedder (`memora.onnx_encoder`) and the cross-encoder
+Shared by the embedder (`memora.nlp.onnx_encoder`) and the cross-encoder
 (`memora.retrieval.cross_encoder`); each checks the session's results against torch before
 using it and raises `OnnxUnsupported` when it cannot reproduce them, so the caller can keep
 torch.

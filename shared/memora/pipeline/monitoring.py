@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg import Connection
 
-from memora.queues import all_queues
+from memora.basics.stages import OperationStatus, all_queues
 from memora.store import operations
 
 # Kombu's Redis transport with `queue_order_strategy: priority` keeps one list per priority
@@ -55,7 +55,7 @@ def beat_heartbeat(client: Any) -> float | None:
 
 @dataclass(frozen=True)
 class OperationStats:
-    by_status: dict[str, int] = field(default_factory=dict)
+    by_status: dict[OperationStatus, int] = field(default_factory=dict)
     active_by_stage: dict[str, int] = field(default_factory=dict)
     oldest_active_seconds: float = 0.0
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from memora.config import Settings
+from memora.basics.config import Settings
 
 
 @dataclass(frozen=True)

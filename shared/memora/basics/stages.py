@@ -1,0 +1,110 @@
+"""The pipeline's vocabulary, named once here: stages, operation kinds and statuses, the
+chain of stages each kind runs, and the queues (the API, the workers, the CLI and the deploy
+tests all read them)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Stage(StrEnum):
+    EXTRACT = "extract"
+    EMBED = "embed"
+    ENTITIES = "entities"
+    LINKS = "links"
+    OPINIONS = "opinions"
+    INDEX_MESSAGES = "index_messages"
+
+
+class OperationKind(StrEnum):
+    """What an operation does; each kind runs its chain of stages (CHAINS)."""
+
+    INGEST = "ingest"  # a document accepted (or replaced)
+    MESSAGE_EDIT = "message_edit"  # one message edited: what came from it is redone
+    MESSAGE_DELETE = "message_delete"  # one message deleted: its neighbours re-indexed
+    REPAIR = "repair"  # units left without a vector embedded, messages left out indexed
+    REINDEX = "reindex"  # an agent's conversation index rebuilt
+    OPINIONS = "opinions"  # the opinions a think formed
+
+
+class OperationStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SUPERSEDED = "superseded"  # a later post of its document, or its deletion, overtook it
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset(
+    {OperationStatus.COMPLETED, OperationStatus.FAILED, OperationStatus.SUPERSEDED}
+)
+ACTIVE = frozenset({OperationStatus.QUEUED, OperationStatus.RUNNING})
+
+
+class StageStatus(StrEnum):
+    """One stage of one operation, as `operations.stages` records it."""
+
+    QUEUED = "queued"  # reopened by a retry
+    RUNNING = "running"
+    RETRYING = "retrying"  # an attempt failed; the worker retries it with back-off
+    DONE = "done"
+    FAILED = "failed"
+
+
+INGEST_STAGES: tuple[Stage, ...] = (
+    Stage.EXTRACT,
+    Stage.EMBED,
+    Stage.ENTITIES,
+    Stage.LINKS,
+    Stage.INDEX_MESSAGES,
+)
+
+# The stages each kind of operation runs, in order. An edit of one message runs the ingest
+# chain on what came from that message; a delete re-indexes the neighbours whose chunks it
+# invalidated; repair embeds units left without a vector and indexes messages left out;
+# reindex rebuilds an agent's conversation index; opinions stores what a think formed.
+CHAINS: dict[OperationKind, tuple[Stage, ...]] = {
+    OperationKind.INGEST: INGEST_STAGES,
+    OperationKind.MESSAGE_EDIT: INGEST_STAGES,
+    OperationKind.MESSAGE_DELETE: (Stage.INDEX_MESSAGES,),
+    OperationKind.REPAIR: (Stage.EMBED, Stage.INDEX_MESSAGES),
+    OperationKind.REINDEX: (Stage.INDEX_MESSAGES,),
+    OperationKind.OPINIONS: (Stage.OPINIONS,),
+}
+
+# Queues besides the per-stage ones.
+MAINTENANCE_QUEUE = "maintenance"
+BACKFILL_QUEUE_SUFFIX = ".backfill"
+
+
+def first_stage(kind: OperationKind) -> Stage:
+    return CHAINS[kind][0]
+
+
+def next_stage(
+    stage: Stage,
+    kind: OperationKind = OperationKind.INGEST,
+    *,
+    skip: frozenset[Stage] = frozenset(),
+) -> Stage | None:
+    """The stage after `stage` in `kind`'s chain, leaving out the stages in `skip` (turned
+    off by the settings: index_messages without a conversation index)."""
+    chain = CHAINS.get(kind, ())
+    if stage not in chain:
+        return None
+    following = [s for s in chain[chain.index(stage) + 1 :] if s not in skip]
+    return following[0] if following else None
+
+
+def queue_for(stage: Stage, *, backfill: bool = False) -> str:
+    """Each stage has its own queue; backfills use a low-priority twin of it."""
+    return f"{stage.value}{BACKFILL_QUEUE_SUFFIX}" if backfill else stage.value
+
+
+def all_queues() -> list[str]:
+    stages = [s.value for s in Stage]
+    return stages + [queue_for(s, backfill=True) for s in INGEST_STAGES] + [MAINTENANCE_QUEUE]

@@ -1,0 +1,1 @@
+"""Conversation archives in and out: the formats backfills stream (JSONL, LoCoMo)."""
