@@ -12,7 +12,9 @@ from starlette.middleware.gzip import GZipMiddleware
 from memora.basics import logs
 from memora.basics.config import Settings, get_settings
 from memora.db.pool import Pool, make_pool
-from memora.pipeline.backend import TaskBackend
+from memora.nlp.llm import LazyLLM
+from memora.pipeline.handoff import TaskBackend
+from memora.retrieval.keyword import KeywordIndex
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import Cached, Check, health_router
 from services.api.mcp import server as mcp_server
@@ -28,6 +30,7 @@ from services.api.routes import (
     queues,
     simulation,
 )
+from services.api.upstream import install_upstream_handlers
 from services.api.webapp import install_ui
 from services.workers.celery_app import create_celery
 from services.workers.dispatch import CeleryBackend
@@ -85,7 +88,10 @@ def create_app(
         workers = Cached(lambda: len(celery.control.ping(timeout=1.0)), ttl=5.0, default=0)
         app.state.celery, app.state.broker = celery, broker
     app.state.backend = backend
+    app.state.llm = LazyLLM(settings)  # the background merge's
+    app.state.keyword_index = KeywordIndex()  # the graph page's text seeds
     install_error_handlers(app)
+    install_upstream_handlers(app)
     app.add_middleware(
         BodySizeLimit,
         max_bytes=settings.max_body_bytes,

@@ -12,7 +12,14 @@ from psycopg import Connection
 
 from memora.basics.config import Settings
 from memora.basics.tenancy import Scope
-from memora.pipeline.backend import TaskBackend
+from memora.db.pool import Pool
+from memora.lifecycle.memory import Memories
+from memora.nlp.embedding import Embedder
+from memora.nlp.llm import LazyLLM
+from memora.pipeline.handoff import TaskBackend
+from memora.retrieval import Retriever
+from memora.retrieval.keyword import KeywordIndex
+from memora.usecases.think import Thinker
 from services.api.auth import Principal, authenticate, unauthorized
 from services.api.errors import APIError
 
@@ -26,8 +33,13 @@ def _system_connection(request: Request) -> Iterator[Connection[Any]]:
         yield conn
 
 
-def _backend(request: Request) -> TaskBackend:
-    return request.app.state.backend
+def _state(name: str) -> Any:
+    """A dependency on what the app built once at start (`app.state.<name>`)."""
+
+    def dependency(request: Request) -> Any:
+        return getattr(request.app.state, name)
+
+    return dependency
 
 
 # Declared for OpenAPI (either one carries the key); read by `_principal`.
@@ -72,7 +84,17 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 ConnDep = Annotated[Connection[Any], Depends(_tenant_connection)]
 # A connection across tenants: admin routes only.
 SystemConnDep = Annotated[Connection[Any], Depends(_system_connection)]
-BackendDep = Annotated[TaskBackend, Depends(_backend)]
+BackendDep = Annotated[TaskBackend, Depends(_state("backend"))]
+PoolDep = Annotated[Pool, Depends(_state("pool"))]
+# The LLM client, made on first use (503 `llm_not_configured` from `.get()` without one).
+LLMDep = Annotated[LazyLLM, Depends(_state("llm"))]
+# The write API's: the graph page's keyword index (its term statistics cached).
+KeywordIndexDep = Annotated[KeywordIndex, Depends(_state("keyword_index"))]
+# The query service's: the read path, its embedder, think, and the memory lifecycle.
+RetrieverDep = Annotated[Retriever, Depends(_state("retriever"))]
+EmbedderDep = Annotated[Embedder, Depends(_state("embedder"))]
+ThinkerDep = Annotated[Thinker, Depends(_state("thinker"))]
+MemoriesDep = Annotated[Memories, Depends(_state("memories"))]
 # The caller's tenant (authenticated and rate-limited): pass it to every data-layer call.
 # Routes that take it declare AUTH_ERRORS (401, 429) in their OpenAPI responses.
 ScopeDep = Annotated[Scope, Depends(_scope)]

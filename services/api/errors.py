@@ -70,15 +70,6 @@ BODY_ERRORS = (400, 413, 422)
 AUTH_ERRORS = (401, 429)
 
 
-def index_disabled() -> APIError:
-    """Conversation search and its index routes on a deployment that turned the index off."""
-    return APIError(
-        409,
-        "conversation_index_disabled",
-        "conversation search is turned off on this deployment (MEMORA_CONVERSATION_INDEX=false)",
-    )
-
-
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses=` for routes that answer these statuses with the JSON error body."""
     responses: dict[int | str, dict[str, Any]] = {}
@@ -131,11 +122,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(APIError)
     async def _api_error(_: Request, exc: APIError) -> JSONResponse:
-        return JSONResponse(
-            error_body(exc.code, exc.message, exc.details),
-            status_code=exc.status,
-            headers=exc.headers,
-        )
+        return answer(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -185,6 +172,12 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(psycopg.errors.QueryCanceled)
     async def _timeout(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(error_body("timeout", "the query took too long"), status_code=503)
+
+
+def answer(exc: APIError) -> JSONResponse:
+    return JSONResponse(
+        error_body(exc.code, exc.message, exc.details), status_code=exc.status, headers=exc.headers
+    )
 
 
 class BodySizeLimit:

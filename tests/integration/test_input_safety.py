@@ -121,8 +121,7 @@ def test_user_text_never_reaches_a_system_prompt(
     fake_llm.always(Reply("I will not do that."), when=THINK_MARKER)
     fake_llm.always(Reply({"opinions": []}), when=OPINION_MARKER)
     write = create_app(settings, pool=pool, backend=InlineBackend(llm_pipeline))
-    query = create_query_app(settings, pool=pool)
-    query.state.backend = InlineBackend(pipeline)
+    query = create_query_app(settings, pool=pool, backend=InlineBackend(pipeline))
     with TestClient(write) as write_api, TestClient(query) as query_api:
         body = {"agent_id": agent_id, "items": [{"content": TEXTS["injection"]}]}
         assert write_api.post("/api/memories/batch", json=body).status_code == 200

@@ -276,8 +276,9 @@ def test_think_reads_only_the_callers_tenant(
     fake_llm.always(Reply("Ramen, of course."), when=THINK_MARKER)
     fake_llm.always(Reply({"opinions": []}), when=OPINION_MARKER)
     update = {"auth_required": True, "admin_key": SecretStr(ADMIN_KEY)}
-    app = create_app(llm_settings.model_copy(update=update), pool=pool)
-    app.state.backend = InlineBackend(pipeline)
+    app = create_app(
+        llm_settings.model_copy(update=update), pool=pool, backend=InlineBackend(pipeline)
+    )
     with TestClient(app) as query:
         body = {"agent_id": AGENT, "query": "Which city does Alice adore?"}
         assert query.post("/api/think", json=body).status_code == 401

@@ -42,8 +42,8 @@ def _query_client(settings: Settings, pool: Any, pipeline: Any) -> Any:
     from memora.pipeline.backend import InlineBackend
     from services.api.query_app import create_app
 
-    app = create_app(settings, pool=pool)
-    app.state.backend = InlineBackend(pipeline)  # opinions stored inline instead of via Celery
+    # opinions stored inline instead of via Celery
+    app = create_app(settings, pool=pool, backend=InlineBackend(pipeline))
     return TestClient(app)
 
 

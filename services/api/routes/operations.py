@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel
 
 from memora.basics.models import AGENT_ID_PATTERN
 from memora.basics.stages import OperationStatus
@@ -14,21 +13,11 @@ from memora.usecases import operations
 from services.api import paging
 from services.api.deps import BackendDep, ConnDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, APIError, error_responses
-from services.api.schemas import OperationResponse
+from services.api.schemas.operations import OperationList, OperationResponse, RetryResponse
 
 router = APIRouter(
     prefix="/api", tags=["operations"], responses=error_responses(*AUTH_ERRORS, 422, 503)
 )
-
-
-class OperationList(BaseModel):
-    operations: list[OperationResponse]
-    next_cursor: str | None = None
-
-
-class RetryResponse(BaseModel):
-    outcome: Literal["reopened", "active"]
-    operation: OperationResponse
 
 
 @router.get("/operations", response_model=OperationList)

@@ -5,26 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
 
 from memora.pipeline.monitoring import queue_depths
 from services.api.deps import AdminDep
 from services.api.errors import AUTH_ERRORS, APIError, error_responses
+from services.api.schemas.admin import QueuesAndWorkers, Worker
 
 router = APIRouter(
     prefix="/api/admin", tags=["admin"], responses=error_responses(*AUTH_ERRORS, 403, 503)
 )
 INSPECT_TIMEOUT_SECONDS = 1.0
-
-
-class Worker(BaseModel):
-    name: str
-    queues: list[str]
-
-
-class QueuesAndWorkers(BaseModel):
-    queues: dict[str, int] = Field(description="messages waiting per queue")
-    workers: list[Worker] = Field(description="workers that answered within a second")
 
 
 @router.get("/queues", response_model=QueuesAndWorkers)

@@ -3,48 +3,22 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Literal
-from uuid import UUID
 
 from fastapi import APIRouter
-from pydantic import BaseModel
 
 from memora.usecases import episodes, seeding
 from services.api.deps import BackendDep, ConnDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
-from services.api.routes.memories import enqueue
+from services.api.schemas.simulation import (
+    EpisodeMemory,
+    EpisodeResponse,
+    SeededDocument,
+    SeedResponse,
+)
 
 router = APIRouter(
     prefix="/api", tags=["simulation"], responses=error_responses(*AUTH_ERRORS, *BODY_ERRORS, 503)
 )
-
-
-class SeededDocument(BaseModel):
-    agent_id: str
-    document_id: str
-    status: Literal["created", "replaced", "unchanged", "deleted"]
-    operation_id: UUID | None
-    items: int
-
-
-class SeedResponse(BaseModel):
-    scenario: str
-    counts: dict[str, int]
-    documents: list[SeededDocument]
-
-
-class EpisodeMemory(BaseModel):
-    agent_id: str
-    document_id: str
-    status: Literal["created", "replaced", "unchanged"]
-    operation_id: UUID
-
-
-class EpisodeResponse(BaseModel):
-    scene: str
-    turn: int
-    speaker: str
-    memories: list[EpisodeMemory]
 
 
 @router.post("/seed", response_model=SeedResponse)
@@ -53,10 +27,7 @@ def seed(
 ) -> SeedResponse:
     """Store a scenario and its characters as memories (seed 001's categories). Idempotent:
     the same seed again changes nothing; a changed character replaces only its documents."""
-    stored = seeding.apply(conn, scope, body)
-    for doc in stored:
-        if doc.operation_id is not None and doc.status in ("created", "replaced"):
-            enqueue(backend, doc.operation_id)
+    stored = seeding.apply(conn, backend, scope, body)
     return SeedResponse(
         scenario=body.scenario.id,
         counts=dict(Counter(d.status for d in stored)),
@@ -70,10 +41,7 @@ def capture_episode(
 ) -> EpisodeResponse:
     """`"{speaker} said: {text}"` as an episodic memory of every listener; idempotent on
     (scene, turn, speaker)."""
-    accepted = episodes.capture(conn, scope, body)
-    for a in accepted:
-        if a.needs_processing:
-            enqueue(backend, a.operation_id)
+    accepted = episodes.capture(conn, backend, scope, body)
     return EpisodeResponse(
         scene=body.scene,
         turn=body.turn,

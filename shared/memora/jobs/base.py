@@ -17,7 +17,7 @@ from psycopg_pool import ConnectionPool
 
 from memora.basics import metrics
 from memora.basics.config import Settings
-from memora.pipeline.backend import TaskBackend
+from memora.pipeline.handoff import TaskBackend
 
 log = logging.getLogger("memora.jobs")
 

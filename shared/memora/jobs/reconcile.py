@@ -10,7 +10,7 @@ from psycopg_pool import ConnectionPool
 
 from memora.basics.stages import INGEST_STAGES, queue_for
 from memora.jobs.base import JobContext, JobResult
-from memora.pipeline.backend import TaskBackend
+from memora.pipeline.handoff import TaskBackend
 from memora.pipeline.monitoring import queue_depths
 from memora.store import operations
 from memora.store.operations import StuckOperation

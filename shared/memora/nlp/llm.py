@@ -353,6 +353,23 @@ class LLMClient:
         raise LLMUnavailable(f"LLM unavailable after {attempts} attempts: {last}", operation)
 
 
+class LazyLLM:
+    """A process's LLM client, made on first use. `get()` raises LLMNotConfigured while no
+    endpoint is configured, so that an operation needing the LLM says so when it is called
+    (and nothing else does)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._client: LLMClient | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> LLMClient:
+        with self._lock:
+            if self._client is None:
+                self._client = LLMClient.from_settings(self.settings)
+            return self._client
+
+
 def _with_schema(messages: list[Message], schema: type[BaseModel]) -> list[Message]:
     instruction = schema_instruction(schema)
     if messages and messages[0]["role"] == "system":

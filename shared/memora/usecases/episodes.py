@@ -24,7 +24,8 @@ from pydantic import (
 
 from memora.basics.models import AgentId, MemoryItem, StorableText, aware
 from memora.basics.tenancy import Scope
-from memora.usecases.ingest import Accepted, accept_batch
+from memora.pipeline.handoff import TaskBackend
+from memora.usecases.ingest import Accepted, accept_batch, hand_off_accepted
 from memora.usecases.seeding import SCENARIO_PATTERN
 
 
@@ -71,11 +72,16 @@ class Episode(BaseModel):
         )
 
 
-def capture(conn: Connection[Any], scope: Scope, episode: Episode) -> list[Accepted]:
-    """One document per listener, all in one transaction (committed here)."""
+def capture(
+    conn: Connection[Any], backend: TaskBackend, scope: Scope, episode: Episode
+) -> list[Accepted]:
+    """One document per listener, all in one transaction (committed here), then handed to
+    the pipeline."""
     item = episode.item()
     with conn.transaction():
-        return [
+        accepted = [
             accept_batch(conn, scope, listener, [item], episode.document_id, verbatim=True)
             for listener in episode.listeners
         ]
+    hand_off_accepted(backend, accepted)
+    return accepted

@@ -18,6 +18,7 @@ from memora.retrieval.keyword import KeywordIndex
 from memora.store import graph
 from memora.store.graph import GraphPage, GraphQuery, RankedSeeds
 
+MAX_NODES, DEFAULT_NODES, MAX_DEPTH = graph.MAX_NODES, graph.DEFAULT_NODES, graph.MAX_DEPTH
 MAX_TEXT_SEEDS = 2000  # a text seeds at most this many matches, over all pages
 KEYWORD_MATCH_BUDGET = 1000  # as the keyword retriever (MEMORA_KEYWORD_MATCH_BUDGET)
 

@@ -9,10 +9,14 @@ from uuid import UUID
 
 from psycopg import Connection
 
+from memora.basics import metrics
+from memora.basics.config import Settings
+from memora.basics.errors import Invalid
 from memora.basics.models import MemoryItem, jsonable_items
 from memora.basics.stages import INGEST_STAGES, OperationKind
 from memora.basics.tenancy import Scope
 from memora.conversations.sync import store_messages
+from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.store import agents, documents, operations
 
 
@@ -27,6 +31,51 @@ class Accepted:
     @property
     def needs_processing(self) -> bool:
         return self.outcome != "unchanged"
+
+
+def ingest(
+    conn: Connection[Any],
+    backend: TaskBackend,
+    settings: Settings,
+    scope: Scope,
+    agent_id: str,
+    items: list[MemoryItem],
+    document_id: str | None = None,
+    *,
+    title: str | None = None,
+    backfill: bool = False,
+) -> Accepted:
+    """`POST /api/memories/batch`: check the batch against the input limits, make it durable
+    (`accept_batch`), then hand its first stage to the pipeline (on the backfill queues for a
+    backfill). Invalid (`too_many_items`, `content_too_long`) before anything is written."""
+    check_limits(settings, items)
+    accepted = accept_batch(
+        conn, scope, agent_id, items, document_id, title=title, backfill=backfill
+    )
+    metrics.observe_accepted(accepted.outcome, accepted.items_count, backfill=backfill)
+    hand_off_accepted(backend, [accepted], backfill=backfill)
+    return accepted
+
+
+def check_limits(settings: Settings, items: list[MemoryItem]) -> None:
+    if len(items) > settings.max_items_per_batch:
+        raise Invalid("too_many_items", f"at most {settings.max_items_per_batch} items per batch")
+    too_long = [i for i, item in enumerate(items) if len(item.content) > settings.max_content_chars]
+    if too_long:
+        raise Invalid(
+            "content_too_long",
+            f"item content is limited to {settings.max_content_chars} characters",
+            {"items": too_long[:20]},
+        )
+
+
+def hand_off_accepted(
+    backend: TaskBackend, accepted: list[Accepted], *, backfill: bool = False
+) -> None:
+    """The pipeline's first stage for each accepted document that needs processing."""
+    for a in accepted:
+        if a.needs_processing:
+            hand_off(backend, INGEST_STAGES[0], a.operation_id, backfill=backfill)
 
 
 def accept_batch(

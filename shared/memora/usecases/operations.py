@@ -17,7 +17,7 @@ from psycopg import Connection
 from memora.basics.errors import Conflict, NotFound
 from memora.basics.stages import OperationStatus
 from memora.basics.tenancy import Scope
-from memora.pipeline.backend import TaskBackend, hand_off
+from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.store import operations
 from memora.store.operations import Operation, ReopenOutcome
 

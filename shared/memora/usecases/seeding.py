@@ -30,8 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from memora.basics.models import AgentId, MemoryItem, StorableText
 from memora.basics.tenancy import Scope
+from memora.pipeline.handoff import TaskBackend
 from memora.store import documents
-from memora.usecases.ingest import accept_batch
+from memora.usecases.ingest import Accepted, accept_batch, hand_off_accepted
 
 CHUNK_CHARS = 300
 SCENARIO_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
@@ -206,19 +207,24 @@ class Seeded:
     items: int
 
 
-def apply(conn: Connection[Any], scope: Scope, seed: SeedFile) -> list[Seeded]:
-    """Store every document of the seed in one transaction (committed here); the caller
-    enqueues the operations of those created or replaced."""
+def apply(
+    conn: Connection[Any], backend: TaskBackend, scope: Scope, seed: SeedFile
+) -> list[Seeded]:
+    """Store every document of the seed in one transaction (committed here), then hand those
+    created or replaced to the pipeline."""
     out: list[Seeded] = []
+    accepted: list[Accepted] = []
     with conn.transaction():
         for doc in plan(seed):
             if doc.items:
                 a = accept_batch(
                     conn, scope, doc.agent_id, doc.items, doc.document_id, verbatim=True
                 )
+                accepted.append(a)
                 out.append(
                     Seeded(doc.agent_id, doc.document_id, a.outcome, a.operation_id, len(doc.items))
                 )
             elif documents.delete_document(conn, scope, doc.agent_id, doc.document_id):
                 out.append(Seeded(doc.agent_id, doc.document_id, "deleted", None, 0))
+    hand_off_accepted(backend, accepted)
     return out

@@ -1,4 +1,4 @@
-"""Request and response bodies of the write API (seed 003 "Store Memories")."""
+"""Storing memories and reading documents (seed 003 "Store Memories")."""
 
 from __future__ import annotations
 
@@ -6,10 +6,21 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    model_validator,
+)
 
-from memora.basics.models import AgentId, DocumentId, MemoryItem, StorableText, message_ids
-from memora.basics.stages import OperationStatus
+from memora.basics.models import (
+    AgentId,
+    DocumentId,
+    MemoryItem,
+    StorableText,
+    message_ids,
+)
+from memora.usecases.ingest import Accepted
 
 
 class BatchRequest(BaseModel):
@@ -39,34 +50,23 @@ class BatchResponse(BaseModel):
     operation_id: UUID
     status: Literal["created", "unchanged", "replaced"]
 
-
-class StageStatus(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-    status: str
-    attempts: int = 0
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    error: str | None = None
-    retries: int = Field(default=0, description="times it was retried after failing")
-    last_error: str | None = Field(default=None, description="the error before the last retry")
-
-
-class OperationResponse(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-    id: UUID
-    agent_id: str
-    kind: str
-    document_id: str | None
-    status: OperationStatus
-    stage: str | None
-    stages: dict[str, StageStatus]
-    counts: dict[str, int]
-    error: str | None
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None
+    @classmethod
+    def of(cls, accepted: Accepted) -> BatchResponse:
+        n = accepted.items_count
+        message = {
+            "created": f"Successfully stored {n} memory items",
+            "replaced": f"Replaced document content with {n} memory items",
+            "unchanged": "Document already stored with identical content; nothing new was created",
+        }[accepted.outcome]
+        return cls(
+            success=True,
+            message=message,
+            agent_id=accepted.agent_id,
+            document_id=accepted.document_id,
+            items_count=n,
+            operation_id=accepted.operation_id,
+            status=accepted.outcome,
+        )
 
 
 class DocumentSummary(BaseModel):

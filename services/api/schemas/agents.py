@@ -1,0 +1,121 @@
+"""Agent profiles (seed 000 §4.2, §6.2): personality, background, opinions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+)
+
+Trait = Annotated[float | None, Field(default=None, ge=0, le=1, allow_inf_nan=False)]
+
+
+MAX_BACKGROUND_CHARS = 2000
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or whitespace")
+    return value
+
+
+class Personality(BaseModel):
+    """Big Five traits and bias strength, each in [0, 1]; omitted ones keep their value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    openness: Trait = None
+    conscientiousness: Trait = None
+    extraversion: Trait = None
+    agreeableness: Trait = None
+    neuroticism: Trait = None
+    bias_strength: Trait = None
+
+    def values(self) -> dict[str, float]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class AgentUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    personality: Personality | None = None
+    background: str | None = Field(default=None, max_length=MAX_BACKGROUND_CHARS)
+
+
+class PersonalityUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    personality: Personality
+
+
+class BackgroundRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: Annotated[str, Field(max_length=MAX_BACKGROUND_CHARS), AfterValidator(_not_blank)]
+
+
+class BackgroundResponse(BaseModel):
+    background: str
+
+
+class AgentProfile(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    agent_id: str
+    personality: dict[str, float]
+    background: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class AgentList(BaseModel):
+    agents: list[AgentProfile]
+
+
+class AgentDeleted(BaseModel):
+    success: bool
+    agent_id: str | None = Field(description="null when every agent of the tenant was deleted")
+    deleted: dict[str, int] = Field(description="rows removed, per table")
+
+
+class OpinionVersion(BaseModel):
+    id: UUID
+    text: str
+    statement: str | None = None
+    reasons: list[str] = Field(default_factory=list)
+    confidence: float | None
+    stance: str | None = None
+    formed_at: datetime
+    supersedes: UUID | None
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> OpinionVersion:
+        meta = row["metadata"] or {}
+        return cls(
+            id=row["id"],
+            text=row["text"],
+            statement=meta.get("statement"),
+            reasons=meta.get("reasons") or [],
+            confidence=row["confidence"],
+            stance=meta.get("stance"),
+            formed_at=row["event_date"],
+            supersedes=row["supersedes"],
+        )
+
+
+class OpinionList(BaseModel):
+    agent_id: str
+    opinions: list[OpinionVersion]
+
+
+class OpinionHistory(BaseModel):
+    agent_id: str
+    opinion_id: UUID
+    current_id: UUID
+    versions: list[OpinionVersion]

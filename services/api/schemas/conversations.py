@@ -1,0 +1,154 @@
+"""Conversations (seed 002 §7): one message edited or deleted; search over raw messages."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+from uuid import UUID
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+
+from memora.basics.models import (
+    AgentId,
+    DocumentId,
+    Role,
+    StorableText,
+    aware,
+)
+from memora.retrieval.conversation import MAX_LIMIT, ConversationHit, ConversationQuery
+from memora.usecases.conversations import MessagePatch, SyncResult
+
+
+class MessageEdit(BaseModel):
+    """What changes; omitted fields keep their value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: StorableText | None = Field(default=None, min_length=1)
+    role: Role | None = None
+    speaker: StorableText | None = Field(default=None, max_length=200)
+    event_date: Annotated[datetime | None, AfterValidator(aware)] = None
+
+    def patch(self) -> MessagePatch:
+        return MessagePatch(self.content, self.role, self.speaker, self.event_date)
+
+    @model_validator(mode="after")
+    def _something(self) -> MessageEdit:
+        if self.content is not None and not self.content.strip():
+            raise ValueError("content must not be empty or whitespace")
+        if not self.model_fields_set:
+            raise ValueError("give at least one of content, role, speaker, event_date")
+        return self
+
+
+class MessageSyncResponse(BaseModel):
+    success: bool
+    agent_id: str
+    document_id: str
+    message_id: str
+    operation_id: UUID | None = Field(description="the pipeline work it started, if any")
+    counts: dict[str, int]
+
+    @classmethod
+    def of(cls, result: SyncResult) -> MessageSyncResponse:
+        return cls(
+            success=True,
+            agent_id=result.agent_id,
+            document_id=result.document_id,
+            message_id=result.message_id,
+            operation_id=result.operation_id,
+            counts=result.counts,
+        )
+
+
+When = Annotated[datetime | None, AfterValidator(aware)]
+
+
+class TimeRange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    start: When = None
+    end: When = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TimeRange:
+        if self.start and self.end and self.start > self.end:
+            raise ValueError("time_range.start must not be after time_range.end")
+        return self
+
+
+class ConversationSearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: AgentId
+    query: Annotated[StorableText, Field(min_length=1, max_length=2000)]
+    limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 5
+    document_id: Annotated[DocumentId | None, Field(description="one conversation only")] = None
+    time_range: TimeRange | None = None
+    roles: Annotated[list[Role] | None, Field(min_length=1)] = None
+    min_score: Annotated[
+        float | None, Field(ge=0, le=1, description="default: MEMORA_CONVERSATION_MIN_SCORE")
+    ] = None
+
+    def to_query(self) -> ConversationQuery:
+        window = self.time_range or TimeRange()
+        return ConversationQuery(
+            agent_id=self.agent_id,
+            query=self.query,
+            limit=self.limit,
+            document_id=self.document_id,
+            start=window.start,
+            end=window.end,
+            roles=self.roles,
+            min_score=self.min_score,
+        )
+
+    @model_validator(mode="after")
+    def _not_blank(self) -> ConversationSearchRequest:
+        if not self.query.strip():
+            raise ValueError("query must not be empty or whitespace")
+        return self
+
+
+class ConversationResult(BaseModel):
+    rank: int
+    score: float
+    conversation_id: str
+    conversation_title: str | None
+    message_id: str
+    message_ids: list[str]
+    role: str | None
+    speaker: str | None
+    timestamp: datetime
+    snippet: str
+    vector_score: float
+    keyword_score: float
+
+    @classmethod
+    def of(cls, rank: int, hit: ConversationHit) -> ConversationResult:
+        return cls(
+            rank=rank,
+            score=hit.score,
+            conversation_id=hit.document_id,
+            conversation_title=hit.title,
+            message_id=hit.message_id,
+            message_ids=hit.message_ids,
+            role=hit.role,
+            speaker=hit.speaker,
+            timestamp=hit.timestamp,
+            snippet=hit.snippet,
+            vector_score=hit.vector_score,
+            keyword_score=hit.keyword_score,
+        )
+
+
+class ConversationSearchResponse(BaseModel):
+    query: str
+    total_results: int
+    results: list[ConversationResult]

@@ -1,0 +1,84 @@
+"""The memory graph for the UI (seed 003 `GET /api/graph`) and one memory in full."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+)
+
+from memora.basics.models import (
+    FactType,
+    aware,
+)
+
+LinkType = Literal["temporal", "semantic", "entity", "causes", "caused_by", "enables", "prevents"]
+
+
+NO_NUL = r"^[^\x00]*$"  # PostgreSQL text cannot hold NUL
+
+
+Moment = Annotated[datetime | None, AfterValidator(aware)]
+
+
+class Node(BaseModel):
+    id: UUID
+    kind: Literal["unit", "entity"]
+    label: str
+    fact_type: FactType | None = None
+    date: datetime | None = None
+    entity_type: str | None = None
+    mentions: int | None = None
+
+
+class Edge(BaseModel):
+    source: UUID
+    target: UUID
+    type: str = Field(description="a link type, or `mentions` (a unit → an entity it names)")
+    weight: float
+
+
+class Graph(BaseModel):
+    agent_id: str
+    nodes: list[Node]
+    edges: list[Edge]
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page of seeds")
+    truncated: bool = Field(description="nodes or edges were left out to stay within the bounds")
+
+
+class AgentSize(BaseModel):
+    agent_id: str
+    memories: int
+    entities: int
+    documents: int
+    failed_operations: int
+
+
+class AgentSizes(BaseModel):
+    agents: list[AgentSize]
+
+
+class Memory(BaseModel):
+    id: UUID
+    agent_id: str
+    text: str
+    context: str | None
+    fact_type: FactType
+    event_date: datetime
+    occurred_start: datetime | None
+    occurred_end: datetime | None
+    mentioned_at: datetime
+    confidence_score: float | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    embedded: bool
+    access_count: int
+    document_id: str | None = Field(description="the source document (null: none, e.g. opinions)")
+    item_index: int
+    entities: list[dict[str, Any]]
+    links: list[dict[str, Any]] = Field(description="its strongest outgoing links (50 at most)")

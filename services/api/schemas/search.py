@@ -1,0 +1,90 @@
+"""Search (seed 003 "Search Memories"): /api/search and the per-network variants."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+)
+
+from memora.basics.models import (
+    AgentId,
+    FactType,
+    StorableText,
+    aware,
+)
+from memora.basics.tenancy import Scope
+from memora.retrieval import SearchParams
+from memora.retrieval.filters import Filters
+
+
+class NetworkSearchRequest(BaseModel):
+    """The body of /api/world_search, /api/agent_search and /api/opinion_search."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: AgentId
+    query: Annotated[StorableText, Field(min_length=1, max_length=2000)]
+    thinking_budget: Annotated[int, Field(ge=1, le=1000)] = 100
+    top_k: Annotated[int, Field(ge=1, le=200)] = 10
+    reranker: Literal["heuristic", "cross-encoder"] = "heuristic"
+    trace: bool = False
+    max_tokens: Annotated[
+        int | None,
+        Field(ge=1, le=200_000, description="token budget of the results (default 4096)"),
+    ] = None
+    reference_time: Annotated[
+        datetime | None,
+        AfterValidator(aware),
+        Field(description="the time relative dates in the query refer to (default: now)"),
+    ] = None
+    filters: Annotated[
+        Filters | None,
+        Field(
+            description='only memories matching these: metadata equality (`{"category": '
+            '"identity"}`), one-of lists, numeric ranges (`{"turn": {"gte": 3}}`), '
+            "`tags` (`any`/`all`) and `time` (`start`/`end`); applied inside every retriever"
+        ),
+    ] = None
+
+    def params(self, scope: Scope, fact_types: list[FactType]) -> SearchParams:
+        return SearchParams(
+            scope=scope,
+            agent_id=self.agent_id,
+            query=self.query,
+            fact_types=tuple(dict.fromkeys(fact_types)),
+            thinking_budget=self.thinking_budget,
+            top_k=self.top_k,
+            reranker=self.reranker,
+            max_tokens=self.max_tokens,
+            reference_time=self.reference_time,
+            trace=self.trace,
+            filters=self.filters,
+        )
+
+
+class SearchRequest(NetworkSearchRequest):
+    fact_type: Annotated[list[FactType] | None, Field(min_length=1)] = None
+
+
+class SearchResult(BaseModel):
+    id: UUID
+    text: str
+    context: str | None = None
+    event_date: datetime | None = None
+    weight: float
+    fact_type: FactType
+    metadata: dict[str, Any] | None = None
+    occurred_start: datetime | None = None
+    occurred_end: datetime | None = None
+
+
+class SearchResponse(BaseModel):
+    results: list[SearchResult]
+    trace: dict[str, Any] | None = None

@@ -1,0 +1,80 @@
+"""Think (seed 000 §4.3): the question, and the answer with what it was based on."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+)
+
+from memora.basics.models import (
+    AgentId,
+)
+from memora.retrieval.filters import Filters
+from memora.think.reasoning import NETWORKS
+from memora.usecases.think import ThinkQuery, Thought
+
+
+class ThinkRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: AgentId
+    query: Annotated[str, Field(min_length=1, max_length=2000)]
+    thinking_budget: Annotated[int, Field(ge=1, le=1000)] = 50
+    top_k: Annotated[int, Field(ge=1, le=100)] = 10
+    reranker: Literal["heuristic", "cross-encoder"] = "heuristic"
+    context: Annotated[str | None, Field(max_length=5000)] = None
+    filters: Annotated[
+        Filters | None, Field(description="metadata filters of the searches (as /api/search)")
+    ] = None
+
+    def to_query(self) -> ThinkQuery:
+        return ThinkQuery(
+            self.agent_id, self.query, self.thinking_budget, self.top_k, self.reranker,
+            self.context, self.filters,
+        )  # fmt: skip
+
+
+class BasedOn(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: UUID
+    text: str
+    weight: float
+    event_date: datetime | None = None
+    context: str | None = None
+    confidence: float | None = None
+
+
+class NewOpinion(BaseModel):
+    statement: str
+    reasons: list[str]
+    confidence: float
+    stance: str
+    previous_id: UUID | None = None
+
+
+class ThinkResponse(BaseModel):
+    text: str
+    based_on: dict[str, list[BasedOn]]
+    new_opinions: list[NewOpinion]
+    opinions_operation_id: UUID | None = None
+    opinion_error: str | None = None
+
+    @classmethod
+    def of(cls, thought: Thought) -> ThinkResponse:
+        result = thought.result
+        return cls(
+            text=result.text,
+            based_on={
+                n: [BasedOn.model_validate(e) for e in result.based_on.get(n, [])] for n in NETWORKS
+            },
+            new_opinions=[NewOpinion.model_validate(o.model_dump()) for o in result.new_opinions],
+            opinions_operation_id=thought.opinions_operation_id,
+            opinion_error=result.opinion_error,
+        )

@@ -1,0 +1,119 @@
+"""Agent profiles (seed 000 §4.2, §6.2): personality, background (merged by the LLM), the
+opinion network as the agent holds it, and deleting an agent or all of a tenant's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import Connection
+
+from memora.basics.errors import Conflict, Invalid, NotFound
+from memora.basics.tenancy import Scope
+from memora.db.pool import Pool
+from memora.nlp.llm import LazyLLM
+from memora.store import agents
+from memora.think import opinions
+from memora.think.personality import full_personality, merge_background
+
+MERGE_ATTEMPTS = 3  # a merge is redone when a concurrent one changed the background meanwhile
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    agent_id: str  # as the client names it
+    personality: dict[str, float]  # every Big Five trait and bias_strength
+    background: str
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> AgentProfile:
+        return cls(
+            row["agent_id"],
+            full_personality(row["personality"]),
+            row["background"] or "",
+            row["created_at"],
+            row["updated_at"],
+        )
+
+
+def list_profiles(
+    conn: Connection[Any], scope: Scope, *, limit: int, offset: int
+) -> list[AgentProfile]:
+    return [AgentProfile.of(r) for r in agents.list_agents(conn, scope, limit=limit, offset=offset)]
+
+
+def profile(conn: Connection[Any], scope: Scope, agent_id: str) -> AgentProfile:
+    """The agent's profile; created with the default personality (all 0.5) when new."""
+    with conn.transaction():
+        return AgentProfile.of(agents.get_or_create_agent(conn, scope, agent_id))
+
+
+def update(
+    conn: Connection[Any],
+    scope: Scope,
+    agent_id: str,
+    *,
+    personality: dict[str, float] | None = None,
+    background: str | None = None,
+) -> AgentProfile:
+    """Create or update: personality values merge over the current ones, background replaces."""
+    with conn.transaction():
+        row = agents.update_agent(
+            conn, scope, agent_id, personality=personality, background=background
+        )
+    return AgentProfile.of(row)
+
+
+def merge_into_background(
+    pool: Pool, llm: LazyLLM, scope: Scope, agent_id: str, content: str
+) -> str:
+    """The LLM merges `content` into the background (seed 000 §4.4); nothing is written unless
+    the merge succeeds. Compare-and-set on the background it read, redone when a concurrent
+    merge got there first; Conflict when it kept changing."""
+    client = llm.get()
+    for _ in range(MERGE_ATTEMPTS):
+        with pool.tenant_connection(scope.tenant_id) as conn:
+            row = agents.get_agent(conn, scope, agent_id)
+        current = row["background"] if row else ""
+        merged = merge_background(client, current, content)
+        with pool.tenant_connection(scope.tenant_id) as conn:
+            agents.ensure_agent(conn, scope, agent_id)
+            if agents.replace_background(conn, scope, agent_id, current, merged):
+                return merged
+    raise Conflict("conflict", "the background kept changing during the merge; retry")
+
+
+def current_opinions(
+    conn: Connection[Any], scope: Scope, agent_id: str, *, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """The agent's current opinions (latest version of each), newest first."""
+    return opinions.current(conn, scope, agent_id, limit=limit, offset=offset)
+
+
+def opinion_history(
+    conn: Connection[Any], scope: Scope, agent_id: str, opinion_id: UUID
+) -> list[dict[str, Any]]:
+    """All versions of the opinion, oldest first, whichever version `opinion_id` names."""
+    rows = opinions.history(conn, scope, agent_id, opinion_id)
+    if not rows:
+        raise NotFound("not_found", f"opinion {opinion_id} not found for agent {agent_id}")
+    return rows
+
+
+def delete(conn: Connection[Any], scope: Scope, agent_id: str) -> dict[str, int]:
+    """Hard delete of the agent and everything of it; zero counts when it does not exist."""
+    with conn.transaction():
+        return agents.delete_agent(conn, scope, agent_id)
+
+
+def delete_all(conn: Connection[Any], scope: Scope, *, confirm: bool) -> dict[str, int]:
+    """Hard delete of every agent of the tenant and all their data ("delete all my data");
+    the tenant and its API keys stay. Invalid unless confirmed."""
+    if not confirm:
+        raise Invalid("confirmation_required", "pass confirm=true to delete every agent")
+    with conn.transaction():
+        return agents.delete_all_agents(conn, scope)

@@ -1,0 +1,71 @@
+"""Tenants and their API keys, for administrators (the API's admin routes; docs/security.md).
+Each call owns its transaction; refusals are typed (Conflict, NotFound, Invalid)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import Connection
+
+from memora.basics.errors import Conflict, Invalid, NotFound
+from memora.store import tenants
+from memora.store.tenants import NewKey as NewKey
+
+# A tenant id's form, and how long a key may be asked to work ("30d", "12h", "2w").
+TENANT_ID_PATTERN = tenants.TENANT_ID_PATTERN
+parse_duration = tenants.parse_duration
+
+
+def create_tenant(conn: Connection[Any], tenant_id: str, name: str = "") -> dict[str, Any]:
+    try:
+        with conn.transaction():
+            return tenants.create_tenant(conn, tenant_id, name)
+    except tenants.TenantExists as exc:
+        raise Conflict("conflict", f"tenant {tenant_id} already exists") from exc
+
+
+def list_tenants(conn: Connection[Any]) -> list[dict[str, Any]]:
+    return tenants.list_tenants(conn)
+
+
+def delete_tenant(conn: Connection[Any], tenant_id: str) -> dict[str, int]:
+    """Hard delete of all the tenant's agents and their data, its keys, and the tenant (the
+    "default" tenant is emptied but stays); zero counts when it is gone already."""
+    with conn.transaction():
+        return tenants.delete_tenant(conn, tenant_id)
+
+
+def create_key(
+    conn: Connection[Any],
+    tenant_id: str,
+    *,
+    admin: bool = False,
+    name: str = "",
+    expires_at: datetime | None = None,
+) -> NewKey:
+    """A new key of the tenant (its secret is in the result, never stored)."""
+    try:
+        with conn.transaction():
+            return tenants.create_key(
+                conn, tenant_id, is_admin=admin, name=name, expires_at=expires_at
+            )
+    except tenants.UnknownTenant as exc:
+        raise NotFound("not_found", f"tenant {tenant_id} not found") from exc
+    except ValueError as exc:  # an expiry in the past
+        raise Invalid("validation_error", str(exc)) from exc
+
+
+def list_keys(conn: Connection[Any], tenant_id: str) -> list[dict[str, Any]]:
+    """The tenant's keys, revoked ones included; never the keys themselves."""
+    return tenants.list_keys(conn, tenant_id)
+
+
+def revoke_key(conn: Connection[Any], key_id: UUID) -> dict[str, Any]:
+    """The key stops working at once; revoking it again changes nothing."""
+    with conn.transaction():
+        row = tenants.revoke_key(conn, key_id)
+    if row is None:
+        raise NotFound("not_found", f"API key {key_id} not found")
+    return row

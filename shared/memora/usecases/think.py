@@ -1,0 +1,134 @@
+"""Think (seed 000 §4.3, seed 003 "Think and Generate Answer"): answer a question as the agent.
+
+The profile is read (the defaults when the agent has none), the three networks are searched
+through the read path in parallel, the LLM answers as the agent, and the opinions it expressed
+are recorded as an `opinions` operation and handed to the opinions stage. The answer stands
+even when drawing or storing the opinions fails (`opinion_error` says why); an LLM that is not
+configured or not reachable raises its `LLMError` before anything is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from uuid import UUID
+
+from memora.basics.models import utcnow
+from memora.basics.stages import OperationKind, first_stage
+from memora.basics.tenancy import Scope
+from memora.db.pool import Pool
+from memora.nlp.llm import LazyLLM
+from memora.pipeline.handoff import TaskBackend, hand_off
+from memora.retrieval import Retriever, SearchParams
+from memora.retrieval.filters import Filters
+from memora.retrieval.types import Reranker
+from memora.store import agents
+from memora.think import opinions
+from memora.think.personality import full_personality
+from memora.think.reasoning import NETWORKS, Evidence, Profile, ThinkResult, think
+
+log = logging.getLogger("memora.api.think")
+
+
+@dataclass(frozen=True)
+class ThinkQuery:
+    agent_id: str  # as the client names it
+    query: str
+    thinking_budget: int = 50
+    top_k: int = 10
+    reranker: Reranker = "heuristic"
+    context: str | None = None
+    filters: Filters | None = None  # the searches' metadata filters (as /api/search)
+
+
+@dataclass(frozen=True)
+class Thought:
+    result: ThinkResult
+    opinions_operation_id: UUID | None  # the operation storing its new opinions, if any
+
+
+@dataclass(frozen=True)
+class Thinker:
+    """What think works with; one per query service."""
+
+    pool: Pool
+    retriever: Retriever
+    backend: TaskBackend
+    llm: LazyLLM
+
+    def think(self, scope: Scope, q: ThinkQuery) -> Thought:
+        client = self.llm.get()  # not configured: refused before any work
+        profile = self.profile(scope, q.agent_id)
+        with ThreadPoolExecutor(len(NETWORKS), thread_name_prefix="memora-think") as threads:
+            found = list(threads.map(lambda network: self.search(scope, q, network), NETWORKS))
+        based_on: dict[str, list[Evidence]] = dict(zip(NETWORKS, found, strict=True))
+        based_on["opinion"] = self.current_opinions(scope, q.agent_id, based_on["opinion"])
+        result = think(client, profile, q.query, based_on, q.context)
+        operation_id: UUID | None = None
+        if result.new_opinions:
+            try:
+                operation_id = self.store_opinions(scope, q, profile, result)
+            except Exception as exc:  # the answer still goes back
+                log.exception("storing opinions failed")
+                result.opinion_error = f"storing opinions failed: {type(exc).__name__}"
+        return Thought(result, operation_id)
+
+    def profile(self, scope: Scope, agent_id: str) -> Profile:
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
+            row = agents.get_agent(conn, scope, agent_id)
+        if row is None:  # think does not create agents; the defaults apply
+            return Profile(agent_id, full_personality(None))
+        return Profile(agent_id, full_personality(row["personality"]), row["background"] or "")
+
+    def search(self, scope: Scope, q: ThinkQuery, network: str) -> list[Evidence]:
+        params = SearchParams(
+            agent_id=q.agent_id,
+            scope=scope,
+            query=q.query,
+            fact_types=(network,),
+            thinking_budget=q.thinking_budget,
+            top_k=q.top_k,
+            reranker=q.reranker,
+            filters=q.filters,
+        )
+        return [
+            Evidence(h.id, h.text, h.fact_type, h.weight, h.event_date, h.context)
+            for h in self.retriever.search(params).hits
+        ]
+
+    def current_opinions(
+        self, scope: Scope, agent_id: str, found: list[Evidence]
+    ) -> list[Evidence]:
+        """Opinions with their confidence; versions a later one superseded are left out."""
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
+            known = opinions.state(conn, scope, agent_id, [e.id for e in found])
+        kept = []
+        for e in found:
+            confidence, superseded = known.get(e.id, (None, False))
+            if not superseded:
+                kept.append(
+                    Evidence(
+                        e.id, e.text, e.fact_type, e.weight, e.event_date, e.context, confidence
+                    )
+                )
+        return kept
+
+    def store_opinions(
+        self, scope: Scope, q: ThinkQuery, profile: Profile, result: ThinkResult
+    ) -> UUID:
+        """Record the new opinions (committed), then hand them to the opinions stage."""
+        based_on = [e.id for network in NETWORKS for e in result.based_on.get(network, [])]
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
+            operation_id = opinions.record(
+                conn,
+                scope,
+                q.agent_id,
+                result.new_opinions,
+                formed_at=utcnow(),
+                query=q.query,
+                personality=profile.personality,
+                based_on=based_on,
+            )
+        hand_off(self.backend, first_stage(OperationKind.OPINIONS), operation_id)
+        return operation_id
