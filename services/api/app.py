@@ -53,7 +53,6 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        own_pool = pool is None
         app.state.pool = pool or make_pool(
             settings.require_database_url(),
             min_size=settings.db_pool_min,
@@ -65,7 +64,7 @@ def create_app(
             async with mcp_running():
                 yield
         finally:
-            if own_pool:
+            if pool is None:
                 app.state.pool.close()
 
     app = FastAPI(title="Memora API", version="0.1.0", lifespan=lifespan)
@@ -99,15 +98,10 @@ def create_app(
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.include_router(health_router(checks, informational=informational, workers=workers))
-    # before memories: its document routes would take .../messages/... as a document id
-    app.include_router(conversations.router)
-    app.include_router(memories.router)
-    app.include_router(agents.router)
-    app.include_router(admin.router)
-    app.include_router(graph.router)
-    app.include_router(operations.router)
-    app.include_router(queues.router)
-    app.include_router(simulation.router)
+    # conversations before memories: its document routes would take .../messages/... as a
+    # document id
+    for module in (conversations, memories, agents, admin, graph, operations, queues, simulation):
+        app.include_router(module.router)
     install_ui(app)
     install_metrics(app, "api", queue_depths="broker" in informational, workers=workers)
     if settings.query_url:

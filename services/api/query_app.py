@@ -48,36 +48,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        own_pool = pool is None
-        app.state.pool = pool or make_pool(
-            settings.require_database_url(),
-            min_size=settings.db_pool_min,
-            max_size=max(
-                settings.db_pool_max, CONNECTIONS_PER_SEARCH * settings.search_concurrency + 2
-            ),
-            name="query",
-            row_security=settings.row_security,
-        )
-        embedder = get_embedder(
-            settings.embedding_model,
-            settings.torch_threads,
-            settings.embedding_batch_size,
-            settings.embedding_backend,
-            settings.model_cache_dir,
-            settings.embedding_batch_wait_ms / 1000,
-        )
-        check_dimension(embedder, settings.embedding_dim)
-        app.state.embedder = embedder
-        app.state.retriever = Retriever(settings, app.state.pool, embedder)
-        app.state.thinker = Thinker(
-            app.state.pool, app.state.retriever, app.state.backend, app.state.llm
-        )
-        app.state.memories = Memories(
-            settings,
-            app.state.pool,
-            embedder,
-            LLMClient(settings) if settings.llm_configured else None,
-        )
+        app.state.pool = pool or _pool(settings)
+        _read_path(app, settings)
         if settings.preload_cross_encoder:
             await run_in_threadpool(app.state.retriever.cross_encoder)
         # The models are ~450k long-lived objects: a full garbage collection over them takes
@@ -87,30 +59,54 @@ def create_app(
             yield
         finally:
             app.state.retriever.close()
-            if own_pool:
+            if pool is None:
                 app.state.pool.close()
 
     app = FastAPI(title="Memora query service", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
     app.state.backend = backend or CeleryBackend(create_celery(settings))
     app.state.llm = LazyLLM(settings)
-
-    def db_ready() -> bool:
-        with app.state.pool.connection() as conn:
-            conn.execute("SELECT 1")
-        return True
-
     install_error_handlers(app)
     install_upstream_handlers(app)
     app.add_middleware(
         BodySizeLimit, max_bytes=1024 * 1024, drain_bytes=settings.max_body_drain_bytes
     )
-    app.include_router(
-        health_router({"database": db_ready, "embedder": lambda: hasattr(app.state, "embedder")})
-    )
-    app.include_router(search.router)
-    app.include_router(think.router)
-    app.include_router(conversation_search.router)
-    app.include_router(lifecycle.router)
+    ready = {"database": lambda: _db_ready(app), "embedder": lambda: hasattr(app.state, "embedder")}
+    app.include_router(health_router(ready))
+    for module in (search, think, conversation_search, lifecycle):
+        app.include_router(module.router)
     install_metrics(app, "query")
     return app
+
+
+def _pool(settings: Settings) -> Pool:
+    return make_pool(
+        settings.require_database_url(),
+        min_size=settings.db_pool_min,
+        max_size=max(
+            settings.db_pool_max, CONNECTIONS_PER_SEARCH * settings.search_concurrency + 2
+        ),
+        name="query",
+        row_security=settings.row_security,
+    )
+
+
+def _read_path(app: FastAPI, settings: Settings) -> None:
+    """The embedder, the retriever and the use cases over them, on `app.state` (the routes'
+    dependencies: services.api.deps)."""
+    s, state = settings, app.state
+    state.embedder = get_embedder(
+        s.embedding_model, s.torch_threads, s.embedding_batch_size, s.embedding_backend,
+        s.model_cache_dir, s.embedding_batch_wait_ms / 1000,
+    )  # fmt: skip
+    check_dimension(state.embedder, s.embedding_dim)
+    state.retriever = Retriever(s, state.pool, state.embedder)
+    state.thinker = Thinker(state.pool, state.retriever, state.backend, state.llm)
+    lifecycle_llm = LLMClient(s) if s.llm_configured else None
+    state.memories = Memories(s, state.pool, state.embedder, lifecycle_llm)
+
+
+def _db_ready(app: FastAPI) -> bool:
+    with app.state.pool.connection() as conn:
+        conn.execute("SELECT 1")
+    return True

@@ -47,8 +47,8 @@ def query_service(fuzz_settings: Settings, fuzz_pool: Any, fuzz_pipeline: Any) -
         accepted = accept_batch(conn, DEFAULT_SCOPE, "0", items, "fuzz-seed")
     if accepted.needs_processing:
         backend.enqueue(INGEST_STAGES[0], accepted.operation_id)
-    app = create_app(fuzz_settings, pool=fuzz_pool)
-    app.state.backend = backend  # opinions from think are stored inline, not through Celery
+    # opinions from think are stored inline, not through Celery
+    app = create_app(fuzz_settings, pool=fuzz_pool, backend=backend)
     SLOT.app = app
     yield
 
