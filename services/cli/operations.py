@@ -17,7 +17,6 @@ from rich.table import Table
 from memora.basics.config import Settings
 from memora.basics.stages import OperationStatus
 from memora.db.pool import connect_system
-from memora.usecases import operations
 
 console = Console(stderr=True)
 ops_app = typer.Typer(help="Operations: list them, retry a failed one.", no_args_is_help=True)
@@ -42,6 +41,8 @@ def list_ops(
     json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Operations of every tenant, newest first, with their stage and error."""
+    from memora.usecases import operations  # the pipeline: not at import (services/cli/ops.py)
+
     if failed and status not in (None, "failed"):
         raise typer.BadParameter("--failed and --status disagree")
     if status is not None and status not in STATUSES:
