@@ -15,11 +15,13 @@ from rich.console import Console
 from memora.basics import logs
 from memora.basics.config import Settings
 from services.cli import db, jobs, operations, ops, simulation, tenants
+from services.cli.backfill import command as backfill
 from services.cli.stack import Stack
 
 app = typer.Typer(help="Memora: long-term memory for conversational agents.", no_args_is_help=True)
 console = Console(stderr=True)
-ops.register(app)  # backfill, status, worker, worker-ready (services/cli/ops.py)
+backfill.register(app)  # backfill PATH (services/cli/backfill/)
+ops.register(app)  # status, worker, worker-ready (services/cli/ops.py)
 tenants.register(app)  # tenants create|list|delete, keys create|list|revoke
 jobs.register(app)  # jobs list|run (periodic jobs, run once now)
 app.add_typer(operations.ops_app, name="ops")  # ops list|retry

@@ -1,4 +1,4 @@
-"""Operations commands of `memora`: backfill, status, worker and worker-ready.
+"""Operations commands of `memora`: status, worker and worker-ready.
 
 Registered on the main Typer app by `register(app)`. Heavy modules are imported inside the
 commands so that `memora worker-ready` (an exec probe) and `memora --help` start quickly, and so
@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 from typing import Annotated
 
 import typer
@@ -21,109 +19,6 @@ from rich.console import Console
 from memora.basics.config import Settings
 
 console = Console(stderr=True)
-
-
-def backfill(
-    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="the archive")],
-    api: Annotated[
-        str | None,
-        typer.Option(
-            help="write API base URL (env MEMORA_API_URL; default http://MEMORA_HOST:MEMORA_PORT)"
-        ),
-    ] = None,
-    fmt: Annotated[
-        str, typer.Option("--format", help="auto, jsonl (messages or conversations) or locomo")
-    ] = "auto",
-    agent: Annotated[
-        str | None, typer.Option(help="store everything for this agent (default: the archive's)")
-    ] = None,
-    checkpoint: Annotated[
-        Path | None,
-        typer.Option(
-            help="checkpoint file (default: MEMORA_DATA_DIR/backfill/, one per API URL, API key "
-            "and archive content)"
-        ),
-    ] = None,
-    concurrency: Annotated[int, typer.Option(min=1, max=64, help="requests in flight")] = 4,
-    max_items: Annotated[
-        int, typer.Option(min=1, max=1000, help="messages per document (longer ones are split)")
-    ] = 500,
-    max_backlog: Annotated[
-        int, typer.Option(min=0, help="pause while the backfill queues hold more (0: never)")
-    ] = 500,
-    priority: Annotated[str, typer.Option(help="backfill (low-priority queues) or live")] = (
-        "backfill"
-    ),
-    restart: Annotated[bool, typer.Option(help="ignore the checkpoint; post everything")] = False,
-    wait: Annotated[bool, typer.Option(help="then wait until everything is searchable")] = False,
-    dry_run: Annotated[bool, typer.Option(help="only read and count; post nothing")] = False,
-    progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
-    json_summary: Annotated[
-        bool, typer.Option("--json", help="also print the summary as JSON on stdout")
-    ] = False,
-    api_key: Annotated[
-        str | None,
-        typer.Option(help="API key, when the API requires one (env MEMORA_API_KEY)"),
-    ] = None,
-) -> None:
-    """Stream a conversation archive into Memora on the backfill queues; resumable, idempotent."""
-    from memora.interchange.archives import content_hash, target_of
-    from services.cli.backfill import (
-        Backfill,
-        BackfillError,
-        BackfillOptions,
-        connect,
-        default_checkpoint,
-        print_summary,
-    )
-
-    if fmt not in ("auto", "jsonl", "locomo"):
-        raise typer.BadParameter("--format must be auto, jsonl or locomo")
-    if priority not in ("backfill", "live"):
-        raise typer.BadParameter("--priority must be backfill or live")
-    settings = Settings()
-    api_url = api or settings.resolved_api_url
-    api_key = api_key or (settings.api_key.get_secret_value() if settings.api_key else None)
-    content = content_hash(path)  # streamed; the checkpoint is kept per archive content
-    if checkpoint is None:
-        checkpoint = default_checkpoint(
-            settings.data_dir, path, target_of(api_url, api_key), content
-        )
-    options = BackfillOptions(
-        path=path,
-        api_url=api_url,
-        api_key=api_key,
-        content_sha256=content,
-        checkpoint=checkpoint,
-        fmt=None if fmt == "auto" else fmt,  # type: ignore[arg-type]
-        agent=agent,
-        priority=priority,
-        concurrency=concurrency,
-        max_items=max_items,
-        max_backlog=max_backlog,
-        restart=restart,
-        dry_run=dry_run,
-        wait=wait,
-        progress=progress,
-    )
-
-    def _terminate(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _terminate)
-    with connect(options.api_url, options.timeout, api_key) as client:
-        runner = Backfill(options, client, console)
-        try:
-            summary = runner.run()
-        except BackfillError as exc:
-            console.print(f"[red]backfill stopped[/]: {exc}")
-            console.print(f"progress is saved in {options.checkpoint}; run again to resume")
-            raise typer.Exit(1) from exc
-    print_summary(console, summary, options.checkpoint)
-    if json_summary:
-        print(json.dumps(summary.as_dict()))
-    if summary.interrupted:
-        raise typer.Exit(130)
 
 
 def status(
@@ -213,7 +108,6 @@ def worker_ready(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(backfill)
     app.command()(status)
     app.command()(worker)
     app.command("worker-ready")(worker_ready)
