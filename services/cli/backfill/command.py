@@ -1,7 +1,7 @@
 """The `memora backfill` command: its options, declared once, and the command that reads them.
 
 Light to import: the run (httpx, tenacity, prometheus-client's parser) is imported when the
-command runs (services/cli/ops.py)."""
+command runs (services/cli/main.py)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""Operations commands of `memora`: status, worker and worker-ready.
-
-Registered on the main Typer app by `register(app)`. Heavy modules are imported inside the
-commands so that `memora worker-ready` (an exec probe) and `memora --help` start quickly, and so
-that `memora worker` can set PROMETHEUS_MULTIPROC_DIR before prometheus-client is imported.
-"""
+"""`memora worker` (a Celery worker with its metrics set up) and `memora worker-ready` (its exec
+probe). The Celery app is imported inside the command, once PROMETHEUS_MULTIPROC_DIR is set."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -19,21 +14,6 @@ from rich.console import Console
 from memora.basics.config import Settings
 
 console = Console(stderr=True)
-
-
-def status(
-    json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-) -> None:
-    """Queue depths and operations per state (MEMORA_BROKER_URL, MEMORA_DATABASE_URL)."""
-    from services.cli.status import collect_status, print_status
-
-    result = collect_status(Settings())
-    if json_output:
-        print(json.dumps(result.as_dict()))
-    else:
-        print_status(Console(), result)
-    if len(result.errors) == 2:
-        raise typer.Exit(1)
 
 
 def worker(
@@ -55,16 +35,8 @@ def worker(
     ] = None,
 ) -> None:
     """A Celery worker with Prometheus multiprocess metrics set up (PROMETHEUS_MULTIPROC_DIR)."""
-    from memora.basics.stages import INGEST_STAGES, Stage, all_queues, queue_for
-
     settings = Settings()
-    selected: list[str] = [q.strip() for q in (queues or "").split(",") if q.strip()]
-    for name in stage or []:
-        s = Stage(name)
-        selected.append(queue_for(s))
-        if s in INGEST_STAGES:
-            selected.append(queue_for(s, backfill=True))
-    selected = selected or all_queues()
+    selected = selected_queues(queues, stage or [])
     directory = prepare_metrics_dir(settings)
     if metrics_port is not None:
         os.environ["MEMORA_WORKER_METRICS_PORT"] = str(metrics_port)
@@ -76,6 +48,19 @@ def worker(
     if hostname:
         argv += ["-n", hostname]
     celery_app.worker_main(argv)
+
+
+def selected_queues(queues: str | None, stages: list[str]) -> list[str]:
+    """The queues of `--queues`, then both queues of each `--stage`; every queue by default."""
+    from memora.basics.stages import INGEST_STAGES, Stage, all_queues, queue_for
+
+    selected = [q.strip() for q in (queues or "").split(",") if q.strip()]
+    for name in stages:
+        stage = Stage(name)
+        selected.append(queue_for(stage))
+        if stage in INGEST_STAGES:
+            selected.append(queue_for(stage, backfill=True))
+    return selected or all_queues()
 
 
 def prepare_metrics_dir(settings: Settings) -> str:
@@ -108,6 +93,5 @@ def worker_ready(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(status)
     app.command()(worker)
     app.command("worker-ready")(worker_ready)
