@@ -11,10 +11,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from sqlalchemy.exc import DBAPIError
 
 from memora.basics.config import Settings
-from memora.db.migrate import head_revision, schema_state
 
 console = Console(stderr=True)
 db_app = typer.Typer(help="The database schema.", no_args_is_help=True)
@@ -27,6 +25,10 @@ def wait(
     interval: Annotated[float, typer.Option(min=0.1, help="seconds between checks")] = 2.0,
 ) -> None:
     """Wait until MEMORA_DATABASE_URL's schema is at least this code's head; exit 1 on timeout."""
+    from sqlalchemy.exc import DBAPIError  # with alembic, only when the command runs
+
+    from memora.db.migrate import head_revision, schema_state
+
     url = Settings().require_database_url()
     head = head_revision()
     deadline = time.monotonic() + timeout

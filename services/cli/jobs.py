@@ -19,7 +19,7 @@ jobs_app = typer.Typer(help="Periodic jobs: list them, run one now.", no_args_is
 
 # The jobs, the pool and Celery are imported inside the commands: every `memora` command loads
 # this module, and `memora worker` must set PROMETHEUS_MULTIPROC_DIR and its settings before
-# prometheus-client and the Celery app are first imported (services/cli/ops.py).
+# prometheus-client and the Celery app are first imported (services/cli/main.py).
 
 
 @jobs_app.command("list")

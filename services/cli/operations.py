@@ -17,7 +17,6 @@ from rich.table import Table
 from memora.basics.config import Settings
 from memora.basics.stages import OperationStatus
 from memora.db.pool import connect_system
-from memora.usecases import operations
 
 console = Console(stderr=True)
 ops_app = typer.Typer(help="Operations: list them, retry a failed one.", no_args_is_help=True)
@@ -42,6 +41,8 @@ def list_ops(
     json_output: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Operations of every tenant, newest first, with their stage and error."""
+    from memora.usecases import operations  # the pipeline: not at import (services/cli/main.py)
+
     if failed and status not in (None, "failed"):
         raise typer.BadParameter("--failed and --status disagree")
     if status is not None and status not in STATUSES:
@@ -76,7 +77,7 @@ def retry_op(operation_id: Annotated[UUID, typer.Argument(help="the operation's 
     running again, another retry changes nothing."""
     # Celery and the pipeline are imported here, not at the top: every `memora` command loads
     # this module, and `memora worker` must set PROMETHEUS_MULTIPROC_DIR and its settings
-    # before prometheus-client and the Celery app are first imported (services/cli/ops.py).
+    # before prometheus-client and the Celery app are first imported (services/cli/main.py).
     from memora.usecases.operations import retry_operation
     from services.workers.celery_app import create_celery
     from services.workers.dispatch import CeleryBackend
@@ -94,3 +95,7 @@ def retry_op(operation_id: Annotated[UUID, typer.Argument(help="the operation's 
     console.print(f"operation {operation_id}: {messages[outcome]}")
     if outcome in ("finished", "not_found"):
         raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(ops_app, name="ops")

@@ -152,34 +152,10 @@ class Stack:
             )
         if self.with_query:
             self._spawn(
-                "query",
-                [
-                    "uvicorn",
-                    "services.api.query_app:create_app",
-                    "--factory",
-                    "--host",
-                    s.host,
-                    "--port",
-                    str(s.query_port),
-                    "--log-level",
-                    "warning",
-                ],
+                "query", _uvicorn("services.api.query_app:create_app", s.host, s.query_port)
             )
         if self.with_api:
-            self._spawn(
-                "api",
-                [
-                    "uvicorn",
-                    "services.api.app:create_app",
-                    "--factory",
-                    "--host",
-                    s.host,
-                    "--port",
-                    str(s.port),
-                    "--log-level",
-                    "warning",
-                ],
-            )
+            self._spawn("api", _uvicorn("services.api.app:create_app", s.host, s.port))
 
     def wait_ready(self, timeout: float = 180.0) -> None:
         """Until every HTTP service answers /health/ready with 200."""
@@ -237,3 +213,18 @@ class Stack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _uvicorn(factory: str, host: str, port: int) -> list[str]:
+    """The arguments of `python -m` serving an app factory with uvicorn."""
+    return [
+        "uvicorn",
+        factory,
+        "--factory",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]

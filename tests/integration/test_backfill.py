@@ -23,7 +23,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memora.infra.embedded import free_port
 from memora.interchange.archives import Checkpoint, read_documents
-from services.cli.backfill import Backfill, BackfillOptions
+from services.cli.backfill.options import BackfillOptions
+from services.cli.backfill.run import Backfill
 from tests.conftest import wait_until
 from tests.integration.metrics_support import value, worker_metrics
 

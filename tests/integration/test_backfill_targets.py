@@ -24,7 +24,8 @@ from memora.basics import metrics
 from memora.basics.config import Settings
 from memora.infra.embedded import free_port
 from memora.interchange.archives import Checkpoint, content_hash, target_of
-from services.cli.backfill import Backfill, BackfillOptions, default_checkpoint
+from services.cli.backfill.options import BackfillOptions, default_checkpoint
+from services.cli.backfill.run import Backfill
 from tests.conftest import wait_until
 from tests.integration.test_backfill import counts, write_archive
 

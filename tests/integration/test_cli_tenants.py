@@ -60,7 +60,8 @@ def test_tenants_and_keys_from_the_command_line(pg_url: str, auth_api: Any) -> N
 
 
 class _WithKey:
-    """The test client sending a key, as `services.cli.backfill.connect(..., api_key)` does."""
+    """The test client sending a key, as `services.cli.backfill.posting.connect(..., api_key)`
+    does."""
 
     def __init__(self, client: Any, key: str) -> None:
         self.client, self.headers = client, {"Authorization": f"Bearer {key}"}
@@ -78,7 +79,9 @@ def test_backfill_sends_its_key_and_stops_at_a_refused_one(
     pool: Any,
     tmp_path: Any,
 ) -> None:
-    from services.cli.backfill import Backfill, BackfillError, BackfillOptions, connect
+    from services.cli.backfill.options import BackfillError, BackfillOptions
+    from services.cli.backfill.posting import connect
+    from services.cli.backfill.run import Backfill
     from tests.integration.auth_support import make_tenant
 
     assert connect("http://x", 1.0, "mk_abc").headers["authorization"] == "Bearer mk_abc"

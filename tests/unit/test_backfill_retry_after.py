@@ -8,7 +8,7 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from services.cli.backfill import retry_after
+from services.cli.backfill.posting import retry_after
 
 
 def _answer(status: int, value: str | None) -> httpx.Response:
