@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memora.basics.config import Settings
+from memora.basics.stages import TERMINAL, OperationStatus
 
 if TYPE_CHECKING:
     import httpx
@@ -65,7 +66,7 @@ def run_demo(archive: Path | None, data_dir: Path | None) -> int:
             agent_id, op_ids, items = post_archive(client, archive)
             console.print(f"posted {len(op_ids)} conversations ({items} messages) to {base}")
             states = wait_for_operations(client, op_ids)
-            done = sum(1 for s in states.values() if s == "completed")
+            done = sum(1 for s in states.values() if s == OperationStatus.COMPLETED)
             console.print(
                 f"{done}/{len(op_ids)} operations completed in {time.monotonic() - started:.1f}s"
             )
@@ -105,10 +106,10 @@ def wait_for_operations(
     while pending and time.monotonic() < deadline:
         for op_id in sorted(pending):
             body = client.get(f"/api/operations/{op_id}").json()
-            if body["status"] in ("completed", "failed", "superseded"):
+            if body["status"] in TERMINAL:
                 states[op_id] = body["status"]
                 pending.discard(op_id)
-                if body["status"] == "failed":
+                if body["status"] == OperationStatus.FAILED:
                     console.print(f"[red]operation {op_id} failed: {body['error']}[/]")
         time.sleep(0.3)
     for op_id in pending:

@@ -27,6 +27,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from memora.basics.stages import TERMINAL, OperationStatus
 from memora.interchange.archives import Checkpoint, Document, Format, detect_format, read_documents
 from services.cli.backfill.backpressure import Backpressure
 from services.cli.backfill.checkpoint import resume
@@ -34,7 +35,6 @@ from services.cli.backfill.options import BackfillError, BackfillOptions
 from services.cli.backfill.posting import Posted, Poster, connect
 from services.cli.backfill.summary import Summary, print_summary
 
-TERMINAL = ("completed", "failed", "superseded")
 SAVE_EVERY = 1.0  # seconds between two saves of the checkpoint (and progress updates)
 SKIPPED_SHOWN = 20  # unreadable lines printed; the others are only counted
 
@@ -219,7 +219,7 @@ class Backfill:
                     status = self._status(self.pending_operations[0])
                     if status in TERMINAL:
                         self.pending_operations.popleft()
-                        self.summary.failed_operations += status == "failed"
+                        self.summary.failed_operations += status == OperationStatus.FAILED
                         progress.update(task, completed=total - len(self.pending_operations))
                     else:
                         time.sleep(poll)
