@@ -81,26 +81,18 @@ def repair(
     """The conversation consistency check (orphaned chunks and units, messages never indexed,
     stale chunks, units without an embedding) and its repair; prints the report (JSON).
     Repair operations go to the workers through MEMORA_BROKER_URL."""
-    from memora.conversations import consistency
     from memora.db.pool import make_pool
+    from memora.usecases.conversations import repair_agents
     from services.workers.celery_app import create_celery
     from services.workers.dispatch import CeleryBackend
 
     settings = Settings()
     key = Scope(tenant).key(agent) if agent else None
-    roles = settings.indexed_roles
+    backend = CeleryBackend(create_celery(settings))
     pool = make_pool(settings.require_database_url(), min_size=1, max_size=2, name="cli-repair")
     try:
         with pool.connection() as conn:
-            if dry_run:
-                report = consistency.check(conn, key, roles)
-                conn.rollback()
-            else:
-                with conn.transaction():
-                    report = consistency.repair(conn, key, roles)
-        backend = CeleryBackend(create_celery(settings))
-        for operation_id, stage in report.operations:
-            backend.enqueue(stage, operation_id)
+            report = repair_agents(conn, backend, settings, key, dry_run=dry_run)
     finally:
         pool.close()
     print(json.dumps({"agent": agent, "dry_run": dry_run, **report.as_dict()}, default=str))

@@ -25,6 +25,8 @@ def reconcile(
     backfill_older_than_seconds: float | None = None,
 ) -> list[StuckOperation]:
     """Every stage is idempotent, so re-enqueueing a live operation only costs a no-op task.
+    Enqueued directly, not through `hand_off`: this is where handed-off work lands when the
+    broker was down, so a failure here fails the run, which the next one repeats.
     Each goes back to the queues of its priority (backfill work never lands on live queues)."""
     with pool.connection() as conn:
         stuck = operations.claim_stuck(conn, older_than_seconds, backfill_older_than_seconds)

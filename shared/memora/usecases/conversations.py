@@ -111,9 +111,7 @@ def reindex(
 
 def check(conn: Connection[Any], settings: Settings, scope: Scope, agent_id: str) -> Report:
     """What no longer matches the messages (read only)."""
-    report = consistency.check(conn, scope.key(agent_id), settings.indexed_roles)
-    conn.rollback()
-    return report
+    return repair_agents(conn, None, settings, scope.key(agent_id), dry_run=True)
 
 
 def repair(
@@ -127,10 +125,26 @@ def repair(
 ) -> Report:
     """The consistency check, then its repair: orphaned and stale chunks and orphaned units
     are deleted; `repair` operations embed and index what is missing."""
-    if dry_run:
-        return check(conn, settings, scope, agent_id)
+    return repair_agents(conn, backend, settings, scope.key(agent_id), dry_run=dry_run)
+
+
+def repair_agents(
+    conn: Connection[Any],
+    backend: TaskBackend | None,
+    settings: Settings,
+    agent_key: str | None,
+    *,
+    dry_run: bool = False,
+) -> Report:
+    """`repair` of one agent by its stored key, or of every agent (None: operators, `memora
+    repair`); `dry_run` (or no backend) only checks."""
+    roles = settings.indexed_roles
+    if dry_run or backend is None:
+        report = consistency.check(conn, agent_key, roles)
+        conn.rollback()
+        return report
     with conn.transaction():
-        report = consistency.repair(conn, scope.key(agent_id), settings.indexed_roles)
+        report = consistency.repair(conn, agent_key, roles)
     for operation_id, stage in report.operations:
         hand_off(backend, stage, operation_id)
     return report
