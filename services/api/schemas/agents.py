@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from pydantic import (
@@ -12,6 +12,8 @@ from pydantic import (
     ConfigDict,
     Field,
 )
+
+from memora.usecases.agents import Opinion
 
 Trait = Annotated[float | None, Field(default=None, ge=0, le=1, allow_inf_nan=False)]
 
@@ -95,17 +97,17 @@ class OpinionVersion(BaseModel):
     supersedes: UUID | None
 
     @classmethod
-    def of(cls, row: dict[str, Any]) -> OpinionVersion:
-        meta = row["metadata"] or {}
+    def of(cls, row: Opinion) -> OpinionVersion:
+        meta = row.metadata or {}
         return cls(
-            id=row["id"],
-            text=row["text"],
+            id=row.id,
+            text=row.text,
             statement=meta.get("statement"),
             reasons=meta.get("reasons") or [],
-            confidence=row["confidence"],
+            confidence=row.confidence,
             stance=meta.get("stance"),
-            formed_at=row["event_date"],
-            supersedes=row["supersedes"],
+            formed_at=row.event_date,
+            supersedes=row.supersedes,
         )
 
 

@@ -14,7 +14,7 @@ covers. Nothing else is touched. Each kind is examined up to `limit` rows per ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -64,7 +64,7 @@ def check(
                 chunks.unindexed(conn, agent_key, roles, limit) if roles is not None else []
             ),
             "stale_chunks": chunks.stale(conn, agent_key, limit),
-            "unembedded_units": units.unembedded(conn, agent_key, limit),
+            "unembedded_units": [asdict(u) for u in units.unembedded(conn, agent_key, limit)],
         }
     )
 

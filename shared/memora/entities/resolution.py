@@ -26,6 +26,7 @@ from memora.entities.names import normalize_name
 from memora.extraction.base import Mention
 from memora.nlp.language import ENTITY_TYPES, load_nlp
 from memora.store import entities as store
+from memora.store.units import Unresolved
 
 
 @dataclass(frozen=True)
@@ -229,25 +230,24 @@ def _create(
     return Candidate(entity_id, name, set(), mention.entity_type, when, created=True)
 
 
-def find_mentions(rows: Sequence[dict[str, Any]]) -> list[UnitMentions]:
-    """Mentions as the extractor recorded them (rows: id, text, event_date, mentions), or
-    from spaCy NER where it left none."""
-    missing = [r for r in rows if r["mentions"] is None]
+def find_mentions(rows: Sequence[Unresolved]) -> list[UnitMentions]:
+    """Mentions as the extractor recorded them, or from spaCy NER where it left none."""
+    missing = [r for r in rows if r.mentions is None]
     ner: dict[UUID, list[Mention]] = {}
     if missing:
-        for row, parsed in zip(missing, load_nlp().pipe(r["text"] for r in missing), strict=True):
-            ner[row["id"]] = [
+        for row, parsed in zip(missing, load_nlp().pipe(r.text for r in missing), strict=True):
+            ner[row.id] = [
                 Mention(e.text.strip(), ENTITY_TYPES[e.label_])
                 for e in parsed.ents
                 if e.label_ in ENTITY_TYPES
             ]
     return [
         UnitMentions(
-            r["id"],
-            r["event_date"],
-            ner[r["id"]]
-            if r["id"] in ner
-            else [Mention(m["name"], m["entity_type"]) for m in r["mentions"]],
+            r.id,
+            r.event_date,
+            ner[r.id]
+            if r.mentions is None
+            else [Mention(m["name"], m["entity_type"]) for m in r.mentions],
         )
         for r in rows
     ]

@@ -34,6 +34,7 @@ from memora.nlp.llm import LLMClient
 from memora.store import agents, links
 from memora.store import entities as entity_store
 from memora.store import lifecycle as store
+from memora.store.units import Unresolved
 
 log = logging.getLogger("memora.lifecycle")
 
@@ -75,9 +76,7 @@ def statement(row: dict[str, Any]) -> Statement:
 
 
 def mentions_of(text: str) -> list[Mention]:
-    [found] = entities.find_mentions(
-        [{"id": uuid.uuid4(), "text": text, "event_date": utcnow(), "mentions": None}]
-    )
+    [found] = entities.find_mentions([Unresolved(uuid.uuid4(), text, utcnow(), None)])
     return list(found.mentions)
 
 

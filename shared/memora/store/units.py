@@ -7,7 +7,9 @@ retrievers in `memora.retrieval.arms` and `memora.retrieval.keyword`: they are t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import numpy as np
@@ -16,12 +18,82 @@ from psycopg.types.json import Jsonb
 
 from memora.basics.models import utcnow
 from memora.extraction.base import Fact
+from memora.store.rows import fetch_all, fetch_one
 
 _COPY_COLUMNS = (
     "id, agent_id, document_pk, item_index, seq, text, context, fact_type, event_date, "
     "occurred_start, occurred_end, mentioned_at, confidence_score, mentions, relations, "
     "metadata, created_at, importance"
 )
+
+
+@dataclass(frozen=True)
+class UnitText:
+    """A unit to embed (`to_embed`)."""
+
+    id: UUID
+    text: str
+
+
+@dataclass(frozen=True)
+class Unembedded:
+    """A unit left without an embedding, and its document (`unembedded`)."""
+
+    id: UUID
+    document_pk: UUID
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A unit as entity resolution reads it (`for_entities`): `mentions` are those the
+    extractor recorded ({"name", "entity_type"} each), None where it recorded none."""
+
+    id: UUID
+    text: str
+    event_date: datetime
+    mentions: list[dict[str, str]] | None
+
+
+@dataclass(frozen=True)
+class OpinionHead:
+    """The newest version of an opinion's history (`opinion_head`)."""
+
+    id: UUID
+    confidence_score: float | None
+
+
+@dataclass(frozen=True)
+class NearestOpinion(OpinionHead):
+    """A current opinion with its cosine similarity to the vector asked about."""
+
+    similarity: float
+
+
+@dataclass(frozen=True)
+class Opinion:
+    """A version of an opinion as the opinion queries list it (`current_opinions`)."""
+
+    id: UUID
+    text: str
+    confidence: float | None
+    event_date: datetime  # when it was formed
+    supersedes: UUID | None  # the version it revised
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HistoricOpinion(Opinion):
+    """A version in an opinion's history (`opinion_history`): `depth` counts versions from the
+    one asked about (0), older ones negative."""
+
+    depth: int
+
+
+class OpinionState(NamedTuple):
+    """An opinion's confidence and whether a later version revised it (`opinion_state`)."""
+
+    confidence: float | None
+    superseded: bool  # a later version revised it
 
 
 def _row(unit_id: UUID, agent_id: str, document_pk: UUID | None, f: Fact) -> tuple[Any, ...]:
@@ -87,20 +159,23 @@ def delete_for_document(conn: Connection[Any], document_pk: UUID) -> int:
     return max(cur.rowcount, 0)
 
 
-def to_embed(conn: Connection[Any], document_pk: UUID) -> list[dict[str, Any]]:
-    """The document's units without an embedding (id, text), in document order."""
-    return conn.execute(
+def to_embed(conn: Connection[Any], document_pk: UUID) -> list[UnitText]:
+    """The document's units without an embedding, in document order."""
+    return fetch_all(
+        conn,
+        UnitText,
         "SELECT id, text FROM memory_units WHERE document_pk = %s AND embedding IS NULL "
         "ORDER BY item_index, seq",
         (document_pk,),
-    ).fetchall()
+    )
 
 
-def unembedded(conn: Connection[Any], agent_key: str | None, limit: int) -> list[dict[str, Any]]:
-    """Units of a document left without an embedding although no operation is working on it
-    (id, document_pk)."""
+def unembedded(conn: Connection[Any], agent_key: str | None, limit: int) -> list[Unembedded]:
+    """Units of a document left without an embedding although no operation is working on it."""
     agent = " AND u.agent_id = %(a)s" if agent_key is not None else ""
-    return conn.execute(
+    return fetch_all(
+        conn,
+        Unembedded,
         f"""
         SELECT u.id, u.document_pk FROM memory_units u
         WHERE u.embedding IS NULL AND u.document_pk IS NOT NULL{agent}
@@ -109,7 +184,7 @@ def unembedded(conn: Connection[Any], agent_key: str | None, limit: int) -> list
         LIMIT %(n)s
         """,
         {"a": agent_key, "n": limit},
-    ).fetchall()
+    )
 
 
 def set_embeddings(conn: Connection[Any], rows: Sequence[tuple[np.ndarray, UUID]]) -> None:
@@ -127,15 +202,17 @@ def _of(message_pk: UUID | None) -> str:
 
 def for_entities(
     conn: Connection[Any], document_pk: UUID, message_pk: UUID | None = None
-) -> list[dict[str, Any]]:
-    """The document's units (or those from one message) with what entity resolution reads
-    (id, text, event_date, mentions recorded by the extractor), in document order."""
-    return conn.execute(
+) -> list[Unresolved]:
+    """The document's units (or those from one message) with what entity resolution reads, in
+    document order."""
+    return fetch_all(
+        conn,
+        Unresolved,
         "SELECT id, text, event_date, mentions FROM memory_units WHERE document_pk = %(d)s"
         + _of(message_pk)
         + " ORDER BY item_index, seq",
         {"d": document_pk, "m": message_pk},
-    ).fetchall()
+    )
 
 
 def ids_for_document(
@@ -165,9 +242,11 @@ def set_opinion_vector(
     )
 
 
-def opinion_head(conn: Connection[Any], agent_id: str, opinion_id: UUID) -> dict[str, Any] | None:
-    """The newest version (id, confidence_score) of the history `opinion_id` belongs to."""
-    return conn.execute(
+def opinion_head(conn: Connection[Any], agent_id: str, opinion_id: UUID) -> OpinionHead | None:
+    """The newest version of the history `opinion_id` belongs to."""
+    return fetch_one(
+        conn,
+        OpinionHead,
         """
         WITH RECURSIVE chain AS (
             SELECT id, confidence_score, 0 AS depth FROM memory_units
@@ -179,15 +258,17 @@ def opinion_head(conn: Connection[Any], agent_id: str, opinion_id: UUID) -> dict
         SELECT id, confidence_score FROM chain ORDER BY depth DESC LIMIT 1
         """,
         (opinion_id, agent_id),
-    ).fetchone()
+    )
 
 
 def nearest_current_opinion(
     conn: Connection[Any], agent_id: str, vector: np.ndarray
-) -> dict[str, Any] | None:
-    """The agent's current opinion most similar to `vector` (id, confidence_score,
-    similarity); forgotten or archived opinions are not reinforced."""
-    return conn.execute(
+) -> NearestOpinion | None:
+    """The agent's current opinion most similar to `vector`; forgotten or archived opinions are
+    not reinforced."""
+    return fetch_one(
+        conn,
+        NearestOpinion,
         """
         SELECT m.id, m.confidence_score, 1 - (v.embedding <=> %(v)s::halfvec) AS similarity
         FROM memory_vectors v JOIN memory_units m ON m.id = v.unit_id
@@ -196,7 +277,7 @@ def nearest_current_opinion(
         ORDER BY v.embedding <=> %(v)s::halfvec LIMIT 1
         """,
         {"v": vector, "a": agent_id},
-    ).fetchone()
+    )
 
 
 _OPINION_COLUMNS = (
@@ -206,9 +287,11 @@ _OPINION_COLUMNS = (
 
 def opinion_history(
     conn: Connection[Any], agent_key: str, opinion_id: UUID
-) -> list[dict[str, Any]]:
+) -> list[HistoricOpinion]:
     """Every version of the opinion's history, oldest first; [] when it is not this agent's."""
-    return conn.execute(
+    return fetch_all(
+        conn,
+        HistoricOpinion,
         f"""
         WITH RECURSIVE back AS (
             SELECT id, supersedes, 0 AS depth FROM memory_units
@@ -225,14 +308,16 @@ def opinion_history(
         ORDER BY chain.depth
         """,
         {"id": opinion_id, "a": agent_key},
-    ).fetchall()
+    )
 
 
 def current_opinions(
     conn: Connection[Any], agent_key: str, *, limit: int, offset: int
-) -> list[dict[str, Any]]:
+) -> list[Opinion]:
     """The agent's active opinions that no later version supersedes, newest first."""
-    return conn.execute(
+    return fetch_all(
+        conn,
+        Opinion,
         f"""
         SELECT {_OPINION_COLUMNS} FROM memory_units u
         WHERE u.agent_id = %s AND u.fact_type = 'opinion' AND u.status = 'active'
@@ -240,13 +325,13 @@ def current_opinions(
         ORDER BY u.event_date DESC, u.id LIMIT %s OFFSET %s
         """,
         (agent_key, limit, offset),
-    ).fetchall()
+    )
 
 
 def opinion_state(
     conn: Connection[Any], agent_key: str, ids: Sequence[UUID]
-) -> dict[UUID, tuple[float | None, bool]]:
-    """For the agent's opinion ids: (confidence, superseded?); other ids are left out."""
+) -> dict[UUID, OpinionState]:
+    """The state of the agent's opinions among `ids`; other ids are left out."""
     if not ids:
         return {}
     rows = conn.execute(
@@ -257,4 +342,4 @@ def opinion_state(
         """,
         (list(ids), agent_key),
     ).fetchall()
-    return {r["id"]: (r["confidence_score"], r["superseded"]) for r in rows}
+    return {r["id"]: OpinionState(r["confidence_score"], r["superseded"]) for r in rows}

@@ -91,20 +91,20 @@ def record(
 # ------------------------------------------------------------------------------ queries
 def history(
     conn: Connection[Any], scope: Scope, agent_id: str, opinion_id: UUID
-) -> list[dict[str, Any]]:
+) -> list[units.HistoricOpinion]:
     """Every version of the opinion's history, oldest first; [] when it is not this agent's."""
     return units.opinion_history(conn, scope.key(agent_id), opinion_id)
 
 
 def current(
     conn: Connection[Any], scope: Scope, agent_id: str, *, limit: int = 100, offset: int = 0
-) -> list[dict[str, Any]]:
+) -> list[units.Opinion]:
     """The agent's opinions that no later version supersedes, newest first."""
     return units.current_opinions(conn, scope.key(agent_id), limit=limit, offset=offset)
 
 
 def state(
     conn: Connection[Any], scope: Scope, agent_id: str, ids: list[UUID]
-) -> dict[UUID, tuple[float | None, bool]]:
-    """For the agent's opinion ids: (confidence, superseded?); other ids are left out."""
+) -> dict[UUID, units.OpinionState]:
+    """The state of the agent's opinions among `ids`; other ids are left out."""
     return units.opinion_state(conn, scope.key(agent_id), ids)

@@ -15,6 +15,8 @@ from memora.basics.tenancy import Scope
 from memora.db.pool import Pool
 from memora.nlp.llm import LazyLLM
 from memora.store import agents
+from memora.store.units import HistoricOpinion
+from memora.store.units import Opinion as Opinion
 from memora.think import opinions
 from memora.think.personality import full_personality, merge_background
 
@@ -89,14 +91,14 @@ def merge_into_background(
 
 def current_opinions(
     conn: Connection[Any], scope: Scope, agent_id: str, *, limit: int, offset: int
-) -> list[dict[str, Any]]:
+) -> list[Opinion]:
     """The agent's current opinions (latest version of each), newest first."""
     return opinions.current(conn, scope, agent_id, limit=limit, offset=offset)
 
 
 def opinion_history(
     conn: Connection[Any], scope: Scope, agent_id: str, opinion_id: UUID
-) -> list[dict[str, Any]]:
+) -> list[HistoricOpinion]:
     """All versions of the opinion, oldest first, whichever version `opinion_id` names."""
     rows = opinions.history(conn, scope, agent_id, opinion_id)
     if not rows:

@@ -12,10 +12,10 @@ from memora.store import units
 
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     rows = units.to_embed(conn, job.document["id"])
-    vectors = ctx.embedder.embed([r["text"] for r in rows])
+    vectors = ctx.embedder.embed([r.text for r in rows])
 
     def write(c: Connection[Any]) -> dict[str, int]:
-        units.set_embeddings(c, [(v, r["id"]) for r, v in zip(rows, vectors, strict=True)])
+        units.set_embeddings(c, [(v, r.id) for r, v in zip(rows, vectors, strict=True)])
         return {"embedded": len(rows)}
 
     return write

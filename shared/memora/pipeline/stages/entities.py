@@ -19,7 +19,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     gazetteer = entities.Gazetteer.load(
         conn, job.agent_key, also=[m for u in found for m in u.mentions]
     )
-    texts = {r["id"]: r["text"] for r in rows}
+    texts = {r.id: r.text for r in rows}
     for unit in found:
         unit.mentions = entities.merge_mentions(unit.mentions, gazetteer.find(texts[unit.unit_id]))
     weights = entities.ResolutionWeights.from_settings(ctx.settings)

@@ -31,10 +31,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     agent_id = job.agent_key
     vectors = ctx.embedder.embed([d.text() for d in drafts])
     found = entities.find_mentions(
-        [
-            {"id": uuid.uuid4(), "text": d.text(), "event_date": formed_at, "mentions": None}
-            for d in drafts
-        ]
+        [units.Unresolved(uuid.uuid4(), d.text(), formed_at, None) for d in drafts]
     )
     mentions: list[list[Mention]] = [list(u.mentions) for u in found]
     s = ctx.settings
@@ -59,7 +56,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
             if previous is not None and draft.previous_id is None:
                 stance = "restates"
             confidence = updated_confidence(
-                stance, draft.confidence, previous["confidence_score"] if previous else None
+                stance, draft.confidence, previous.confidence_score if previous else None
             )
             metadata = base_meta | {
                 "statement": draft.statement,
@@ -79,7 +76,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
                 mentions=found_mentions,
             )
             [unit_id] = units.insert_facts(c, agent_id, None, [fact])
-            units.set_opinion_vector(c, unit_id, vector, previous["id"] if previous else None)
+            units.set_opinion_vector(c, unit_id, vector, previous.id if previous else None)
             new_ids.append(unit_id)
             revised += previous is not None
         resolved = entities.resolve(
@@ -104,7 +101,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
 
 def _previous(
     conn: Connection[Any], agent_id: str, named: UUID | None, vector: np.ndarray, threshold: float
-) -> dict[str, Any] | None:
+) -> units.OpinionHead | None:
     """The current head of the history this opinion continues, if any: the named opinion's
     (unless it is unknown), else the most similar current opinion above the threshold."""
     if named is not None:
@@ -112,4 +109,4 @@ def _previous(
         if head is not None:
             return head
     row = units.nearest_current_opinion(conn, agent_id, vector)
-    return row if row is not None and row["similarity"] >= threshold else None
+    return row if row is not None and row.similarity >= threshold else None
