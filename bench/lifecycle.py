@@ -154,15 +154,15 @@ def store_directly(memories: Memories, agent: str, facts: list[Fact]) -> None:
 def score(memories: Memories, agent: str, facts: list[Fact], base: list[Fact]) -> dict[str, Any]:
     with memories.pool.connection() as conn:
         rows = {
-            r["id"]: r
+            r.id: r
             for r in store.get_units(conn, agent, [f.unit for f in facts if f.unit is not None])
         }
 
     def head(u: UUID | None) -> UUID | None:
         seen = set()
-        while u is not None and rows[u]["superseded_by"] is not None and u not in seen:
+        while u is not None and rows[u].superseded_by is not None and u not in seen:
             seen.add(u)
-            u = rows[u]["superseded_by"]
+            u = rows[u].superseded_by
         return u
 
     dups = [f for f in facts if f.kind in ("exact", "paraphrase")]
@@ -170,15 +170,15 @@ def score(memories: Memories, agent: str, facts: list[Fact], base: list[Fact]) -
     contra = [f for f in facts if f.kind == "contradiction"]
     won = [
         f for f in contra
-        if f.of is not None and rows[f.unit]["status"] == "active"
-        and rows[base[f.of].unit]["status"] == "superseded" and head(base[f.of].unit) == f.unit
+        if f.of is not None and rows[f.unit].status == "active"
+        and rows[base[f.of].unit].status == "superseded" and head(base[f.of].unit) == f.unit
     ]  # fmt: skip
     targets = {base[f.of].unit for f in contra if f.of is not None}
     distinct = [f for f in facts if f.kind in ("base", "lookalike") and f.unit not in targets]
     # a distinct fact folded into another memory, or replaced by another statement
     wrongly = [f for f in distinct if f.decision in ("SKIP", "MERGE")
-               or (f.decision == "" and rows[f.unit]["status"] != "active")]  # fmt: skip
-    lost = [f for f in distinct if rows[f.unit]["status"] != "active"]
+               or (f.decision == "" and rows[f.unit].status != "active")]  # fmt: skip
+    lost = [f for f in distinct if rows[f.unit].status != "active"]
     return {
         "statements": len(facts),
         "duplicates": len(dups),

@@ -59,7 +59,7 @@ def job(name: str, s: Settings, pool: Any, agent: str) -> JobResult:
     return run_job(JOBS[name], ctx)
 
 
-def state(pool: Any, agent: str, unit_id: UUID) -> dict[str, Any]:
+def state(pool: Any, agent: str, unit_id: UUID) -> store.MemoryUnit:
     with pool.connection() as conn:
         return store.get_units(conn, agent, [unit_id])[0]
 
@@ -80,13 +80,13 @@ def test_consolidate_merges_supersedes_and_resumes(
     assert sum(r.examined for r in totals) == 4
     assert totals[-1].examined == 0  # resumed past everything
     kept = state(pool, agent_id, dup_old)
-    assert kept["status"] == "active" and kept["evidence_count"] == 2
-    assert kept["text"].endswith("from the shelter.")
-    assert state(pool, agent_id, dup_new)["superseded_by"] == dup_old
-    assert state(pool, agent_id, home_old)["superseded_by"] == home_new
-    assert state(pool, agent_id, home_new)["status"] == "active"
-    assert state(pool, agent_id, distinct)["status"] == "active"
-    assert state(pool, agent_id, turn)["status"] == "active"
+    assert kept.status == "active" and kept.evidence_count == 2
+    assert kept.text.endswith("from the shelter.")
+    assert state(pool, agent_id, dup_new).superseded_by == dup_old
+    assert state(pool, agent_id, home_old).superseded_by == home_new
+    assert state(pool, agent_id, home_new).status == "active"
+    assert state(pool, agent_id, distinct).status == "active"
+    assert state(pool, agent_id, turn).status == "active"
 
     with pool.connection() as conn:  # idempotent: a fresh pass changes nothing more
         store.set_cursor(conn, "consolidate", agent_id, None)
@@ -102,11 +102,11 @@ def test_attenuate_archives_faded_memories_restorably(
     fresh = put(pool, settings, agent_id, "Carol bought a red scarf.", days_ago=1)
     result = job("attenuate", settings, pool, agent_id)
     assert result.examined == 1 and result.changed == 1
-    assert state(pool, agent_id, old)["status"] == "archived"
-    assert state(pool, agent_id, fresh)["status"] == "active"
+    assert state(pool, agent_id, old).status == "archived"
+    assert state(pool, agent_id, fresh).status == "active"
     assert job("attenuate", settings, pool, agent_id).changed == 0
     restored = Memories(settings, pool, embedder(settings)).restore(DEFAULT_SCOPE, agent_id, old)
-    assert restored["was"] == "archived" and state(pool, agent_id, old)["status"] == "active"
+    assert restored["was"] == "archived" and state(pool, agent_id, old).status == "active"
 
 
 def test_reflect_job_fires_at_the_threshold(
@@ -129,7 +129,7 @@ def test_reflect_job_fires_at_the_threshold(
             (agent_id,),
         ).fetchone()
         assert row is not None
-        linked = {r["id"] for r in store.links_of(conn, row["id"])}
+        linked = {r.id for r in store.links_of(conn, row["id"])}
     assert set(ids) <= linked
 
 
@@ -144,7 +144,7 @@ def test_graph_maintenance_prunes_weak_generated_links(
     s = settings.model_copy(update={"graph_prune_weight": 0.5})
     assert job("graph_maintenance", s, pool, agent_id).details["links_pruned"] == 2
     with pool.connection() as conn:
-        left = {r["link_type"] for r in store.links_of(conn, a)}
+        left = {r.link_type for r in store.links_of(conn, a)}
     assert left == {"explicit"}
 
 

@@ -26,11 +26,11 @@ def run(ctx: JobContext) -> JobResult:
                 )
                 result.examined += len(rows)
                 faded = [
-                    r["id"]
+                    r.id
                     for r in rows
                     if attenuated(
-                        r["importance"],
-                        (now - r["last_used"]).total_seconds() / 86400.0,
+                        r.importance,
+                        (now - r.last_used).total_seconds() / 86400.0,
                         s.attenuation_rate,
                     )
                     < s.attenuation_floor

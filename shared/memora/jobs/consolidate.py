@@ -18,7 +18,7 @@ import numpy as np
 from memora.basics.models import utcnow
 from memora.jobs.base import JobContext, JobResult
 from memora.lifecycle import rules
-from memora.lifecycle.memory import candidates
+from memora.lifecycle.memory import candidates, statement
 from memora.lifecycle.rules import Decision, Statement
 from memora.store import lifecycle as store
 
@@ -27,13 +27,13 @@ ACTOR = "job:consolidate"
 NEIGHBOURS = 10
 
 
-def _consolidatable(row: dict[str, Any]) -> bool:
-    meta = row["metadata"] or {}
+def _consolidatable(row: store.ActiveUnit) -> bool:
+    meta = row.metadata or {}
     return bool(meta.get("source") == "remember" or meta.get("extractor") == "llm")
 
 
-def _order(row: dict[str, Any]) -> tuple[Any, ...]:
-    return (row["event_date"], row["created_at"], str(row["id"]))
+def _order(row: store.ActiveUnit) -> tuple[Any, ...]:
+    return (row.event_date, row.created_at, str(row.id))
 
 
 def run(ctx: JobContext) -> JobResult:
@@ -54,56 +54,52 @@ def run(ctx: JobContext) -> JobResult:
                         result.details[changed] += 1
                 if batch:
                     last = batch[-1]
-                    store.set_cursor(
-                        conn, JOB, key,
-                        {"created_at": last["created_at"].isoformat(), "id": str(last["id"])},
-                    )  # fmt: skip
+                    store.set_cursor(conn, JOB, key, store.Position(last.created_at, last.id))
     return result
 
 
-def _consolidate(conn: Any, key: str, unit: dict[str, Any], t: rules.Thresholds) -> str | None:
+def _consolidate(conn: Any, key: str, unit: store.ActiveUnit, t: rules.Thresholds) -> str | None:
     """Apply the rules to one statement; the kind of change made, if any."""
-    current = store.get_units(conn, key, [unit["id"]])
-    if not current or current[0]["status"] != "active":
+    current = store.get_units(conn, key, [unit.id])
+    if not current or current[0].status != "active":
         return None  # folded into another earlier in this run
-    vector = np.asarray(unit["embedding"].to_numpy(), dtype=np.float32)
+    vector = np.asarray(unit.embedding.to_numpy(), dtype=np.float32)
     rows = [
         r
-        for r in candidates(conn, key, unit["text"], vector, NEIGHBOURS)
-        if r["id"] != unit["id"] and _consolidatable(r)
+        for r in candidates(conn, key, unit.text, vector, NEIGHBOURS)
+        if r.id != unit.id and _consolidatable(r)
     ]
     if not rows:
         return None
-    me = Statement(unit["text"], frozenset(unit["entities"] or ()), unit["id"], 1.0)
-    verdict = rules.decide(me, [Statement(r["text"], frozenset(r["entities"] or ()), r["id"],
-                                          r["similarity"]) for r in rows], t)  # fmt: skip
+    me = Statement(unit.text, frozenset(unit.entities), unit.id, 1.0)
+    verdict = rules.decide(me, [statement(r) for r in rows], t)
     if verdict.decision is Decision.ADD:
         return None
-    other = next(r for r in rows if r["id"] == verdict.target)
+    other = next(r for r in rows if r.id == verdict.target)
     older, newer = sorted([unit, other], key=_order)
     now = utcnow()
     if verdict.decision is Decision.SUPERSEDE:
         done = store.set_status(
-            conn, key, [older["id"]], "superseded", reason=verdict.reason, at=now,
-            from_statuses=("active",), superseded_by=newer["id"],
+            conn, key, [older.id], "superseded", reason=verdict.reason, at=now,
+            from_statuses=("active",), superseded_by=newer.id,
         )  # fmt: skip
         store.record(conn, key, done, "superseded", ACTOR, reason=verdict.reason,
-                     related_id=newer["id"])  # fmt: skip
+                     related_id=newer.id)  # fmt: skip
         return "superseded"
-    kept = rules.richer(older["text"], newer["text"])
-    rewritten = kept != older["text"]
+    kept = rules.richer(older.text, newer.text)
+    rewritten = kept != older.text
     store.merge_into(
-        conn, older["id"], text=kept,
-        vector=np.asarray(newer["embedding"].to_numpy(), dtype=np.float32) if rewritten else None,
-        metadata=rules.merge_metadata(older["metadata"] or {}, newer["metadata"] or {}),
-        importance=float(newer["importance"]), category=newer.get("category"), evidence=1,
+        conn, older.id, text=kept,
+        vector=np.asarray(newer.embedding.to_numpy(), dtype=np.float32) if rewritten else None,
+        metadata=rules.merge_metadata(older.metadata or {}, newer.metadata or {}),
+        importance=float(newer.importance), category=newer.category, evidence=1,
     )  # fmt: skip
     store.set_status(
-        conn, key, [newer["id"]], "superseded", reason=f"merged: {verdict.reason}", at=now,
-        from_statuses=("active",), superseded_by=older["id"],
+        conn, key, [newer.id], "superseded", reason=f"merged: {verdict.reason}", at=now,
+        from_statuses=("active",), superseded_by=older.id,
     )  # fmt: skip
-    store.record(conn, key, [older["id"]], "merged", ACTOR, reason=verdict.reason,
-                 related_id=newer["id"], details={"statement": newer["text"]})  # fmt: skip
-    store.record(conn, key, [newer["id"]], "superseded", ACTOR, reason="merged",
-                 related_id=older["id"])  # fmt: skip
+    store.record(conn, key, [older.id], "merged", ACTOR, reason=verdict.reason,
+                 related_id=newer.id, details={"statement": newer.text})  # fmt: skip
+    store.record(conn, key, [newer.id], "superseded", ACTOR, reason="merged",
+                 related_id=older.id)  # fmt: skip
     return "merged"

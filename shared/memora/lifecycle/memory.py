@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 from uuid import UUID
@@ -71,8 +71,8 @@ def thresholds(s: Settings) -> Thresholds:
     return Thresholds(s.merge_similarity, s.supersede_similarity)
 
 
-def statement(row: dict[str, Any]) -> Statement:
-    return Statement(row["text"], frozenset(row["entities"] or ()), row["id"], row["similarity"])
+def statement(row: store.Neighbour) -> Statement:
+    return Statement(row.text, frozenset(row.entities), row.id, row.similarity)
 
 
 def mentions_of(text: str) -> list[Mention]:
@@ -82,7 +82,7 @@ def mentions_of(text: str) -> list[Mention]:
 
 def candidates(
     conn: Connection[Any], key: str, text: str, vector: np.ndarray, nearest: int
-) -> list[dict[str, Any]]:
+) -> list[store.Neighbour]:
     """What a statement is compared with: its `nearest` neighbours by embedding, the statements
     holding all its words (a restatement in other case or punctuation embeds differently), and
     for an attribute, the statements naming its subject (an earlier value, however phrased)."""
@@ -91,11 +91,11 @@ def candidates(
     lookups = [(text, WORD_LOOKUP)]
     if stated is not None and stated.subject != "user":
         lookups.append((stated.subject, SUBJECT_LOOKUP))
-    seen = {r["id"] for r in rows}
+    seen = {r.id for r in rows}
     for words, limit in lookups:
         for r in store.mentioning(conn, key, words, vector, limit):
-            if r["id"] not in seen:
-                seen.add(r["id"])
+            if r.id not in seen:
+                seen.add(r.id)
                 rows.append(r)
     return rows
 
@@ -158,7 +158,7 @@ class Memories:
                 return RememberResult(verdict.decision, verdict.target, verdict.reason)
             if verdict.decision is Decision.MERGE:
                 assert verdict.target is not None
-                old = next(r for r in rows if r["id"] == verdict.target)
+                old = next(r for r in rows if r.id == verdict.target)
                 self._merge(conn, key, old, text, vector, meta, level, category, actor, verdict)
                 self._link_related(conn, verdict.target, related, actor, key)
                 return RememberResult(
@@ -196,7 +196,7 @@ class Memories:
 
     def _own(self, conn: Connection[Any], key: str, ids: list[UUID]) -> list[UUID]:
         ids = list(dict.fromkeys(ids))
-        known = {r["id"] for r in store.get_units(conn, key, ids)}
+        known = {r.id for r in store.get_units(conn, key, ids)}
         missing = [str(i) for i in ids if i not in known]
         if missing:
             raise NotFound("memory_not_found", f"no such memories: {', '.join(missing)}")
@@ -220,7 +220,7 @@ class Memories:
         self,
         conn: Connection[Any],
         key: str,
-        old: dict[str, Any],
+        old: store.Neighbour,
         text: str,
         vector: np.ndarray,
         meta: dict[str, Any],
@@ -229,19 +229,19 @@ class Memories:
         actor: str,
         verdict: Verdict,
     ) -> None:
-        kept = rules.richer(old["text"], text)
-        changed = kept != old["text"]
+        kept = rules.richer(old.text, text)
+        changed = kept != old.text
         store.merge_into(
-            conn, old["id"], text=kept, vector=vector if changed else None,
-            metadata=rules.merge_metadata(old["metadata"] or {}, meta), importance=importance,
+            conn, old.id, text=kept, vector=vector if changed else None,
+            metadata=rules.merge_metadata(old.metadata or {}, meta), importance=importance,
             category=category, evidence=1,
         )  # fmt: skip
         if changed:
-            self.index(conn, key, old["id"], mentions_of(kept), old["event_date"])
+            self.index(conn, key, old.id, mentions_of(kept), old.event_date)
         store.record(
-            conn, key, [old["id"]], "merged", actor, reason=verdict.reason,
+            conn, key, [old.id], "merged", actor, reason=verdict.reason,
             details={"statement": text, "kept": "new" if changed else "existing",
-                     "previous_text": old["text"] if changed else None},
+                     "previous_text": old.text if changed else None},
         )  # fmt: skip
 
     def _link_related(
@@ -309,7 +309,7 @@ class Memories:
                 rows = store.get_units(conn, key, [memory_id])
                 if not rows:
                     raise NotFound("memory_not_found", f"memory {memory_id} not found")
-                targets = [{"id": rows[0]["id"], "text": rows[0]["text"]}]
+                targets: list[dict[str, Any]] = [{"id": rows[0].id, "text": rows[0].text}]
             else:
                 assert query is not None
                 vector = self.embedder.embed([query])[0]
@@ -319,7 +319,7 @@ class Memories:
                     fact_types=("world", "agent", "opinion", "reflection"),
                 )  # fmt: skip
                 targets = [
-                    {"id": r["id"], "text": r["text"], "similarity": round(r["similarity"], 4)}
+                    {"id": r.id, "text": r.text, "similarity": round(r.similarity, 4)}
                     for r in found
                 ]
                 if len(targets) > s.forget_query_cap and not confirm and not dry_run:
@@ -354,9 +354,10 @@ class Memories:
             if not rows:
                 raise NotFound("memory_not_found", f"memory {memory_id} not found")
             row = rows[0]
-            if row["status"] == "active":
+            if row.status == "active":
                 return {"id": memory_id, "status": "active", "restored": False}
-            if row["status"] == "forgotten" and row["status_at"] < utcnow() - retention:
+            forgotten_at = row.status_at if row.status == "forgotten" else None
+            if forgotten_at is not None and forgotten_at < utcnow() - retention:
                 raise Gone(
                     "retention_expired",
                     f"forgotten more than {self.settings.forget_retention_days:g} days ago",
@@ -364,9 +365,9 @@ class Memories:
             store.set_status(conn, key, [memory_id], "active", reason=None, at=utcnow())
             store.record(
                 conn, key, [memory_id], "restored", actor,
-                details={"from": row["status"], "superseded_by": str(row["superseded_by"] or "")},
+                details={"from": row.status, "superseded_by": str(row.superseded_by or "")},
             )  # fmt: skip
-        return {"id": memory_id, "status": "active", "restored": True, "was": row["status"]}
+        return {"id": memory_id, "status": "active", "restored": True, "was": row.status}
 
     # -------------------------------------------------------------------------------- link
     def link(
@@ -404,8 +405,8 @@ class Memories:
             if not rows:
                 raise NotFound("memory_not_found", f"memory {memory_id} not found")
             return {
-                **rows[0],
-                "history": store.history(conn, memory_id),
-                "links": store.links_of(conn, memory_id),
+                **asdict(rows[0]),
+                "history": [asdict(e) for e in store.history(conn, memory_id)],
+                "links": [asdict(link) for link in store.links_of(conn, memory_id)],
                 "replaced": store.superseding(conn, memory_id),
             }

@@ -53,7 +53,7 @@ def recall(
     retriever.access.flush()
     with retriever.pool.connection() as conn:
         rows = {
-            r["id"]: r
+            r.id: r
             for r in store.get_units(conn, scope.key(agent_id), [h.id for h in outcome.hits])
         }
     return [
@@ -62,10 +62,10 @@ def recall(
             "text": h.text,
             "score": h.weight,
             "fact_type": h.fact_type,
-            "category": rows[h.id]["category"],
-            "importance": rows[h.id]["importance"],
-            "access_count": rows[h.id]["access_count"],
-            "last_accessed_at": rows[h.id]["last_accessed_at"],
+            "category": rows[h.id].category,
+            "importance": rows[h.id].importance,
+            "access_count": rows[h.id].access_count,
+            "last_accessed_at": rows[h.id].last_accessed_at,
             "event_date": h.event_date,
             "metadata": h.metadata,
         }

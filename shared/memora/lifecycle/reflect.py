@@ -10,8 +10,9 @@ reflection). "shallow" reads `reflection_sources` memories and writes at most 2 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 from uuid import UUID
 
 from pydantic import BaseModel, Field
@@ -64,21 +65,24 @@ def reflect(
     s = memories.settings
     key = scope.key(agent_id)
     count = s.reflection_sources * (2 if depth == "deep" else 1)
+    sources: Sequence[store.MemoryUnit | store.Neighbour | store.RecentMemory]
     with memories.pool.connection() as conn:
         if agents.get_agent(conn, scope, agent_id) is None:
             raise NotFound("agent_not_found", f"agent {agent_id!r} not found")
-        if source_ids is not None:
-            rows = store.get_units(conn, key, source_ids[:count])
+        if source_ids is not None:  # of any status: the active ones are read
+            units = store.get_units(conn, key, source_ids[:count])
+            sources = [u for u in units if u.status == "active"]
         elif topic:
             vector = memories.embedder.embed([topic])[0]
-            rows = store.similar(conn, key, vector, count, fact_types=("world", "agent", "opinion"))
+            sources = store.similar(
+                conn, key, vector, count, fact_types=("world", "agent", "opinion")
+            )
         else:
-            rows = store.recent_memories(conn, key, count)
-    sources: list[dict[str, Any]] = [r for r in rows if r.get("status", "active") == "active"]
+            sources = store.recent_memories(conn, key, count)
     if not sources:
         return []
     listing = "\n".join(
-        f"{i}. [{r['event_date']:%Y-%m-%d}] {r['text']}" for i, r in enumerate(sources, 1)
+        f"{i}. [{r.event_date:%Y-%m-%d}] {r.text}" for i, r in enumerate(sources, 1)
     )
     most = 5 if depth == "deep" else 2
     focus = f" about {topic}" if topic else ""
@@ -98,7 +102,7 @@ def reflect(
     )
     made: list[Reflection] = []
     insights = [
-        (i, [sources[n - 1]["id"] for n in dict.fromkeys(i.sources) if 1 <= n <= len(sources)])
+        (i, [sources[n - 1].id for n in dict.fromkeys(i.sources) if 1 <= n <= len(sources)])
         for i in answer.insights[:most]
     ]
     insights = [(i, ids) for i, ids in insights if ids]

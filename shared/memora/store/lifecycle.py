@@ -8,15 +8,18 @@ Every status change writes its event in the same transaction. Only active units 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import numpy as np
+from pgvector import Vector
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
 from memora.store.purge import purge_units
+from memora.store.rows import fetch_all
 
 STATUSES = ("active", "superseded", "forgotten", "archived")
 # What remember and consolidation compare: facts (not opinions, not reflections).
@@ -27,6 +30,110 @@ _UNIT_COLUMNS = (
     "u.status_reason, u.superseded_by, u.evidence_count, u.event_date, u.created_at, u.metadata, "
     "coalesce(a.access_count, 0) AS access_count, a.last_accessed_at"
 )
+
+
+@dataclass(frozen=True)
+class MemoryUnit:
+    """A unit in any status, with its lifecycle state and access counts (`get_units`)."""
+
+    id: UUID
+    text: str
+    context: str | None
+    fact_type: str
+    category: str | None
+    importance: float
+    status: str
+    status_at: datetime | None  # set by every status change
+    status_reason: str | None
+    superseded_by: UUID | None
+    evidence_count: int
+    event_date: datetime
+    created_at: datetime
+    metadata: dict[str, Any]
+    access_count: int
+    last_accessed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ActiveUnit:
+    """An active unit as remember, consolidation and reflect compare it; `entities`: the names
+    mentioned in it, lower-cased (`statements_after`)."""
+
+    id: UUID
+    text: str
+    metadata: dict[str, Any]
+    event_date: datetime
+    created_at: datetime
+    importance: float
+    category: str | None
+    embedding: Vector
+    entities: list[str]
+
+
+@dataclass(frozen=True)
+class Neighbour(ActiveUnit):
+    """An active unit with its cosine similarity to the vector asked about (`similar`,
+    `mentioning`)."""
+
+    similarity: float
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    """One audit event of a unit (`history`)."""
+
+    event: str
+    at: datetime
+    reason: str | None
+    actor: str
+    related_id: UUID | None
+    details: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LinkedMemory:
+    """The other end of one of a unit's links (`links_of`)."""
+
+    id: UUID
+    link_type: str
+    weight: float
+    relationship: str | None
+    text: str
+    status: str
+
+
+@dataclass(frozen=True)
+class FadingUnit:
+    """Attenuation's candidate: its importance and last access (or creation) (`fading`)."""
+
+    id: UUID
+    importance: float
+    last_used: datetime
+
+
+@dataclass(frozen=True)
+class RecentMemory:
+    """An active memory as reflect lists it (`recent_memories`)."""
+
+    id: UUID
+    text: str
+    event_date: datetime
+    importance: float
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a job stopped in creation order: the last unit it read (`job_cursors`)."""
+
+    created_at: datetime
+    id: UUID
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Position:
+        return cls(datetime.fromisoformat(value["created_at"]), UUID(value["id"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"created_at": self.created_at.isoformat(), "id": str(self.id)}
 
 
 def lock_agent(conn: Connection[Any], agent_key: str) -> None:
@@ -69,11 +176,12 @@ def similar(
     min_similarity: float = 0.0,
     fact_types: Sequence[str] = STATEMENT_TYPES,
     exclude: UUID | None = None,
-) -> list[dict[str, Any]]:
-    """The agent's active units nearest to `vector` (id, text, embedding, similarity, metadata,
-    entities: the names mentioned in them), most similar first."""
+) -> list[Neighbour]:
+    """The agent's active units nearest to `vector`, most similar first."""
     conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-    rows = conn.execute(
+    rows = fetch_all(
+        conn,
+        Neighbour,
         """
         SELECT n.*, coalesce((SELECT array_agg(lower(ue.mention)) FROM unit_entities ue
                               WHERE ue.unit_id = n.id), '{}') AS entities
@@ -97,17 +205,19 @@ def similar(
             "min": min_similarity,
             "x": exclude,
         },
-    ).fetchall()
-    return sorted(rows, key=lambda r: -r["similarity"])
+    )
+    return sorted(rows, key=lambda r: -r.similarity)
 
 
 def mentioning(
     conn: Connection[Any], agent_key: str, name: str, vector: np.ndarray, limit: int
-) -> list[dict[str, Any]]:
+) -> list[Neighbour]:
     """The agent's active statements whose words include `name` (through the keyword table's
     index), newest first, with their similarity to `vector`: where remember looks for an
     earlier value of the attribute a statement sets, however differently it was phrased."""
-    return conn.execute(
+    return fetch_all(
+        conn,
+        Neighbour,
         """
         SELECT u.id, u.text, u.metadata, u.event_date, u.created_at, u.importance, u.category,
                u.embedding, 1 - (u.embedding <=> %(v)s) AS similarity,
@@ -119,31 +229,37 @@ def mentioning(
         ORDER BY s.event_date DESC LIMIT %(k)s
         """,
         {"v": vector, "a": agent_key, "n": name, "t": list(STATEMENT_TYPES), "k": limit},
-    ).fetchall()
+    )
 
 
-def get_units(conn: Connection[Any], agent_key: str, ids: Sequence[UUID]) -> list[dict[str, Any]]:
+def get_units(conn: Connection[Any], agent_key: str, ids: Sequence[UUID]) -> list[MemoryUnit]:
     """The agent's units among `ids` with their lifecycle state and access counts."""
-    return conn.execute(
+    return fetch_all(
+        conn,
+        MemoryUnit,
         f"""
         SELECT {_UNIT_COLUMNS} FROM memory_units u LEFT JOIN memory_access a ON a.unit_id = u.id
         WHERE u.id = ANY(%s) AND u.agent_id = %s
         """,
         (list(ids), agent_key),
-    ).fetchall()
+    )
 
 
-def history(conn: Connection[Any], unit_id: UUID) -> list[dict[str, Any]]:
-    return conn.execute(
+def history(conn: Connection[Any], unit_id: UUID) -> list[MemoryEvent]:
+    return fetch_all(
+        conn,
+        MemoryEvent,
         "SELECT event, at, reason, actor, related_id, details FROM memory_events "
         "WHERE unit_id = %s ORDER BY at, id",
         (unit_id,),
-    ).fetchall()
+    )
 
 
-def links_of(conn: Connection[Any], unit_id: UUID, limit: int = 100) -> list[dict[str, Any]]:
+def links_of(conn: Connection[Any], unit_id: UUID, limit: int = 100) -> list[LinkedMemory]:
     """The unit's outgoing links (stored both ways), strongest first, with the other end."""
-    return conn.execute(
+    return fetch_all(
+        conn,
+        LinkedMemory,
         """
         SELECT l.to_unit AS id, l.link_type, l.weight, l.relationship, m.text, m.status
         FROM memory_links l JOIN memory_units m ON m.id = l.to_unit
@@ -151,7 +267,7 @@ def links_of(conn: Connection[Any], unit_id: UUID, limit: int = 100) -> list[dic
         LIMIT %s
         """,
         (unit_id, limit),
-    ).fetchall()
+    )
 
 
 def superseding(conn: Connection[Any], unit_id: UUID) -> list[UUID]:
@@ -296,13 +412,15 @@ def purge(conn: Connection[Any], ids: Sequence[UUID]) -> dict[str, int]:
 
 
 def statements_after(
-    conn: Connection[Any], agent_key: str, position: dict[str, Any] | None, limit: int
-) -> list[dict[str, Any]]:
+    conn: Connection[Any], agent_key: str, position: Position | None, limit: int
+) -> list[ActiveUnit]:
     """The agent's active statements that consolidation compares, in creation order after
     `position`: facts stated through remember or extracted by the LLM (raw conversation turns,
     which are episodes, are never merged)."""
-    after = (position or {}).get("created_at"), (position or {}).get("id")
-    return conn.execute(
+    after = (position.created_at, position.id) if position is not None else (None, None)
+    return fetch_all(
+        conn,
+        ActiveUnit,
         """
         SELECT u.id, u.text, u.embedding, u.event_date, u.created_at, u.metadata, u.importance,
                u.category,
@@ -316,15 +434,17 @@ def statements_after(
         ORDER BY u.created_at, u.id LIMIT %(k)s
         """,
         {"a": agent_key, "t": list(STATEMENT_TYPES), "c": after[0], "i": after[1], "k": limit},
-    ).fetchall()
+    )
 
 
 def fading(
     conn: Connection[Any], agent_key: str, unused_since: datetime, limit: int
-) -> list[dict[str, Any]]:
+) -> list[FadingUnit]:
     """Active units not accessed (nor created) since `unused_since`: attenuation's candidates,
     least recently used first."""
-    return conn.execute(
+    return fetch_all(
+        conn,
+        FadingUnit,
         """
         SELECT u.id, u.importance, coalesce(a.last_accessed_at, u.created_at) AS last_used
         FROM memory_units u LEFT JOIN memory_access a ON a.unit_id = u.id
@@ -333,7 +453,7 @@ def fading(
         ORDER BY last_used, u.id LIMIT %s
         """,
         (agent_key, unused_since, limit),
-    ).fetchall()
+    )
 
 
 def importance_since_reflection(conn: Connection[Any], agent_key: str) -> tuple[float, list[UUID]]:
@@ -353,15 +473,17 @@ def importance_since_reflection(conn: Connection[Any], agent_key: str) -> tuple[
     return float(sum(r["importance"] for r in rows)), [r["id"] for r in rows[:200]]
 
 
-def recent_memories(conn: Connection[Any], agent_key: str, limit: int) -> list[dict[str, Any]]:
+def recent_memories(conn: Connection[Any], agent_key: str, limit: int) -> list[RecentMemory]:
     """The agent's active memories, most important and newest first (reflection's sources when
     no topic is given)."""
-    return conn.execute(
+    return fetch_all(
+        conn,
+        RecentMemory,
         "SELECT id, text, event_date, importance FROM memory_units WHERE agent_id = %s "
         "AND status = 'active' AND fact_type <> 'reflection' "
         "ORDER BY created_at DESC, importance DESC LIMIT %s",
         (agent_key, limit),
-    ).fetchall()
+    )
 
 
 def prune_links(conn: Connection[Any], agent_key: str, below: float, limit: int) -> int:
@@ -403,16 +525,14 @@ def refresh_mention_counts(conn: Connection[Any], agent_key: str, limit: int) ->
     return max(cur.rowcount, 0)
 
 
-def get_cursor(conn: Connection[Any], job: str, agent_key: str) -> dict[str, Any] | None:
+def get_cursor(conn: Connection[Any], job: str, agent_key: str) -> Position | None:
     row = conn.execute(
         "SELECT position FROM job_cursors WHERE job = %s AND agent_id = %s", (job, agent_key)
     ).fetchone()
-    return row["position"] if row else None
+    return Position.from_json(row["position"]) if row else None
 
 
-def set_cursor(
-    conn: Connection[Any], job: str, agent_key: str, position: dict[str, Any] | None
-) -> None:
+def set_cursor(conn: Connection[Any], job: str, agent_key: str, position: Position | None) -> None:
     if position is None:
         conn.execute("DELETE FROM job_cursors WHERE job = %s AND agent_id = %s", (job, agent_key))
         return
@@ -420,5 +540,5 @@ def set_cursor(
         "INSERT INTO job_cursors (job, agent_id, position) VALUES (%s, %s, %s) "
         "ON CONFLICT (job, agent_id) DO UPDATE SET position = EXCLUDED.position, "
         "updated_at = now()",
-        (job, agent_key, Jsonb(position)),
+        (job, agent_key, Jsonb(position.to_json())),
     )
