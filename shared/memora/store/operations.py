@@ -12,11 +12,11 @@ from typing import Any, Literal
 from uuid import UUID
 
 from psycopg import Connection
-from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from memora.basics.stages import OperationKind, OperationStatus, Stage, StageStatus
 from memora.basics.tenancy import Scope
+from memora.store.rows import fetch_all
 
 
 @dataclass(frozen=True)
@@ -174,11 +174,6 @@ def create_operation_for_key(
     return operation_id
 
 
-def _typed(conn: Connection[Any], sql: str, params: Any) -> list[Operation]:
-    with conn.cursor(row_factory=class_row(Operation)) as cur:
-        return cur.execute(sql, params).fetchall()
-
-
 def _as_client(rows: list[Operation], scope: Scope | None) -> list[Operation]:
     if scope is not None:
         for row in rows:
@@ -190,14 +185,15 @@ def get_operation(
     conn: Connection[Any], operation_id: UUID, *, lock: bool = False
 ) -> Operation | None:
     sql = f"SELECT {_COLUMNS} FROM operations WHERE id = %s" + (" FOR UPDATE" if lock else "")
-    rows = _typed(conn, sql, (operation_id,))
+    rows = fetch_all(conn, Operation, sql, (operation_id,))
     return rows[0] if rows else None
 
 
 def find_operation(conn: Connection[Any], scope: Scope, operation_id: UUID) -> Operation | None:
     """The operation if its agent belongs to the scope's tenant, with the client's agent id."""
-    rows = _typed(
+    rows = fetch_all(
         conn,
+        Operation,
         f"SELECT {_QUALIFIED} FROM operations o JOIN agents a ON a.agent_id = o.agent_id "
         "WHERE o.id = %s AND a.tenant_id = %s",
         (operation_id, scope.tenant_id),
@@ -375,8 +371,9 @@ def list_operations(
         where.append("(o.created_at, o.id) < (%(before_at)s, %(before_id)s)")
         params |= {"before_at": before[0], "before_id": before[1]}
     join = "JOIN agents a ON a.agent_id = o.agent_id" if scope is not None else ""
-    rows = _typed(
+    rows = fetch_all(
         conn,
+        Operation,
         f"SELECT {_QUALIFIED} FROM operations o {join} "
         f"{'WHERE ' + ' AND '.join(where) if where else ''} "
         "ORDER BY o.created_at DESC, o.id DESC LIMIT %(limit)s",
@@ -395,8 +392,9 @@ def reopen_failed(
     say what happened: "reopened" (the caller enqueues it), "active" (queued or running
     already: a retry under way, nothing to do), "finished" (completed or superseded), or
     "not_found" (no such operation in the scope). Call it in a transaction."""
-    found = _typed(
+    found = fetch_all(
         conn,
+        Operation,
         f"SELECT {_QUALIFIED} FROM operations o JOIN agents a ON a.agent_id = o.agent_id "
         "WHERE o.id = %(id)s AND (%(tenant)s::text IS NULL OR a.tenant_id = %(tenant)s) "
         "FOR UPDATE OF o",
@@ -411,8 +409,9 @@ def reopen_failed(
     }
     outcome = by_status.get(found[0].status, "finished")
     if outcome == "reopened":
-        found = _typed(
+        found = fetch_all(
             conn,
+            Operation,
             f"""
             UPDATE operations SET
                 status = 'queued', error = NULL, finished_at = NULL, updated_at = now(),
@@ -431,8 +430,9 @@ def reopen_failed(
 
 def recent_failed(conn: Connection[Any], limit: int = 10) -> list[Operation]:
     """The latest failed operations of every tenant, for `memora status`."""
-    return _typed(
+    return fetch_all(
         conn,
+        Operation,
         f"SELECT {_COLUMNS} FROM operations WHERE status = 'failed' "
         "ORDER BY finished_at DESC NULLS LAST, id LIMIT %s",
         (limit,),
