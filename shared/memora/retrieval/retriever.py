@@ -39,8 +39,8 @@ from memora.retrieval.cross_encoder import (
     ServingOptions,
     dated,
 )
-from memora.retrieval.filters import Matching, Where, compile_filters
-from memora.retrieval.graph import SpreadSettings, spread_activation
+from memora.retrieval.filters import Matching
+from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.keyword import KeywordIndex, TermStats
 from memora.retrieval.recall_score import (
     RecallWeights,
@@ -48,7 +48,14 @@ from memora.retrieval.recall_score import (
     recall_scores,
     recency_decay,
 )
-from memora.retrieval.types import ArmResult, Candidate, Hit, SearchOutcome, SearchParams
+from memora.retrieval.types import (
+    ArmResult,
+    Candidate,
+    Hit,
+    SearchOutcome,
+    SearchParams,
+    SearchScope,
+)
 
 NO_ENTITY = "the query names no known entity"
 
@@ -143,15 +150,17 @@ class Retriever:
 
     def _search(self, p: SearchParams) -> SearchOutcome:
         clock = _Clock()
+        scope = SearchScope.of(p)
         reference = p.reference_time or utcnow()
         per_arm = min(500, max(50, 3 * p.top_k))
-        keyword = self._executor.submit(lambda: self._keyword(p, per_arm))
-        entity = self._executor.submit(lambda: self._entity(p))
+        budget = p.thinking_budget
+        keyword = self._executor.submit(self._keyword, scope, p.query, per_arm)
+        entity = self._executor.submit(self._entity, scope, p.query)
 
         # the semantic retriever plans a filtered scan while the query is being embedded
         query_ready: Future[np.ndarray] = Future()
         semantic_graph = self._executor.submit(
-            lambda: self._semantic_then_graph(p, query_ready, per_arm)
+            self._semantic_then_graph, scope, query_ready, per_arm, budget
         )
         time_range = parse_query_range(p.query, reference)
         texts = [p.query]
@@ -167,7 +176,7 @@ class Retriever:
         query_vec, topic_vec = vectors[0], vectors[-1]
 
         temporal = (
-            self._executor.submit(lambda: self._temporal(p, topic_vec, time_range, per_arm))
+            self._executor.submit(self._temporal, scope, topic_vec, time_range, per_arm, budget)
             if time_range is not None
             else None
         )
@@ -186,7 +195,7 @@ class Retriever:
         t = clock.lap("retrieval", t)
 
         about = query_vec if about_vec is None else about_vec
-        candidates = self._fuse(p, results, query_vec, about, entity_ids, stats)
+        candidates = self._fuse(p, scope, results, query_vec, about, entity_ids, stats)
         t = clock.lap("fusion", t)
         self._rerank(p, candidates, reference)
         t = clock.lap("rerank", t)
@@ -225,6 +234,7 @@ class Retriever:
     def _fuse(
         self,
         p: SearchParams,
+        scope: SearchScope,
         results: dict[str, ArmResult],
         query_vec: np.ndarray,
         about_vec: np.ndarray,
@@ -244,11 +254,12 @@ class Retriever:
         cap = max(s.rerank_candidates, p.top_k)
         context_vec = query_vec if s.entity_relevance == "query" else about_vec
         shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
-        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
             lateral = self.keyword.lateral(stats)
             found = arms.hydrate(
-                conn, p.agent_key, p.fact_types, shortlist, context_vec, lateral, entity_ids
-            )
+                conn, scope, ids=shortlist, vector=context_vec, keyword=lateral,
+                entity_ids=entity_ids,
+            )  # fmt: skip
         candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
         ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
         for c in candidates:
@@ -271,14 +282,14 @@ class Retriever:
         )
 
     # ------------------------------------------------------------------ retrievers
-    def _keyword(self, p: SearchParams, limit: int) -> tuple[ArmResult, TermStats]:
+    def _keyword(self, scope: SearchScope, query: str, limit: int) -> tuple[ArmResult, TermStats]:
         started = time.perf_counter()
-        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
-            terms = self.keyword.terms(conn, p.query)
-            stats = self.keyword.stats(conn, p.agent_key, terms)
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
+            terms = self.keyword.terms(conn, query)
+            stats = self.keyword.stats(conn, scope.agent_key, terms)
             ranked = self.keyword.search(
-                conn, p.agent_key, p.fact_types, stats, limit, self.settings.keyword_match_budget,
-                compile_filters(p.filters, "memory_search"),
+                conn, scope, stats=stats, limit=limit,
+                match_budget=self.settings.keyword_match_budget,
             )  # fmt: skip
         result = ArmResult("keyword", ranked, ms=round((time.perf_counter() - started) * 1000, 2))
         if not terms:
@@ -286,7 +297,7 @@ class Retriever:
         return result, stats
 
     def _semantic_then_graph(
-        self, p: SearchParams, query: Future[np.ndarray], limit: int
+        self, scope: SearchScope, query: Future[np.ndarray], limit: int, budget: int
     ) -> tuple[ArmResult, ArmResult]:
         """Semantic retrieval, then the graph from its best hits; started with the search, it
         takes a connection and plans a filtered scan (semantic.plan_scan) while `query` (the
@@ -297,45 +308,45 @@ class Retriever:
         nearest) on a connection of its own while the walk goes on (10 % filter at 100k
         memories: search 1.10 → 1.03 × the unfiltered time). Otherwise the graph follows."""
         s = self.settings
-        ef_search = min(1000, max(64, 2 * limit, p.thinking_budget))
-        where = compile_filters(p.filters, "m")
+        ef_search = min(1000, max(64, 2 * limit, budget))
         matching = Matching()  # who passes the filter, as far as known: for the graph
         early: list[Future[ArmResult]] = []
 
         def start_graph(first: list[tuple[UUID, float]]) -> None:
-            early.append(self._graph_executor.submit(self._graph, p, first, where, matching))
+            early.append(self._graph_executor.submit(self._graph, scope, first, matching, budget))
 
-        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
             at_most = semantic.plan_scan(
-                conn, p.agent_key, p.fact_types, where, limit, s.filter_exact_scan_max, matching
+                conn, scope, limit=limit, exact_max=s.filter_exact_scan_max, matching=matching
             )
-            narrow_walk = bool(where.sql) and not at_most and not matching.broad
+            narrow_walk = bool(scope.where.sql) and not at_most and not matching.broad
             vector = query.result()
             nearest = _timed(
                 "semantic",
                 lambda: semantic.nearest(
-                    conn, p.agent_key, p.fact_types, vector, limit, ef_search,
-                    s.semantic_min_similarity, where, s.filter_exact_scan_max, matching, at_most,
+                    conn, scope, vector=vector, limit=limit, ef_search=ef_search,
+                    min_similarity=s.semantic_min_similarity, exact_max=s.filter_exact_scan_max,
+                    matching=matching, at_most=at_most,
                     first=start_graph if narrow_walk else None, first_count=s.graph_entry_points,
                 ),
             )  # fmt: skip
             if not early:
-                return nearest, self._graph(p, nearest.ranked, where, matching, conn)
+                return nearest, self._graph(scope, nearest.ranked, matching, budget, conn)
         return nearest, early[0].result()
 
     def _graph(
         self,
-        p: SearchParams,
+        scope: SearchScope,
         nearest: list[tuple[UUID, float]],
-        where: Where,
         matching: Matching,
+        budget: int,
         conn: Connection[Any] | None = None,
     ) -> ArmResult:
         """Graph retrieval from the nearest units (the semantic retriever's, best first), on
-        `conn` or a pooled connection of its own."""
+        `conn` or a pooled connection of its own, exploring at most `budget` units."""
         if conn is None:
-            with self.pool.tenant_connection(p.scope.tenant_id) as own:
-                return self._graph(p, nearest, where, matching, own)
+            with self.pool.tenant_connection(scope.tenant_id) as own:
+                return self._graph(scope, nearest, matching, budget, own)
         s = self.settings
         entry = {
             str(i): 1.0 for i, sim in nearest[: s.graph_entry_points]
@@ -343,81 +354,58 @@ class Retriever:
         }  # fmt: skip
         graph = _timed(
             "graph",
-            lambda: [
-                (UUID(node), activation)
-                for node, activation in self._spread(conn, entry, p, where, matching)
-            ],
-        )
+            lambda: arms.graph_walk(
+                conn, scope, entry=entry, budget=budget, fanout=s.graph_fanout,
+                spread=self.spread, matching=matching,
+            ),
+        )  # fmt: skip
         if not entry:
             graph.note = f"no semantic match ≥ {s.graph_entry_similarity} to start from"
         return graph
 
-    def _spread(
-        self,
-        conn: Connection[Any],
-        entry: dict[str, float],
-        p: SearchParams,
-        where: Where,
-        matching: Matching,
-    ) -> list[tuple[str, float]]:
-        """Spreading activation from the entry points, over the units that pass the filters:
-        for a broad filter each unit is checked as it comes up for exploration, otherwise
-        each step's links are kept to the units that pass (see arms.neighbours)."""
-        fanout, budget = self.settings.graph_fanout, p.thinking_budget
-        if matching.broad:  # set by the semantic retriever for filtered searches only
-            return spread_activation(
-                entry,
-                lambda ids: arms.links(conn, ids, arms.FILTERED_SCAN * fanout),
-                budget,
-                self.spread,
-                admit=lambda ids: arms.passing(conn, ids, where, matching.known),
-                fanout=fanout,
-            )
-        return spread_activation(
-            entry,
-            lambda ids: arms.neighbours(conn, ids, fanout, where, matching),
-            budget,
-            self.spread,
-        )
-
-    def _entity(self, p: SearchParams) -> tuple[ArmResult, list[UUID], np.ndarray | None]:
+    def _entity(
+        self, scope: SearchScope, query: str
+    ) -> tuple[ArmResult, list[UUID], np.ndarray | None]:
         """The entity retriever, from the start of the search (off the critical path): the
         agent's entities the query names, the query embedded without their names, then the
         units mentioning them most similar to it. Returns its list, the entities and that
         vector (None when the query names none)."""
         s = self.settings
         started = time.perf_counter()
-        names = expansion.phrases(p.query) if s.entity_units_per_entity > 0 else []
+        names = expansion.phrases(query) if s.entity_units_per_entity > 0 else []
         if not names:
             note = "off" if s.entity_units_per_entity <= 0 else "no names in the query"
             return ArmResult("entity", ran=False, note=note), [], None
-        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
-            entities = arms.query_entities(conn, p.agent_key, names)
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
+            entities = arms.query_entities(conn, scope, names=names)
             if not entities:
                 return ArmResult("entity", ran=False, note=NO_ENTITY), [], None
             matched = {n for found in entities.values() for n in found}
-            vector = self.embedder.embed([expansion.without_names(p.query, matched)])[0]
+            vector = self.embedder.embed([expansion.without_names(query, matched)])[0]
             ranked = arms.entity_units(
-                conn, p.agent_key, p.fact_types, list(entities), vector,
-                s.entity_units_per_entity, s.entity_min_similarity,
-                compile_filters(p.filters, "m"),
+                conn, scope, entity_ids=list(entities), vector=vector,
+                per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
             )  # fmt: skip
         ms = round((time.perf_counter() - started) * 1000, 2)
         return ArmResult("entity", ranked, ms=ms), list(entities), vector
 
     def _temporal(
-        self, p: SearchParams, vector: np.ndarray, time_range: QueryTimeRange | None, limit: int
+        self,
+        scope: SearchScope,
+        vector: np.ndarray,
+        time_range: QueryTimeRange,
+        limit: int,
+        budget: int,
     ) -> ArmResult:
-        assert time_range is not None
         s = self.settings
-        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
             return _timed(
                 "temporal",
                 lambda: arms.temporal(
-                    conn, p.agent_key, p.fact_types, vector, time_range, limit,
-                    p.thinking_budget, s.graph_decay, s.temporal_seed_similarity,
-                    s.temporal_min_similarity, compile_filters(p.filters, "m"),
-                    s.filter_exact_scan_max,
+                    conn, scope, vector=vector, time_range=time_range, limit=limit,
+                    spread=budget, decay=s.graph_decay,
+                    seed_similarity=s.temporal_seed_similarity,
+                    min_similarity=s.temporal_min_similarity, exact_max=s.filter_exact_scan_max,
                 ),
             )  # fmt: skip
 

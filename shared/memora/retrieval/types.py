@@ -11,7 +11,7 @@ import numpy as np
 
 from memora.basics.models import FACT_TYPES
 from memora.basics.tenancy import DEFAULT_SCOPE, Scope
-from memora.retrieval.filters import Filters
+from memora.retrieval.filters import NO_FILTER, Filters, Where, compile_filters
 
 # "recall": seed 002 §4.6's relevance, recency, importance and frequency (memora.lifecycle)
 Reranker = Literal["heuristic", "cross-encoder", "recall"]
@@ -38,6 +38,34 @@ class SearchParams:
     @property
     def agent_key(self) -> str:
         return self.scope.key(self.agent_id)
+
+
+@dataclass(frozen=True)
+class SearchScope:
+    """What every retriever of one search applies, built once per search (`of`): the tenant
+    whose connections it reads on, the agent's stored key, the fact types, and the search's
+    filters compiled for the two aliases the retrievers read (`filters.compile_filters`)."""
+
+    tenant_id: str
+    agent_key: str
+    fact_types: tuple[str, ...]
+    where: Where = NO_FILTER  # on `m`: memory_vectors or memory_units
+    keyword_where: Where = NO_FILTER  # on `memory_search`: the keyword retriever's
+
+    @classmethod
+    def of(cls, p: SearchParams) -> SearchScope:
+        return cls(
+            p.scope.tenant_id,
+            p.agent_key,
+            p.fact_types,
+            compile_filters(p.filters, "m"),
+            compile_filters(p.filters, "memory_search"),
+        )
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The parameters of `filters.scope_where` and `filters.vector_scope`."""
+        return {"agent": self.agent_key, "types": list(self.fact_types)}
 
 
 @dataclass
