@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from memora.retrieval.fusion import rrf
 from memora.retrieval.graph import Edge, Neighbours, SpreadSettings, spread_activation
 from memora.retrieval.scoring import (
     HeuristicWeights,
@@ -18,7 +19,6 @@ from memora.retrieval.scoring import (
     minmax,
     mmr,
     recency_boost,
-    rrf,
     temporal_closeness,
     within_budget,
 )

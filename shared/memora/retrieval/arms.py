@@ -1,12 +1,11 @@
 """The database side of the other retrievers: the graph's walk over links, temporal ranges,
-entities, and the hydration of fused candidates. Semantic retrieval (HNSW or exact) lives in
-`semantic.py`, keyword retrieval (BM25) in `keyword.py`.
+entities. Semantic retrieval (HNSW or exact) lives in `semantic.py`, keyword retrieval (BM25)
+in `keyword.py`, the hydration of fused candidates in `fusion.py`.
 
 Every query is scoped by the search's `SearchScope`: agent, requested fact types and active
-status, composed by `filters.scope_where` on `memory_units` or `filters.vector_scope` on
-`memory_vectors` (the one place for conditions every retriever applies), and the search's
-metadata filters (`scope.where`, compiled once by `memora.retrieval.filters`). The k-nearest
-queries read `memory_vectors`; hydration reads `memory_units`.
+status, composed by `filters.vector_scope` on `memory_vectors` (the one place for conditions
+every retriever applies), and the search's metadata filters (`scope.where`, compiled once by
+`memora.retrieval.filters`). The k-nearest queries read `memory_vectors`.
 """
 
 from __future__ import annotations
@@ -23,18 +22,11 @@ from psycopg import Connection
 from psycopg.rows import tuple_row
 
 from memora.nlp.temporal import QueryTimeRange
-from memora.retrieval.filters import (
-    NO_FILTER,
-    Matching,
-    Where,
-    in_time_range,
-    scope_where,
-    vector_scope,
-)
+from memora.retrieval.filters import NO_FILTER, Matching, Where, in_time_range, vector_scope
 from memora.retrieval.graph import Edge, SpreadSettings, spread_activation
 from memora.retrieval.scoring import temporal_closeness
 from memora.retrieval.semantic import EXACT_SCAN_MAX, exact_scan, plan_scan
-from memora.retrieval.types import Candidate, SearchScope
+from memora.retrieval.types import SearchScope
 
 FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
 
@@ -278,77 +270,6 @@ def _temporal_seeds(
         prepare=False,
     ).fetchall()
     return [(r["id"], r["at"]) for r in rows]
-
-
-# The units next to a unit in its document: the turns before and after it (or, in a
-# transcript item cut into several units, its neighbours within the item).
-_NEXT_TO = """
-    n.document_pk = m.document_pk AND n.id <> m.id AND n.embedding IS NOT NULL
-    AND ((n.item_index = m.item_index AND abs(n.seq - m.seq) = 1)
-         OR abs(n.item_index - m.item_index) = 1)
-"""
-
-
-def hydrate(
-    conn: Connection[Any],
-    scope: SearchScope,
-    *,
-    ids: Sequence[UUID],
-    vector: np.ndarray,
-    keyword: tuple[str, dict[str, Any]],
-    entity_ids: Sequence[UUID] = (),
-) -> dict[UUID, Candidate]:
-    """The candidates' rows (agent, fact types and active status checked again here) with their
-    access counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
-    parameters), their context: the best similarity to `vector` among the units next to them in
-    their document, and whether they mention one of `entity_ids`. Read in binary, which spares
-    parsing the embeddings' text form."""
-    lateral, params = keyword
-    rows = conn.execute(
-        f"""
-        SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
-               m.occurred_end, m.metadata, m.embedding, coalesce(a.access_count, 0) AS access_count,
-               m.importance, m.category, coalesce(a.last_accessed_at, m.created_at) AS last_used,
-               coalesce(kw.bm25, 0) AS bm25, coalesce(ctx.sim, 0) AS context_sim,
-               EXISTS (SELECT 1 FROM unit_entities ue WHERE ue.unit_id = m.id
-                       AND ue.entity_id = ANY(%(entities)s)) AS names_entity
-        FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
-        LEFT JOIN LATERAL {lateral} kw ON true
-        LEFT JOIN LATERAL (
-            SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
-        ) ctx ON true
-        WHERE m.id = ANY(%(ids)s) AND {scope_where("m")}
-        """,
-        {
-            **params,
-            **scope.params,
-            "v": vector,
-            "ids": list(ids),
-            "entities": list(entity_ids),
-        },
-        binary=True,
-    ).fetchall()
-    return {
-        r["id"]: Candidate(
-            id=r["id"],
-            text=r["text"],
-            context=r["context"],
-            fact_type=r["fact_type"],
-            event_date=r["event_date"],
-            occurred_start=r["occurred_start"],
-            occurred_end=r["occurred_end"],
-            metadata=r["metadata"] or {},
-            access_count=int(r["access_count"]),
-            embedding=np.asarray(r["embedding"].to_numpy(), dtype=np.float32),
-            keyword=float(r["bm25"]),
-            neighbours=float(r["context_sim"]),
-            importance=float(r["importance"]),
-            category=r["category"],
-            last_used=r["last_used"],
-            names_entity=bool(r["names_entity"]),
-        )
-        for r in rows
-    }
 
 
 def record_access(conn: Connection[Any], counts: Mapping[UUID, int], at: datetime) -> int:

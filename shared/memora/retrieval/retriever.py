@@ -1,7 +1,7 @@
 """The fused read path (seed 000 §3.5):
 
     query → embed ∥ keyword ∥ scan plan → [semantic → graph] ∥ keyword ∥ temporal-graph
-          → RRF → top candidates → heuristic or cross-encoder rerank → MMR → token budget
+          → fusion (RRF, top candidates, hydration) → rerank → MMR → token budget
 
 Each retriever runs in a worker thread on its own pooled connection; the keyword retriever
 starts while the query is being embedded, as does the semantic retriever's plan of a filtered
@@ -30,7 +30,7 @@ from memora.basics.models import utcnow
 from memora.db.pool import Pool
 from memora.nlp.embedding import Embedder
 from memora.nlp.temporal import QueryTimeRange, parse_query_range, strip_time_expression
-from memora.retrieval import arms, expansion, scoring, semantic
+from memora.retrieval import arms, expansion, fusion, scoring, semantic
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.cross_encoder import (
     CrossEncoderReranker,
@@ -194,8 +194,11 @@ class Retriever:
         }
         t = clock.lap("retrieval", t)
 
-        about = query_vec if about_vec is None else about_vec
-        candidates = self._fuse(p, scope, results, query_vec, about, entity_ids, stats)
+        candidates = fusion.fuse(
+            self.pool, scope, p, settings=self.settings, results=results, query_vec=query_vec,
+            about_vec=query_vec if about_vec is None else about_vec, entity_ids=entity_ids,
+            keyword=self.keyword.lateral(stats),
+        )  # fmt: skip
         t = clock.lap("fusion", t)
         self._rerank(p, candidates, reference)
         t = clock.lap("rerank", t)
@@ -230,46 +233,6 @@ class Retriever:
             else None
         )
         return SearchOutcome(hits, trace)
-
-    def _fuse(
-        self,
-        p: SearchParams,
-        scope: SearchScope,
-        results: dict[str, ArmResult],
-        query_vec: np.ndarray,
-        about_vec: np.ndarray,
-        entity_ids: list[UUID],
-        stats: TermStats | None,
-    ) -> list[Candidate]:
-        """RRF over the retrievers' lists, then the best candidates read with their signals.
-        `about_vec` embeds the query without the names of `entity_ids` (the query itself when
-        it names none): the context signal and, for units that mention one of them, the
-        semantic signal measure what they say against it (MEMORA_ENTITY_RELEVANCE)."""
-        s = self.settings
-        fused = scoring.rrf(
-            {n: [i for i, _ in r.ranked] for n, r in results.items()},
-            k=s.rrf_k,
-            weights=s.rrf_weights or None,
-        )
-        cap = max(s.rerank_candidates, p.top_k)
-        context_vec = query_vec if s.entity_relevance == "query" else about_vec
-        shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
-        with self.pool.tenant_connection(scope.tenant_id) as conn:
-            lateral = self.keyword.lateral(stats)
-            found = arms.hydrate(
-                conn, scope, ids=shortlist, vector=context_vec, keyword=lateral,
-                entity_ids=entity_ids,
-            )  # fmt: skip
-        candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
-        ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
-        for c in candidates:
-            c.semantic = scoring.entity_aware_similarity(
-                float(c.embedding @ query_vec), float(c.embedding @ about_vec), c.names_entity,
-                s.entity_relevance,
-            )  # fmt: skip
-            c.rrf = fused[c.id]
-            c.ranks = {n: r[c.id] for n, r in ranks.items() if c.id in r}
-        return candidates
 
     def _diversify(self, p: SearchParams, candidates: list[Candidate]) -> list[int]:
         if not candidates:
@@ -453,19 +416,6 @@ class Retriever:
         final = scores + self.weights.feedback * feedback
         for c, value, fb in zip(candidates, final, feedback, strict=True):
             c.score, c.feedback = float(value), float(fb)
-
-
-def _wanted(p: SearchParams, c: Candidate) -> bool:
-    """recall's filters: the categories asked for, and when the memory was said."""
-    if p.categories is not None and c.category not in p.categories:
-        return False
-    if p.said_between is not None:
-        start, end = p.said_between
-        if (start is not None and c.event_date < start) or (
-            end is not None and c.event_date >= end
-        ):
-            return False
-    return True
 
 
 def _trace(

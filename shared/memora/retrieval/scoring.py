@@ -1,43 +1,22 @@
 """Scoring of the read path as small pure functions over plain data (seed 000 §3.2–3.5).
 
-Reciprocal rank fusion, the heuristic reranker's signals, MMR and the token budget; nothing
+The heuristic reranker's signals, MMR and the token budget (RRF is in `fusion.py`); nothing
 here touches the database, so each is unit-tested on lists and arrays.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
-from uuid import UUID
 
 import numpy as np
 
 from memora.basics.config import Settings
 
-RRF_K = 60
 RecencyFormula = Literal["decay", "seed"]
-EntityRelevance = Literal["query", "mentions", "about"]
-
-
-def rrf(
-    ranked: Mapping[str, Sequence[UUID]],
-    k: int = RRF_K,
-    weights: Mapping[str, float] | None = None,
-) -> dict[UUID, float]:
-    """Σ over lists of weight / (k + rank), rank 1-based; an id missing from a list adds 0.
-
-    With no `weights` every list counts 1: the formula of seed 000 §3.2."""
-    scores: dict[UUID, float] = {}
-    for name, ids in ranked.items():
-        w = 1.0 if weights is None else weights.get(name, 1.0)
-        if w == 0:
-            continue
-        for rank, unit_id in enumerate(ids, start=1):
-            scores[unit_id] = scores.get(unit_id, 0.0) + w / (k + rank)
-    return scores
 
 
 def minmax(values: np.ndarray) -> np.ndarray:
@@ -129,19 +108,6 @@ def heuristic_scores(
         + w.fused * scale_to_max(fused)
     )
     return score
-
-
-def entity_aware_similarity(
-    query_sim: float, about_sim: float, names_entity: bool, mode: EntityRelevance
-) -> float:
-    """The semantic signal of a unit when the query names entities. `about_sim` is its
-    similarity to the query without the names. "query": the plain similarity; "mentions": a
-    unit that mentions a named entity is judged by what it says (`about_sim`), since the name
-    is already satisfied, any other by the plain similarity, which the missing name lowers;
-    "about": every unit by `about_sim`."""
-    if mode == "about" or (mode == "mentions" and names_entity):
-        return about_sim
-    return query_sim
 
 
 def feedback_similarity(embeddings: np.ndarray, scores: np.ndarray, top: int) -> np.ndarray:
