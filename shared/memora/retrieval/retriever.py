@@ -1,24 +1,24 @@
-"""The fused read path (seed 000 §3.5):
+"""The fused read path (seed 000 §3.5), its stages in order:
 
     query → embed ∥ keyword ∥ scan plan → [semantic → graph] ∥ keyword ∥ temporal-graph
-          → fusion (RRF, top candidates, hydration) → rerank → MMR → token budget
+          → fusion (RRF, hydration) → rerank → MMR → token budget
 
 Each retriever runs in a worker thread on its own pooled connection; the keyword retriever
 starts while the query is being embedded, as does the semantic retriever's plan of a filtered
 scan, and graph retrieval starts from the semantic retriever's hits (its entry points) as
 soon as those are in (during the semantic retriever's HNSW walk, under a narrow filter). The
-temporal-graph retriever runs only when the query states a time constraint.
+temporal-graph retriever runs only when the query states a time constraint. This module holds
+the threads and the order; the retrievers are `semantic`, `keyword` and `arms`, the stages
+after them `fusion`, `rerank/` and `scoring` (MMR, budget).
 """
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -32,22 +32,11 @@ from memora.nlp.embedding import Embedder
 from memora.nlp.temporal import QueryTimeRange, parse_query_range, strip_time_expression
 from memora.retrieval import arms, expansion, fusion, scoring, semantic
 from memora.retrieval.access import AccessRecorder
-from memora.retrieval.cross_encoder import (
-    CrossEncoderReranker,
-    PairScorer,
-    RerankerUnavailable,
-    ServingOptions,
-    dated,
-)
+from memora.retrieval.cross_encoder import PairScorer
 from memora.retrieval.filters import Matching
 from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.keyword import KeywordIndex, TermStats
-from memora.retrieval.recall_score import (
-    RecallWeights,
-    frequency_score,
-    recall_scores,
-    recency_decay,
-)
+from memora.retrieval.rerank import Reranker, Rerankers
 from memora.retrieval.types import (
     ArmResult,
     Candidate,
@@ -71,19 +60,6 @@ class _Clock:
         return now
 
 
-def serving_options(s: Settings) -> ServingOptions:
-    """The cross-encoder's MEMORA_CROSS_ENCODER_* settings."""
-    return ServingOptions(
-        backend=s.cross_encoder_backend,
-        threads=s.cross_encoder_threads,
-        batch_size=s.cross_encoder_batch_size,
-        batch_tokens=s.cross_encoder_batch_tokens,
-        batch_wait=s.cross_encoder_batch_wait_ms / 1000,
-        max_length=s.cross_encoder_max_length,
-        cache_dir=s.model_cache_dir,
-    )
-
-
 def _timed(name: str, fn: Callable[[], list[tuple[UUID, float]]]) -> ArmResult:
     started = time.perf_counter()
     ranked = fn()
@@ -103,7 +79,7 @@ class Retriever:
         self.keyword = KeywordIndex(ttl=settings.keyword_stats_ttl_seconds)
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
         self.spread = SpreadSettings.from_settings(settings)
-        self.weights = scoring.HeuristicWeights.from_settings(settings)
+        self.rerankers = Rerankers(settings)
         # four tasks per search (keyword, semantic→graph, temporal, entity); a graph that
         # starts during a filtered walk runs apart, as its walk waits for it
         self._executor = ThreadPoolExecutor(
@@ -113,42 +89,26 @@ class Retriever:
             settings.search_concurrency, thread_name_prefix="memora-graph"
         )
         self._slots = threading.BoundedSemaphore(settings.search_concurrency)
-        self._cross_encoder: PairScorer | None = None
-        self._cross_encoder_error: RerankerUnavailable | None = None
-        self._load_lock = threading.Lock()
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._graph_executor.shutdown(wait=True, cancel_futures=True)
         self.access.close()
-        if isinstance(self._cross_encoder, CrossEncoderReranker):
-            self._cross_encoder.close()
+        self.rerankers.close()
 
-    # ------------------------------------------------------------------ cross-encoder
     def cross_encoder(self) -> PairScorer:
-        """Loaded once, on first use (or at start with MEMORA_PRELOAD_CROSS_ENCODER)."""
-        with self._load_lock:
-            if self._cross_encoder is None:
-                if self._cross_encoder_error is not None:
-                    raise self._cross_encoder_error
-                try:
-                    self._cross_encoder = CrossEncoderReranker(
-                        self.settings.cross_encoder_model, serving_options(self.settings)
-                    )
-                except RerankerUnavailable as exc:
-                    self._cross_encoder_error = exc
-                    raise
-                gc.freeze()  # the model's objects, like the embedder's, are never garbage
-            return self._cross_encoder
+        """The cross-encoder's model, loaded once, on first use (or at start with
+        MEMORA_PRELOAD_CROSS_ENCODER); RerankerUnavailable when it cannot be."""
+        return self.rerankers.cross_encoder.model()
 
     # ------------------------------------------------------------------ search
     def search(self, p: SearchParams) -> SearchOutcome:
-        if p.reranker == "cross-encoder":
-            self.cross_encoder()  # fail before any work when it cannot be loaded
+        reranker = self.rerankers[p.reranker]
+        reranker.ready()  # fail before any work when it cannot run (the cross-encoder's model)
         with self._slots:
-            return self._search(p)
+            return self._search(p, reranker)
 
-    def _search(self, p: SearchParams) -> SearchOutcome:
+    def _search(self, p: SearchParams, reranker: Reranker) -> SearchOutcome:
         clock = _Clock()
         scope = SearchScope.of(p)
         reference = p.reference_time or utcnow()
@@ -200,7 +160,8 @@ class Retriever:
             keyword=self.keyword.lateral(stats),
         )  # fmt: skip
         t = clock.lap("fusion", t)
-        self._rerank(p, candidates, reference)
+        if candidates:
+            reranker.rerank(p.query, candidates, reference)
         t = clock.lap("rerank", t)
         chosen = [candidates[i] for i in self._diversify(p, candidates)]
         t = clock.lap("mmr", t)
@@ -371,51 +332,6 @@ class Retriever:
                     min_similarity=s.temporal_min_similarity, exact_max=s.filter_exact_scan_max,
                 ),
             )  # fmt: skip
-
-    # ------------------------------------------------------------------ reranking
-    def _rerank(self, p: SearchParams, candidates: list[Candidate], reference: datetime) -> None:
-        if not candidates:
-            return
-        if p.reranker == "cross-encoder":
-            passages = [dated(c.text, c.event_date) for c in candidates]
-            for c, value in zip(
-                candidates, self.cross_encoder().score(p.query, passages), strict=True
-            ):
-                c.score = float(value)
-            return
-        if p.reranker == "recall":
-            w = RecallWeights.from_settings(self.settings)
-            scores = recall_scores(
-                np.array([c.semantic for c in candidates]),
-                np.array([recency_decay(c.last_used or c.event_date, reference,
-                                        w.recency_half_life_days) for c in candidates]),
-                np.array([c.importance for c in candidates]),
-                np.array([frequency_score(c.access_count, w.max_access) for c in candidates]),
-                w,
-            )  # fmt: skip
-            for c, value in zip(candidates, scores, strict=True):
-                c.score = float(value)
-            return
-        formula = self.settings.recency_formula
-        scores = scoring.heuristic_scores(
-            np.array([c.semantic for c in candidates]),
-            np.array([c.keyword for c in candidates]),
-            np.array([scoring.recency_boost(c.event_date, reference, formula) for c in candidates]),
-            np.array([scoring.frequency_boost(c.access_count) for c in candidates]),
-            np.array([c.neighbours for c in candidates]),
-            np.array([c.rrf for c in candidates]),
-            self.weights,
-        )
-        # pseudo-relevance feedback: a second pass adds the similarity to what the first
-        # pass put on top (docs/retrieval.md)
-        feedback = np.zeros(len(candidates))
-        if self.weights.feedback > 0:
-            embeddings = np.stack([c.embedding for c in candidates])
-            top = self.settings.heuristic_feedback_top
-            feedback = scoring.feedback_similarity(embeddings, scores, top)
-        final = scores + self.weights.feedback * feedback
-        for c, value, fb in zip(candidates, final, feedback, strict=True):
-            c.score, c.feedback = float(value), float(fb)
 
 
 def _trace(

@@ -14,7 +14,7 @@ from memora.basics.tenancy import DEFAULT_SCOPE, Scope
 from memora.retrieval.filters import NO_FILTER, Filters, Where, compile_filters
 
 # "recall": seed 002 §4.6's relevance, recency, importance and frequency (memora.lifecycle)
-Reranker = Literal["heuristic", "cross-encoder", "recall"]
+RerankerName = Literal["heuristic", "cross-encoder", "recall"]
 ARMS = ("semantic", "keyword", "graph", "temporal", "entity")
 
 
@@ -25,7 +25,7 @@ class SearchParams:
     fact_types: tuple[str, ...] = FACT_TYPES
     thinking_budget: int = 100
     top_k: int = 10
-    reranker: Reranker = "heuristic"
+    reranker: RerankerName = "heuristic"
     max_tokens: int | None = None  # None: the configured default
     reference_time: datetime | None = None  # relative dates resolve against it; None: now
     trace: bool = False
