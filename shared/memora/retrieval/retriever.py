@@ -1,7 +1,7 @@
 """The fused read path (seed 000 §3.5), its stages in order:
 
     query → embed ∥ keyword ∥ scan plan → [semantic → graph] ∥ keyword ∥ temporal-graph
-          → fusion (RRF, hydration) → rerank → MMR → token budget
+          → fusion (RRF, hydration) → rerank → MMR → token budget → trace
 
 Each retriever runs in a worker thread on its own pooled connection; the keyword retriever
 starts while the query is being embedded, as does the semantic retriever's plan of a filtered
@@ -9,7 +9,7 @@ scan, and graph retrieval starts from the semantic retriever's hits (its entry p
 soon as those are in (during the semantic retriever's HNSW walk, under a narrow filter). The
 temporal-graph retriever runs only when the query states a time constraint. This module holds
 the threads and the order; the retrievers are `semantic`, `keyword` and `arms`, the stages
-after them `fusion`, `rerank/` and `scoring` (MMR, budget).
+after them `fusion`, `rerank/`, `scoring` (MMR, budget) and `trace`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -37,27 +36,10 @@ from memora.retrieval.filters import Matching
 from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.keyword import KeywordIndex, TermStats
 from memora.retrieval.rerank import Reranker, Rerankers
-from memora.retrieval.types import (
-    ArmResult,
-    Candidate,
-    Hit,
-    SearchOutcome,
-    SearchParams,
-    SearchScope,
-)
+from memora.retrieval.trace import Clock, trace
+from memora.retrieval.types import ArmResult, Candidate, SearchOutcome, SearchParams, SearchScope
 
 NO_ENTITY = "the query names no known entity"
-
-
-@dataclass
-class _Clock:
-    started: float = field(default_factory=time.perf_counter)
-    marks: dict[str, float] = field(default_factory=dict)
-
-    def lap(self, name: str, since: float) -> float:
-        now = time.perf_counter()
-        self.marks[name] = round((now - since) * 1000, 2)
-        return now
 
 
 def _timed(name: str, fn: Callable[[], list[tuple[UUID, float]]]) -> ArmResult:
@@ -109,7 +91,7 @@ class Retriever:
             return self._search(p, reranker)
 
     def _search(self, p: SearchParams, reranker: Reranker) -> SearchOutcome:
-        clock = _Clock()
+        clock = Clock()
         scope = SearchScope.of(p)
         reference = p.reference_time or utcnow()
         per_arm = min(500, max(50, 3 * p.top_k))
@@ -172,28 +154,14 @@ class Retriever:
         kept = chosen[:fits]
         clock.lap("budget", t)
         self.access.record(c.id for c in kept)
-        clock.marks["total"] = round((time.perf_counter() - clock.started) * 1000, 2)
+        clock.total()
 
-        hits = [
-            Hit(
-                id=c.id,
-                text=c.text,
-                context=c.context,
-                event_date=c.event_date,
-                weight=round(c.score, 6),
-                fact_type=c.fact_type,
-                metadata=c.metadata,
-                occurred_start=c.occurred_start,
-                occurred_end=c.occurred_end,
-            )
-            for c in kept
-        ]
-        trace = (
-            _trace(p, results, candidates, kept, time_range, stats, clock, max_tokens)
-            if p.trace
-            else None
+        hits = [c.hit() for c in kept]
+        if not p.trace:
+            return SearchOutcome(hits)
+        return SearchOutcome(
+            hits, trace(p, results, candidates, kept, time_range, stats, clock, max_tokens)
         )
-        return SearchOutcome(hits, trace)
 
     def _diversify(self, p: SearchParams, candidates: list[Candidate]) -> list[int]:
         if not candidates:
@@ -332,55 +300,3 @@ class Retriever:
                     min_similarity=s.temporal_min_similarity, exact_max=s.filter_exact_scan_max,
                 ),
             )  # fmt: skip
-
-
-def _trace(
-    p: SearchParams,
-    results: dict[str, ArmResult],
-    candidates: list[Candidate],
-    kept: list[Candidate],
-    time_range: QueryTimeRange | None,
-    stats: TermStats | None,
-    clock: _Clock,
-    max_tokens: int,
-) -> dict[str, Any]:
-    return {
-        "query": p.query,
-        "reranker": p.reranker,
-        "filters": p.filters.flat() if p.filters else None,
-        "paths": {
-            name: {
-                "ran": r.ran,
-                "ms": r.ms,
-                "count": len(r.ranked),
-                "note": r.note,
-                "results": [{"id": str(i), "score": round(s, 6)} for i, s in r.ranked],
-            }
-            for name, r in results.items()
-        },
-        "time_range": {
-            "start": time_range.start.isoformat(),
-            "end": time_range.end.isoformat(),
-            "expression": time_range.expression,
-        }
-        if time_range
-        else None,
-        "query_terms": {t: round(v, 4) for t, v in stats.idf.items()} if stats else {},
-        "candidates": [
-            {
-                "id": str(c.id),
-                "rrf": round(c.rrf, 6),
-                "ranks": c.ranks,
-                "semantic": round(c.semantic, 6),
-                "keyword": round(c.keyword, 6),
-                "context": round(c.neighbours, 6),
-                "feedback": round(c.feedback, 6),
-                "access_count": c.access_count,
-                "score": round(c.score, 6),
-            }
-            for c in candidates
-        ],
-        "selected": [str(c.id) for c in kept],
-        "max_tokens": max_tokens,
-        "timings_ms": clock.marks,
-    }

@@ -105,6 +105,20 @@ class Candidate:
     category: str | None = None
     last_used: datetime | None = None  # last access, else when it was stored
 
+    def hit(self) -> Hit:
+        """What a search returns of it, weighted by its score."""
+        return Hit(
+            id=self.id,
+            text=self.text,
+            context=self.context,
+            event_date=self.event_date,
+            weight=round(self.score, 6),
+            fact_type=self.fact_type,
+            metadata=self.metadata,
+            occurred_start=self.occurred_start,
+            occurred_end=self.occurred_end,
+        )
+
 
 @dataclass(frozen=True)
 class Hit:
