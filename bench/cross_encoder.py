@@ -37,7 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from memora.nlp.batching import length_batches, padded
-from memora.retrieval.cross_encoder import CrossEncoderReranker, ServingOptions, dated
+from memora.retrieval.cross_encoder import CrossEncoderModel, ServingOptions, dated
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "locomo" / "locomo_dev.json"
 
@@ -127,7 +127,7 @@ def bert_flops(config: Any, lengths: list[int]) -> float:
 
 
 def measure(
-    reranker: CrossEncoderReranker,
+    reranker: CrossEncoderModel,
     query: str,
     passages: list[str],
     runs: int,
@@ -161,7 +161,7 @@ def measure(
 
 
 def concurrent(
-    reranker: CrossEncoderReranker, queries: list[str], texts: list[str], clients: int, runs: int
+    reranker: CrossEncoderModel, queries: list[str], texts: list[str], clients: int, runs: int
 ) -> dict[str, Any]:
     """`clients` threads, each scoring its own query against the candidates `runs` times."""
     barrier = threading.Barrier(clients)
@@ -214,7 +214,7 @@ def main() -> None:
     best = max((v for by in report.get("gemm_gflops", {}).values() for v in by.values()), default=1)
     for backend in args.backends or (["auto"] if cuda else ["onnx", "onnx-int8"]):
         options = ServingOptions(backend=backend, threads=threads, batch_tokens=args.batch_tokens)
-        reranker = CrossEncoderReranker(model, options)
+        reranker = CrossEncoderModel(model, options)
         for n in args.candidates:
             rows = [
                 measure(reranker, questions[k], candidates(passages, n, k), args.runs, best)

@@ -66,6 +66,7 @@ from memora.infra.embedded import free_port
 from memora.nlp.embedding import Embedder
 from memora.retrieval import semantic
 from memora.retrieval.filters import Filters, compile_filters
+from memora.retrieval.types import SearchScope
 from services.cli.stack import Stack
 
 AGENT = "bench-agent"
@@ -223,11 +224,13 @@ def filtered_recall(url: str, embedder: Embedder, qs: list[str]) -> dict[str, fl
         for name, flat in FILTER_SETS.items():
             filters = Filters.model_validate(flat) if flat else None
             where = compile_filters(filters, "m")
+            scope = SearchScope("default", AGENT, types, where)
             found: list[float] = []
             for vector in vectors:
                 ranked = semantic.nearest(
-                    conn, AGENT, types, vector, 50, 100, settings.semantic_min_similarity,
-                    where, settings.filter_exact_scan_max,
+                    conn, scope, vector=vector, limit=50, ef_search=100,
+                    min_similarity=settings.semantic_min_similarity,
+                    exact_max=settings.filter_exact_scan_max,
                 )  # fmt: skip
                 truth = conn.execute(
                     f"SELECT m.id FROM memory_units m WHERE m.agent_id = %(agent)s "

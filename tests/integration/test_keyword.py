@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from memora.retrieval.keyword import K1, B, KeywordIndex, or_query
+from memora.retrieval.types import SearchScope
 
 pytestmark = pytest.mark.integration
 
@@ -144,7 +145,9 @@ def test_bm25_in_sql_equals_the_formula(conn: Any, agent_id: str) -> None:
     assert terms == ["kayak", "lake"]
     stats = index.stats(conn, agent_id, terms)
     assert (stats.n_docs, stats.df) == (5, {"kayak": 2, "lake": 3})
-    ranked = index.search(conn, agent_id, ["world"], stats, limit=10, match_budget=100)
+    ranked = index.search(
+        conn, SearchScope("default", agent_id, ("world",)), stats=stats, limit=10, match_budget=100
+    )
 
     vectors = {
         r["id"]: r["v"]
@@ -186,7 +189,9 @@ def test_the_match_budget_keeps_the_most_recent_matches(conn: Any, agent_id: str
     conn.commit()
     index = KeywordIndex(ttl=0.01)
     stats = index.stats(conn, agent_id, index.terms(conn, "dog"))
-    ranked = index.search(conn, agent_id, ["world"], stats, limit=50, match_budget=5)
+    ranked = index.search(
+        conn, SearchScope("default", agent_id, ("world",)), stats=stats, limit=50, match_budget=5
+    )
     assert {u for u, _ in ranked} == set(units[-5:])
 
 
@@ -219,5 +224,7 @@ def test_a_new_word_matches_before_its_cached_counts_expire(conn: Any, agent_id:
     conn.commit()
     stats = index.stats(conn, agent_id, terms)  # still the cached counts
     assert stats.df["zeppelin"] == 0
-    ranked = index.search(conn, agent_id, ["world"], stats, limit=10, match_budget=1000)
+    ranked = index.search(
+        conn, SearchScope("default", agent_id, ("world",)), stats=stats, limit=10, match_budget=1000
+    )
     assert unit in {u for u, _ in ranked}

@@ -140,19 +140,20 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
     from memora.nlp.embedding import get_embedder
     from memora.retrieval import semantic
     from memora.retrieval.filters import Filters, Matching, compile_filters
+    from memora.retrieval.types import SearchScope
 
     _store_pets(inline_api, agent_id)
     vector = get_embedder(settings.embedding_model).embed(["Which pet did they discuss?"])[0]
     types = ["world", "agent", "opinion"]
     for filters in ({"scene": "s1"}, {"turn": {"gte": 4, "lt": 20}}, {"speaker": ["Bob"]}):
         where = compile_filters(Filters.model_validate(filters), "m")
+        scope = SearchScope("default", agent_id, tuple(types), where)
+        near = {"vector": vector, "limit": 5, "ef_search": 64, "min_similarity": 0.3}
         with pool.tenant_connection("default") as conn:
-            walk = semantic.nearest(conn, agent_id, types, vector, 5, 64, 0.3, where, exact_max=0)
+            walk = semantic.nearest(conn, scope, **near, exact_max=0)
             matching = Matching()
-            exact = semantic.nearest(
-                conn, agent_id, types, vector, 5, 64, 0.3, where, 10_000, matching
-            )
-            capped = semantic.exact_scan(conn, agent_id, types, vector, 5, where, at_most=3)
+            exact = semantic.nearest(conn, scope, **near, exact_max=10_000, matching=matching)
+            capped = semantic.exact_scan(conn, scope, vector=vector, limit=5, at_most=3)
             passing = {
                 str(r["id"])
                 for r in conn.execute(
@@ -178,7 +179,7 @@ def test_a_narrow_walk_starts_the_graph_from_its_first_hits(
     from memora.nlp.embedding import get_embedder
     from memora.retrieval import Retriever, semantic
     from memora.retrieval.filters import Filters, Matching, compile_filters
-    from memora.retrieval.types import SearchParams
+    from memora.retrieval.types import SearchParams, SearchScope
 
     _store_pets(inline_api, agent_id)
     embedder = get_embedder(settings.embedding_model)
@@ -186,13 +187,12 @@ def test_a_narrow_walk_starts_the_graph_from_its_first_hits(
     types = ["world", "agent", "opinion"]
     bob = Filters.model_validate({"speaker": "Bob"})
     where = compile_filters(bob, "m")
+    scope = SearchScope("default", agent_id, tuple(types), where)
+    near = {"vector": vector, "limit": 6, "ef_search": 64, "min_similarity": 0.0, "exact_max": 0}
     handed: list[list[Any]] = []
     with pool.tenant_connection("default") as conn:
-        plain = semantic.nearest(conn, agent_id, types, vector, 6, 64, 0.0, where, exact_max=0)
-        early = semantic.nearest(
-            conn, agent_id, types, vector, 6, 64, 0.0, where, exact_max=0,
-            first=handed.append, first_count=3,
-        )  # fmt: skip
+        plain = semantic.nearest(conn, scope, **near)
+        early = semantic.nearest(conn, scope, **near, first=handed.append, first_count=3)
     assert early == plain and len(plain) == 6
     assert handed == [plain[:3]]
 
@@ -210,7 +210,9 @@ def test_a_narrow_walk_starts_the_graph_from_its_first_hits(
         assert len(submitted) == 1  # the graph started during the walk
         graph = [(r["id"], r["score"]) for r in paths["graph"]["results"]]
         nearest = [(UUID(r["id"]), r["score"]) for r in paths["semantic"]["results"]]
-        after = retriever._graph(params, nearest, where, Matching())
+        after = retriever._graph(
+            SearchScope.of(params), nearest, Matching(), params.thinking_budget
+        )
     finally:
         retriever.close()
     with pool.tenant_connection("default") as conn:
@@ -233,15 +235,18 @@ def test_temporal_seeds_ranked_exactly_equal_the_walk(
     from memora.nlp.temporal import QueryTimeRange
     from memora.retrieval import arms
     from memora.retrieval.filters import NO_FILTER, Filters, compile_filters
+    from memora.retrieval.types import SearchScope
 
     vector = query_api.app.state.embedder.embed(["Pixel the cat"])[0]
     types = ["world", "agent", "opinion"]
     march = QueryTimeRange(datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 4, 1, tzinfo=UTC), "")
     alice = compile_filters(Filters.model_validate({"speaker": "Alice"}), "m")
+    seeds = {"vector": vector, "time_range": march, "limit": 5, "seed_similarity": 0.0}
     with pool.tenant_connection("default") as conn:
         for where in (NO_FILTER, alice):
-            walk = arms._temporal_seeds(conn, agent_id, types, vector, march, 5, 0.0, where, 0)
-            exact = arms._temporal_seeds(conn, agent_id, types, vector, march, 5, 0.0, where, 2000)
+            scope = SearchScope("default", agent_id, tuple(types), where)
+            walk = arms._temporal_seeds(conn, scope, **seeds, exact_max=0)
+            exact = arms._temporal_seeds(conn, scope, **seeds, exact_max=2000)
             assert exact == walk and walk, where
             assert all(march.start <= at < march.end for _, at in exact)
         assert len(exact) == 2  # Alice's two, in March; Bob's are in April
@@ -262,8 +267,8 @@ def test_filtered_graph_steps_keep_links_to_passing_units(
     where = compile_filters(Filters.model_validate({"speaker": "Bob"}), "m")
     matching = Matching()
     with pool.tenant_connection("default") as conn:
-        unfiltered = arms.neighbours(conn, ids, 20)
-        filtered = arms.neighbours(conn, ids, 20, where, matching)
+        unfiltered = arms.neighbours(conn, ids, fanout=20)
+        filtered = arms.neighbours(conn, ids, fanout=20, where=where, matching=matching)
     targets = {t for edges in unfiltered.values() for t, _, _ in edges}
     assert len(targets) >= 2 and bob & targets and targets - bob
     assert {t for edges in filtered.values() for t, _, _ in edges} == targets & bob
@@ -275,7 +280,7 @@ def test_filtered_graph_steps_keep_links_to_passing_units(
     with pool.tenant_connection("default") as conn:
         # a filter no unit passes: had the database been asked, nothing would come back
         nothing = compile_filters(Filters.model_validate({"speaker": "nobody"}), "m")
-        only = arms.neighbours(conn, ids, 20, nothing, known)
+        only = arms.neighbours(conn, ids, fanout=20, where=nothing, matching=known)
     assert {t for edges in only.values() for t, _, _ in edges} == {one}
     assert known.known == {}
 
@@ -296,18 +301,18 @@ def test_a_broad_filter_checks_units_as_they_come_up(
     offered: set[str] = set()  # every target of the links the eager walk reads
 
     def eager_step(ids: list[str]) -> dict[str, list[Any]]:
-        read = arms.links(conn, ids, arms.FILTERED_SCAN * 2)
+        read = arms.links(conn, ids, limit=arms.FILTERED_SCAN * 2)
         offered.update(t for edges in read.values() for t, _, _ in edges)
-        return arms.neighbours(conn, ids, 2, where)
+        return arms.neighbours(conn, ids, fanout=2, where=where)
 
     with pool.tenant_connection("default") as conn:
         eager = spread_activation(entry, eager_step, 10, SpreadSettings())
         lazy = spread_activation(
             entry,
-            lambda ids: arms.links(conn, ids, arms.FILTERED_SCAN * 2),
+            lambda ids: arms.links(conn, ids, limit=arms.FILTERED_SCAN * 2),
             10,
             SpreadSettings(),
-            admit=lambda ids: arms.passing(conn, ids, where, lazy_known.known),
+            admit=lambda ids: arms.passing(conn, ids, where=where, known=lazy_known.known),
             fanout=2,
         )
     assert len(eager) >= 2

@@ -15,7 +15,7 @@ from scipy.stats import spearmanr
 
 from memora.nlp.onnx_export import OnnxUnsupported
 from memora.retrieval.cross_encoder import (
-    CrossEncoderReranker,
+    CrossEncoderModel,
     RerankerUnavailable,
     ServingOptions,
     check_ranking,
@@ -37,15 +37,15 @@ PASSAGES = [
 
 
 @pytest.fixture(scope="module")
-def torch_reranker(cross_encoder_path: Path) -> CrossEncoderReranker:
-    return CrossEncoderReranker(str(cross_encoder_path), ServingOptions(backend="torch"))
+def torch_reranker(cross_encoder_path: Path) -> CrossEncoderModel:
+    return CrossEncoderModel(str(cross_encoder_path), ServingOptions(backend="torch"))
 
 
 def test_bucketed_batches_give_sentence_transformers_scores(
-    torch_reranker: CrossEncoderReranker, cross_encoder_path: Path
+    torch_reranker: CrossEncoderModel, cross_encoder_path: Path
 ) -> None:
     # a budget of 80 tokens: one or two pairs per forward pass, each padded to its own longest
-    small = CrossEncoderReranker(
+    small = CrossEncoderModel(
         str(cross_encoder_path), ServingOptions(backend="torch", batch_tokens=80)
     )
     got = small.score(QUERY, PASSAGES)
@@ -58,9 +58,9 @@ def test_bucketed_batches_give_sentence_transformers_scores(
 
 
 def test_onnx_is_the_cpu_default_and_ranks_as_torch(
-    torch_reranker: CrossEncoderReranker, cross_encoder_path: Path, tmp_path: Path
+    torch_reranker: CrossEncoderModel, cross_encoder_path: Path, tmp_path: Path
 ) -> None:
-    onnx = CrossEncoderReranker(str(cross_encoder_path), ServingOptions(cache_dir=tmp_path))
+    onnx = CrossEncoderModel(str(cross_encoder_path), ServingOptions(cache_dir=tmp_path))
     assert (onnx.backend, torch_reranker.backend) == ("onnx", "torch")
     assert next(onnx.model.model.parameters()).device.type == "meta"  # torch's copy released
     got, expected = onnx.score(QUERY, PASSAGES), torch_reranker.score(QUERY, PASSAGES)
@@ -68,14 +68,14 @@ def test_onnx_is_the_cpu_default_and_ranks_as_torch(
     assert np.argsort(-got).tolist() == np.argsort(-expected).tolist()
     (exported,) = tmp_path.glob("*.onnx")
     stamp = exported.stat().st_mtime_ns
-    CrossEncoderReranker(str(cross_encoder_path), ServingOptions(cache_dir=tmp_path))
+    CrossEncoderModel(str(cross_encoder_path), ServingOptions(cache_dir=tmp_path))
     assert list(tmp_path.iterdir()) == [exported] and exported.stat().st_mtime_ns == stamp
 
 
 def test_int8_ranks_close_to_torch(
-    torch_reranker: CrossEncoderReranker, cross_encoder_path: Path, tmp_path: Path
+    torch_reranker: CrossEncoderModel, cross_encoder_path: Path, tmp_path: Path
 ) -> None:
-    int8 = CrossEncoderReranker(
+    int8 = CrossEncoderModel(
         str(cross_encoder_path), ServingOptions(backend="onnx-int8", cache_dir=tmp_path)
     )
     assert int8.backend == "onnx-int8"
@@ -89,7 +89,7 @@ def test_int8_is_refused_when_its_ranking_differs(tmp_path: Path) -> None:
     # BERT's own initialisation (std 0.02): scores differ by ~1e-4, below int8's rounding
     flat = build_tiny_cross_encoder(tmp_path / "flat", init_std=0.02)
     with pytest.raises(RerankerUnavailable, match=r"BACKEND=onnx-int8.*Spearman"):
-        CrossEncoderReranker(
+        CrossEncoderModel(
             str(flat), ServingOptions(backend="onnx-int8", cache_dir=tmp_path / "cache")
         )
 
@@ -105,7 +105,7 @@ def test_the_ranking_check() -> None:
 
 
 def test_concurrent_callers_share_forward_passes(cross_encoder_path: Path, tmp_path: Path) -> None:
-    reranker = CrossEncoderReranker(
+    reranker = CrossEncoderModel(
         str(cross_encoder_path), ServingOptions(batch_wait=0.5, cache_dir=tmp_path)
     )
     requests = [(f"question {k} about Alice?", PASSAGES[k:] + PASSAGES[:k]) for k in range(6)]

@@ -11,7 +11,7 @@ import pytest
 
 from memora.lifecycle.rules import Decision, Statement, attribute, decide, normalise, richer
 from memora.lifecycle.scores import attenuated, heuristic_importance, reflection_due
-from memora.retrieval.recall_score import (
+from memora.retrieval.rerank.recall import (
     RecallWeights,
     frequency_score,
     recall_scores,

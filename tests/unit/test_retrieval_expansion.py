@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memora.retrieval.expansion import phrases, without_names
-from memora.retrieval.scoring import entity_aware_similarity
+from memora.retrieval.fusion import entity_aware_similarity
 
 
 def test_phrases_are_runs_of_capitalised_words_normalised_like_entity_names() -> None:

@@ -9,19 +9,16 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from memora.retrieval.fusion import rrf
 from memora.retrieval.graph import Edge, Neighbours, SpreadSettings, spread_activation
-from memora.retrieval.scoring import (
+from memora.retrieval.rerank.heuristic import (
     HeuristicWeights,
     feedback_similarity,
     frequency_boost,
     heuristic_scores,
-    minmax,
-    mmr,
     recency_boost,
-    rrf,
-    temporal_closeness,
-    within_budget,
 )
+from memora.retrieval.scoring import minmax, mmr, temporal_closeness, within_budget
 
 A, B, C, D, E = (uuid.UUID(int=i) for i in range(1, 6))
 

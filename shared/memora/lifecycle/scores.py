@@ -1,5 +1,5 @@
 """The lifecycle's numbers as pure functions: importance at ingest and attenuation (seed 002
-§4.5). The recall score (§4.6) is a reranker of the read path: memora.retrieval.recall_score."""
+§4.5). The recall score (§4.6) is a reranker of the read path: memora.retrieval.rerank.recall."""
 
 from __future__ import annotations
 

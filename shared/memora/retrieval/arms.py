@@ -1,18 +1,18 @@
-"""The database side of the other retrievers: graph neighbours, temporal ranges, entities, and
-the hydration of fused candidates. Semantic retrieval (HNSW or exact) lives in `semantic.py`,
-keyword retrieval (BM25) in `keyword.py`.
+"""The database side of the other retrievers: the graph's walk over links, temporal ranges,
+entities. Semantic retrieval (HNSW or exact) lives in `semantic.py`, keyword retrieval (BM25)
+in `keyword.py`, the hydration of fused candidates in `fusion.py`.
 
-Every query is scoped by agent_id, the requested fact types and active status, composed by
-`filters.scope_where` on `memory_units` or `filters.vector_scope` on `memory_vectors` (the one
-place for conditions every retriever applies), and by the search's metadata filters (`where`,
-compiled by `memora.retrieval.filters`). The k-nearest queries read `memory_vectors`;
-hydration reads `memory_units`.
+Every query is scoped by the search's `SearchScope`: agent, requested fact types and active
+status, composed by `filters.vector_scope` on `memory_vectors` (the one place for conditions
+every retriever applies), and the search's metadata filters (`scope.where`, compiled once by
+`memora.retrieval.filters`). The k-nearest queries read `memory_vectors`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -22,25 +22,51 @@ from psycopg import Connection
 from psycopg.rows import tuple_row
 
 from memora.nlp.temporal import QueryTimeRange
-from memora.retrieval.filters import (
-    NO_FILTER,
-    Matching,
-    Where,
-    in_time_range,
-    scope_params,
-    scope_where,
-    vector_scope,
-)
-from memora.retrieval.graph import Edge
+from memora.retrieval.filters import NO_FILTER, Matching, Where, in_time_range, vector_scope
+from memora.retrieval.graph import Edge, SpreadSettings, spread_activation
 from memora.retrieval.scoring import temporal_closeness
 from memora.retrieval.semantic import EXACT_SCAN_MAX, exact_scan, plan_scan
-from memora.retrieval.types import Candidate
+from memora.retrieval.types import SearchScope
 
 FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
 
 
+def graph_walk(
+    conn: Connection[Any],
+    scope: SearchScope,
+    *,
+    entry: dict[str, float],
+    budget: int,
+    fanout: int,
+    spread: SpreadSettings,
+    matching: Matching,
+) -> list[tuple[UUID, float]]:
+    """The graph retriever: spreading activation from the entry points (ids as text) over the
+    units that pass the search's filters, most active first. For a broad filter each unit is
+    checked as it comes up for exploration, otherwise each step's links are kept to the units
+    that pass (see `neighbours`)."""
+    where = scope.where
+    if matching.broad:  # set by the semantic retriever for filtered searches only
+        found = spread_activation(
+            entry,
+            lambda ids: links(conn, ids, limit=FILTERED_SCAN * fanout),
+            budget,
+            spread,
+            admit=lambda ids: passing(conn, ids, where=where, known=matching.known),
+            fanout=fanout,
+        )
+    else:
+        found = spread_activation(
+            entry,
+            lambda ids: neighbours(conn, ids, fanout=fanout, where=where, matching=matching),
+            budget,
+            spread,
+        )
+    return [(UUID(node), activation) for node, activation in found]
+
+
 def links(
-    conn: Connection[Any], ids: list[str], limit: int, where: Where = NO_FILTER
+    conn: Connection[Any], ids: list[str], *, limit: int, where: Where = NO_FILTER
 ) -> dict[str, list[Edge[str]]]:
     """Each unit's strongest `limit` links to active units (links join units of one agent
     only), strongest first, read by the index alone; with `where`, those of them to units
@@ -84,6 +110,7 @@ def links(
 def neighbours(
     conn: Connection[Any],
     ids: list[str],
+    *,
     fanout: int,
     where: Where = NO_FILTER,
     matching: Matching | None = None,
@@ -93,17 +120,17 @@ def neighbours(
     `matching.complete` (every unit that passes, known after an exact scan), else in the
     links' query."""
     if not where.sql:
-        return links(conn, ids, fanout)
+        return links(conn, ids, limit=fanout)
     keep = matching.complete if matching is not None else None
     if keep is None:
-        found = links(conn, ids, FILTERED_SCAN * fanout, where)
+        found = links(conn, ids, limit=FILTERED_SCAN * fanout, where=where)
         return {s: edges[:fanout] for s, edges in found.items()}
-    found = links(conn, ids, FILTERED_SCAN * fanout)
+    found = links(conn, ids, limit=FILTERED_SCAN * fanout)
     return {s: [e for e in edges if e[0] in keep][:fanout] for s, edges in found.items()}
 
 
 def passing(
-    conn: Connection[Any], ids: list[str], where: Where, known: dict[str, bool]
+    conn: Connection[Any], ids: list[str], *, where: Where, known: dict[str, bool]
 ) -> set[str]:
     """Which of these units pass `where`: those not in `known` (the verdicts so far in one
     search) checked in one query, one primary-key probe each (with `= ANY` the planner may
@@ -137,8 +164,8 @@ _WHEN = (
 
 def temporal(
     conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
+    scope: SearchScope,
+    *,
     vector: np.ndarray,
     time_range: QueryTimeRange,
     limit: int,
@@ -146,7 +173,6 @@ def temporal(
     decay: float,
     seed_similarity: float,
     min_similarity: float,
-    where: Where = NO_FILTER,
     exact_max: int = EXACT_SCAN_MAX,
 ) -> list[tuple[UUID, float]]:
     """Seed 000 §3.1.4: units in the range with similarity ≥ `seed_similarity`, scored by
@@ -156,13 +182,15 @@ def temporal(
     the range's nearest units, found as `semantic.nearest` finds a filter's: the range is one more
     condition, ranked exactly or walked by the same estimates."""
     seeds = _temporal_seeds(
-        conn, agent_id, fact_types, vector, time_range, limit, seed_similarity, where, exact_max
-    )
+        conn, scope, vector=vector, time_range=time_range, limit=limit,
+        seed_similarity=seed_similarity, exact_max=exact_max,
+    )  # fmt: skip
     scores = {i: temporal_closeness(at, time_range.start, time_range.end) for i, at in seeds}
+    where = scope.where
     if scores and spread > 0:
         params = {
             "v": vector, "start": time_range.start, "end": time_range.end,
-            **scope_params(agent_id, fact_types), **where.params,
+            **scope.params, **where.params,
         }  # fmt: skip
         near = conn.execute(
             f"""
@@ -188,13 +216,12 @@ def temporal(
 
 def _temporal_seeds(
     conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
+    scope: SearchScope,
+    *,
     vector: np.ndarray,
     time_range: QueryTimeRange,
     limit: int,
     seed_similarity: float,
-    where: Where,
     exact_max: int,
 ) -> list[tuple[UUID, datetime]]:
     """The `limit` units in the range nearest to `vector`, those of them with similarity ≥
@@ -203,13 +230,15 @@ def _temporal_seeds(
     HNSW walk would pass over most of the agent to find them, which PostgreSQL's cost model
     for the walk does not see (a month of a two-year history at 100k: walked 11.4 ms, ranked
     exactly 3.3 ms)."""
+    where = scope.where
     in_range = Where(
         f" AND {_IN_RANGE} {where.sql}",
         {"start": time_range.start, "end": time_range.end, **where.params},
     )
-    at_most = plan_scan(conn, agent_id, fact_types, in_range, limit, exact_max)
+    ranged = replace(scope, where=in_range)
+    at_most = plan_scan(conn, ranged, limit=limit, exact_max=exact_max)
     exact = (
-        exact_scan(conn, agent_id, fact_types, vector, limit, in_range, at_most, ids=False)
+        exact_scan(conn, ranged, vector=vector, limit=limit, at_most=at_most, ids=False)
         if at_most
         else None
     )
@@ -235,83 +264,12 @@ def _temporal_seeds(
             "v": vector,
             "limit": limit,
             "seed": seed_similarity,
-            **scope_params(agent_id, fact_types),
+            **scope.params,
             **in_range.params,
         },
         prepare=False,
     ).fetchall()
     return [(r["id"], r["at"]) for r in rows]
-
-
-# The units next to a unit in its document: the turns before and after it (or, in a
-# transcript item cut into several units, its neighbours within the item).
-_NEXT_TO = """
-    n.document_pk = m.document_pk AND n.id <> m.id AND n.embedding IS NOT NULL
-    AND ((n.item_index = m.item_index AND abs(n.seq - m.seq) = 1)
-         OR abs(n.item_index - m.item_index) = 1)
-"""
-
-
-def hydrate(
-    conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
-    ids: Sequence[UUID],
-    vector: np.ndarray,
-    keyword: tuple[str, dict[str, Any]],
-    entity_ids: Sequence[UUID] = (),
-) -> dict[UUID, Candidate]:
-    """The candidates' rows (agent, fact types and active status checked again here) with their
-    access counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
-    parameters), their context: the best similarity to `vector` among the units next to them in
-    their document, and whether they mention one of `entity_ids`. Read in binary, which spares
-    parsing the embeddings' text form."""
-    lateral, params = keyword
-    rows = conn.execute(
-        f"""
-        SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
-               m.occurred_end, m.metadata, m.embedding, coalesce(a.access_count, 0) AS access_count,
-               m.importance, m.category, coalesce(a.last_accessed_at, m.created_at) AS last_used,
-               coalesce(kw.bm25, 0) AS bm25, coalesce(ctx.sim, 0) AS context_sim,
-               EXISTS (SELECT 1 FROM unit_entities ue WHERE ue.unit_id = m.id
-                       AND ue.entity_id = ANY(%(entities)s)) AS names_entity
-        FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
-        LEFT JOIN LATERAL {lateral} kw ON true
-        LEFT JOIN LATERAL (
-            SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
-        ) ctx ON true
-        WHERE m.id = ANY(%(ids)s) AND {scope_where("m")}
-        """,
-        {
-            **params,
-            **scope_params(agent_id, fact_types),
-            "v": vector,
-            "ids": list(ids),
-            "entities": list(entity_ids),
-        },
-        binary=True,
-    ).fetchall()
-    return {
-        r["id"]: Candidate(
-            id=r["id"],
-            text=r["text"],
-            context=r["context"],
-            fact_type=r["fact_type"],
-            event_date=r["event_date"],
-            occurred_start=r["occurred_start"],
-            occurred_end=r["occurred_end"],
-            metadata=r["metadata"] or {},
-            access_count=int(r["access_count"]),
-            embedding=np.asarray(r["embedding"].to_numpy(), dtype=np.float32),
-            keyword=float(r["bm25"]),
-            neighbours=float(r["context_sim"]),
-            importance=float(r["importance"]),
-            category=r["category"],
-            last_used=r["last_used"],
-            names_entity=bool(r["names_entity"]),
-        )
-        for r in rows
-    }
 
 
 def record_access(conn: Connection[Any], counts: Mapping[UUID, int], at: datetime) -> int:
@@ -332,7 +290,7 @@ def record_access(conn: Connection[Any], counts: Mapping[UUID, int], at: datetim
 
 
 def query_entities(
-    conn: Connection[Any], agent_id: str, names: Sequence[str]
+    conn: Connection[Any], scope: SearchScope, *, names: Sequence[str]
 ) -> dict[UUID, list[str]]:
     """The agent's entities whose normalised name or an alias is one of `names`: id → the
     names of it that matched."""
@@ -344,7 +302,7 @@ def query_entities(
         WHERE e.agent_id = %(agent)s
           AND (e.normalized_name = ANY(%(names)s) OR e.aliases && %(names)s)
         """,
-        {"agent": agent_id, "names": list(names)},
+        {"agent": scope.agent_key, "names": list(names)},
     ).fetchall()
     wanted = set(names)
     return {r["id"]: sorted(({r["normalized_name"], *r["aliases"]}) & wanted) for r in rows}
@@ -352,17 +310,17 @@ def query_entities(
 
 def entity_units(
     conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
+    scope: SearchScope,
+    *,
     entity_ids: Sequence[UUID],
     vector: np.ndarray,
     per_entity: int,
     min_similarity: float,
-    where: Where = NO_FILTER,
 ) -> list[tuple[UUID, float]]:
     """For each entity, the `per_entity` units mentioning it most similar to `vector` (and
     passing the search's filters); a unit mentioning several keeps its similarity once. Best
     first."""
+    where = scope.where
     rows = conn.execute(
         f"""
         SELECT u.id, max(u.sim) AS sim FROM unnest(%(entities)s::uuid[]) AS e(entity)
@@ -375,7 +333,7 @@ def entity_units(
         """,
         {
             "entities": list(entity_ids), "v": vector, "per_entity": per_entity,
-            **scope_params(agent_id, fact_types), **where.params,
+            **scope.params, **where.params,
         },
         prepare=where.prepare,
     ).fetchall()  # fmt: skip

@@ -1,5 +1,6 @@
-"""Cross-encoder reranking (seed 000 §3.3.2): (query, "[Date: …] text") pairs scored by a
-sentence-transformers CrossEncoder, logits squashed with a sigmoid to [0, 1].
+"""The cross-encoder's model and its serving (seed 000 §3.3.2): (query, "[Date: …] text") pairs
+scored by a sentence-transformers CrossEncoder, logits squashed with a sigmoid to [0, 1]. The
+reranker that uses it is `rerank/cross_encoder.py`.
 
 Any CrossEncoder by name or local path (`MEMORA_CROSS_ENCODER_MODEL`; production:
 cross-encoder/ms-marco-MiniLM-L-6-v2). The serving path (docs/retrieval.md):
@@ -25,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from memora.basics.config import Settings
 from memora.nlp.batching import MicroBatcher, length_batches, padded
 from memora.nlp.onnx_export import OnnxUnsupported, default_cache_dir, exported, quantized, session
 from memora.retrieval.scoring import sigmoid
@@ -78,8 +80,23 @@ class ServingOptions:
     max_length: int = 256
     cache_dir: Path | None = None
 
+    @classmethod
+    def from_settings(cls, s: Settings) -> ServingOptions:
+        """The MEMORA_CROSS_ENCODER_* settings."""
+        return cls(
+            backend=s.cross_encoder_backend,
+            threads=s.cross_encoder_threads,
+            batch_size=s.cross_encoder_batch_size,
+            batch_tokens=s.cross_encoder_batch_tokens,
+            batch_wait=s.cross_encoder_batch_wait_ms / 1000,
+            max_length=s.cross_encoder_max_length,
+            cache_dir=s.model_cache_dir,
+        )
 
-class CrossEncoderReranker:
+
+class CrossEncoderModel:
+    """The model behind a micro-batching queue (see the module's doc): a `PairScorer`."""
+
     def __init__(self, model: str, options: ServingOptions | None = None) -> None:
         import torch
         from sentence_transformers import CrossEncoder

@@ -20,12 +20,12 @@ through the btree (agent_id, memora_number(metadata, 'turn')) indexes. Both are 
 
 Beside the client's filters, `scope_where` / `vector_scope` are the conditions every retriever
 applies (agent, fact types, active), and `Matching` is what one search learns of who passes.
+A search compiles its filters once, into its `types.SearchScope`, which every retriever takes.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
@@ -224,8 +224,9 @@ def _any_of(meta: str, documents: list[dict[str, Any]], bind: Any) -> str:
 
 def scope_where(alias: str) -> str:
     """The conditions every retriever puts on the units it returns (alias: the units' table),
-    with its parameters from `scope_params`: the agent, the requested fact types, embedded,
-    active (memora.lifecycle: superseded, forgotten and archived memories are not searched)."""
+    with its parameters from `types.SearchScope.params`: the agent, the requested fact types,
+    embedded, active (memora.lifecycle: superseded, forgotten and archived memories are not
+    searched)."""
     return (
         f"{alias}.agent_id = %(agent)s AND {alias}.fact_type = ANY(%(types)s)"
         f" AND {alias}.embedding IS NOT NULL AND {alias}.status = 'active'"
@@ -235,10 +236,6 @@ def scope_where(alias: str) -> str:
 def vector_scope(alias: str) -> str:
     """`scope_where` on `memory_vectors`, whose rows are the embedded active units."""
     return f"{alias}.agent_id = %(agent)s AND {alias}.fact_type = ANY(%(types)s)"
-
-
-def scope_params(agent_id: str, fact_types: Sequence[str]) -> dict[str, Any]:
-    return {"agent": agent_id, "types": list(fact_types)}
 
 
 # A filter that the planner expects half of the agent's units or more to pass is broad

@@ -30,7 +30,7 @@ from uuid import UUID
 from cachetools import TTLCache
 from psycopg import Connection
 
-from memora.retrieval.filters import NO_FILTER, Where
+from memora.retrieval.types import SearchScope
 
 K1 = 1.2
 B = 0.75
@@ -133,18 +133,17 @@ class KeywordIndex:
     def search(
         self,
         conn: Connection[Any],
-        agent_id: str,
-        fact_types: Sequence[str],
+        scope: SearchScope,
+        *,
         stats: TermStats,
         limit: int,
         match_budget: int,
-        where: Where = NO_FILTER,
     ) -> list[tuple[UUID, float]]:
         """The agent's embedded units that contain a query term, best BM25 over all terms
         first. At most `match_budget` units are scored: those holding the rarest terms
         (TermStats.matching_terms) and, when even the rarest term is that common, the most
-        recent of them. `where` (the search's filters, on alias memory_search) applies before
-        the budget. The tsquery is a parameter (not built in SQL) so that the planner
+        recent of them. The search's filters (`scope.keyword_where`) apply before the
+        budget. The tsquery is a parameter (not built in SQL) so that the planner
         sees its selectivity: for a rare term it reads the GIN index, for a common one it
         walks the agent's units newest first and stops after `match_budget` matches, a cost
         that does not grow with the agent's size."""
@@ -159,6 +158,7 @@ class KeywordIndex:
             else ""
         )
         lateral, params = self.lateral(stats)
+        where = scope.keyword_where
         rows = conn.execute(
             f"""
             WITH matched AS MATERIALIZED (
@@ -174,8 +174,8 @@ class KeywordIndex:
                 **params,
                 "query": or_query(match),
                 "budget": match_budget,
-                "agent": agent_id,
-                "types": list(fact_types),
+                "agent": scope.agent_key,
+                "types": list(scope.fact_types),
                 "limit": limit,
                 **where.params,
             },

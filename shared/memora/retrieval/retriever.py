@@ -1,24 +1,23 @@
-"""The fused read path (seed 000 §3.5):
+"""The fused read path (seed 000 §3.5), its stages in order:
 
     query → embed ∥ keyword ∥ scan plan → [semantic → graph] ∥ keyword ∥ temporal-graph
-          → RRF → top candidates → heuristic or cross-encoder rerank → MMR → token budget
+          → fusion (RRF, hydration) → rerank → MMR → token budget → trace
 
 Each retriever runs in a worker thread on its own pooled connection; the keyword retriever
 starts while the query is being embedded, as does the semantic retriever's plan of a filtered
 scan, and graph retrieval starts from the semantic retriever's hits (its entry points) as
 soon as those are in (during the semantic retriever's HNSW walk, under a narrow filter). The
-temporal-graph retriever runs only when the query states a time constraint.
+temporal-graph retriever runs only when the query states a time constraint. This module holds
+the threads and the order; the retrievers are `semantic`, `keyword` and `arms`, the stages
+after them `fusion`, `rerank/`, `scoring` (MMR, budget) and `trace`.
 """
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -30,51 +29,17 @@ from memora.basics.models import utcnow
 from memora.db.pool import Pool
 from memora.nlp.embedding import Embedder
 from memora.nlp.temporal import QueryTimeRange, parse_query_range, strip_time_expression
-from memora.retrieval import arms, expansion, scoring, semantic
+from memora.retrieval import arms, expansion, fusion, scoring, semantic
 from memora.retrieval.access import AccessRecorder
-from memora.retrieval.cross_encoder import (
-    CrossEncoderReranker,
-    PairScorer,
-    RerankerUnavailable,
-    ServingOptions,
-    dated,
-)
-from memora.retrieval.filters import Matching, Where, compile_filters
-from memora.retrieval.graph import SpreadSettings, spread_activation
+from memora.retrieval.cross_encoder import PairScorer
+from memora.retrieval.filters import Matching
+from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.keyword import KeywordIndex, TermStats
-from memora.retrieval.recall_score import (
-    RecallWeights,
-    frequency_score,
-    recall_scores,
-    recency_decay,
-)
-from memora.retrieval.types import ArmResult, Candidate, Hit, SearchOutcome, SearchParams
+from memora.retrieval.rerank import Reranker, Rerankers
+from memora.retrieval.trace import Clock, trace
+from memora.retrieval.types import ArmResult, Candidate, SearchOutcome, SearchParams, SearchScope
 
 NO_ENTITY = "the query names no known entity"
-
-
-@dataclass
-class _Clock:
-    started: float = field(default_factory=time.perf_counter)
-    marks: dict[str, float] = field(default_factory=dict)
-
-    def lap(self, name: str, since: float) -> float:
-        now = time.perf_counter()
-        self.marks[name] = round((now - since) * 1000, 2)
-        return now
-
-
-def serving_options(s: Settings) -> ServingOptions:
-    """The cross-encoder's MEMORA_CROSS_ENCODER_* settings."""
-    return ServingOptions(
-        backend=s.cross_encoder_backend,
-        threads=s.cross_encoder_threads,
-        batch_size=s.cross_encoder_batch_size,
-        batch_tokens=s.cross_encoder_batch_tokens,
-        batch_wait=s.cross_encoder_batch_wait_ms / 1000,
-        max_length=s.cross_encoder_max_length,
-        cache_dir=s.model_cache_dir,
-    )
 
 
 def _timed(name: str, fn: Callable[[], list[tuple[UUID, float]]]) -> ArmResult:
@@ -96,7 +61,7 @@ class Retriever:
         self.keyword = KeywordIndex(ttl=settings.keyword_stats_ttl_seconds)
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
         self.spread = SpreadSettings.from_settings(settings)
-        self.weights = scoring.HeuristicWeights.from_settings(settings)
+        self.rerankers = Rerankers(settings)
         # four tasks per search (keyword, semantic→graph, temporal, entity); a graph that
         # starts during a filtered walk runs apart, as its walk waits for it
         self._executor = ThreadPoolExecutor(
@@ -106,52 +71,38 @@ class Retriever:
             settings.search_concurrency, thread_name_prefix="memora-graph"
         )
         self._slots = threading.BoundedSemaphore(settings.search_concurrency)
-        self._cross_encoder: PairScorer | None = None
-        self._cross_encoder_error: RerankerUnavailable | None = None
-        self._load_lock = threading.Lock()
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._graph_executor.shutdown(wait=True, cancel_futures=True)
         self.access.close()
-        if isinstance(self._cross_encoder, CrossEncoderReranker):
-            self._cross_encoder.close()
+        self.rerankers.close()
 
-    # ------------------------------------------------------------------ cross-encoder
     def cross_encoder(self) -> PairScorer:
-        """Loaded once, on first use (or at start with MEMORA_PRELOAD_CROSS_ENCODER)."""
-        with self._load_lock:
-            if self._cross_encoder is None:
-                if self._cross_encoder_error is not None:
-                    raise self._cross_encoder_error
-                try:
-                    self._cross_encoder = CrossEncoderReranker(
-                        self.settings.cross_encoder_model, serving_options(self.settings)
-                    )
-                except RerankerUnavailable as exc:
-                    self._cross_encoder_error = exc
-                    raise
-                gc.freeze()  # the model's objects, like the embedder's, are never garbage
-            return self._cross_encoder
+        """The cross-encoder's model, loaded once, on first use (or at start with
+        MEMORA_PRELOAD_CROSS_ENCODER); RerankerUnavailable when it cannot be."""
+        return self.rerankers.cross_encoder.model()
 
     # ------------------------------------------------------------------ search
     def search(self, p: SearchParams) -> SearchOutcome:
-        if p.reranker == "cross-encoder":
-            self.cross_encoder()  # fail before any work when it cannot be loaded
+        reranker = self.rerankers[p.reranker]
+        reranker.ready()  # fail before any work when it cannot run (the cross-encoder's model)
         with self._slots:
-            return self._search(p)
+            return self._search(p, reranker)
 
-    def _search(self, p: SearchParams) -> SearchOutcome:
-        clock = _Clock()
+    def _search(self, p: SearchParams, reranker: Reranker) -> SearchOutcome:
+        clock = Clock()
+        scope = SearchScope.of(p)
         reference = p.reference_time or utcnow()
         per_arm = min(500, max(50, 3 * p.top_k))
-        keyword = self._executor.submit(lambda: self._keyword(p, per_arm))
-        entity = self._executor.submit(lambda: self._entity(p))
+        budget = p.thinking_budget
+        keyword = self._executor.submit(self._keyword, scope, p.query, per_arm)
+        entity = self._executor.submit(self._entity, scope, p.query)
 
         # the semantic retriever plans a filtered scan while the query is being embedded
         query_ready: Future[np.ndarray] = Future()
         semantic_graph = self._executor.submit(
-            lambda: self._semantic_then_graph(p, query_ready, per_arm)
+            self._semantic_then_graph, scope, query_ready, per_arm, budget
         )
         time_range = parse_query_range(p.query, reference)
         texts = [p.query]
@@ -167,7 +118,7 @@ class Retriever:
         query_vec, topic_vec = vectors[0], vectors[-1]
 
         temporal = (
-            self._executor.submit(lambda: self._temporal(p, topic_vec, time_range, per_arm))
+            self._executor.submit(self._temporal, scope, topic_vec, time_range, per_arm, budget)
             if time_range is not None
             else None
         )
@@ -185,10 +136,14 @@ class Retriever:
         }
         t = clock.lap("retrieval", t)
 
-        about = query_vec if about_vec is None else about_vec
-        candidates = self._fuse(p, results, query_vec, about, entity_ids, stats)
+        candidates = fusion.fuse(
+            self.pool, scope, p, settings=self.settings, results=results, query_vec=query_vec,
+            about_vec=query_vec if about_vec is None else about_vec, entity_ids=entity_ids,
+            keyword=self.keyword.lateral(stats),
+        )  # fmt: skip
         t = clock.lap("fusion", t)
-        self._rerank(p, candidates, reference)
+        if candidates:
+            reranker.rerank(p.query, candidates, reference)
         t = clock.lap("rerank", t)
         chosen = [candidates[i] for i in self._diversify(p, candidates)]
         t = clock.lap("mmr", t)
@@ -199,66 +154,14 @@ class Retriever:
         kept = chosen[:fits]
         clock.lap("budget", t)
         self.access.record(c.id for c in kept)
-        clock.marks["total"] = round((time.perf_counter() - clock.started) * 1000, 2)
+        clock.total()
 
-        hits = [
-            Hit(
-                id=c.id,
-                text=c.text,
-                context=c.context,
-                event_date=c.event_date,
-                weight=round(c.score, 6),
-                fact_type=c.fact_type,
-                metadata=c.metadata,
-                occurred_start=c.occurred_start,
-                occurred_end=c.occurred_end,
-            )
-            for c in kept
-        ]
-        trace = (
-            _trace(p, results, candidates, kept, time_range, stats, clock, max_tokens)
-            if p.trace
-            else None
+        hits = [c.hit() for c in kept]
+        if not p.trace:
+            return SearchOutcome(hits)
+        return SearchOutcome(
+            hits, trace(p, results, candidates, kept, time_range, stats, clock, max_tokens)
         )
-        return SearchOutcome(hits, trace)
-
-    def _fuse(
-        self,
-        p: SearchParams,
-        results: dict[str, ArmResult],
-        query_vec: np.ndarray,
-        about_vec: np.ndarray,
-        entity_ids: list[UUID],
-        stats: TermStats | None,
-    ) -> list[Candidate]:
-        """RRF over the retrievers' lists, then the best candidates read with their signals.
-        `about_vec` embeds the query without the names of `entity_ids` (the query itself when
-        it names none): the context signal and, for units that mention one of them, the
-        semantic signal measure what they say against it (MEMORA_ENTITY_RELEVANCE)."""
-        s = self.settings
-        fused = scoring.rrf(
-            {n: [i for i, _ in r.ranked] for n, r in results.items()},
-            k=s.rrf_k,
-            weights=s.rrf_weights or None,
-        )
-        cap = max(s.rerank_candidates, p.top_k)
-        context_vec = query_vec if s.entity_relevance == "query" else about_vec
-        shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
-        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
-            lateral = self.keyword.lateral(stats)
-            found = arms.hydrate(
-                conn, p.agent_key, p.fact_types, shortlist, context_vec, lateral, entity_ids
-            )
-        candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
-        ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
-        for c in candidates:
-            c.semantic = scoring.entity_aware_similarity(
-                float(c.embedding @ query_vec), float(c.embedding @ about_vec), c.names_entity,
-                s.entity_relevance,
-            )  # fmt: skip
-            c.rrf = fused[c.id]
-            c.ranks = {n: r[c.id] for n, r in ranks.items() if c.id in r}
-        return candidates
 
     def _diversify(self, p: SearchParams, candidates: list[Candidate]) -> list[int]:
         if not candidates:
@@ -271,14 +174,14 @@ class Retriever:
         )
 
     # ------------------------------------------------------------------ retrievers
-    def _keyword(self, p: SearchParams, limit: int) -> tuple[ArmResult, TermStats]:
+    def _keyword(self, scope: SearchScope, query: str, limit: int) -> tuple[ArmResult, TermStats]:
         started = time.perf_counter()
-        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
-            terms = self.keyword.terms(conn, p.query)
-            stats = self.keyword.stats(conn, p.agent_key, terms)
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
+            terms = self.keyword.terms(conn, query)
+            stats = self.keyword.stats(conn, scope.agent_key, terms)
             ranked = self.keyword.search(
-                conn, p.agent_key, p.fact_types, stats, limit, self.settings.keyword_match_budget,
-                compile_filters(p.filters, "memory_search"),
+                conn, scope, stats=stats, limit=limit,
+                match_budget=self.settings.keyword_match_budget,
             )  # fmt: skip
         result = ArmResult("keyword", ranked, ms=round((time.perf_counter() - started) * 1000, 2))
         if not terms:
@@ -286,7 +189,7 @@ class Retriever:
         return result, stats
 
     def _semantic_then_graph(
-        self, p: SearchParams, query: Future[np.ndarray], limit: int
+        self, scope: SearchScope, query: Future[np.ndarray], limit: int, budget: int
     ) -> tuple[ArmResult, ArmResult]:
         """Semantic retrieval, then the graph from its best hits; started with the search, it
         takes a connection and plans a filtered scan (semantic.plan_scan) while `query` (the
@@ -297,45 +200,45 @@ class Retriever:
         nearest) on a connection of its own while the walk goes on (10 % filter at 100k
         memories: search 1.10 → 1.03 × the unfiltered time). Otherwise the graph follows."""
         s = self.settings
-        ef_search = min(1000, max(64, 2 * limit, p.thinking_budget))
-        where = compile_filters(p.filters, "m")
+        ef_search = min(1000, max(64, 2 * limit, budget))
         matching = Matching()  # who passes the filter, as far as known: for the graph
         early: list[Future[ArmResult]] = []
 
         def start_graph(first: list[tuple[UUID, float]]) -> None:
-            early.append(self._graph_executor.submit(self._graph, p, first, where, matching))
+            early.append(self._graph_executor.submit(self._graph, scope, first, matching, budget))
 
-        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
             at_most = semantic.plan_scan(
-                conn, p.agent_key, p.fact_types, where, limit, s.filter_exact_scan_max, matching
+                conn, scope, limit=limit, exact_max=s.filter_exact_scan_max, matching=matching
             )
-            narrow_walk = bool(where.sql) and not at_most and not matching.broad
+            narrow_walk = bool(scope.where.sql) and not at_most and not matching.broad
             vector = query.result()
             nearest = _timed(
                 "semantic",
                 lambda: semantic.nearest(
-                    conn, p.agent_key, p.fact_types, vector, limit, ef_search,
-                    s.semantic_min_similarity, where, s.filter_exact_scan_max, matching, at_most,
+                    conn, scope, vector=vector, limit=limit, ef_search=ef_search,
+                    min_similarity=s.semantic_min_similarity, exact_max=s.filter_exact_scan_max,
+                    matching=matching, at_most=at_most,
                     first=start_graph if narrow_walk else None, first_count=s.graph_entry_points,
                 ),
             )  # fmt: skip
             if not early:
-                return nearest, self._graph(p, nearest.ranked, where, matching, conn)
+                return nearest, self._graph(scope, nearest.ranked, matching, budget, conn)
         return nearest, early[0].result()
 
     def _graph(
         self,
-        p: SearchParams,
+        scope: SearchScope,
         nearest: list[tuple[UUID, float]],
-        where: Where,
         matching: Matching,
+        budget: int,
         conn: Connection[Any] | None = None,
     ) -> ArmResult:
         """Graph retrieval from the nearest units (the semantic retriever's, best first), on
-        `conn` or a pooled connection of its own."""
+        `conn` or a pooled connection of its own, exploring at most `budget` units."""
         if conn is None:
-            with self.pool.tenant_connection(p.scope.tenant_id) as own:
-                return self._graph(p, nearest, where, matching, own)
+            with self.pool.tenant_connection(scope.tenant_id) as own:
+                return self._graph(scope, nearest, matching, budget, own)
         s = self.settings
         entry = {
             str(i): 1.0 for i, sim in nearest[: s.graph_entry_points]
@@ -343,190 +246,57 @@ class Retriever:
         }  # fmt: skip
         graph = _timed(
             "graph",
-            lambda: [
-                (UUID(node), activation)
-                for node, activation in self._spread(conn, entry, p, where, matching)
-            ],
-        )
+            lambda: arms.graph_walk(
+                conn, scope, entry=entry, budget=budget, fanout=s.graph_fanout,
+                spread=self.spread, matching=matching,
+            ),
+        )  # fmt: skip
         if not entry:
             graph.note = f"no semantic match ≥ {s.graph_entry_similarity} to start from"
         return graph
 
-    def _spread(
-        self,
-        conn: Connection[Any],
-        entry: dict[str, float],
-        p: SearchParams,
-        where: Where,
-        matching: Matching,
-    ) -> list[tuple[str, float]]:
-        """Spreading activation from the entry points, over the units that pass the filters:
-        for a broad filter each unit is checked as it comes up for exploration, otherwise
-        each step's links are kept to the units that pass (see arms.neighbours)."""
-        fanout, budget = self.settings.graph_fanout, p.thinking_budget
-        if matching.broad:  # set by the semantic retriever for filtered searches only
-            return spread_activation(
-                entry,
-                lambda ids: arms.links(conn, ids, arms.FILTERED_SCAN * fanout),
-                budget,
-                self.spread,
-                admit=lambda ids: arms.passing(conn, ids, where, matching.known),
-                fanout=fanout,
-            )
-        return spread_activation(
-            entry,
-            lambda ids: arms.neighbours(conn, ids, fanout, where, matching),
-            budget,
-            self.spread,
-        )
-
-    def _entity(self, p: SearchParams) -> tuple[ArmResult, list[UUID], np.ndarray | None]:
+    def _entity(
+        self, scope: SearchScope, query: str
+    ) -> tuple[ArmResult, list[UUID], np.ndarray | None]:
         """The entity retriever, from the start of the search (off the critical path): the
         agent's entities the query names, the query embedded without their names, then the
         units mentioning them most similar to it. Returns its list, the entities and that
         vector (None when the query names none)."""
         s = self.settings
         started = time.perf_counter()
-        names = expansion.phrases(p.query) if s.entity_units_per_entity > 0 else []
+        names = expansion.phrases(query) if s.entity_units_per_entity > 0 else []
         if not names:
             note = "off" if s.entity_units_per_entity <= 0 else "no names in the query"
             return ArmResult("entity", ran=False, note=note), [], None
-        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
-            entities = arms.query_entities(conn, p.agent_key, names)
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
+            entities = arms.query_entities(conn, scope, names=names)
             if not entities:
                 return ArmResult("entity", ran=False, note=NO_ENTITY), [], None
             matched = {n for found in entities.values() for n in found}
-            vector = self.embedder.embed([expansion.without_names(p.query, matched)])[0]
+            vector = self.embedder.embed([expansion.without_names(query, matched)])[0]
             ranked = arms.entity_units(
-                conn, p.agent_key, p.fact_types, list(entities), vector,
-                s.entity_units_per_entity, s.entity_min_similarity,
-                compile_filters(p.filters, "m"),
+                conn, scope, entity_ids=list(entities), vector=vector,
+                per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
             )  # fmt: skip
         ms = round((time.perf_counter() - started) * 1000, 2)
         return ArmResult("entity", ranked, ms=ms), list(entities), vector
 
     def _temporal(
-        self, p: SearchParams, vector: np.ndarray, time_range: QueryTimeRange | None, limit: int
+        self,
+        scope: SearchScope,
+        vector: np.ndarray,
+        time_range: QueryTimeRange,
+        limit: int,
+        budget: int,
     ) -> ArmResult:
-        assert time_range is not None
         s = self.settings
-        with self.pool.tenant_connection(p.scope.tenant_id) as conn:
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
             return _timed(
                 "temporal",
                 lambda: arms.temporal(
-                    conn, p.agent_key, p.fact_types, vector, time_range, limit,
-                    p.thinking_budget, s.graph_decay, s.temporal_seed_similarity,
-                    s.temporal_min_similarity, compile_filters(p.filters, "m"),
-                    s.filter_exact_scan_max,
+                    conn, scope, vector=vector, time_range=time_range, limit=limit,
+                    spread=budget, decay=s.graph_decay,
+                    seed_similarity=s.temporal_seed_similarity,
+                    min_similarity=s.temporal_min_similarity, exact_max=s.filter_exact_scan_max,
                 ),
             )  # fmt: skip
-
-    # ------------------------------------------------------------------ reranking
-    def _rerank(self, p: SearchParams, candidates: list[Candidate], reference: datetime) -> None:
-        if not candidates:
-            return
-        if p.reranker == "cross-encoder":
-            passages = [dated(c.text, c.event_date) for c in candidates]
-            for c, value in zip(
-                candidates, self.cross_encoder().score(p.query, passages), strict=True
-            ):
-                c.score = float(value)
-            return
-        if p.reranker == "recall":
-            w = RecallWeights.from_settings(self.settings)
-            scores = recall_scores(
-                np.array([c.semantic for c in candidates]),
-                np.array([recency_decay(c.last_used or c.event_date, reference,
-                                        w.recency_half_life_days) for c in candidates]),
-                np.array([c.importance for c in candidates]),
-                np.array([frequency_score(c.access_count, w.max_access) for c in candidates]),
-                w,
-            )  # fmt: skip
-            for c, value in zip(candidates, scores, strict=True):
-                c.score = float(value)
-            return
-        formula = self.settings.recency_formula
-        scores = scoring.heuristic_scores(
-            np.array([c.semantic for c in candidates]),
-            np.array([c.keyword for c in candidates]),
-            np.array([scoring.recency_boost(c.event_date, reference, formula) for c in candidates]),
-            np.array([scoring.frequency_boost(c.access_count) for c in candidates]),
-            np.array([c.neighbours for c in candidates]),
-            np.array([c.rrf for c in candidates]),
-            self.weights,
-        )
-        # pseudo-relevance feedback: a second pass adds the similarity to what the first
-        # pass put on top (docs/retrieval.md)
-        feedback = np.zeros(len(candidates))
-        if self.weights.feedback > 0:
-            embeddings = np.stack([c.embedding for c in candidates])
-            top = self.settings.heuristic_feedback_top
-            feedback = scoring.feedback_similarity(embeddings, scores, top)
-        final = scores + self.weights.feedback * feedback
-        for c, value, fb in zip(candidates, final, feedback, strict=True):
-            c.score, c.feedback = float(value), float(fb)
-
-
-def _wanted(p: SearchParams, c: Candidate) -> bool:
-    """recall's filters: the categories asked for, and when the memory was said."""
-    if p.categories is not None and c.category not in p.categories:
-        return False
-    if p.said_between is not None:
-        start, end = p.said_between
-        if (start is not None and c.event_date < start) or (
-            end is not None and c.event_date >= end
-        ):
-            return False
-    return True
-
-
-def _trace(
-    p: SearchParams,
-    results: dict[str, ArmResult],
-    candidates: list[Candidate],
-    kept: list[Candidate],
-    time_range: QueryTimeRange | None,
-    stats: TermStats | None,
-    clock: _Clock,
-    max_tokens: int,
-) -> dict[str, Any]:
-    return {
-        "query": p.query,
-        "reranker": p.reranker,
-        "filters": p.filters.flat() if p.filters else None,
-        "paths": {
-            name: {
-                "ran": r.ran,
-                "ms": r.ms,
-                "count": len(r.ranked),
-                "note": r.note,
-                "results": [{"id": str(i), "score": round(s, 6)} for i, s in r.ranked],
-            }
-            for name, r in results.items()
-        },
-        "time_range": {
-            "start": time_range.start.isoformat(),
-            "end": time_range.end.isoformat(),
-            "expression": time_range.expression,
-        }
-        if time_range
-        else None,
-        "query_terms": {t: round(v, 4) for t, v in stats.idf.items()} if stats else {},
-        "candidates": [
-            {
-                "id": str(c.id),
-                "rrf": round(c.rrf, 6),
-                "ranks": c.ranks,
-                "semantic": round(c.semantic, 6),
-                "keyword": round(c.keyword, 6),
-                "context": round(c.neighbours, 6),
-                "feedback": round(c.feedback, 6),
-                "access_count": c.access_count,
-                "score": round(c.score, 6),
-            }
-            for c in candidates
-        ],
-        "selected": [str(c.id) for c in kept],
-        "max_tokens": max_tokens,
-        "timings_ms": clock.marks,
-    }

@@ -8,14 +8,15 @@ the temporal retriever's seeds (`arms`) are chosen the same way.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
 import numpy as np
 from psycopg import Connection
 
-from memora.retrieval.filters import NO_FILTER, Matching, Where, scope_params, vector_scope
+from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
+from memora.retrieval.types import SearchScope
 
 # Filtered searches over at most this many units scan them exactly (see `nearest`;
 # MEMORA_FILTER_EXACT_SCAN_MAX; 0: never).
@@ -39,19 +40,18 @@ EXACT_SCAN_CAP = 20_000
 
 def plan_scan(
     conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
-    where: Where,
+    scope: SearchScope,
+    *,
     limit: int,
     exact_max: int = EXACT_SCAN_MAX,
     matching: Matching | None = None,
 ) -> int:
-    """How many units `nearest` may rank exactly for this filter (0: walk the HNSW index),
-    from the planner's estimates, no rows read: it needs no query vector, so the retriever
-    runs it while the query is being embedded. Sets `matching.share`."""
-    if not where.sql or exact_max <= 0:
+    """How many units `nearest` may rank exactly for the scope's filter (0: walk the HNSW
+    index), from the planner's estimates, no rows read: it needs no query vector, so the
+    retriever runs it while the query is being embedded. Sets `matching.share`."""
+    if not scope.where.sql or exact_max <= 0:
         return 0
-    at_most, share = _exact_scan_bound(conn, agent_id, fact_types, where, limit, exact_max)
+    at_most, share = _exact_scan_bound(conn, scope, limit, exact_max)
     if matching is not None:
         matching.share = share
     return at_most
@@ -59,13 +59,12 @@ def plan_scan(
 
 def nearest(
     conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
+    scope: SearchScope,
+    *,
     vector: np.ndarray,
     limit: int,
     ef_search: int,
     min_similarity: float,
-    where: Where = NO_FILTER,
     exact_max: int = EXACT_SCAN_MAX,
     matching: Matching | None = None,
     at_most: int | None = None,
@@ -91,9 +90,9 @@ def nearest(
     the walk's first pass over the index, in order: its nearest, before the rounds that look
     further out for the filter's sake (what the graph starts from)."""
     if at_most is None:
-        at_most = plan_scan(conn, agent_id, fact_types, where, limit, exact_max, matching)
+        at_most = plan_scan(conn, scope, limit=limit, exact_max=exact_max, matching=matching)
     exact = (
-        exact_scan(conn, agent_id, fact_types, vector, limit, where, at_most) if at_most else None
+        exact_scan(conn, scope, vector=vector, limit=limit, at_most=at_most) if at_most else None
     )
     if exact is not None:
         ranked, passed = exact
@@ -107,12 +106,13 @@ def nearest(
         "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
         (str(ef_search),),
     )
+    where = scope.where
     sql = f"""
         SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim FROM memory_vectors m
         WHERE {vector_scope("m")} {where.sql}
         ORDER BY m.embedding <=> %(v)s::halfvec LIMIT %(limit)s
         """
-    params = {"v": vector, "limit": limit, **scope_params(agent_id, fact_types), **where.params}
+    params = {"v": vector, "limit": limit, **scope.params, **where.params}
     if first is None or not where.sql:
         rows = conn.execute(sql, params, prepare=where.prepare).fetchall()
     else:
@@ -128,29 +128,22 @@ def nearest(
 
 
 def _exact_scan_bound(
-    conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
-    where: Where,
-    limit: int,
-    exact_max: int,
+    conn: Connection[Any], scope: SearchScope, limit: int, exact_max: int
 ) -> tuple[int, float | None]:
-    """How many units an exact scan may read for this filter (0: walk HNSW instead), and the
-    share of the agent's units expected to pass (None when not estimated: at most
+    """How many units an exact scan may read for the scope's filter (0: walk HNSW instead),
+    and the share of the agent's units expected to pass (None when not estimated: at most
     `exact_max` pass)."""
-    matching = _estimate(conn, agent_id, fact_types, where)
+    matching = _estimate(conn, scope, scope.where)
     if matching <= exact_max:
         return exact_max, None
-    agent = _estimate(conn, agent_id, fact_types, NO_FILTER)
+    agent = _estimate(conn, scope, NO_FILTER)
     share = min(matching / agent, 1.0) if agent else 1.0
     if matching <= EXACT_SCAN_CAP and matching**2 <= WALK_COST * limit * agent:
         return EXACT_SCAN_CAP, share
     return 0, share
 
 
-def _estimate(
-    conn: Connection[Any], agent_id: str, fact_types: Sequence[str], where: Where
-) -> float:
+def _estimate(conn: Connection[Any], scope: SearchScope, where: Where) -> float:
     """How many of the agent's searchable units the planner expects to pass `where`: its
     statistics of the metadata column (containment is checked against the histogram's
     sample of documents) or of the turn index, no rows read. Under row-level security the
@@ -159,7 +152,7 @@ def _estimate(
     row = conn.execute(
         f"EXPLAIN (FORMAT JSON) SELECT 1 FROM memory_vectors m "
         f"WHERE {vector_scope('m')} {where.sql}",
-        {**scope_params(agent_id, fact_types), **where.params},
+        {**scope.params, **where.params},
         prepare=False,
     ).fetchone()
     plan = row["QUERY PLAN"] if row else None
@@ -168,19 +161,18 @@ def _estimate(
 
 def exact_scan(
     conn: Connection[Any],
-    agent_id: str,
-    fact_types: Sequence[str],
+    scope: SearchScope,
+    *,
     vector: np.ndarray,
     limit: int,
-    where: Where,
     at_most: int,
-    *,
     ids: bool = True,
 ) -> tuple[list[tuple[UUID, float]], list[str]] | None:
-    """The `limit` units passing `where` most similar to `vector` and (`ids`) the ids of all
-    that passed, or None when more than `at_most` pass (the estimate was low): then at most
-    `at_most` + 1 rows were read. The ids come back as one comma-separated text (a few
-    thousand in ~1 ms; as rows they cost twice that)."""
+    """The `limit` units passing the scope's filter most similar to `vector` and (`ids`) the
+    ids of all that passed, or None when more than `at_most` pass (the estimate was low):
+    then at most `at_most` + 1 rows were read. The ids come back as one comma-separated text
+    (a few thousand in ~1 ms; as rows they cost twice that)."""
+    where = scope.where
     passed = "(SELECT string_agg(unit_id::text, ',') FROM matching)" if ids else "NULL"
     row = conn.execute(
         f"""
@@ -194,12 +186,9 @@ def exact_scan(
         FROM (SELECT unit_id, distance FROM matching ORDER BY distance, unit_id
               LIMIT %(limit)s) AS best  -- one sort of all that passed
         """,
-        {
-            "v": vector, "cap": at_most + 1, "limit": limit,
-            **scope_params(agent_id, fact_types), **where.params,
-        },
+        {"v": vector, "cap": at_most + 1, "limit": limit, **scope.params, **where.params},
         prepare=where.prepare,
-    ).fetchone()  # fmt: skip
+    ).fetchone()
     if not row or row["n"] > at_most:
         return None
     best = zip(row["best"] or [], map(float, row["similarity"] or []), strict=True)

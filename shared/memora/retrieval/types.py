@@ -11,10 +11,10 @@ import numpy as np
 
 from memora.basics.models import FACT_TYPES
 from memora.basics.tenancy import DEFAULT_SCOPE, Scope
-from memora.retrieval.filters import Filters
+from memora.retrieval.filters import NO_FILTER, Filters, Where, compile_filters
 
 # "recall": seed 002 §4.6's relevance, recency, importance and frequency (memora.lifecycle)
-Reranker = Literal["heuristic", "cross-encoder", "recall"]
+RerankerName = Literal["heuristic", "cross-encoder", "recall"]
 ARMS = ("semantic", "keyword", "graph", "temporal", "entity")
 
 
@@ -25,7 +25,7 @@ class SearchParams:
     fact_types: tuple[str, ...] = FACT_TYPES
     thinking_budget: int = 100
     top_k: int = 10
-    reranker: Reranker = "heuristic"
+    reranker: RerankerName = "heuristic"
     max_tokens: int | None = None  # None: the configured default
     reference_time: datetime | None = None  # relative dates resolve against it; None: now
     trace: bool = False
@@ -38,6 +38,34 @@ class SearchParams:
     @property
     def agent_key(self) -> str:
         return self.scope.key(self.agent_id)
+
+
+@dataclass(frozen=True)
+class SearchScope:
+    """What every retriever of one search applies, built once per search (`of`): the tenant
+    whose connections it reads on, the agent's stored key, the fact types, and the search's
+    filters compiled for the two aliases the retrievers read (`filters.compile_filters`)."""
+
+    tenant_id: str
+    agent_key: str
+    fact_types: tuple[str, ...]
+    where: Where = NO_FILTER  # on `m`: memory_vectors or memory_units
+    keyword_where: Where = NO_FILTER  # on `memory_search`: the keyword retriever's
+
+    @classmethod
+    def of(cls, p: SearchParams) -> SearchScope:
+        return cls(
+            p.scope.tenant_id,
+            p.agent_key,
+            p.fact_types,
+            compile_filters(p.filters, "m"),
+            compile_filters(p.filters, "memory_search"),
+        )
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The parameters of `filters.scope_where` and `filters.vector_scope`."""
+        return {"agent": self.agent_key, "types": list(self.fact_types)}
 
 
 @dataclass
@@ -76,6 +104,20 @@ class Candidate:
     importance: float = 5.0  # 1–10 (memora.lifecycle)
     category: str | None = None
     last_used: datetime | None = None  # last access, else when it was stored
+
+    def hit(self) -> Hit:
+        """What a search returns of it, weighted by its score."""
+        return Hit(
+            id=self.id,
+            text=self.text,
+            context=self.context,
+            event_date=self.event_date,
+            weight=round(self.score, 6),
+            fact_type=self.fact_type,
+            metadata=self.metadata,
+            occurred_start=self.occurred_start,
+            occurred_end=self.occurred_end,
+        )
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from memora.basics.errors import Invalid, NotFound
 from memora.basics.models import FACT_TYPES
 from memora.basics.tenancy import Scope
 from memora.retrieval.keyword import KeywordIndex
+from memora.retrieval.types import SearchScope
 from memora.store import graph
 from memora.store.graph import GraphPage, GraphQuery, RankedSeeds
 
@@ -57,13 +58,13 @@ def memory_graph(
     text = r.text.strip() if r.text else None
     if text:
         offset = r.position if isinstance(r.position, int) else 0
-        return graph.subgraph(conn, q, ranked=keyword_seeds(conn, index, q, text, offset))
+        return graph.subgraph(conn, q, ranked=keyword_seeds(conn, index, scope, q, text, offset))
     after = r.position if isinstance(r.position, tuple) else None
     return graph.subgraph(conn, q, cursor=after, entity_id=entity_id)
 
 
 def keyword_seeds(
-    conn: Connection[Any], index: KeywordIndex, q: GraphQuery, text: str, offset: int
+    conn: Connection[Any], index: KeywordIndex, scope: Scope, q: GraphQuery, text: str, offset: int
 ) -> RankedSeeds:
     """The page's share of the text's best keyword (BM25) matches."""
     terms = index.terms(conn, text)
@@ -71,8 +72,10 @@ def keyword_seeds(
         return RankedSeeds([], offset, more=False)
     stats = index.stats(conn, q.agent_key, terms)
     wanted = min(offset + graph.seed_count(q), MAX_TEXT_SEEDS)
-    fact_types = list(q.fact_types) or list(FACT_TYPES)
-    ranked = index.search(conn, q.agent_key, fact_types, stats, wanted, KEYWORD_MATCH_BUDGET)
+    within = SearchScope(scope.tenant_id, q.agent_key, q.fact_types or FACT_TYPES)
+    ranked = index.search(
+        conn, within, stats=stats, limit=wanted, match_budget=KEYWORD_MATCH_BUDGET
+    )
     ids = [str(unit_id) for unit_id, _ in ranked[offset:wanted]]
     return RankedSeeds(ids, offset, more=len(ranked) == wanted and wanted < MAX_TEXT_SEEDS)
 

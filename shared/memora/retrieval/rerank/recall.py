@@ -1,17 +1,43 @@
-"""The recall reranker's score (seed 002 §4.6) as pure functions: relevance, recency as an
-exponential decay since the last access, importance and log-scaled frequency."""
+"""The recall reranker (seed 002 §4.6, memora.lifecycle's recall): relevance, recency as an
+exponential decay since the last access, importance and log-scaled frequency. The score is
+pure functions over arrays, unit-tested apart."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
 from memora.basics.config import Settings
+from memora.retrieval.types import Candidate
 
 MAX_IMPORTANCE = 10.0  # importance is on a 1–10 scale (memora.lifecycle)
+
+
+class RecallReranker:
+    name = "recall"
+
+    def __init__(self, settings: Settings) -> None:
+        self.weights = RecallWeights.from_settings(settings)
+
+    def ready(self) -> None:
+        """Nothing to load."""
+
+    def rerank(self, query: str, candidates: Sequence[Candidate], reference: datetime) -> None:
+        w = self.weights
+        scores = recall_scores(
+            np.array([c.semantic for c in candidates]),
+            np.array([recency_decay(c.last_used or c.event_date, reference,
+                                    w.recency_half_life_days) for c in candidates]),
+            np.array([c.importance for c in candidates]),
+            np.array([frequency_score(c.access_count, w.max_access) for c in candidates]),
+            w,
+        )  # fmt: skip
+        for c, value in zip(candidates, scores, strict=True):
+            c.score = float(value)
 
 
 @dataclass(frozen=True)

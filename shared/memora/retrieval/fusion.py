@@ -1,0 +1,181 @@
+"""Fusion (seed 000 §3.2): the retrievers' lists fused by reciprocal rank, the best of them read
+from the database as candidates (hydration), each with the signals the rerankers weigh.
+
+`rrf` and `entity_aware_similarity` are pure functions over plain data; `hydrate` is the one
+query of the stage; `fuse` runs the stage for one search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+from uuid import UUID
+
+import numpy as np
+from psycopg import Connection
+
+from memora.basics.config import Settings
+from memora.db.pool import Pool
+from memora.retrieval.filters import scope_where
+from memora.retrieval.types import ArmResult, Candidate, SearchParams, SearchScope
+
+RRF_K = 60
+EntityRelevance = Literal["query", "mentions", "about"]
+
+
+def rrf(
+    ranked: Mapping[str, Sequence[UUID]],
+    k: int = RRF_K,
+    weights: Mapping[str, float] | None = None,
+) -> dict[UUID, float]:
+    """Σ over lists of weight / (k + rank), rank 1-based; an id missing from a list adds 0.
+
+    With no `weights` every list counts 1: the formula of seed 000 §3.2."""
+    scores: dict[UUID, float] = {}
+    for name, ids in ranked.items():
+        w = 1.0 if weights is None else weights.get(name, 1.0)
+        if w == 0:
+            continue
+        for rank, unit_id in enumerate(ids, start=1):
+            scores[unit_id] = scores.get(unit_id, 0.0) + w / (k + rank)
+    return scores
+
+
+def entity_aware_similarity(
+    query_sim: float, about_sim: float, names_entity: bool, mode: EntityRelevance
+) -> float:
+    """The semantic signal of a unit when the query names entities. `about_sim` is its
+    similarity to the query without the names. "query": the plain similarity; "mentions": a
+    unit that mentions a named entity is judged by what it says (`about_sim`), since the name
+    is already satisfied, any other by the plain similarity, which the missing name lowers;
+    "about": every unit by `about_sim`."""
+    if mode == "about" or (mode == "mentions" and names_entity):
+        return about_sim
+    return query_sim
+
+
+def fuse(
+    pool: Pool,
+    scope: SearchScope,
+    p: SearchParams,
+    *,
+    settings: Settings,
+    results: Mapping[str, ArmResult],
+    query_vec: np.ndarray,
+    about_vec: np.ndarray,
+    entity_ids: list[UUID],
+    keyword: tuple[str, dict[str, Any]],
+) -> list[Candidate]:
+    """RRF over the retrievers' lists, then the best candidates read with their signals, on a
+    connection of the scope's tenant held for that read only. `about_vec` embeds the query
+    without the names of `entity_ids` (the query itself when it names none): the context
+    signal and, for units that mention one of them, the semantic signal measure what they say
+    against it (MEMORA_ENTITY_RELEVANCE). `keyword`: the keyword retriever's BM25 subquery
+    (`KeywordIndex.lateral`)."""
+    s = settings
+    fused = rrf(
+        {n: [i for i, _ in r.ranked] for n, r in results.items()},
+        k=s.rrf_k,
+        weights=s.rrf_weights or None,
+    )
+    cap = max(s.rerank_candidates, p.top_k)
+    context_vec = query_vec if s.entity_relevance == "query" else about_vec
+    shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
+    with pool.tenant_connection(scope.tenant_id) as conn:
+        found = hydrate(
+            conn, scope, ids=shortlist, vector=context_vec, keyword=keyword, entity_ids=entity_ids
+        )
+    candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
+    ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
+    for c in candidates:
+        c.semantic = entity_aware_similarity(
+            float(c.embedding @ query_vec), float(c.embedding @ about_vec), c.names_entity,
+            s.entity_relevance,
+        )  # fmt: skip
+        c.rrf = fused[c.id]
+        c.ranks = {n: r[c.id] for n, r in ranks.items() if c.id in r}
+    return candidates
+
+
+def _wanted(p: SearchParams, c: Candidate) -> bool:
+    """recall's filters: the categories asked for, and when the memory was said."""
+    if p.categories is not None and c.category not in p.categories:
+        return False
+    if p.said_between is not None:
+        start, end = p.said_between
+        if (start is not None and c.event_date < start) or (
+            end is not None and c.event_date >= end
+        ):
+            return False
+    return True
+
+
+# The units next to a unit in its document: the turns before and after it (or, in a
+# transcript item cut into several units, its neighbours within the item).
+_NEXT_TO = """
+    n.document_pk = m.document_pk AND n.id <> m.id AND n.embedding IS NOT NULL
+    AND ((n.item_index = m.item_index AND abs(n.seq - m.seq) = 1)
+         OR abs(n.item_index - m.item_index) = 1)
+"""
+
+
+def hydrate(
+    conn: Connection[Any],
+    scope: SearchScope,
+    *,
+    ids: Sequence[UUID],
+    vector: np.ndarray,
+    keyword: tuple[str, dict[str, Any]],
+    entity_ids: Sequence[UUID] = (),
+) -> dict[UUID, Candidate]:
+    """The candidates' rows (agent, fact types and active status checked again here) with their
+    access counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
+    parameters), their context: the best similarity to `vector` among the units next to them in
+    their document, and whether they mention one of `entity_ids`. Read in binary, which spares
+    parsing the embeddings' text form."""
+    lateral, params = keyword
+    rows = conn.execute(
+        f"""
+        SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
+               m.occurred_end, m.metadata, m.embedding, coalesce(a.access_count, 0) AS access_count,
+               m.importance, m.category, coalesce(a.last_accessed_at, m.created_at) AS last_used,
+               coalesce(kw.bm25, 0) AS bm25, coalesce(ctx.sim, 0) AS context_sim,
+               EXISTS (SELECT 1 FROM unit_entities ue WHERE ue.unit_id = m.id
+                       AND ue.entity_id = ANY(%(entities)s)) AS names_entity
+        FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
+        LEFT JOIN LATERAL {lateral} kw ON true
+        LEFT JOIN LATERAL (
+            SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
+        ) ctx ON true
+        WHERE m.id = ANY(%(ids)s) AND {scope_where("m")}
+        """,
+        {
+            **params,
+            **scope.params,
+            "v": vector,
+            "ids": list(ids),
+            "entities": list(entity_ids),
+        },
+        binary=True,
+    ).fetchall()
+    return {
+        r["id"]: Candidate(
+            id=r["id"],
+            text=r["text"],
+            context=r["context"],
+            fact_type=r["fact_type"],
+            event_date=r["event_date"],
+            occurred_start=r["occurred_start"],
+            occurred_end=r["occurred_end"],
+            metadata=r["metadata"] or {},
+            access_count=int(r["access_count"]),
+            embedding=np.asarray(r["embedding"].to_numpy(), dtype=np.float32),
+            keyword=float(r["bm25"]),
+            neighbours=float(r["context_sim"]),
+            importance=float(r["importance"]),
+            category=r["category"],
+            last_used=r["last_used"],
+            names_entity=bool(r["names_entity"]),
+        )
+        for r in rows
+    }

@@ -1,0 +1,148 @@
+"""The heuristic reranker (seed 000 §3.3.1) and its pseudo-relevance feedback pass: a weighted
+sum of the candidates' signals, then the similarity to what that first pass put on top
+(docs/retrieval.md). The formula is pure functions over arrays, unit-tested apart."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import numpy as np
+
+from memora.basics.config import Settings
+from memora.retrieval.types import Candidate
+
+RecencyFormula = Literal["decay", "seed"]
+
+
+class HeuristicReranker:
+    name = "heuristic"
+
+    def __init__(self, settings: Settings) -> None:
+        self.weights = HeuristicWeights.from_settings(settings)
+        self.recency_formula: RecencyFormula = settings.recency_formula
+        self.feedback_top = settings.heuristic_feedback_top
+
+    def ready(self) -> None:
+        """Nothing to load."""
+
+    def rerank(self, query: str, candidates: Sequence[Candidate], reference: datetime) -> None:
+        formula = self.recency_formula
+        scores = heuristic_scores(
+            np.array([c.semantic for c in candidates]),
+            np.array([c.keyword for c in candidates]),
+            np.array([recency_boost(c.event_date, reference, formula) for c in candidates]),
+            np.array([frequency_boost(c.access_count) for c in candidates]),
+            np.array([c.neighbours for c in candidates]),
+            np.array([c.rrf for c in candidates]),
+            self.weights,
+        )
+        # pseudo-relevance feedback: a second pass adds the similarity to what the first
+        # pass put on top
+        feedback = np.zeros(len(candidates))
+        if self.weights.feedback > 0:
+            embeddings = np.stack([c.embedding for c in candidates])
+            feedback = feedback_similarity(embeddings, scores, self.feedback_top)
+        final = scores + self.weights.feedback * feedback
+        for c, value, fb in zip(candidates, final, feedback, strict=True):
+            c.score, c.feedback = float(value), float(fb)
+
+
+def recency_boost(
+    event_date: datetime, reference: datetime, formula: RecencyFormula = "decay"
+) -> float:
+    """How recent a memory is, in [0, 1], on a log scale over one year.
+
+    "seed" is seed 000 §3.3.1 as written, log(1 + days) / log(366), which grows with age;
+    "decay" (the default) is its complement, so that newer memories get the boost the seed's
+    prose describes. Memories dated after the reference time count as brand new."""
+    days = max(0.0, (reference - event_date).total_seconds() / 86400.0)
+    aged = min(1.0, math.log1p(days) / math.log1p(365.0))
+    return aged if formula == "seed" else 1.0 - aged
+
+
+def frequency_boost(access_count: int) -> float:
+    """min(1, access_count / 100)."""
+    return min(1.0, max(0, access_count) / 100.0)
+
+
+@dataclass(frozen=True)
+class HeuristicWeights:
+    """score = semantic·s + keyword·k + recency·r + frequency·f + context·c + fused·rrf,
+    then + feedback·fb in a second pass.
+
+    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Three extensions, all 0 here (the
+    seed's formula exactly): `context`, the best similarity to the query among the units next
+    to the candidate in its conversation (the turn a reply answers, the reply to a question),
+    `fused`, the candidate's normalised RRF score, and `feedback`, the similarity to the
+    centroid of the first pass's best candidates (`feedback_similarity`)."""
+
+    semantic: float = 0.6
+    keyword: float = 0.4
+    recency: float = 0.2
+    frequency: float = 0.1
+    context: float = 0.0
+    fused: float = 0.0
+    feedback: float = 0.0
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> HeuristicWeights:
+        return cls(
+            s.heuristic_semantic_weight,
+            s.heuristic_keyword_weight,
+            s.heuristic_recency_weight,
+            s.heuristic_frequency_weight,
+            s.heuristic_context_weight,
+            s.heuristic_fused_weight,
+            s.heuristic_feedback_weight,
+        )
+
+
+def scale_to_max(values: np.ndarray) -> np.ndarray:
+    """values / max(values), so the best scores 1 and no match (0) stays 0."""
+    top = float(values.max()) if values.size else 0.0
+    return values / top if top > 0 else np.zeros(values.shape)
+
+
+def heuristic_scores(
+    semantic: np.ndarray,
+    keyword: np.ndarray,
+    recency: np.ndarray,
+    frequency: np.ndarray,
+    context: np.ndarray,
+    fused: np.ndarray,
+    w: HeuristicWeights,
+) -> np.ndarray:
+    """The heuristic reranker over one candidate set. Cosine similarity is already normalised
+    (clipped to [0, 1]); BM25 and RRF scores are divided by the set's best, so that a unit no
+    query word matches scores 0 and the best keyword match 1. Recency and frequency are in
+    [0, 1]. (Min-max scaling of the similarities, tried on the LoCoMo dev split, stretched
+    small differences and cost 1 point of Recall@10: docs/retrieval.md.)"""
+    score: np.ndarray = (
+        w.semantic * np.clip(semantic, 0.0, 1.0)
+        + w.keyword * scale_to_max(keyword)
+        + w.recency * recency
+        + w.frequency * frequency
+        + w.context * np.clip(context, 0.0, 1.0)
+        + w.fused * scale_to_max(fused)
+    )
+    return score
+
+
+def feedback_similarity(embeddings: np.ndarray, scores: np.ndarray, top: int) -> np.ndarray:
+    """Pseudo-relevance feedback in embedding space: each unit's cosine similarity to the
+    normalised centroid of the `top` best-scored units (what the first ranking says the query
+    is about), clipped to [0, 1]."""
+    if len(scores) == 0 or top <= 0:
+        return np.zeros(len(scores))
+    best = np.argsort(-np.asarray(scores), kind="stable")[:top]
+    centroid = np.asarray(embeddings, dtype=np.float64)[best].mean(axis=0)
+    norm = float(np.linalg.norm(centroid))
+    if norm < 1e-12:
+        return np.zeros(len(scores))
+    similarity: np.ndarray = np.asarray(embeddings, dtype=np.float64) @ (centroid / norm)
+    clipped: np.ndarray = np.clip(similarity, 0.0, 1.0)
+    return clipped
