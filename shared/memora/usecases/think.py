@@ -22,7 +22,7 @@ from memora.nlp.llm import LazyLLM
 from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.retrieval import Retriever, SearchParams
 from memora.retrieval.filters import Filters
-from memora.retrieval.types import Reranker
+from memora.retrieval.types import RerankerName
 from memora.store import agents
 from memora.think import opinions
 from memora.think.personality import full_personality
@@ -37,7 +37,7 @@ class ThinkQuery:
     query: str
     thinking_budget: int = 50
     top_k: int = 10
-    reranker: Reranker = "heuristic"
+    reranker: RerankerName = "heuristic"
     context: str | None = None
     filters: Filters | None = None  # the searches' metadata filters (as /api/search)
 
