@@ -7,7 +7,6 @@ from uuid import UUID
 
 from fastapi import APIRouter, Path
 
-from memora.basics.models import utcnow
 from memora.usecases import tenants
 from memora.usecases.tenants import TENANT_ID_PATTERN
 from services.api.deps import AdminDep, SystemConnDep
@@ -60,8 +59,9 @@ def create_key(
 ) -> NewApiKey:
     """A new key, shown once; with `expires_at` or `expires_in` it stops working then (401)."""
     new = tenants.create_key(
-        conn, tenant_id, admin=body.admin, name=body.name, expires_at=body.expiry(utcnow())
-    )
+        conn, tenant_id, admin=body.admin, name=body.name, expires_at=body.expires_at,
+        expires_in=body.expires_in,
+    )  # fmt: skip
     return NewApiKey.of_new(new)
 
 

@@ -67,11 +67,6 @@ class KeyCreate(BaseModel):
             raise ValueError("give expires_at or expires_in, not both")
         return self
 
-    def expiry(self, now: datetime) -> datetime | None:
-        if self.expires_in is not None:
-            return now + tenants.parse_duration(self.expires_in)
-        return self.expires_at
-
 
 class ApiKey(BaseModel):
     id: UUID

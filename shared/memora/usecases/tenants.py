@@ -10,12 +10,11 @@ from uuid import UUID
 from psycopg import Connection
 
 from memora.basics.errors import Conflict, Invalid, NotFound
+from memora.basics.models import utcnow
 from memora.store import tenants
 from memora.store.tenants import NewKey as NewKey
 
-# A tenant id's form, and how long a key may be asked to work ("30d", "12h", "2w").
-TENANT_ID_PATTERN = tenants.TENANT_ID_PATTERN
-parse_duration = tenants.parse_duration
+TENANT_ID_PATTERN = tenants.TENANT_ID_PATTERN  # a tenant id's form
 
 
 def create_tenant(conn: Connection[Any], tenant_id: str, name: str = "") -> dict[str, Any]:
@@ -44,16 +43,21 @@ def create_key(
     admin: bool = False,
     name: str = "",
     expires_at: datetime | None = None,
+    expires_in: str | None = None,
 ) -> NewKey:
-    """A new key of the tenant (its secret is in the result, never stored)."""
+    """A new key of the tenant (its secret is in the result, never stored), working until
+    `expires_at`, or for `expires_in` ("30d", "12h", "2w") from now. Invalid for a duration
+    that is not positive or an expiry in the past."""
     try:
+        if expires_in is not None:
+            expires_at = utcnow() + tenants.parse_duration(expires_in)
         with conn.transaction():
             return tenants.create_key(
                 conn, tenant_id, is_admin=admin, name=name, expires_at=expires_at
             )
     except tenants.UnknownTenant as exc:
         raise NotFound("not_found", f"tenant {tenant_id} not found") from exc
-    except ValueError as exc:  # an expiry in the past
+    except ValueError as exc:  # an expiry in the past, a zero duration
         raise Invalid("validation_error", str(exc)) from exc
 
 
