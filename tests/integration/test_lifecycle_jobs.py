@@ -21,6 +21,7 @@ from memora.lifecycle.reflect import REFLECT_MARKER
 from memora.nlp.embedding import get_embedder
 from memora.pipeline.backend import InlineBackend
 from memora.pipeline.runner import Pipeline
+from memora.store import evolution
 from memora.store import lifecycle as store
 from tests.fakes import FakeOpenAI, Reply
 
@@ -89,7 +90,7 @@ def test_consolidate_merges_supersedes_and_resumes(
     assert state(pool, agent_id, turn).status == "active"
 
     with pool.connection() as conn:  # idempotent: a fresh pass changes nothing more
-        store.set_cursor(conn, "consolidate", agent_id, None)
+        evolution.set_cursor(conn, "consolidate", agent_id, None)
         conn.commit()
     again = [job("consolidate", s, pool, agent_id) for _ in range(3)]
     assert sum(r.changed for r in again) == 0

@@ -10,6 +10,7 @@ from datetime import timedelta
 from memora.basics.models import utcnow
 from memora.jobs.base import JobContext, JobResult
 from memora.lifecycle.scores import attenuated
+from memora.store import evolution
 from memora.store import lifecycle as store
 
 
@@ -18,10 +19,10 @@ def run(ctx: JobContext) -> JobResult:
     result = JobResult()
     now = utcnow()
     with ctx.pool.connection() as conn:
-        for key in store.agent_keys(conn, ctx.agent_key):
+        for key in evolution.agent_keys(conn, ctx.agent_key):
             with conn.transaction():
                 store.lock_agent(conn, key)
-                rows = store.fading(
+                rows = evolution.fading(
                     conn, key, now - timedelta(days=s.archive_age_days), s.job_batch_size
                 )
                 result.examined += len(rows)

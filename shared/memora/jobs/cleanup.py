@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from memora.basics.models import utcnow
 from memora.jobs.base import JobContext, JobResult
-from memora.store import entities
+from memora.store import entities, evolution
 from memora.store import lifecycle as store
 
 
@@ -17,16 +17,16 @@ def run(ctx: JobContext) -> JobResult:
     result = JobResult()
     before = utcnow() - timedelta(days=s.forget_retention_days)
     with ctx.pool.connection() as conn:
-        for key in store.agent_keys(conn, ctx.agent_key):
+        for key in evolution.agent_keys(conn, ctx.agent_key):
             with conn.transaction():
                 store.lock_agent(conn, key)
-                ids = store.expired_forgotten(conn, key, before, s.job_batch_size)
+                ids = evolution.expired_forgotten(conn, key, before, s.job_batch_size)
                 result.examined += len(ids)
                 if not ids:
                     continue
                 store.record(conn, key, ids, "purged", "job:cleanup",
                              reason="forgotten past the retention period")  # fmt: skip
-                counts = store.purge(conn, ids)
+                counts = evolution.purge(conn, ids)
                 orphans = entities.delete_orphans(conn, key)
             result.changed += counts["memory_units"]
             result.details["links_deleted"] = (

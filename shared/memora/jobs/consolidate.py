@@ -20,6 +20,7 @@ from memora.jobs.base import JobContext, JobResult
 from memora.lifecycle import rules
 from memora.lifecycle.memory import candidates, statement
 from memora.lifecycle.rules import Decision, Statement
+from memora.store import evolution
 from memora.store import lifecycle as store
 
 JOB = "consolidate"
@@ -41,11 +42,11 @@ def run(ctx: JobContext) -> JobResult:
     t = rules.Thresholds(s.merge_similarity, s.supersede_similarity)
     result = JobResult(details={"merged": 0, "superseded": 0})
     with ctx.pool.connection() as conn:
-        for key in store.agent_keys(conn, ctx.agent_key):
+        for key in evolution.agent_keys(conn, ctx.agent_key):
             with conn.transaction():
                 store.lock_agent(conn, key)
-                position = store.get_cursor(conn, JOB, key)
-                batch = store.statements_after(conn, key, position, s.job_batch_size)
+                position = evolution.get_cursor(conn, JOB, key)
+                batch = evolution.statements_after(conn, key, position, s.job_batch_size)
                 for unit in batch:
                     result.examined += 1
                     changed = _consolidate(conn, key, unit, t)
@@ -54,7 +55,9 @@ def run(ctx: JobContext) -> JobResult:
                         result.details[changed] += 1
                 if batch:
                     last = batch[-1]
-                    store.set_cursor(conn, JOB, key, store.Position(last.created_at, last.id))
+                    evolution.set_cursor(
+                        conn, JOB, key, evolution.Position(last.created_at, last.id)
+                    )
     return result
 
 

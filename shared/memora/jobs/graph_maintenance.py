@@ -5,17 +5,17 @@ resolution's co-occurrence score reads, are recounted over active memories only.
 from __future__ import annotations
 
 from memora.jobs.base import JobContext, JobResult
-from memora.store import lifecycle as store
+from memora.store import evolution
 
 
 def run(ctx: JobContext) -> JobResult:
     s = ctx.settings
     result = JobResult(details={"links_pruned": 0, "entities_recounted": 0})
     with ctx.pool.connection() as conn:
-        for key in store.agent_keys(conn, ctx.agent_key):
+        for key in evolution.agent_keys(conn, ctx.agent_key):
             with conn.transaction():
-                pruned = store.prune_links(conn, key, s.graph_prune_weight, s.job_batch_size)
-                recounted = store.refresh_mention_counts(conn, key, s.job_batch_size)
+                pruned = evolution.prune_links(conn, key, s.graph_prune_weight, s.job_batch_size)
+                recounted = evolution.refresh_mention_counts(conn, key, s.job_batch_size)
             result.examined += 1
             result.changed += pruned + recounted
             result.details["links_pruned"] += pruned

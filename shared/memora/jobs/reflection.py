@@ -13,7 +13,7 @@ from memora.lifecycle.reflect import reflect
 from memora.lifecycle.scores import reflection_due
 from memora.nlp.embedding import get_embedder
 from memora.nlp.llm import LLMClient
-from memora.store import lifecycle as store
+from memora.store import evolution
 
 
 def _scope(key: str) -> Scope:
@@ -29,8 +29,8 @@ def run(ctx: JobContext) -> JobResult:
         return result
     due: list[tuple[str, list[Any]]] = []
     with ctx.pool.connection() as conn:
-        for key in store.agent_keys(conn, ctx.agent_key):
-            total, ids = store.importance_since_reflection(conn, key)
+        for key in evolution.agent_keys(conn, ctx.agent_key):
+            total, ids = evolution.importance_since_reflection(conn, key)
             result.examined += 1
             if reflection_due(total, s.reflection_threshold):
                 due.append((key, ids))

@@ -1,0 +1,187 @@
+"""The evolution jobs' SQL (seed 002 §4.5): which agents to visit, the statements consolidation
+compares, memories fading below their retention, forgotten ones past it, links to prune,
+mention counts to refresh, the importance gathered since the last reflection, and each job's
+cursor. The lifecycle's own reads and writes are in `store.lifecycle`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import Connection
+from psycopg.types.json import Jsonb
+
+from memora.store.lifecycle import STATEMENT_TYPES, ActiveUnit
+from memora.store.purge import purge_units
+from memora.store.rows import fetch_all
+
+
+@dataclass(frozen=True)
+class FadingUnit:
+    """Attenuation's candidate: its importance and last access (or creation) (`fading`)."""
+
+    id: UUID
+    importance: float
+    last_used: datetime
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a job stopped in creation order: the last unit it read (`job_cursors`)."""
+
+    created_at: datetime
+    id: UUID
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Position:
+        return cls(datetime.fromisoformat(value["created_at"]), UUID(value["id"]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"created_at": self.created_at.isoformat(), "id": str(self.id)}
+
+
+def agent_keys(conn: Connection[Any], only: str | None) -> list[str]:
+    if only is not None:
+        return [only]
+    return [r["agent_id"] for r in conn.execute("SELECT agent_id FROM agents ORDER BY agent_id")]
+
+
+def expired_forgotten(
+    conn: Connection[Any], agent_key: str, before: datetime, limit: int
+) -> list[UUID]:
+    return [
+        r["id"]
+        for r in conn.execute(
+            "SELECT id FROM memory_units WHERE status = 'forgotten' AND status_at < %s "
+            "AND agent_id = %s ORDER BY status_at, id LIMIT %s",
+            (before, agent_key, limit),
+        )
+    ]
+
+
+def purge(conn: Connection[Any], ids: Sequence[UUID]) -> dict[str, int]:
+    """Delete these units for real (links, entity references, access counts, embeddings)."""
+    return purge_units(conn, "SELECT unnest(%(ids)s::uuid[])", {"ids": list(ids)})
+
+
+def statements_after(
+    conn: Connection[Any], agent_key: str, position: Position | None, limit: int
+) -> list[ActiveUnit]:
+    """The agent's active statements that consolidation compares, in creation order after
+    `position`: facts stated through remember or extracted by the LLM (raw conversation turns,
+    which are episodes, are never merged)."""
+    after = (position.created_at, position.id) if position is not None else (None, None)
+    return fetch_all(
+        conn,
+        ActiveUnit,
+        """
+        SELECT u.id, u.text, u.embedding, u.event_date, u.created_at, u.metadata, u.importance,
+               u.category,
+               coalesce((SELECT array_agg(lower(ue.mention)) FROM unit_entities ue
+                         WHERE ue.unit_id = u.id), '{}') AS entities
+        FROM memory_units u
+        WHERE u.agent_id = %(a)s AND u.status = 'active' AND u.fact_type = ANY(%(t)s)
+          AND u.embedding IS NOT NULL
+          AND (u.metadata->>'source' = 'remember' OR u.metadata->>'extractor' = 'llm')
+          AND (%(c)s::timestamptz IS NULL OR (u.created_at, u.id) > (%(c)s, %(i)s::uuid))
+        ORDER BY u.created_at, u.id LIMIT %(k)s
+        """,
+        {"a": agent_key, "t": list(STATEMENT_TYPES), "c": after[0], "i": after[1], "k": limit},
+    )
+
+
+def fading(
+    conn: Connection[Any], agent_key: str, unused_since: datetime, limit: int
+) -> list[FadingUnit]:
+    """Active units not accessed (nor created) since `unused_since`: attenuation's candidates,
+    least recently used first."""
+    return fetch_all(
+        conn,
+        FadingUnit,
+        """
+        SELECT u.id, u.importance, coalesce(a.last_accessed_at, u.created_at) AS last_used
+        FROM memory_units u LEFT JOIN memory_access a ON a.unit_id = u.id
+        WHERE u.agent_id = %s AND u.status = 'active' AND u.fact_type <> 'opinion'
+          AND coalesce(a.last_accessed_at, u.created_at) < %s
+        ORDER BY last_used, u.id LIMIT %s
+        """,
+        (agent_key, unused_since, limit),
+    )
+
+
+def importance_since_reflection(conn: Connection[Any], agent_key: str) -> tuple[float, list[UUID]]:
+    """Summed importance of the agent's active memories created since its last reflection, and
+    their ids (most important first, at most 200)."""
+    rows = conn.execute(
+        """
+        SELECT u.id, u.importance FROM memory_units u
+        WHERE u.agent_id = %(a)s AND u.status = 'active' AND u.fact_type <> 'reflection'
+          AND u.created_at > coalesce((SELECT max(created_at) FROM memory_units
+                                       WHERE agent_id = %(a)s AND fact_type = 'reflection'),
+                                      '-infinity')
+        ORDER BY u.importance DESC, u.created_at DESC
+        """,
+        {"a": agent_key},
+    ).fetchall()
+    return float(sum(r["importance"] for r in rows)), [r["id"] for r in rows[:200]]
+
+
+def prune_links(conn: Connection[Any], agent_key: str, below: float, limit: int) -> int:
+    """Delete up to `limit` of the agent's generated links weaker than `below` (explicit and
+    reflection links are kept)."""
+    if below <= 0:
+        return 0
+    cur = conn.execute(
+        """
+        DELETE FROM memory_links l USING (
+            SELECT l2.from_unit, l2.to_unit, l2.link_type FROM memory_links l2
+            JOIN memory_units m ON m.id = l2.from_unit
+            WHERE m.agent_id = %s AND l2.weight < %s
+              AND l2.link_type NOT IN ('explicit', 'reflection')
+            LIMIT %s
+        ) w
+        WHERE l.from_unit = w.from_unit AND l.to_unit = w.to_unit AND l.link_type = w.link_type
+        """,
+        (agent_key, below, limit),
+    )
+    return max(cur.rowcount, 0)
+
+
+def refresh_mention_counts(conn: Connection[Any], agent_key: str, limit: int) -> int:
+    """Set up to `limit` of the agent's entities' mention counts to the number of active
+    memories that mention them (co-occurrence scores read these counts)."""
+    cur = conn.execute(
+        """
+        UPDATE entities e SET mention_count = c.n FROM (
+            SELECT e2.id, count(u.id) AS n FROM entities e2
+            LEFT JOIN unit_entities ue ON ue.entity_id = e2.id
+            LEFT JOIN memory_units u ON u.id = ue.unit_id AND u.status = 'active'
+            WHERE e2.agent_id = %s GROUP BY e2.id HAVING count(u.id) <> max(e2.mention_count)
+            LIMIT %s
+        ) c WHERE e.id = c.id
+        """,
+        (agent_key, limit),
+    )
+    return max(cur.rowcount, 0)
+
+
+def get_cursor(conn: Connection[Any], job: str, agent_key: str) -> Position | None:
+    row = conn.execute(
+        "SELECT position FROM job_cursors WHERE job = %s AND agent_id = %s", (job, agent_key)
+    ).fetchone()
+    return Position.from_json(row["position"]) if row else None
+
+
+def set_cursor(conn: Connection[Any], job: str, agent_key: str, position: Position | None) -> None:
+    if position is None:
+        conn.execute("DELETE FROM job_cursors WHERE job = %s AND agent_id = %s", (job, agent_key))
+        return
+    conn.execute(
+        "INSERT INTO job_cursors (job, agent_id, position) VALUES (%s, %s, %s) "
+        "ON CONFLICT (job, agent_id) DO UPDATE SET position = EXCLUDED.position, "
+        "updated_at = now()",
+        (job, agent_key, Jsonb(position.to_json())),
+    )
