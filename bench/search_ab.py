@@ -96,7 +96,12 @@ def main() -> None:
                 plain = latency[(name, "none")]
                 ratio = statistics.median(v / plain[i] for i, v in latency[(name, f)].items())
                 p50 = statistics.median(latency[(name, f)].values())
-                cells.append(f"{name} p50 {p50:5.1f} ms, ratio {ratio:.3f}")
+                p95 = statistics.quantiles(latency[(name, f)].values(), n=20)[-1]
+                cells.append(f"{name} p50 {p50:5.1f} ms, p95 {p95:5.1f} ms, ratio {ratio:.3f}")
+            if len(bases) == 2:  # the second checkout against the first, question by question
+                first, second = (latency[(name, f)] for name in bases)
+                against = statistics.median(second[i] / first[i] for i in first)
+                cells.append(f"{'/'.join(reversed(bases))} {against:.3f}")
             print(f"{f:20s} " + " | ".join(cells), flush=True)
     finally:
         for process in processes:

@@ -34,9 +34,10 @@ def _system_connection(request: Request) -> Iterator[Connection[Any]]:
 
 
 def _state(name: str) -> Any:
-    """A dependency on what the app built once at start (`app.state.<name>`)."""
+    """A dependency on what the app built once at start (`app.state.<name>`). Async: FastAPI
+    runs plain functions in its thread pool, a hop (and a search's ~2 %) this does not need."""
 
-    def dependency(request: Request) -> Any:
+    async def dependency(request: Request) -> Any:
         return getattr(request.app.state, name)
 
     return dependency
