@@ -28,7 +28,7 @@ from memora.think import opinions
 from memora.think.personality import full_personality
 from memora.think.reasoning import NETWORKS, Evidence, Profile, ThinkResult, think
 
-log = logging.getLogger("memora.api.think")
+log = logging.getLogger("memora.think")
 
 
 @dataclass(frozen=True)
