@@ -199,6 +199,10 @@ def _up(url: str) -> bool:
         return False
 
 
+def _ctrl_c_works() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cli(*args: str) -> list[str]:
     return [MEMORA, "backfill", *args, "--no-progress", "--concurrency", "1"]
 
@@ -211,7 +215,11 @@ def test_cli_ctrl_c_resume_wait_on_backfill_queues(
     cp = tmp_path / "cp.json"
     env = dict(os.environ, MEMORA_DATA_DIR=str(tmp_path))
     args = _cli(str(archive), "--api", served_api, "--checkpoint", str(cp))
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Ctrl-C as at a terminal, however the suite was started (a shell's background job
+    # inherits SIGINT ignored, and Python keeps it so)
+    proc = subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_ctrl_c_works
+    )
     wait_until(lambda: cp.exists() and json.loads(cp.read_text())["documents"] >= 3, 60, 0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
