@@ -15,7 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-ARMS = ("semantic", "keyword", "graph", "temporal", "entity")
+from memora.retrieval.types import ARMS
+
 STAGES = ("retrieval", "fusion", "rerank", "mmr")
 
 

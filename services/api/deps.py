@@ -24,10 +24,6 @@ from services.api.auth import Principal, authenticate, unauthorized
 from services.api.errors import APIError
 
 
-def _settings(request: Request) -> Settings:
-    return request.app.state.settings
-
-
 def _system_connection(request: Request) -> Iterator[Connection[Any]]:
     with request.app.state.pool.connection() as conn:
         yield conn
@@ -80,7 +76,7 @@ async def _admin(principal: Annotated[Principal, Depends(_principal)]) -> Princi
     return principal
 
 
-SettingsDep = Annotated[Settings, Depends(_settings)]
+SettingsDep = Annotated[Settings, Depends(_state("settings"))]
 # A connection confined by row-level security to the caller's tenant (authenticated).
 ConnDep = Annotated[Connection[Any], Depends(_tenant_connection)]
 # A connection across tenants: admin routes only.

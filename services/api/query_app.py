@@ -18,7 +18,7 @@ from memora.basics.config import Settings, get_settings
 from memora.db.pool import Pool, make_pool
 from memora.lifecycle.memory import Memories
 from memora.nlp.embedding import check_dimension, get_embedder
-from memora.nlp.llm import LazyLLM, LLMClient
+from memora.nlp.llm import LazyLLM
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval import Retriever
 from memora.usecases.think import Thinker
@@ -102,7 +102,7 @@ def _read_path(app: FastAPI, settings: Settings) -> None:
     check_dimension(state.embedder, s.embedding_dim)
     state.retriever = Retriever(s, state.pool, state.embedder)
     state.thinker = Thinker(state.pool, state.retriever, state.backend, state.llm)
-    lifecycle_llm = LLMClient(s) if s.llm_configured else None
+    lifecycle_llm = state.llm.get() if s.llm_configured else None  # one client for both
     state.memories = Memories(s, state.pool, state.embedder, lifecycle_llm)
 
 

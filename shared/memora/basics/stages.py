@@ -42,7 +42,6 @@ class OperationStatus(StrEnum):
 TERMINAL = frozenset(
     {OperationStatus.COMPLETED, OperationStatus.FAILED, OperationStatus.SUPERSEDED}
 )
-ACTIVE = frozenset({OperationStatus.QUEUED, OperationStatus.RUNNING})
 
 
 class StageStatus(StrEnum):

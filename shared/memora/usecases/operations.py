@@ -21,13 +21,12 @@ from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.store import operations
 from memora.store.operations import Operation, ReopenOutcome
 
-Outcome = ReopenOutcome
 Retried = Literal["reopened", "active"]
 
 
 def retry_operation(
     conn: Connection[Any], backend: TaskBackend, scope: Scope | None, operation_id: UUID
-) -> Outcome:
+) -> ReopenOutcome:
     """Reopen a failed operation and hand its failed stage to the pipeline. A second call while
     the retry is queued or running does nothing ("active"); a completed or superseded
     operation is "finished"; `scope` None reaches every tenant (operators)."""
