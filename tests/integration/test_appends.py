@@ -31,7 +31,7 @@ CHAT = [
         "user",
         "Also my brother Tomas wants to visit us in Porto after the conference, "
         "he has never been to Portugal and loves football.",
-    ),  # fmt: skip
+    ),
     ("Leo", "assistant", "Porto has great football: he could watch a match at the Dragao."),
     ("Maya", "user", "He supports Benfica though, which might be a problem in Porto."),
     ("Leo", "assistant", "Ha, then Lisbon is safer for him!"),
@@ -106,10 +106,10 @@ def snapshot(pool: Any, agent_key: str) -> dict[str, Any]:
         "units": [
             (u["item_index"], u["seq"], u["text"], u["fact_type"], u["event_date"], u["e"])
             for u in units
-        ],  # fmt: skip
+        ],
         "links": sorted(
             (key[r["from_unit"]], key[r["to_unit"]], r["link_type"], r["w"]) for r in links
-        ),  # fmt: skip
+        ),
         "entities": sorted((key[r["unit_id"]], r["canonical_name"]) for r in mentions),
         "chunks": [(c["text"], c["covers"]) for c in chunks],
         "order": [r["message_id"] for r in order],
@@ -307,11 +307,9 @@ def test_whole_post_takes_over_from_an_append_in_flight(
     from memora.basics.tenancy import Scope
     from memora.usecases import ingest
 
-    class Hold:
-        ops: list[Any] = []
-
+    class Hold:  # takes the operation and runs nothing
         def enqueue(self, stage: Any, operation_id: Any, *, backfill: bool = False) -> None:
-            self.ops.append(operation_id)
+            pass
 
     completed(inline_api, append(inline_api, agent_id, "r", messages(0, 3)))
     with pool.connection() as conn:
