@@ -156,6 +156,7 @@ def test_appended_one_or_two_at_a_time_ends_as_posted_whole(
     assert answers(query_api, whole) == answers(query_api, live)
     doc = inline_api.get(f"/api/agents/{live}/documents/chat").json()
     assert [it["message_id"] for it in doc["items"]] == [m["message_id"] for m in messages()]
+    assert doc["operation_id"] == done["operation_id"]  # the latest append's
 
 
 def test_retry_conflict_and_bad_input(inline_api: Any, pool: Any, agent_id: str) -> None:
@@ -179,6 +180,11 @@ def test_retry_conflict_and_bad_input(inline_api: Any, pool: Any, agent_id: str)
     ]
     for batch in bad:
         assert append(inline_api, agent_id, "c1", batch, expect=422)["error"]
+    limit = inline_api.app.state.settings.max_items_per_batch
+    many = [{"message_id": f"n{i}", "role": "user", "content": "hi"} for i in range(limit + 1)]
+    assert append(inline_api, agent_id, "c1", many, expect=422)["error"]["code"] == (
+        "too_many_items"
+    )
     with pool.connection() as conn:
         stored = conn.execute(
             "SELECT m.message_id FROM conversation_messages m JOIN documents d "
