@@ -369,3 +369,37 @@ def test_llm_prompt_per_append_stays_flat_as_the_conversation_grows(
     last = fake_llm.requests_matching(MARKER)[-1].content_of("user")
     assert "Message number 38" in last and "Message number 29" in last
     assert "Message number 28 " not in last  # ten earlier messages, no more
+
+
+# ------------------------------------------------------------------------------ real workers
+def test_a_stream_of_appends_through_real_workers(
+    celery_api: Any, pool: Any, agent_id: str
+) -> None:
+    """Appends sent without waiting, their operations running side by side in the stage
+    workers: every message extracted once and indexed once, in order."""
+    from tests.conftest import wait_until
+
+    chat = messages()
+    ops = [append(celery_api, agent_id, "stream", chat[i : i + 2])["operation_id"]
+           for i in range(0, len(chat), 2)]  # fmt: skip
+    ops.append(append(celery_api, agent_id, "stream", chat[:4])["operation_id"])  # a retry
+
+    def finished() -> bool:
+        states = [celery_api.get(f"/api/operations/{op}").json()["status"] for op in ops]
+        assert "failed" not in states
+        return all(s == "completed" for s in states)
+
+    wait_until(finished, 120)
+    state = snapshot(pool, agent_id)
+    assert state["order"] == [m["message_id"] for m in chat]
+    covered = sorted(m for _, covers in state["chunks"] for m in covers)
+    assert covered == sorted(m["message_id"] for m in chat)
+    keys = [(u[0], u[1]) for u in state["units"]]
+    assert len(keys) == len(set(keys)) and all(u[5] for u in state["units"])
+    with pool.connection() as conn:
+        sourced = conn.execute(
+            "SELECT count(DISTINCT m.message_id) AS n FROM unit_sources s "
+            "JOIN conversation_messages m ON m.id = s.message_pk WHERE m.agent_id = %s",
+            (agent_id,),
+        ).fetchone()
+    assert sourced is not None and sourced["n"] == len({u[0] for u in state["units"]})
