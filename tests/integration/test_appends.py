@@ -339,20 +339,8 @@ def test_whole_post_takes_over_from_an_append_in_flight(
 
 
 # ------------------------------------------------------------------------------ LLM prompts
-@pytest.fixture()
-def llm_append_api(llm_settings: Settings, pool: Any) -> Iterator[Any]:
-    from memora.pipeline.backend import InlineBackend
-    from memora.pipeline.runner import Pipeline
-    from services.api.app import create_app
-
-    settings = llm_settings.model_copy(update={"extractor": "llm"})
-    app = create_app(settings, pool=pool, backend=InlineBackend(Pipeline(settings, pool)))
-    with TestClient(app) as client:
-        yield client
-
-
 def test_llm_prompt_per_append_stays_flat_as_the_conversation_grows(
-    llm_append_api: Any, fake_llm: FakeOpenAI, agent_id: str
+    llm_inline_api: Any, fake_llm: FakeOpenAI, agent_id: str
 ) -> None:
     fake_llm.always(
         lambda request: Reply({"facts": [{"item": 0, "text": "A fact.", "fact_type": "world"}]}),
@@ -363,7 +351,7 @@ def test_llm_prompt_per_append_stays_flat_as_the_conversation_grows(
         message = {"message_id": f"x{i}", "role": "user", "speaker": "Maya",
                    "content": f"Message number {i} of a long chat about the reef survey.",
                    "event_date": f"2024-03-01T11:{i:02d}:00Z"}  # fmt: skip
-        completed(llm_append_api, append(llm_append_api, agent_id, "long", [message]))
+        completed(llm_inline_api, append(llm_inline_api, agent_id, "long", [message]))
         sizes.append(len(fake_llm.requests_matching(MARKER)[-1].prompt))
     assert max(sizes[15:]) <= sizes[12] * 1.05  # flat once the context window is full
     last = fake_llm.requests_matching(MARKER)[-1].content_of("user")
