@@ -10,10 +10,9 @@ from fastapi import APIRouter, Path, Query, Request
 
 from memora.basics.models import AGENT_ID_PATTERN
 from memora.usecases import conversations, ingest
-from services.api.deps import BackendDep, ConnDep, ScopeDep, SettingsDep
+from services.api.deps import BackendDep, ConnDep, Priority, ScopeDep, SettingsDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.metrics import note_operation
-from services.api.routes.memories import Priority
 from services.api.schemas.conversations import (
     AppendRequest,
     AppendResponse,
