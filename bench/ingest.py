@@ -193,7 +193,7 @@ def main() -> None:
         f"{len(texts)} turns"
     )
     knobs = ("STAGE_BATCH_SIZE", "STAGE_BATCH_WAIT_MS", "CONVERSATION_CHUNK_VECTORS")
-    print("settings: " + ", ".join(f"{k}={getattr(Settings(), k.lower())}" for k in knobs))
+    print("settings: " + ", ".join(f"{k}={getattr(Settings(), k.lower(), None)}" for k in knobs))
 
     settings = Settings(
         data_dir=Path(tempfile.mkdtemp(prefix="memora-bench-")),
