@@ -143,8 +143,7 @@ def batching_stack(settings: Settings, redis_url: str, data_dir: Path) -> Iterat
         log_dir=data_dir / "batch-worker-logs",
         extra_env={**WORKER_ENV, "MEMORA_STAGE_BATCH_WAIT_MS": "200"},
     )
-    stack.start()
-    yield stack
+    yield stack  # started by the test, once its work is queued
     stack.stop()
 
 
@@ -159,6 +158,7 @@ def test_real_workers_run_many_small_operations_in_shared_batches(
         for i in range(16):
             body = {"agent_id": agent_id, "document_id": f"c{i}", "items": _two_messages(i)}
             ops.append(client.post("/api/memories/batch", json=body).json()["operation_id"])
+        batching_stack.start()  # the operations wait in the queue: the workers take them together
 
         def all_done() -> bool:
             return all(
