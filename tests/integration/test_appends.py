@@ -157,6 +157,9 @@ def test_appended_one_or_two_at_a_time_ends_as_posted_whole(
     doc = inline_api.get(f"/api/agents/{live}/documents/chat").json()
     assert [it["message_id"] for it in doc["items"]] == [m["message_id"] for m in messages()]
     assert doc["operation_id"] == done["operation_id"]  # the latest append's
+    # The whole conversation re-posted as it was appended is recognised as unchanged.
+    again = inline_api.post("/api/memories/batch", json={**body, "agent_id": live}).json()
+    assert again["status"] == "unchanged"
 
 
 def test_retry_conflict_and_bad_input(inline_api: Any, pool: Any, agent_id: str) -> None:
@@ -323,7 +326,8 @@ def test_whole_post_takes_over_from_an_append_in_flight(
             conn, Hold(), inline_api.app.state.settings, Scope(), agent_id, "r",
             [MemoryItem(**m) for m in messages(3, 6)],
         )  # fmt: skip
-    body = {"agent_id": agent_id, "document_id": "r", "items": messages(0, 6)}
+    # (the same messages would be an unchanged post: a title makes it a replace)
+    body = {"agent_id": agent_id, "document_id": "r", "items": messages(0, 6), "title": "T"}
     replaced = inline_api.post("/api/memories/batch", json=body).json()
     assert replaced["status"] == "replaced"
     completed(inline_api, replaced)

@@ -41,7 +41,7 @@ class Appended:
 
 @dataclass(frozen=True)
 class Placed:
-    items: list[dict[str, Any]]  # the document's items, in conversation order
+    items: list[dict[str, Any]]  # in order: the new items; late: all, in conversation order
     new: list[NewMessage]
     moved: list[tuple[UUID, int]]  # existing messages a late arrival moved: (pk, new position)
     neighbours: list[UUID]  # existing messages next to a late arrival (their chunks change)
@@ -102,7 +102,10 @@ def append_messages(
     placed = _place(conn, doc, fresh)
     messages.renumber(conn, placed.moved)
     messages.append(conn, agent_key, doc.pk, placed.new, operation_id)
-    documents.replace_items(conn, doc.pk, placed.items, title or doc.title)
+    if placed.moved or placed.neighbours:  # late: the items in their new order
+        documents.replace_items(conn, doc.pk, placed.items, title or doc.title)
+    else:
+        documents.append_items(conn, doc.pk, placed.items, title or doc.title)
     if chunking is not None:
         _drop_stale_chunks(conn, doc.pk, placed, chunking, retitled=retitled)
     outcome: Outcome = "created" if doc.created else "appended"
@@ -113,7 +116,7 @@ def _place(
     conn: Connection[Any], doc: documents.Conversation, fresh: list[dict[str, Any]]
 ) -> Placed:
     now = utcnow()
-    dated = [{**it, "event_date": _when(it, now).isoformat()} for it in fresh]
+    dated = [it if it.get("event_date") else {**it, "event_date": now.isoformat()} for it in fresh]
     dated.sort(key=lambda it: datetime.fromisoformat(it["event_date"]))  # stable: arrival
     tail = messages.tail(conn, doc.pk)
     first = datetime.fromisoformat(dated[0]["event_date"])
@@ -126,7 +129,7 @@ def _place(
             )
             for i, it in enumerate(dated)
         ]
-        return Placed([*doc.items, *dated], new, [], [])
+        return Placed(dated, new, [], [])
     return _place_late(conn, doc, dated, tail)
 
 
@@ -139,7 +142,9 @@ def _place_late(
     """Merge the new messages into the conversation by date; every message is renumbered in
     the merged order (items without a message_id get theirs pinned first)."""
     existing = messages.timeline(conn, doc.pk)
-    items = {str(it.get("message_id") or i): it for i, it in enumerate(doc.items)}
+    items = {
+        str(it.get("message_id") or i): it for i, it in enumerate(documents.items_of(conn, doc.pk))
+    }
     # (item, its stored row or None for a new one, its date), in conversation order
     merged: list[tuple[dict[str, Any], dict[str, Any] | None, datetime]] = [
         ({**items[r["message_id"]], "message_id": r["message_id"]}, r, r["occurred_at"])

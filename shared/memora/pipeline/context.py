@@ -85,8 +85,8 @@ class StageContext:
 
 @dataclass(frozen=True)
 class Job:
-    """One stage's input: the operation row and, for ingest operations, its document row
-    (with the raw items only for stages that declare they read them)."""
+    """One stage's input: the operation row and, for operations on a document, the document
+    row (without its items: a stage reads the messages it works on)."""
 
     operation: Operation
     document: dict[str, Any] = field(default_factory=dict)

@@ -41,11 +41,10 @@ class Skip:
 @dataclass(frozen=True)
 class StageSpec:
     prepare: Prepare
-    reads_items: bool = False  # load the document's raw items (only extraction needs them)
 
 
 REGISTRY: Mapping[Stage, StageSpec] = {
-    Stage.EXTRACT: StageSpec(extract.prepare, reads_items=True),
+    Stage.EXTRACT: StageSpec(extract.prepare),
     Stage.EMBED: StageSpec(embed.prepare),
     Stage.ENTITIES: StageSpec(entities.prepare),
     Stage.LINKS: StageSpec(links.prepare),
@@ -100,7 +99,6 @@ class Pipeline:
     def begin(self, conn: Connection[Any], stage: Stage, operation_id: UUID) -> Job | Skip:
         """Load the operation and mark the stage running (committed); Skip when there is
         nothing to do: the operation is gone, finished, superseded, or past this stage."""
-        spec = REGISTRY[stage]
         op = operations.get_operation(conn, operation_id)
         if op is None or op.status.terminal:
             return Skip(None)
@@ -110,7 +108,7 @@ class Pipeline:
         job = Job(op)
         if op.document_pk is not None or kind in DOCUMENT_KINDS:
             pk = op.document_pk
-            doc = documents.get_document(conn, pk, with_items=spec.reads_items) if pk else None
+            doc = documents.get_document(conn, pk) if pk else None
             if superseded(op, doc):
                 operations.mark_superseded(conn, operation_id)
                 conn.commit()

@@ -20,6 +20,9 @@ from memora.store import entities
 from memora.store.purge import purge_units
 
 Outcome = Literal["created", "unchanged", "replaced"]
+# The content hash of a document appended to: computed when a whole post compares with it, so
+# that an append does not read and hash the whole conversation.
+UNHASHED = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ def _upsert(
         "WHERE agent_id = %s AND document_id = %s FOR UPDATE",
         (agent_key, document_id),
     ).fetchone()
+    if row is not None and row["content_hash"] == UNHASHED:
+        row["content_hash"] = content_hash(items_of(conn, row["id"]), row["title"])
     if row is not None and row["content_hash"] == digest:
         return StoredDocument(row["id"], document_id, "unchanged", row["current_operation_id"])
     if row is not None:
@@ -98,12 +103,27 @@ def replace_items(
     )
 
 
+def items_of(conn: Connection[Any], document_pk: UUID) -> list[dict[str, Any]]:
+    row = conn.execute("SELECT items FROM documents WHERE id = %s", (document_pk,)).fetchone()
+    return list(row["items"]) if row else []
+
+
+def append_items(
+    conn: Connection[Any], document_pk: UUID, items: list[dict[str, Any]], title: str | None
+) -> None:
+    """Items added at the end of a document (an append in order), without reading it."""
+    conn.execute(
+        "UPDATE documents SET items = items || %s, item_count = item_count + %s, "
+        "content_hash = %s, title = %s, updated_at = now() WHERE id = %s",
+        (Jsonb(items), len(items), UNHASHED, title, document_pk),
+    )
+
+
 @dataclass(frozen=True)
 class Conversation:
     """A document an append writes to, locked FOR UPDATE until the append commits."""
 
     pk: UUID
-    items: list[dict[str, Any]]
     title: str | None
     current_operation_id: UUID | None
     created: bool
@@ -115,14 +135,12 @@ def open_conversation(
     """The conversation's document, locked (appends to one conversation queue here, so
     concurrent ones lose nothing), created empty on first use."""
     row = conn.execute(
-        "SELECT id, items, title, current_operation_id FROM documents "
+        "SELECT id, title, current_operation_id FROM documents "
         "WHERE agent_id = %s AND document_id = %s FOR UPDATE",
         (agent_key, document_id),
     ).fetchone()
     if row is not None:
-        return Conversation(
-            row["id"], row["items"], row["title"], row["current_operation_id"], created=False
-        )
+        return Conversation(row["id"], row["title"], row["current_operation_id"], created=False)
     inserted = conn.execute(
         """
         INSERT INTO documents (agent_id, document_id, content_hash, items, item_count, title)
@@ -133,7 +151,7 @@ def open_conversation(
     ).fetchone()
     if inserted is None:  # a concurrent append created it first: wait for its lock
         return open_conversation(conn, agent_key, document_id, title)
-    return Conversation(inserted["id"], [], title, None, created=True)
+    return Conversation(inserted["id"], title, None, created=True)
 
 
 def set_current_operation(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> None:
@@ -151,15 +169,32 @@ def set_last_operation(conn: Connection[Any], document_pk: UUID, operation_id: U
     )
 
 
-def get_document(
-    conn: Connection[Any], document_pk: UUID, *, with_items: bool = True
-) -> dict[str, Any] | None:
-    items = "items" if with_items else "NULL AS items"
+def get_document(conn: Connection[Any], document_pk: UUID) -> dict[str, Any] | None:
+    """The document row without its items (the pipeline reads the messages it works on)."""
     return conn.execute(
-        f"SELECT id, agent_id, document_id, {items}, item_count, current_operation_id, "
-        "created_at, title FROM documents WHERE id = %s",
+        "SELECT id, agent_id, document_id, item_count, current_operation_id, created_at, title "
+        "FROM documents WHERE id = %s",
         (document_pk,),
     ).fetchone()
+
+
+def item_extras(
+    conn: Connection[Any], document_pk: UUID, message_ids: list[str]
+) -> dict[str, dict[str, Any]]:
+    """The raw items of these messages (by message id: an item's own, else its position), for
+    what a message row does not hold (context, metadata); picked out by the database, so a
+    stage reads what it needs of a long conversation only."""
+    return {
+        r["message_id"]: r["item"]
+        for r in conn.execute(
+            """
+            SELECT coalesce(t.item->>'message_id', (t.n - 1)::text) AS message_id, t.item
+            FROM documents d, jsonb_array_elements(d.items) WITH ORDINALITY AS t(item, n)
+            WHERE d.id = %s AND coalesce(t.item->>'message_id', (t.n - 1)::text) = ANY(%s)
+            """,
+            (document_pk, message_ids),
+        )
+    }
 
 
 def owners(conn: Connection[Any], document_pks: list[UUID]) -> list[dict[str, Any]]:

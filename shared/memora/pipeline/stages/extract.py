@@ -21,7 +21,7 @@ from memora.extraction.base import Extractor, Fact, SourceItem
 from memora.extraction.verbatim import VerbatimExtractor
 from memora.lifecycle.scores import heuristic_importance
 from memora.pipeline.context import Job, StageContext, Writer
-from memora.store import entities, messages, units
+from memora.store import documents, entities, messages, units
 
 VERBATIM: Extractor = VerbatimExtractor()
 
@@ -34,14 +34,6 @@ def _with_importance(facts: list[Fact]) -> list[Fact]:
                 fact.text, len(fact.mentions) if fact.mentions is not None else None
             )
     return facts
-
-
-def _extras(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each item's context and metadata (what a message row does not hold), by message id."""
-    return {
-        str(raw.get("message_id") or position): raw
-        for position, raw in enumerate(document.get("items") or [])
-    }
 
 
 def _source_item(message: dict[str, Any], raw: dict[str, Any]) -> SourceItem:
@@ -58,17 +50,12 @@ def _source_item(message: dict[str, Any], raw: dict[str, Any]) -> SourceItem:
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     doc = job.document
     claimed = messages.claimed(conn, doc["id"], job.operation.id)
-    extras = _extras(doc)
-    items = [_source_item(m, extras.get(m["message_id"], {})) for m in claimed]
     window = ctx.settings.extraction_context_messages
-    preceding = (
-        [
-            _source_item(m, extras.get(m["message_id"], {}))
-            for m in messages.preceding(conn, doc["id"], claimed[0]["position"], window)
-        ]
-        if claimed
-        else []
-    )
+    before = messages.preceding(conn, doc["id"], claimed[0]["position"], window) if claimed else []
+    # context and metadata: what a message row does not hold
+    extras = documents.item_extras(conn, doc["id"], [m["message_id"] for m in before + claimed])
+    items = [_source_item(m, extras.get(m["message_id"], {})) for m in claimed]
+    preceding = [_source_item(m, extras.get(m["message_id"], {})) for m in before]
     # The extractor sees the agent id as its client named it, not the stored key.
     extractor = VERBATIM if job.operation.payload.get("verbatim", False) else ctx.extractor
     facts = _with_importance(extractor.extract(client_agent_id(job.agent_key), items, preceding))
