@@ -6,19 +6,54 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 
 from memora.basics.models import AGENT_ID_PATTERN
-from memora.usecases import conversations
+from memora.usecases import conversations, ingest
 from services.api.deps import BackendDep, ConnDep, ScopeDep, SettingsDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
-from services.api.schemas.conversations import MessageEdit, MessageSyncResponse
+from services.api.metrics import note_operation
+from services.api.routes.memories import Priority
+from services.api.schemas.conversations import (
+    AppendRequest,
+    AppendResponse,
+    MessageEdit,
+    MessageSyncResponse,
+)
 
 router = APIRouter(
     prefix="/api", tags=["conversations"], responses=error_responses(*AUTH_ERRORS, 422, 503)
 )
 AgentPath = Annotated[str, Path(pattern=AGENT_ID_PATTERN)]
 MESSAGE_PATH = "/agents/{agent_id}/documents/{document_id:path}/messages/{message_id}"
+
+
+@router.post(
+    "/agents/{agent_id}/conversations/{conversation_id:path}/messages",
+    status_code=202,
+    response_model=AppendResponse,
+    responses=error_responses(*BODY_ERRORS, 409),
+)
+def append(
+    request: Request,
+    scope: ScopeDep,
+    agent_id: AgentPath,
+    conversation_id: str,
+    body: AppendRequest,
+    conn: ConnDep,
+    backend: BackendDep,
+    settings: SettingsDep,
+    priority: Priority = "live",
+) -> AppendResponse:
+    """Append messages to a live conversation (created on first use; it is the document
+    `conversation_id`). Only the new messages are processed; a message id already there is
+    skipped (safe retries), with other content it is 409 `message_conflict`."""
+    done = ingest.append(
+        conn, backend, settings, scope, agent_id, conversation_id, list(body.messages),
+        title=body.title, backfill=priority == "backfill",
+    )  # fmt: skip
+    note_operation(request, done.operation_id)
+    return AppendResponse.of(done)
 
 
 @router.patch(

@@ -46,10 +46,20 @@ def store_batch(
     settings: SettingsDep,
     priority: Priority = "live",
 ) -> BatchResponse:
-    """Make the raw items durable, then enqueue extraction. Idempotent per document_id."""
+    """Make the raw items durable, then enqueue extraction. Idempotent per document_id;
+    `update_mode: append` adds the items to the document as new messages."""
+    backfill = priority == "backfill"
+    if body.update_mode == "append":
+        assert body.document_id is not None  # the model requires it
+        done = ingest.append(
+            conn, backend, settings, scope, body.agent_id, body.document_id, body.items,
+            title=body.title, backfill=backfill,
+        )  # fmt: skip
+        note_operation(request, done.operation_id)
+        return BatchResponse.of_append(done, len(body.items))
     accepted = ingest.ingest(
         conn, backend, settings, scope, body.agent_id, body.items, body.document_id,
-        title=body.title, backfill=priority == "backfill",
+        title=body.title, backfill=backfill,
     )  # fmt: skip
     note_operation(request, accepted.operation_id)
     return BatchResponse.of(accepted)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 from uuid import UUID
 
 from pydantic import (
@@ -17,12 +17,63 @@ from pydantic import (
 from memora.basics.models import (
     AgentId,
     DocumentId,
+    MemoryItem,
+    MessageId,
     Role,
     StorableText,
     aware,
 )
 from memora.retrieval.conversation import MAX_LIMIT, ConversationHit, ConversationQuery
 from memora.usecases.conversations import MessagePatch, SyncResult
+from memora.usecases.ingest import AppendAccepted
+
+
+class AppendedMessage(MemoryItem):
+    """A message of a live conversation: its id (unique in the conversation) and role are
+    required; `event_date` orders it (default: when it arrives)."""
+
+    message_id: MessageId
+    role: Role
+
+
+class AppendRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[AppendedMessage] = Field(min_length=1)
+    title: StorableText | None = Field(default=None, max_length=500)
+
+    @model_validator(mode="after")
+    def _unique_message_ids(self) -> AppendRequest:
+        ids = [m.message_id for m in self.messages]
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            raise ValueError(f"message_id {repeated[0]!r} appears twice in the request")
+        return self
+
+
+class AppendResponse(BaseModel):
+    success: bool
+    agent_id: str
+    conversation_id: str
+    operation_id: UUID = Field(
+        description="the append's operation; for messages all stored already, the one that "
+        "processed them"
+    )
+    status: Literal["created", "appended", "unchanged"]
+    messages_new: int
+    messages_existing: int
+
+    @classmethod
+    def of(cls, done: AppendAccepted) -> AppendResponse:
+        return cls(
+            success=True,
+            agent_id=done.agent_id,
+            conversation_id=done.document_id,
+            operation_id=done.operation_id,
+            status=done.outcome,
+            messages_new=done.new,
+            messages_existing=done.existing,
+        )
 
 
 class MessageEdit(BaseModel):

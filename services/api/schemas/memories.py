@@ -20,7 +20,7 @@ from memora.basics.models import (
     StorableText,
     message_ids,
 )
-from memora.usecases.ingest import Accepted
+from memora.usecases.ingest import Accepted, AppendAccepted
 
 
 class BatchRequest(BaseModel):
@@ -30,6 +30,16 @@ class BatchRequest(BaseModel):
     items: list[MemoryItem] = Field(min_length=1)
     document_id: DocumentId | None = None
     title: StorableText | None = Field(default=None, max_length=500)  # the conversation's
+    # "append": the items are added to the document (a conversation) as new messages, those it
+    # holds already are skipped (see POST /api/agents/{agent_id}/conversations/{id}/messages);
+    # "replace" (the default, seed behaviour): the items become the document's whole content.
+    update_mode: Literal["replace", "append"] = "replace"
+
+    @model_validator(mode="after")
+    def _append_names_its_document(self) -> BatchRequest:
+        if self.update_mode == "append" and self.document_id is None:
+            raise ValueError("update_mode append needs the document_id of the conversation")
+        return self
 
     @model_validator(mode="after")
     def _unique_message_ids(self) -> BatchRequest:
@@ -48,7 +58,10 @@ class BatchResponse(BaseModel):
     document_id: str
     items_count: int
     operation_id: UUID
-    status: Literal["created", "unchanged", "replaced"]
+    status: Literal["created", "unchanged", "replaced", "appended"]
+    # update_mode append only: messages stored now, and those the document held already
+    messages_new: int | None = None
+    messages_existing: int | None = None
 
     @classmethod
     def of(cls, accepted: Accepted) -> BatchResponse:
@@ -67,6 +80,26 @@ class BatchResponse(BaseModel):
             operation_id=accepted.operation_id,
             status=accepted.outcome,
         )
+
+    @classmethod
+    def of_append(cls, done: AppendAccepted, items: int) -> BatchResponse:
+        return cls(
+            success=True,
+            message=_appended_message(done),
+            agent_id=done.agent_id,
+            document_id=done.document_id,
+            items_count=items,
+            operation_id=done.operation_id,
+            status=done.outcome,
+            messages_new=done.new,
+            messages_existing=done.existing,
+        )
+
+
+def _appended_message(done: AppendAccepted) -> str:
+    if done.outcome == "unchanged":
+        return "All messages were already in the conversation; nothing new was stored"
+    return f"Appended {done.new} new messages ({done.existing} already stored)"
 
 
 class DocumentSummary(BaseModel):

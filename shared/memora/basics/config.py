@@ -106,6 +106,10 @@ class Settings(BaseSettings):
     llm_timeout_seconds: float = 60.0
     llm_max_retries: int = 3
     llm_chunk_chars: int = 120_000
+    # What an LLM extraction call sees of the messages before its items (an append's earlier
+    # messages): at most this many messages and characters; 0 messages: none.
+    extraction_context_messages: int = 10
+    extraction_context_chars: int = 2000
     # per-operation models (unset: llm_model), back-off, re-asks, opinions (see docs/llm.md)
     llm_opinion_model: str | None = None
     llm_background_model: str | None = None

@@ -20,6 +20,7 @@ class OperationKind(StrEnum):
     """What an operation does; each kind runs its chain of stages (CHAINS)."""
 
     INGEST = "ingest"  # a document accepted (or replaced)
+    APPEND = "append"  # messages appended to a conversation: only they are processed
     MESSAGE_EDIT = "message_edit"  # one message edited: what came from it is redone
     MESSAGE_DELETE = "message_delete"  # one message deleted: its neighbours re-indexed
     REPAIR = "repair"  # units left without a vector embedded, messages left out indexed
@@ -68,6 +69,7 @@ INGEST_STAGES: tuple[Stage, ...] = (
 # reindex rebuilds an agent's conversation index; opinions stores what a think formed.
 CHAINS: dict[OperationKind, tuple[Stage, ...]] = {
     OperationKind.INGEST: INGEST_STAGES,
+    OperationKind.APPEND: INGEST_STAGES,
     OperationKind.MESSAGE_EDIT: INGEST_STAGES,
     OperationKind.MESSAGE_DELETE: (Stage.INDEX_MESSAGES,),
     OperationKind.REPAIR: (Stage.EMBED, Stage.INDEX_MESSAGES),

@@ -35,12 +35,15 @@ def store_messages(
     agent_key: str,
     document_pk: UUID,
     items: list[dict[str, Any]],
+    operation_id: UUID,
     *,
     retitled: bool = False,
 ) -> messages.Synced:
-    """Sync the document's messages with its items (in the request's transaction)."""
+    """Sync the document's messages with its items (in the request's transaction); the
+    operation that processes the post claims all of them."""
     rows = [MessageRow.from_item(effective_id(it, i), i, it) for i, it in enumerate(items)]
     synced = messages.sync_document(conn, agent_key, document_pk, rows)
+    messages.claim_all(conn, document_pk, operation_id)
     if retitled:  # the title is in every chunk
         chunks.delete_for_document(conn, document_pk)
     else:
@@ -134,6 +137,7 @@ def edit_message(
         },
         counts={"items": 1},
     )
+    messages.claim(conn, found["id"], result.operation_id)
     return result
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -56,6 +57,9 @@ class SourceItem:
 class Extractor(Protocol):
     name: str
 
-    def extract(self, agent_id: str, items: list[SourceItem]) -> list[Fact]:
-        """Facts for all items of one document; seq numbers are unique per item."""
+    def extract(
+        self, agent_id: str, items: list[SourceItem], preceding: Sequence[SourceItem] = ()
+    ) -> list[Fact]:
+        """Facts for the items (messages of one document); seq numbers are unique per item.
+        `preceding`: the messages just before them, as context only (an append's window)."""
         ...

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -133,9 +134,12 @@ class Piece:
     part: int = 1
     parts: int = 1
 
-    def render(self) -> str:
-        label = f"[item {self.item.index}" + (
-            f", part {self.part}/{self.parts}]" if self.parts > 1 else "]"
+    def render(self, label: str | None = None) -> str:
+        label = (
+            f"[{label}]"
+            if label
+            else f"[item {self.item.index}"
+            + (f", part {self.part}/{self.parts}]" if self.parts > 1 else "]")
         )
         meta = [f"time: {self.item.event_date.isoformat()}"]
         if self.item.speaker:
@@ -229,22 +233,60 @@ class LLMExtractor:
     def __init__(self, client: LLMClient, settings: Settings) -> None:
         self.client = client
         self.chunk_chars = max(1000, settings.llm_chunk_chars)
+        self.context_messages = settings.extraction_context_messages
+        self.context_chars = settings.extraction_context_chars
 
-    def extract(self, agent_id: str, items: list[SourceItem]) -> list[Fact]:
+    def extract(
+        self, agent_id: str, items: list[SourceItem], preceding: Sequence[SourceItem] = ()
+    ) -> list[Fact]:
+        """One LLM call per chunk of items; each call also sees the messages just before its
+        first item (an append's earlier messages, or the previous chunk's last ones), bounded
+        by `extraction_context_messages` and `extraction_context_chars`, as context only: so
+        pronouns resolve across appends while the prompt stays the size of what is new."""
         facts: list[Fact] = []
         seq_by_item: dict[int, int] = {}
+        before = list(preceding)
         for chunk in chunk_items(items, self.chunk_chars):
+            context = self.window(before)
             answer = self.client.complete_json(
-                "extraction", self._messages(agent_id, chunk), ExtractionOutput
+                "extraction", self._messages(agent_id, chunk, context), ExtractionOutput
             )
             facts.extend(self._facts(answer, chunk, seq_by_item))
+            # an item is context for the next chunk once its last part was extracted
+            before += [piece.item for piece in chunk if piece.part == piece.parts]
         return facts
 
-    def _messages(self, agent_id: str, chunk: list[Piece]) -> list[dict[str, str]]:
+    def window(self, before: Sequence[SourceItem]) -> list[SourceItem]:
+        """The last messages of `before` within the context bounds (oldest first)."""
+        kept: list[SourceItem] = []
+        size = 0
+        for item in reversed(before[-self.context_messages :] if self.context_messages else []):
+            size += len(item.content)
+            if size > self.context_chars and kept:
+                break
+            kept.append(item)
+        return kept[::-1]
+
+    def _messages(
+        self, agent_id: str, chunk: list[Piece], context: Sequence[SourceItem] = ()
+    ) -> list[dict[str, str]]:
         body = "\n\n".join(piece.render() for piece in chunk)
+        earlier = ""
+        if context:
+            lines = "\n\n".join(
+                Piece(item, item.content[: self.context_chars]).render(label="earlier")
+                for item in context
+            )
+            earlier = (
+                "Earlier messages of this conversation, for context only (extract nothing from "
+                f"them; they were processed before):\n\n{lines}\n\n"
+            )
         return [
             {"role": "system", "content": SYSTEM_PROMPT.format(marker=MARKER, agent=agent_id)},
-            {"role": "user", "content": f"Extract the memories from these items:\n\n{body}"},
+            {
+                "role": "user",
+                "content": f"{earlier}Extract the memories from these items:\n\n{body}",
+            },
         ]
 
     def _facts(

@@ -9,7 +9,7 @@ Long passages without turns are cut into passages of a few sentences.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from memora.extraction.base import Fact, Mention, SourceItem
@@ -118,7 +118,9 @@ class LocalExtractor:
             return "agent"
         return "world"
 
-    def extract(self, agent_id: str, items: list[SourceItem]) -> list[Fact]:
+    def extract(
+        self, agent_id: str, items: list[SourceItem], preceding: Sequence[SourceItem] = ()
+    ) -> list[Fact]:
         turns = [turn for item in items for turn in split_turns(item)]
         nlp = load_nlp()
         facts: list[Fact] = []

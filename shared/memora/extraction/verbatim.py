@@ -4,6 +4,7 @@ item, its text exactly as given. The network comes from the item's `fact_type` m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 from memora.basics.models import FACT_TYPES, FactType
@@ -15,7 +16,9 @@ FACT_TYPE_KEY = "fact_type"
 class VerbatimExtractor:
     name = "verbatim"
 
-    def extract(self, agent_id: str, items: list[SourceItem]) -> list[Fact]:
+    def extract(
+        self, agent_id: str, items: list[SourceItem], preceding: Sequence[SourceItem] = ()
+    ) -> list[Fact]:
         facts = []
         for item in items:
             metadata = dict(item.metadata)

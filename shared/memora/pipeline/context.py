@@ -77,9 +77,3 @@ class Job:
         """The messages an edit or a delete limits the stages to (None: the whole document)."""
         pks = self.operation.payload.get("message_pks")
         return [UUID(pk) for pk in pks] if pks is not None else None
-
-    @property
-    def edited_message(self) -> UUID | None:
-        """The message a message_edit operation re-extracts."""
-        pk = self.operation.payload.get("message_pk")
-        return UUID(pk) if pk else None

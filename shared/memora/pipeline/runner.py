@@ -47,7 +47,21 @@ REGISTRY: Mapping[Stage, StageSpec] = {
 
 
 # Operations that always belong to a document (its deletion supersedes them).
-DOCUMENT_KINDS = frozenset({OperationKind.INGEST, OperationKind.MESSAGE_EDIT})
+DOCUMENT_KINDS = frozenset({OperationKind.INGEST, OperationKind.APPEND, OperationKind.MESSAGE_EDIT})
+
+
+def superseded(op: operations.Operation, document: dict[str, Any] | None) -> bool:
+    """An operation on a document is overtaken by the document's deletion; an ingest by a
+    later post of its document, and an append by a whole post after it (which claims its
+    messages: `base`, the post the append was made on, is no longer current)."""
+    if document is None:
+        return True
+    current = document["current_operation_id"]
+    if op.kind is OperationKind.INGEST:
+        return bool(current != op.id)
+    if op.kind is OperationKind.APPEND:
+        return str(current) != str(op.payload.get("base", op.id))
+    return False
 
 
 class Pipeline:
@@ -73,16 +87,13 @@ class Pipeline:
                 return next_stage(stage, kind, skip=self.skip)
             job = Job(op)
             if op.document_pk is not None or kind in DOCUMENT_KINDS:
-                # An ingest is superseded by a later post of its document; any operation on a
-                # document is by the document's deletion.
                 pk = op.document_pk
                 doc = documents.get_document(conn, pk, with_items=spec.reads_items) if pk else None
-                if doc is None or (
-                    kind is OperationKind.INGEST and doc["current_operation_id"] != operation_id
-                ):
+                if superseded(op, doc):
                     operations.mark_superseded(conn, operation_id)
                     conn.commit()
                     return None
+                assert doc is not None
                 job = Job(op, doc)
             operations.stage_started(conn, operation_id, stage)
             conn.commit()

@@ -99,6 +99,36 @@ def delete_covering(conn: Connection[Any], message_pks: Sequence[UUID]) -> tuple
     return len(rows), covered
 
 
+def open_group(
+    conn: Connection[Any],
+    document_pk: UUID,
+    before: int,
+    roles: Sequence[str],
+    short_chars: int,
+    max_combined: int,
+) -> UUID | None:
+    """The last indexed message before position `before`, when its chunk combines short
+    messages and has room for more: a short message appended after it belongs in that chunk,
+    as if the conversation had been posted whole."""
+    row = conn.execute(
+        """
+        SELECT m.id, c.message_pks,
+               (SELECT bool_and(length(o.text) < %(short)s) FROM conversation_messages o
+                WHERE o.id = ANY(c.message_pks)) AS all_short
+        FROM (SELECT id FROM conversation_messages
+              WHERE document_pk = %(d)s AND position < %(p)s
+                AND (role IS NULL OR role = ANY(%(roles)s))
+              ORDER BY position DESC LIMIT 1) m
+        JOIN conversation_chunks c ON c.message_pks @> ARRAY[m.id]
+        ORDER BY c.generation DESC LIMIT 1
+        """,
+        {"d": document_pk, "p": before, "roles": list(roles), "short": short_chars},
+    ).fetchone()
+    if row is None or not row["all_short"] or len(row["message_pks"]) >= max_combined:
+        return None
+    return UUID(str(row["id"]))
+
+
 def delete_for_document(conn: Connection[Any], document_pk: UUID) -> int:
     cur = conn.execute("DELETE FROM conversation_chunks WHERE document_pk = %s", (document_pk,))
     return max(cur.rowcount, 0)

@@ -90,12 +90,50 @@ def _upsert(
 def replace_items(
     conn: Connection[Any], document_pk: UUID, items: list[dict[str, Any]], title: str | None
 ) -> None:
-    """New items for a document (an edit or a delete of one of its messages)."""
+    """New items (and title) for a document: an append, an edit or a delete of a message."""
     conn.execute(
-        "UPDATE documents SET content_hash = %s, items = %s, item_count = %s, updated_at = now() "
-        "WHERE id = %s",
-        (content_hash(items, title), Jsonb(items), len(items), document_pk),
+        "UPDATE documents SET content_hash = %s, items = %s, item_count = %s, title = %s, "
+        "updated_at = now() WHERE id = %s",
+        (content_hash(items, title), Jsonb(items), len(items), title, document_pk),
     )
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A document an append writes to, locked FOR UPDATE until the append commits."""
+
+    pk: UUID
+    items: list[dict[str, Any]]
+    title: str | None
+    current_operation_id: UUID | None
+    created: bool
+
+
+def open_conversation(
+    conn: Connection[Any], agent_key: str, document_id: str, title: str | None
+) -> Conversation:
+    """The conversation's document, locked (appends to one conversation queue here, so
+    concurrent ones lose nothing), created empty on first use."""
+    row = conn.execute(
+        "SELECT id, items, title, current_operation_id FROM documents "
+        "WHERE agent_id = %s AND document_id = %s FOR UPDATE",
+        (agent_key, document_id),
+    ).fetchone()
+    if row is not None:
+        return Conversation(
+            row["id"], row["items"], row["title"], row["current_operation_id"], created=False
+        )
+    inserted = conn.execute(
+        """
+        INSERT INTO documents (agent_id, document_id, content_hash, items, item_count, title)
+        VALUES (%s, %s, %s, '[]'::jsonb, 0, %s)
+        ON CONFLICT (agent_id, document_id) DO NOTHING RETURNING id
+        """,
+        (agent_key, document_id, content_hash([], title), title),
+    ).fetchone()
+    if inserted is None:  # a concurrent append created it first: wait for its lock
+        return open_conversation(conn, agent_key, document_id, title)
+    return Conversation(inserted["id"], [], title, None, created=True)
 
 
 def set_current_operation(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> None:

@@ -60,6 +60,15 @@ def _state(row: dict[str, Any]) -> tuple[Any, ...]:
     return (row["content_hash"], row["position"], row["role"], row["speaker"], row["occurred_at"])
 
 
+@dataclass(frozen=True)
+class NewMessage:
+    """A message an append adds: `position` in conversation order, `ordinal` in arrival."""
+
+    row: MessageRow
+    ordinal: int
+    occurred_at: datetime
+
+
 def sync_document(
     conn: Connection[Any], agent_key: str, document_pk: UUID, rows: Sequence[MessageRow]
 ) -> Synced:
@@ -94,25 +103,172 @@ def sync_document(
         elif _state(old) != (r.hash, r.position, r.role, r.speaker, when):
             changed.append(old["id"])
             updates.append((r.position, r.role, r.speaker, when, r.text, r.hash, old["id"]))
-    with conn.cursor() as cur:
-        if updates:
+    if updates:
+        with conn.cursor() as cur:
             cur.executemany(
                 "UPDATE conversation_messages SET position = %s, role = %s, speaker = %s, "
                 "occurred_at = %s, text = %s, content_hash = %s, updated_at = now() WHERE id = %s",
                 updates,
             )
-        if inserts:
-            # One INSERT over arrays, not COPY: this runs in the request's tenant session, and
-            # PostgreSQL refuses COPY FROM on a table under row-level security.
-            columns = list(zip(*inserts, strict=True))
-            cur.execute(
-                "INSERT INTO conversation_messages (agent_id, document_pk, message_id, position, "
-                "role, speaker, occurred_at, text, content_hash) "
-                "SELECT * FROM unnest(%s::text[], %s::uuid[], %s::text[], %s::int[], %s::text[], "
-                "%s::text[], %s::timestamptz[], %s::text[], %s::text[])",
-                [list(c) for c in columns],
-            )
+    _insert(conn, inserts)
     return Synced(changed, removed, len(inserts))
+
+
+def _insert(conn: Connection[Any], rows: Sequence[tuple[Any, ...]]) -> None:
+    """(agent, document pk, message id, position, role, speaker, occurred_at, text, hash[,
+    ordinal, claim]) rows; ordinal defaults to the position. One INSERT over arrays, not
+    COPY: this runs in the request's tenant session, and PostgreSQL refuses COPY FROM on a
+    table under row-level security."""
+    if not rows:
+        return
+    rows = [r if len(r) == 11 else (*r, r[3], None) for r in rows]
+    conn.execute(
+        "INSERT INTO conversation_messages (agent_id, document_pk, message_id, position, "
+        "role, speaker, occurred_at, text, content_hash, ordinal, extracted_by) "
+        "SELECT * FROM unnest(%s::text[], %s::uuid[], %s::text[], %s::int[], %s::text[], "
+        "%s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::int[], %s::uuid[])",
+        [list(c) for c in zip(*rows, strict=True)],
+    )
+
+
+def claim_all(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> None:
+    """Every message of the document is extracted by this operation (a whole post, whose
+    units are all made anew: their ordinals become the items' order again)."""
+    conn.execute(
+        "UPDATE conversation_messages SET extracted_by = %s, ordinal = position "
+        "WHERE document_pk = %s",
+        (operation_id, document_pk),
+    )
+
+
+def claim(conn: Connection[Any], message_pk: UUID, operation_id: UUID) -> None:
+    conn.execute(
+        "UPDATE conversation_messages SET extracted_by = %s WHERE id = %s",
+        (operation_id, message_pk),
+    )
+
+
+# ------------------------------------------------------------------------------ appends
+def by_message_ids(
+    conn: Connection[Any], document_pk: UUID, message_ids: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The document's messages with these ids (locked: the document is too)."""
+    return {
+        r["message_id"]: r
+        for r in conn.execute(
+            f"SELECT {_COLUMNS}, extracted_by FROM conversation_messages "
+            "WHERE document_pk = %s AND message_id = ANY(%s)",
+            (document_pk, list(message_ids)),
+        )
+    }
+
+
+@dataclass(frozen=True)
+class Tail:
+    count: int
+    last_position: int  # -1 when empty
+    last_ordinal: int
+    newest: datetime | None  # the latest occurred_at
+
+
+def tail(conn: Connection[Any], document_pk: UUID) -> Tail:
+    row = conn.execute(
+        "SELECT count(*) AS n, coalesce(max(position), -1) AS p, coalesce(max(ordinal), -1) "
+        "AS o, max(occurred_at) AS t FROM conversation_messages WHERE document_pk = %s",
+        (document_pk,),
+    ).fetchone()
+    assert row is not None
+    return Tail(row["n"], row["p"], row["o"], row["t"])
+
+
+def timeline(conn: Connection[Any], document_pk: UUID) -> list[dict[str, Any]]:
+    """(id, message_id, position, occurred_at) of every message in conversation order (what
+    places a late arrival)."""
+    return conn.execute(
+        "SELECT id, message_id, position, occurred_at FROM conversation_messages "
+        "WHERE document_pk = %s "
+        "ORDER BY position",
+        (document_pk,),
+    ).fetchall()
+
+
+def renumber(conn: Connection[Any], positions: Sequence[tuple[UUID, int]]) -> None:
+    """New conversation positions for existing messages (a late arrival moved them)."""
+    if positions:
+        ids, places = zip(*positions, strict=True)
+        conn.execute(
+            "UPDATE conversation_messages m SET position = p.position FROM "
+            "unnest(%s::uuid[], %s::int[]) AS p(id, position) WHERE m.id = p.id",
+            (list(ids), list(places)),
+        )
+
+
+def append(
+    conn: Connection[Any],
+    agent_key: str,
+    document_pk: UUID,
+    new: Sequence[NewMessage],
+    operation_id: UUID,
+) -> None:
+    _insert(
+        conn,
+        [
+            (agent_key, document_pk, m.row.message_id, m.row.position, m.row.role, m.row.speaker,
+             m.occurred_at, m.row.text, m.row.hash, m.ordinal, operation_id)
+            for m in new
+        ],
+    )  # fmt: skip
+
+
+def neighbours(conn: Connection[Any], document_pk: UUID, positions: Sequence[int]) -> list[UUID]:
+    """The messages at these positions (those that exist)."""
+    return [
+        r["id"]
+        for r in conn.execute(
+            "SELECT id FROM conversation_messages WHERE document_pk = %s AND position = ANY(%s)",
+            (document_pk, list(positions)),
+        )
+    ]
+
+
+# ------------------------------------------------------------------------------ extraction
+def claimed(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> list[dict[str, Any]]:
+    """The messages this operation extracts, in conversation order."""
+    return conn.execute(
+        f"SELECT {_COLUMNS}, ordinal FROM conversation_messages "
+        "WHERE document_pk = %s AND extracted_by = %s ORDER BY position",
+        (document_pk, operation_id),
+    ).fetchall()
+
+
+def still_claimed(
+    conn: Connection[Any], message_pks: Sequence[UUID], operation_id: UUID
+) -> dict[UUID, int]:
+    """Of these messages, those still claimed by the operation, with their ordinal; locked
+    FOR SHARE until the write commits, so a re-post cannot claim them in between."""
+    return {
+        r["id"]: r["ordinal"]
+        for r in conn.execute(
+            "SELECT id, ordinal FROM conversation_messages WHERE id = ANY(%s) "
+            "AND extracted_by = %s FOR SHARE",
+            (list(message_pks), operation_id),
+        )
+    }
+
+
+def preceding(
+    conn: Connection[Any], document_pk: UUID, position: int, limit: int
+) -> list[dict[str, Any]]:
+    """Up to `limit` messages before `position`, in conversation order (an extractor's
+    context)."""
+    if limit <= 0:
+        return []
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM conversation_messages WHERE document_pk = %s AND position < %s "
+        "ORDER BY position DESC LIMIT %s",
+        (document_pk, position, limit),
+    ).fetchall()
+    return rows[::-1]
 
 
 def find_message(

@@ -152,10 +152,18 @@ def insert_facts(
     return ids
 
 
-def delete_for_document(conn: Connection[Any], document_pk: UUID) -> int:
-    """Delete a document's units (their links, entity references and access counts go with
-    them by foreign key); the number deleted."""
-    cur = conn.execute("DELETE FROM memory_units WHERE document_pk = %s", (document_pk,))
+def delete_claimed(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> int:
+    """Delete the document's units whose every source is a message this operation claims (or
+    that have no source left): what its extraction replaces. Their links, entity references
+    and access counts go with them by foreign key; the number deleted."""
+    cur = conn.execute(
+        """
+        DELETE FROM memory_units u WHERE u.document_pk = %(d)s AND NOT EXISTS (
+            SELECT 1 FROM unit_sources s JOIN conversation_messages m ON m.id = s.message_pk
+            WHERE s.unit_id = u.id AND m.extracted_by IS DISTINCT FROM %(o)s)
+        """,
+        {"d": document_pk, "o": operation_id},
+    )
     return max(cur.rowcount, 0)
 
 
@@ -193,36 +201,33 @@ def set_embeddings(conn: Connection[Any], rows: Sequence[tuple[np.ndarray, UUID]
         cur.executemany("UPDATE memory_units SET embedding = %s WHERE id = %s", rows)
 
 
-def _of(message_pk: UUID | None) -> str:
-    """Limits a query on a document's units to those from one message (when given)."""
-    if message_pk is None:
-        return ""
-    return " AND id IN (SELECT unit_id FROM unit_sources WHERE message_pk = %(m)s)"
+# Limits a query on a document's units to those from the messages an operation claims.
+_CLAIMED = (
+    " AND id IN (SELECT s.unit_id FROM unit_sources s JOIN conversation_messages m"
+    " ON m.id = s.message_pk WHERE m.document_pk = %(d)s AND m.extracted_by = %(o)s)"
+)
 
 
-def for_entities(
-    conn: Connection[Any], document_pk: UUID, message_pk: UUID | None = None
-) -> list[Unresolved]:
-    """The document's units (or those from one message) with what entity resolution reads, in
-    document order."""
+def for_entities(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> list[Unresolved]:
+    """The units of the messages this operation claims, with what entity resolution reads,
+    in document order."""
     return fetch_all(
         conn,
         Unresolved,
         "SELECT id, text, event_date, mentions FROM memory_units WHERE document_pk = %(d)s"
-        + _of(message_pk)
+        + _CLAIMED
         + " ORDER BY item_index, seq",
-        {"d": document_pk, "m": message_pk},
+        {"d": document_pk, "o": operation_id},
     )
 
 
-def ids_for_document(
-    conn: Connection[Any], document_pk: UUID, message_pk: UUID | None = None
-) -> list[UUID]:
+def ids_for_document(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> list[UUID]:
+    """The units of the messages this operation claims."""
     return [
         r["id"]
         for r in conn.execute(
-            "SELECT id FROM memory_units WHERE document_pk = %(d)s" + _of(message_pk),
-            {"d": document_pk, "m": message_pk},
+            "SELECT id FROM memory_units WHERE document_pk = %(d)s" + _CLAIMED,
+            {"d": document_pk, "o": operation_id},
         )
     ]
 

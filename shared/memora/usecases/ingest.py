@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +17,9 @@ from memora.basics.errors import Invalid
 from memora.basics.models import MemoryItem, jsonable_items
 from memora.basics.stages import INGEST_STAGES, OperationKind
 from memora.basics.tenancy import Scope
+from memora.conversations import append as appending
 from memora.conversations.sync import store_messages
+from memora.nlp.chunking import ChunkingConfig
 from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.store import agents, documents, operations
 
@@ -105,7 +109,6 @@ def accept_batch(
         if doc.outcome == "unchanged" and doc.operation_id is not None:
             op_id = doc.operation_id
         else:
-            store_messages(conn, scope.key(agent_id), doc.pk, payload, retitled=doc.retitled)
             op_id = operations.create_operation(
                 conn,
                 scope,
@@ -118,5 +121,84 @@ def accept_batch(
                 | ({"verbatim": True} if verbatim else {}),
                 counts={"items": len(items)},
             )
+            store_messages(conn, scope.key(agent_id), doc.pk, payload, op_id, retitled=doc.retitled)
             documents.set_current_operation(conn, doc.pk, op_id)
     return Accepted(agent_id, document_id, op_id, doc.outcome, len(items))
+
+
+# ------------------------------------------------------------------------------ appends
+@dataclass(frozen=True)
+class AppendAccepted:
+    agent_id: str  # as the client named it
+    document_id: str  # the conversation
+    operation_id: UUID
+    outcome: appending.Outcome
+    new: int  # messages stored by this append
+    existing: int  # messages the conversation already held (a retry)
+
+
+def append(
+    conn: Connection[Any],
+    backend: TaskBackend,
+    settings: Settings,
+    scope: Scope,
+    agent_id: str,
+    conversation_id: str,
+    items: list[MemoryItem],
+    *,
+    title: str | None = None,
+    backfill: bool = False,
+) -> AppendAccepted:
+    """`POST /api/agents/{agent_id}/conversations/{conversation_id}/messages` (and the batch
+    route's `update_mode: append`): the new messages made durable and handed to an `append`
+    operation that processes them alone (memora.conversations.append). Exactly once: a
+    message id the conversation holds is not stored again; with other content it is a
+    Conflict. Invalid before anything is written."""
+    check_limits(settings, items)
+    payload = jsonable_items(items)
+    for item in payload:
+        item.setdefault("message_id", derived_message_id(item))
+    ids = [item["message_id"] for item in payload]
+    if len(set(ids)) != len(ids):
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        raise Invalid(
+            "duplicate_message_id",
+            f"message_id {repeated[0]!r} appears twice in the request",
+            {"message_ids": repeated},
+        )
+    priority = {"priority": "backfill" if backfill else "live"}
+    chunking = ChunkingConfig.from_settings(settings) if settings.conversation_index else None
+
+    def create_operation(doc: documents.Conversation, new: int) -> UUID:
+        base = {"base": str(doc.current_operation_id)} if doc.current_operation_id else {}
+        return operations.create_operation(
+            conn,
+            scope,
+            agent_id,
+            kind=OperationKind.APPEND,
+            first_stage=INGEST_STAGES[0],
+            document_pk=doc.pk,
+            document_id=conversation_id,
+            payload=priority | base,
+            counts={"items": new},
+        )
+
+    with conn.transaction():
+        agents.ensure_agent(conn, scope, agent_id)
+        done = appending.append_messages(
+            conn, scope.key(agent_id), conversation_id, payload, title, create_operation, chunking
+        )
+    metrics.observe_accepted(done.outcome, done.new, backfill=backfill)
+    if done.outcome != "unchanged":
+        hand_off(backend, INGEST_STAGES[0], done.operation_id, backfill=backfill)
+    return AppendAccepted(
+        agent_id, conversation_id, done.operation_id, done.outcome, done.new, done.existing
+    )
+
+
+def derived_message_id(item: dict[str, Any]) -> str:
+    """The id of a message its client did not name (the batch route's append mode): a hash of
+    what it says, who said it and when, so that re-sending it is recognised."""
+    key = {k: item.get(k) for k in ("content", "speaker", "role", "event_date")}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+    return f"h-{digest[:24]}"

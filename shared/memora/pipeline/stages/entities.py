@@ -14,7 +14,7 @@ from memora.store import units
 
 
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
-    rows = units.for_entities(conn, job.document["id"], job.edited_message)
+    rows = units.for_entities(conn, job.document["id"], job.operation.id)
     found = entities.find_mentions(rows)
     gazetteer = entities.Gazetteer.load(
         conn, job.agent_key, also=[m for u in found for m in u.mentions]

@@ -11,7 +11,7 @@ from memora.store import links, units
 
 
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
-    ids = units.ids_for_document(conn, job.document["id"], job.edited_message)
+    ids = units.ids_for_document(conn, job.document["id"], job.operation.id)
     cfg = links.LinkSettings.from_settings(ctx.settings)
 
     def write(c: Connection[Any]) -> dict[str, int]:
