@@ -179,7 +179,7 @@ def main() -> None:
         f"{len(texts)} turns"
     )
 
-    with embedded_stack() as base_url, httpx.Client(base_url=base_url, timeout=120) as client:
+    with embedded_stack() as stack, httpx.Client(base_url=stack.url, timeout=120) as client:
         agent = f"bench-{uuid.uuid4().hex[:6]}"
         t0 = time.perf_counter()
         posted = post_all(client, agent, sessions, rate=None)
