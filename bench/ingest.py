@@ -3,6 +3,8 @@ embedding throughput of the same model measured in the same run, and POST → se
 
     python bench/ingest.py --locomo ../shared/locomo/locomo_dev.json
     python bench/ingest.py --generated 3000
+    MEMORA_STAGE_BATCH_SIZE=8 python bench/ingest.py --locomo … --doc-turns 2 --max-docs 200 \
+        --paced-seconds 0          # many small operations, batched across operations
 
 Phase 1 (saturation) posts every conversation session as fast as the API takes them and
 measures sustained turns/s until the last operation completes. Phase 2 (paced) posts sessions at
@@ -32,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from common import embedded_stack, seconds_after_post
 
+from memora.basics.config import Settings
 from memora.basics.stages import INGEST_STAGES
 from memora.nlp.embedding import Embedder
 
@@ -166,11 +169,23 @@ def main() -> None:
     parser.add_argument(
         "--paced-fraction", type=float, default=0.5, help="of the bare 1-thread rate"
     )
+    parser.add_argument(
+        "--doc-turns", type=int, default=0, help="cut sessions into documents of this many turns"
+    )
+    parser.add_argument("--max-docs", type=int, default=0, help="post at most this many")
     parser.add_argument("--out", type=Path, default=Path("bench/results/ingest.json"))
     args = parser.parse_args()
     sessions = (
         locomo_sessions(args.locomo) if args.locomo else generated_sessions(args.generated or 3000)
     )
+    if args.doc_turns:
+        sessions = [
+            Session(f"{s.document_id}-{i}", s.items[i : i + args.doc_turns])
+            for s in sessions
+            for i in range(0, len(s.items), args.doc_turns)
+        ]
+    if args.max_docs:
+        sessions = sessions[: args.max_docs]
     texts = [f"{i['speaker']}: {i['content']}" for s in sessions for i in s.items]
     bare1 = bare_embedding_rate(texts, 1)
     bare2 = bare_embedding_rate(texts, 2)
@@ -178,6 +193,8 @@ def main() -> None:
         f"bare embedding: {bare1:.0f} turns/s (1 thread), {bare2:.0f} turns/s (2 threads), "
         f"{len(texts)} turns"
     )
+    knobs = ("STAGE_BATCH_SIZE", "STAGE_BATCH_WAIT_MS", "CONVERSATION_CHUNK_VECTORS")
+    print("settings: " + ", ".join(f"{k}={getattr(Settings(), k.lower(), None)}" for k in knobs))
 
     with embedded_stack() as stack, httpx.Client(base_url=stack.url, timeout=120) as client:
         agent = f"bench-{uuid.uuid4().hex[:6]}"
@@ -212,27 +229,29 @@ def main() -> None:
 
         rate = args.paced_fraction * bare1
         n_turns = int(rate * args.paced_seconds)
-        paced_sessions, count = [], 0
-        for s in sessions:
-            if count >= n_turns:
-                break
-            paced_sessions.append(Session(f"paced-{s.document_id}", s.items))
-            count += len(s.items)
-        agent2 = f"bench-paced-{uuid.uuid4().hex[:6]}"
-        posted2 = post_all(client, agent2, paced_sessions, rate=rate)
-        done2 = wait_done(client, posted2)
-        sent = {o: at for o, at, _ in posted2}
-        # Memories are searchable by every retriever once `links` is done; the operation
-        # completes when its messages are in the conversation index too.
-        searchable = seconds_after_post(done2, sent, "links")
-        lat = seconds_after_post(done2, sent)
-        p50, p95 = pct(lat, 50), pct(lat, 95)
-        s50, s95 = pct(searchable, 50), pct(searchable, 95)
-        print(
-            f"paced at {rate:.0f} turns/s for {count} turns: POST → memories searchable "
-            f"p50 {s50:.2f}s, p95 {s95:.2f}s; POST → operation completed p50 {p50:.2f}s, "
-            f"p95 {p95:.2f}s, max {max(lat):.2f}s"
-        )
+        count, s50, s95, p50, p95 = 0, 0.0, 0.0, 0.0, 0.0
+        if n_turns:  # --paced-seconds 0: saturation only
+            paced_sessions, count = [], 0
+            for s in sessions:
+                if count >= n_turns:
+                    break
+                paced_sessions.append(Session(f"paced-{s.document_id}", s.items))
+                count += len(s.items)
+            agent2 = f"bench-paced-{uuid.uuid4().hex[:6]}"
+            posted2 = post_all(client, agent2, paced_sessions, rate=rate)
+            done2 = wait_done(client, posted2)
+            sent = {o: at for o, at, _ in posted2}
+            # Memories are searchable by every retriever once `links` is done; the operation
+            # completes when its messages are in the conversation index too.
+            searchable = seconds_after_post(done2, sent, "links")
+            lat = seconds_after_post(done2, sent)
+            p50, p95 = pct(lat, 50), pct(lat, 95)
+            s50, s95 = pct(searchable, 50), pct(searchable, 95)
+            print(
+                f"paced at {rate:.0f} turns/s for {count} turns: POST → memories searchable "
+                f"p50 {s50:.2f}s, p95 {s95:.2f}s; POST → operation completed p50 {p50:.2f}s, "
+                f"p95 {p95:.2f}s, max {max(lat):.2f}s"
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(

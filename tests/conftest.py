@@ -20,7 +20,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from memora.basics.config import Settings
-from tests.fakes import fake_llm, fake_llm_server, llm_settings  # noqa: F401 - fixtures
+from tests.fakes import (  # noqa: F401 - fixtures
+    fake_llm,
+    fake_llm_server,
+    llm_inline_api,
+    llm_settings,
+)
 
 
 @pytest.fixture(scope="session")

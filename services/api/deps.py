@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from psycopg import Connection
@@ -99,3 +99,10 @@ PrincipalDep = Annotated[Principal, Depends(_principal)]
 AdminDep = Annotated[Principal, Depends(_admin)]  # 403 for keys that are not admin keys
 # Paging offset; bounded so that it always fits PostgreSQL's bigint OFFSET.
 Offset = Annotated[int, Query(ge=0, le=1_000_000_000)]
+
+# Backfills (`memora backfill`) send "backfill": the pipeline then runs on the low-priority
+# `<stage>.backfill` queues, so live traffic keeps flowing.
+Priority = Annotated[
+    Literal["live", "backfill"],
+    Header(alias="X-Memora-Priority", description="`backfill`: process on the backfill queues"),
+]

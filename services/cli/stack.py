@@ -19,6 +19,7 @@ from memora.basics.config import Settings
 from memora.basics.stages import INGEST_STAGES, MAINTENANCE_QUEUE, Stage, queue_for
 from memora.db.migrate import upgrade
 from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from services.workers.queues import pool_options
 
 log = logging.getLogger("memora.stack")
 
@@ -74,6 +75,7 @@ class Stack:
             MEMORA_DATA_DIR=str(self.settings.data_dir),
             MEMORA_PORT=str(self.settings.port),
             MEMORA_QUERY_PORT=str(self.settings.query_port),
+            MEMORA_STAGE_BATCH_SIZE=str(self.settings.stage_batch_size),  # as pool_options saw it
             HF_HUB_OFFLINE="1",
             TOKENIZERS_PARALLELISM="false",
         )
@@ -111,8 +113,7 @@ class Stack:
                 ",".join(queues),
                 "-n",
                 f"{name}-{os.getpid()}@%h",
-                "-c",
-                str(self.settings.worker_concurrency),
+                *pool_options(self.settings, queues, self.settings.worker_concurrency),
                 "--loglevel",
                 "INFO",
                 "--without-mingle",

@@ -41,10 +41,11 @@ def worker(
     if metrics_port is not None:
         os.environ["MEMORA_WORKER_METRICS_PORT"] = str(metrics_port)
     console.print(f"worker for {','.join(selected)}; metrics files in {directory}")
+    from services.workers.queues import pool_options
     from services.workers.tasks import app as celery_app  # after PROMETHEUS_MULTIPROC_DIR
 
     argv = ["worker", "-Q", ",".join(selected), "--loglevel", loglevel]
-    argv += ["-c", str(concurrency or settings.worker_concurrency)]
+    argv += pool_options(settings, selected, concurrency or settings.worker_concurrency)
     if hostname:
         argv += ["-n", hostname]
     celery_app.worker_main(argv)

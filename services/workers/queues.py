@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from memora.basics.stages import MAINTENANCE_QUEUE, Stage
+from collections.abc import Sequence
+
+from memora.basics.config import Settings
+from memora.basics.stages import INGEST_STAGES, MAINTENANCE_QUEUE, Stage, queue_for
 from memora.jobs import JOBS
 
 TASK_PREFIX = "memora."
@@ -21,3 +24,13 @@ def task_routes() -> dict[str, dict[str, str]]:
     routes = {task_name(stage): {"queue": stage.value} for stage in Stage}
     routes |= {job_task_name(job): {"queue": MAINTENANCE_QUEUE} for job in JOBS}
     return routes
+
+
+def pool_options(settings: Settings, queues: Sequence[str], concurrency: int) -> list[str]:
+    """The worker's pool arguments: with batching on (MEMORA_STAGE_BATCH_SIZE > 1) and only
+    ingest stage queues, a thread per operation of a batch (one process: its batcher runs the
+    batch); else `concurrency` processes, one operation each."""
+    stage_queues = {queue_for(s, backfill=b) for s in INGEST_STAGES for b in (False, True)}
+    if settings.stage_batch_size > 1 and queues and set(queues) <= stage_queues:
+        return ["-P", "threads", "-c", str(settings.stage_batch_size)]
+    return ["-c", str(concurrency)]

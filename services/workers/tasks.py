@@ -1,5 +1,9 @@
 """Thin Celery tasks: take an operation id, run one stage of the core pipeline, enqueue the next.
 
+With MEMORA_STAGE_BATCH_SIZE > 1 a stage worker runs a thread per task and the tasks' operations
+go through one `StageBatcher` per stage: run together (memora.pipeline.batch), each task still
+acknowledged, retried or failed on its own.
+
 Transient failures are retried with bounded exponential back-off (and jitter); each failed
 attempt and the final failure are written to the operation, where the API shows them.
 """
@@ -21,6 +25,7 @@ from memora.basics.errors import PermanentStageError
 from memora.basics.stages import Stage
 from memora.db.pool import make_pool
 from memora.jobs import JOBS, JobContext, JobSpec, run_job
+from memora.pipeline.batch import StageBatcher
 from memora.pipeline.context import StageContext
 from memora.pipeline.runner import REGISTRY, Pipeline
 from services.workers import metrics as worker_metrics
@@ -48,6 +53,24 @@ def pipeline() -> Pipeline:
             )
             _state[pid] = Pipeline(settings, pool)
         return _state[pid]
+
+
+_batchers: dict[tuple[int, Stage], StageBatcher] = {}
+
+
+def batcher(stage: Stage) -> StageBatcher | None:
+    """The process's batcher of `stage` when batching is on (MEMORA_STAGE_BATCH_SIZE > 1: the
+    worker runs a thread per task, services.workers.queues.pool_options), else None."""
+    p = pipeline()
+    size = p.settings.stage_batch_size
+    if size <= 1:
+        return None
+    key = (os.getpid(), stage)
+    with _state_lock:
+        if key not in _batchers:
+            wait = p.settings.stage_batch_wait_ms / 1000
+            _batchers[key] = StageBatcher(p, stage, max_size=size, max_wait=wait)
+        return _batchers[key]
 
 
 backend = CeleryBackend(app)
@@ -115,7 +138,14 @@ def _describe(exc: BaseException) -> str:
 
 
 def _run(stage: Stage, operation_id: str, backfill: bool) -> str | None:
-    following = pipeline().run(stage, UUID(operation_id))
+    # Batched: this thread waits for the batch holding its operation; its own error is raised
+    # here (retried or recorded for this operation alone) and the next stage is enqueued after
+    # the batch's commit, from this task, before its message is acknowledged.
+    shared = batcher(stage)
+    if shared is not None:
+        following = shared.submit(UUID(operation_id)).unwrap()
+    else:
+        following = pipeline().run(stage, UUID(operation_id))
     if following is not None:
         backend.enqueue(following, UUID(operation_id), backfill=backfill)
     return following.value if following else None

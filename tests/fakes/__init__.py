@@ -8,6 +8,7 @@ fast back-off and short timeouts).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -44,3 +45,18 @@ def fake_llm(fake_llm_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
 @pytest.fixture()
 def llm_settings(settings: Settings, fake_llm: FakeOpenAI) -> Settings:
     return settings.model_copy(update={"llm_base_url": fake_llm.base_url, **LLM_TEST_SETTINGS})
+
+
+@pytest.fixture()
+def llm_inline_api(llm_settings: Settings, pool: Any) -> Iterator[Any]:
+    """The write API with MEMORA_EXTRACTOR=llm against the fake LLM server, stages inline."""
+    from fastapi.testclient import TestClient
+
+    from memora.pipeline.backend import InlineBackend
+    from memora.pipeline.runner import Pipeline
+    from services.api.app import create_app
+
+    settings = llm_settings.model_copy(update={"extractor": "llm"})
+    app = create_app(settings, pool=pool, backend=InlineBackend(Pipeline(settings, pool)))
+    with TestClient(app) as client:
+        yield client

@@ -156,6 +156,7 @@ def test_appended_one_or_two_at_a_time_ends_as_posted_whole(
     assert answers(query_api, whole) == answers(query_api, live)
     doc = inline_api.get(f"/api/agents/{live}/documents/chat").json()
     assert [it["message_id"] for it in doc["items"]] == [m["message_id"] for m in messages()]
+    assert doc["operation_id"] == done["operation_id"]  # the latest append's
 
 
 def test_retry_conflict_and_bad_input(inline_api: Any, pool: Any, agent_id: str) -> None:
@@ -179,6 +180,11 @@ def test_retry_conflict_and_bad_input(inline_api: Any, pool: Any, agent_id: str)
     ]
     for batch in bad:
         assert append(inline_api, agent_id, "c1", batch, expect=422)["error"]
+    limit = inline_api.app.state.settings.max_items_per_batch
+    many = [{"message_id": f"n{i}", "role": "user", "content": "hi"} for i in range(limit + 1)]
+    assert append(inline_api, agent_id, "c1", many, expect=422)["error"]["code"] == (
+        "too_many_items"
+    )
     with pool.connection() as conn:
         stored = conn.execute(
             "SELECT m.message_id FROM conversation_messages m JOIN documents d "
@@ -333,20 +339,8 @@ def test_whole_post_takes_over_from_an_append_in_flight(
 
 
 # ------------------------------------------------------------------------------ LLM prompts
-@pytest.fixture()
-def llm_append_api(llm_settings: Settings, pool: Any) -> Iterator[Any]:
-    from memora.pipeline.backend import InlineBackend
-    from memora.pipeline.runner import Pipeline
-    from services.api.app import create_app
-
-    settings = llm_settings.model_copy(update={"extractor": "llm"})
-    app = create_app(settings, pool=pool, backend=InlineBackend(Pipeline(settings, pool)))
-    with TestClient(app) as client:
-        yield client
-
-
 def test_llm_prompt_per_append_stays_flat_as_the_conversation_grows(
-    llm_append_api: Any, fake_llm: FakeOpenAI, agent_id: str
+    llm_inline_api: Any, fake_llm: FakeOpenAI, agent_id: str
 ) -> None:
     fake_llm.always(
         lambda request: Reply({"facts": [{"item": 0, "text": "A fact.", "fact_type": "world"}]}),
@@ -357,9 +351,43 @@ def test_llm_prompt_per_append_stays_flat_as_the_conversation_grows(
         message = {"message_id": f"x{i}", "role": "user", "speaker": "Maya",
                    "content": f"Message number {i} of a long chat about the reef survey.",
                    "event_date": f"2024-03-01T11:{i:02d}:00Z"}  # fmt: skip
-        completed(llm_append_api, append(llm_append_api, agent_id, "long", [message]))
+        completed(llm_inline_api, append(llm_inline_api, agent_id, "long", [message]))
         sizes.append(len(fake_llm.requests_matching(MARKER)[-1].prompt))
     assert max(sizes[15:]) <= sizes[12] * 1.05  # flat once the context window is full
     last = fake_llm.requests_matching(MARKER)[-1].content_of("user")
     assert "Message number 38" in last and "Message number 29" in last
     assert "Message number 28 " not in last  # ten earlier messages, no more
+
+
+# ------------------------------------------------------------------------------ real workers
+def test_a_stream_of_appends_through_real_workers(
+    celery_api: Any, pool: Any, agent_id: str
+) -> None:
+    """Appends sent without waiting, their operations running side by side in the stage
+    workers: every message extracted once and indexed once, in order."""
+    from tests.conftest import wait_until
+
+    chat = messages()
+    ops = [append(celery_api, agent_id, "stream", chat[i : i + 2])["operation_id"]
+           for i in range(0, len(chat), 2)]  # fmt: skip
+    ops.append(append(celery_api, agent_id, "stream", chat[:4])["operation_id"])  # a retry
+
+    def finished() -> bool:
+        states = [celery_api.get(f"/api/operations/{op}").json()["status"] for op in ops]
+        assert "failed" not in states
+        return all(s == "completed" for s in states)
+
+    wait_until(finished, 120)
+    state = snapshot(pool, agent_id)
+    assert state["order"] == [m["message_id"] for m in chat]
+    covered = sorted(m for _, covers in state["chunks"] for m in covers)
+    assert covered == sorted(m["message_id"] for m in chat)
+    keys = [(u[0], u[1]) for u in state["units"]]
+    assert len(keys) == len(set(keys)) and all(u[5] for u in state["units"])
+    with pool.connection() as conn:
+        sourced = conn.execute(
+            "SELECT count(DISTINCT m.message_id) AS n FROM unit_sources s "
+            "JOIN conversation_messages m ON m.id = s.message_pk WHERE m.agent_id = %s",
+            (agent_id,),
+        ).fetchone()
+    assert sourced is not None and sourced["n"] == len({u[0] for u in state["units"]})

@@ -122,6 +122,35 @@ def test_interrupted_backfill_resumes_and_a_second_run_adds_nothing(
     assert counts(pool, agent) == {"documents": 12, "operations": 12, "units": 36}
 
 
+def test_append_mode_makes_one_conversation_of_its_parts(
+    inline_api: TestClient, pool: Any, tmp_path: Path
+) -> None:
+    """--update-mode append: the runs of message lines (split at --max-items) of one
+    conversation become one conversation, in order; a second export with more messages
+    adds only those."""
+    agent = f"bf-{uuid.uuid4().hex[:8]}"
+    archive = write_archive(tmp_path / "a.jsonl", conversations=2, turns=7, agent=agent)
+    options = {"update_mode": "append", "max_items": 3, "concurrency": 3}
+    first = Backfill(_options(archive, tmp_path / "1.json", **options), inline_api).run()  # type: ignore[arg-type]
+    assert first.failed == 0 and first.documents == 6  # 3 + 3 + 1 per conversation
+    longer = write_archive(tmp_path / "b.jsonl", conversations=2, turns=9, agent=agent)
+    second = Backfill(_options(longer, tmp_path / "2.json", **options), inline_api).run()  # type: ignore[arg-type]
+    assert second.failed == 0
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT d.document_id, m.text FROM conversation_messages m JOIN documents d "
+            "ON d.id = m.document_pk WHERE d.agent_id = %s ORDER BY d.document_id, m.position",
+            (agent,),
+        ).fetchall()
+    assert sorted({r["document_id"] for r in rows}) == ["conv-0", "conv-1"]
+    for c in range(2):
+        texts = [r["text"] for r in rows if r["document_id"] == f"conv-{c}"]
+        assert texts == [
+            f"We talked about hiking trip {c} near lake {t} with Carla." for t in range(9)
+        ]
+    assert counts(pool, agent)["units"] == 18
+
+
 def test_crash_before_the_last_checkpoint_reposts_without_duplicates(
     inline_api: TestClient, pool: Any, tmp_path: Path
 ) -> None:

@@ -63,28 +63,14 @@ ANSWER = {
 }
 
 
-@pytest.fixture()
-def llm_ingest_api(llm_settings: Settings, pool: Any) -> Iterator[Any]:
-    from fastapi.testclient import TestClient
-
-    from memora.pipeline.backend import InlineBackend
-    from memora.pipeline.runner import Pipeline
-    from services.api.app import create_app
-
-    settings = llm_settings.model_copy(update={"extractor": "llm"})
-    app = create_app(settings, pool=pool, backend=InlineBackend(Pipeline(settings, pool)))
-    with TestClient(app) as client:
-        yield client
-
-
 def test_llm_extraction_end_to_end(
-    llm_ingest_api: Any, fake_llm: FakeOpenAI, pool: Any, agent_id: str
+    llm_inline_api: Any, fake_llm: FakeOpenAI, pool: Any, agent_id: str
 ) -> None:
     fake_llm.script(Reply("```json\n{broken"), Reply(ANSWER), when=MARKER)
     body = {"agent_id": agent_id, "items": ITEMS, "document_id": "storm"}
-    response = llm_ingest_api.post("/api/memories/batch", json=body)
+    response = llm_inline_api.post("/api/memories/batch", json=body)
     assert response.status_code == 200
-    op = llm_ingest_api.get(f"/api/operations/{response.json()['operation_id']}").json()
+    op = llm_inline_api.get(f"/api/operations/{response.json()['operation_id']}").json()
     assert op["status"] == "completed", op
     assert op["counts"]["units"] == 3 and op["counts"]["links_causal"] > 0
     with pool.connection() as conn:

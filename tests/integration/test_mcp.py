@@ -136,6 +136,10 @@ def test_seed_talk_recall_over_streamable_http(api_url: str, agent_id: str) -> N
         out["retain"] = _data(
             await client.call_tool("retain", {"content": "Alex booked a table at Bella's."})
         )
+        live = {"content": "Alex: see you at eight.", "document_id": "chat-1",
+                "update_mode": "append", "message_id": "a1", "speaker": "Alex"}  # fmt: skip
+        out["append"] = _data(await client.call_tool("retain", live))
+        out["append_again"] = _data(await client.call_tool("retain", live))
         out["after"] = _data(await client.call_tool("query_self", {}))  # the session goes on
         return out
 
@@ -166,6 +170,10 @@ def test_seed_talk_recall_over_streamable_http(api_url: str, agent_id: str) -> N
     op = httpx.get(f"{api_url}/api/operations/{out['retain']['operation_id']}").json()
     assert op["status"] == "completed" and op["agent_id"] == alex
     assert out["after"]["memories"]
+    assert (out["append"]["status"], out["append"]["messages_new"]) == ("created", 1)
+    assert (out["append_again"]["status"], out["append_again"]["messages_existing"]) == (
+        "unchanged", 1,
+    )  # fmt: skip
 
 
 def test_unknown_agent_path_and_bad_keys_are_refused(api_url: str) -> None:

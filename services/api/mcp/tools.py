@@ -97,6 +97,23 @@ def _memories(results: list[dict[str, Any]], *, turns: bool = False) -> list[dic
 
 
 # ------------------------------------------------------------------ general tools
+UpdateMode = Annotated[
+    Literal["replace", "append"],
+    Field(
+        description='"append": add this as the next message of the conversation document_id '
+        "(only what is new is processed; the same message again is skipped)"
+    ),
+]
+MessageIdParam = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="the message's id in its conversation (append), for safe retries",
+    ),
+]
+
+
 @tool("Remember", read_only=False, idempotent=False)
 async def retain(
     ctx: Context,
@@ -116,19 +133,27 @@ async def retain(
         Field(
             min_length=1,
             max_length=256,
-            description="a stable id: storing the same id again replaces it (idempotent)",
+            description="a stable id: storing the same id again replaces it (idempotent); "
+            'with update_mode "append", the conversation to add this message to',
         ),
     ] = None,
+    update_mode: UpdateMode = "replace",
+    speaker: Annotated[str | None, Field(max_length=200, description="who said it")] = None,
+    message_id: MessageIdParam = None,
 ) -> dict[str, Any]:
     """Store something in your long-term memory (a message, a conversation, a fact). Returns
     at once with an operation id; the memory becomes searchable a moment later."""
     m = memory(ctx)
-    item = {"content": content, "context": context, "metadata": metadata or {}}
+    item: dict[str, Any] = {"content": content, "context": context, "metadata": metadata or {}}
     if event_date is not None:
         item["event_date"] = event_date.isoformat()
+    item |= {k: v for k, v in (("speaker", speaker), ("message_id", message_id)) if v}
     body = {"agent_id": m.agent_id, "items": [item], "document_id": document_id}
+    if update_mode == "append":
+        body["update_mode"] = "append"
     stored = await m.call("POST", "/api/memories/batch", body)
-    return {k: stored[k] for k in ("operation_id", "document_id", "status")}
+    keys = ("operation_id", "document_id", "status", "messages_new", "messages_existing")
+    return {k: stored[k] for k in keys if stored.get(k) is not None}
 
 
 @tool("Search memory", read_only=True, idempotent=True)

@@ -8,12 +8,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 
-from memora.basics.models import AGENT_ID_PATTERN
+from memora.basics.models import AGENT_ID_PATTERN, DOCUMENT_ID_PATTERN
 from memora.usecases import conversations, ingest
-from services.api.deps import BackendDep, ConnDep, ScopeDep, SettingsDep
+from services.api.deps import BackendDep, ConnDep, Priority, ScopeDep, SettingsDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.metrics import note_operation
-from services.api.routes.memories import Priority
 from services.api.schemas.conversations import (
     AppendRequest,
     AppendResponse,
@@ -25,6 +24,7 @@ router = APIRouter(
     prefix="/api", tags=["conversations"], responses=error_responses(*AUTH_ERRORS, 422, 503)
 )
 AgentPath = Annotated[str, Path(pattern=AGENT_ID_PATTERN)]
+ConversationPath = Annotated[str, Path(pattern=DOCUMENT_ID_PATTERN)]
 MESSAGE_PATH = "/agents/{agent_id}/documents/{document_id:path}/messages/{message_id}"
 
 
@@ -32,13 +32,13 @@ MESSAGE_PATH = "/agents/{agent_id}/documents/{document_id:path}/messages/{messag
     "/agents/{agent_id}/conversations/{conversation_id:path}/messages",
     status_code=202,
     response_model=AppendResponse,
-    responses=error_responses(*BODY_ERRORS, 409),
+    responses=error_responses(*BODY_ERRORS, 404, 409),  # 404: a path that names no route
 )
 def append(
     request: Request,
     scope: ScopeDep,
     agent_id: AgentPath,
-    conversation_id: str,
+    conversation_id: ConversationPath,
     body: AppendRequest,
     conn: ConnDep,
     backend: BackendDep,

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 
 from memora.basics.models import AGENT_ID_PATTERN
 from memora.usecases import documents, ingest, operations
-from services.api.deps import BackendDep, ConnDep, Offset, ScopeDep, SettingsDep
+from services.api.deps import BackendDep, ConnDep, Offset, Priority, ScopeDep, SettingsDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.metrics import note_operation
 from services.api.schemas.memories import (
@@ -26,12 +26,6 @@ router = APIRouter(
     prefix="/api", tags=["memories"], responses=error_responses(*AUTH_ERRORS, 422, 503)
 )
 AgentPath = Annotated[str, Path(pattern=AGENT_ID_PATTERN)]
-# Backfills (`memora backfill`) send "backfill": the pipeline then runs on the low-priority
-# `<stage>.backfill` queues, so live traffic keeps flowing.
-Priority = Annotated[
-    Literal["live", "backfill"],
-    Header(alias="X-Memora-Priority", description="`backfill`: process on the backfill queues"),
-]
 
 
 @router.post(

@@ -41,6 +41,13 @@ MaxBacklog = Annotated[
     int, typer.Option(min=0, help="pause while the backfill queues hold more (0: never)")
 ]
 Priority = Annotated[str, typer.Option(help="backfill (low-priority queues) or live")]
+UpdateMode = Annotated[
+    str,
+    typer.Option(
+        help="replace (each document posted whole) or append (messages appended to their "
+        "conversation; only new ones are stored)"
+    ),
+]
 Restart = Annotated[bool, typer.Option(help="ignore the checkpoint; post everything")]
 Wait = Annotated[bool, typer.Option(help="then wait until everything is searchable")]
 DryRun = Annotated[bool, typer.Option(help="only read and count; post nothing")]
@@ -63,6 +70,7 @@ def backfill(
     max_items: MaxItems = 500,
     max_backlog: MaxBacklog = 500,
     priority: Priority = "backfill",
+    update_mode: UpdateMode = "replace",
     restart: Restart = False,
     wait: Wait = False,
     dry_run: DryRun = False,
@@ -75,21 +83,10 @@ def backfill(
     from services.cli.backfill.run import run_command
 
     options = from_command_line(
-        path,
-        api=api,
-        fmt=fmt,
-        checkpoint=checkpoint,
-        priority=priority,
-        api_key=api_key,
-        agent=agent,
-        concurrency=concurrency,
-        max_items=max_items,
-        max_backlog=max_backlog,
-        restart=restart,
-        wait=wait,
-        dry_run=dry_run,
-        progress=progress,
-    )
+        path, api=api, fmt=fmt, checkpoint=checkpoint, priority=priority, api_key=api_key,
+        agent=agent, update_mode=update_mode, concurrency=concurrency, max_items=max_items,
+        max_backlog=max_backlog, restart=restart, wait=wait, dry_run=dry_run, progress=progress,
+    )  # fmt: skip
     exit_code = run_command(options, console, json_summary)
     if exit_code:
         raise typer.Exit(exit_code)

@@ -12,6 +12,7 @@ from memora.basics.config import Settings
 from memora.interchange.archives import Format, checkpoint_name, content_hash, target_of
 
 FORMATS = ("auto", "jsonl", "locomo")
+UPDATE_MODES = ("replace", "append")
 PRIORITIES = ("backfill", "live")
 
 
@@ -27,6 +28,10 @@ class BackfillOptions:
     fmt: Format | None = None
     agent: str | None = None
     priority: str = "backfill"
+    # "append": each document's messages are appended to its conversation (parts of a long
+    # conversation and runs of message lines become one conversation; re-runs add only what
+    # is new); "replace": each document is posted whole under its own id.
+    update_mode: str = "replace"
     concurrency: int = 4
     max_items: int = 500
     # Backfill-queue messages; 0: never pause. Kept small enough that a document waits in a
@@ -57,6 +62,7 @@ class PassedOn(TypedDict):
     """The options of the command line that `BackfillOptions` takes as they are."""
 
     agent: str | None
+    update_mode: str
     concurrency: int
     max_items: int
     max_backlog: int
@@ -82,6 +88,8 @@ def from_command_line(
         raise typer.BadParameter("--format must be auto, jsonl or locomo")
     if priority not in PRIORITIES:
         raise typer.BadParameter("--priority must be backfill or live")
+    if passed_on["update_mode"] not in UPDATE_MODES:
+        raise typer.BadParameter("--update-mode must be replace or append")
     settings = Settings()
     api_url = api or settings.resolved_api_url
     api_key = api_key or (settings.api_key.get_secret_value() if settings.api_key else None)

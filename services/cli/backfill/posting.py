@@ -68,8 +68,11 @@ class Poster:
         retries: int,
         summary: Summary,
         stop: threading.Event,
+        *,
+        append: bool = False,
     ) -> None:
         self.client = client
+        self.append = append
         self.headers = {"X-Memora-Priority": priority}
         self.retries = retries
         self.summary = summary
@@ -79,9 +82,11 @@ class Poster:
     def post(self, doc: Document) -> Posted:
         body = {
             "agent_id": doc.agent_id,
-            "document_id": doc.document_id,
+            "document_id": doc.conversation if self.append else doc.document_id,
             "items": [i.model_dump(mode="json", exclude_none=True) for i in doc.items],
         }
+        if self.append:
+            body["update_mode"] = "append"
         retrying = Retrying(
             retry=retry_if_exception_type(_Retryable),
             stop=stop_after_attempt(self.retries + 1),

@@ -10,7 +10,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import FrameType
@@ -69,7 +69,14 @@ class Backfill:
         self.stop = threading.Event()
         self.summary = Summary()
         self.pending_operations: deque[str] = deque()
-        self.poster = Poster(client, options.priority, options.retries, self.summary, self.stop)
+        self.poster = Poster(
+            client,
+            options.priority,
+            options.retries,
+            self.summary,
+            self.stop,
+            append=options.update_mode == "append",
+        )
         self.backpressure = Backpressure(client, options, self.summary, self.stop)
         self.label = "checking" if options.dry_run else "backfill"
 
@@ -133,6 +140,8 @@ class Backfill:
             self.summary.items += len(doc.items)
         else:
             self.backpressure.pause_while_full(run.progress, run.task)
+            if self.o.update_mode == "append":  # one conversation's parts: appended in order
+                wait([f for d, f in run.window if d.conversation == doc.conversation])
             run.window.append((doc, run.executor.submit(self.poster.post, doc)))
             while run.window and (
                 len(run.window) >= 2 * self.o.concurrency or run.window[0][1].done()

@@ -66,6 +66,11 @@ class Settings(BaseSettings):
     worker_concurrency: int = 1
     # Models a worker process loads at start rather than on its first task: "nlp", "embedder".
     preload: str = ""
+    # A stage worker runs the jobs of up to this many operations together (texts embedded in
+    # one model call, writes in one transaction), waiting at most stage_batch_wait_ms after
+    # the first for others; 1: one operation per task (prefork pool). docs/architecture.md
+    stage_batch_size: int = 1
+    stage_batch_wait_ms: float = 20.0
     task_max_retries: int = 5
     task_retry_backoff_max: int = 120
     visibility_timeout: int = 900
@@ -179,6 +184,12 @@ class Settings(BaseSettings):
     # Off: ingest skips the index_messages stage (about 2.2x a unit's embedding work per
     # message) and conversation search answers 409; memory search is unaffected.
     conversation_index: bool = True
+    # A chunk's vector: "units", the normalised mean of the vectors of the units extracted
+    # from its messages plus context_weight x that of the message before (each message embedded
+    # once; chunks without units embed their text), or "embed", its own text (title, date,
+    # preceding message and messages) embedded again. docs/conversations.md
+    conversation_chunk_vectors: Literal["units", "embed"] = "units"
+    conversation_chunk_context_weight: float = 0.4
     conversation_chunk_chars: int = 500  # maxChunkSize
     conversation_chunk_overlap: int = 50  # chunkOverlap
     conversation_combine_short: bool = True  # combineShortMessages

@@ -97,6 +97,8 @@ def append_messages(
     operation_id = create_operation(doc, len(fresh))
     if doc.current_operation_id is None:
         documents.set_current_operation(conn, doc.pk, operation_id)
+    else:
+        documents.set_last_operation(conn, doc.pk, operation_id)
     placed = _place(conn, doc, fresh)
     messages.renumber(conn, placed.moved)
     messages.append(conn, agent_key, doc.pk, placed.new, operation_id)

@@ -60,6 +60,12 @@ class Document:
     items: list[MemoryItem]
     resume: Position
     bytes_read: int
+    conversation_id: str | None = None  # the conversation a part belongs to (appends)
+
+    @property
+    def conversation(self) -> str:
+        """The id to append this document's messages to: its conversation's."""
+        return self.conversation_id or self.document_id
 
 
 def sample_archive() -> Path:
@@ -157,17 +163,19 @@ def _jsonl(
     # documents emitted from the current start offset (for Position.skip)
     same_start: dict[int, int] = {}
 
-    def emit(agent: str, doc_id: str, items: list[MemoryItem], start: int, line: int) -> Document:
+    def emit(agent: str, conversation: str, doc_id: str, items: list[MemoryItem], start: int,
+             line: int) -> Document:  # fmt: skip
         nonlocal index
         skip = same_start.get(start, 0) + 1
         same_start.clear()
         same_start[start] = skip
         index += 1
-        return Document(agent, doc_id, items, Position(start, line, skip, index), offset)
+        position = Position(start, line, skip, index)
+        return Document(agent, doc_id, items, position, offset, conversation)
 
     def flush(r: _Run) -> Iterator[Document]:
         doc_id = f"{r.conversation_id}#L{r.line}"
-        yield emit(r.agent_id, doc_id, r.items, r.offset, r.line)
+        yield emit(r.agent_id, r.conversation_id, doc_id, r.items, r.offset, r.line)
 
     with path.open("rb") as handle:
         handle.seek(offset)
@@ -205,7 +213,7 @@ def _jsonl(
                             report(line_no, f"message {i}: {exc}")
                 for part, chunk in enumerate(_chunks(items, max_items)):
                     doc_id = conv_id if part == 0 else f"{conv_id}#{part + 1}"
-                    doc = emit(agent, doc_id, chunk, start, line_no)
+                    doc = emit(agent, conv_id, doc_id, chunk, start, line_no)
                     if to_skip:
                         to_skip -= 1
                     else:
@@ -307,8 +315,9 @@ def _locomo(
                         if index <= to_skip:
                             continue
                         yield Document(
-                            agent, doc_id, chunk, Position(None, 0, 0, index), handle.tell()
-                        )
+                            agent, doc_id, chunk, Position(None, 0, 0, index), handle.tell(),
+                            f"{name}:{key}",
+                        )  # fmt: skip
 
 
 def _session_number(key: str) -> int:

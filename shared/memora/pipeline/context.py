@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import Any
 from uuid import UUID
 
+import numpy as np
 from psycopg import Connection
 
 from memora.basics.config import Settings
@@ -23,6 +24,18 @@ from memora.store.operations import Operation
 
 # A stage's write step: runs inside the write transaction, returns counts for the operation.
 Writer = Callable[[Connection[Any]], dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A prepare step that still needs `texts` embedded: the driver embeds them (with other
+    operations' texts when it runs a batch: one model call) and `finish` builds the write."""
+
+    texts: list[str]
+    finish: Callable[[np.ndarray], Writer]
+
+
+Prepared = Writer | Deferred
 
 
 class StageContext:
@@ -49,6 +62,16 @@ class StageContext:
         if self.settings.resolved_extractor == "llm":
             return LLMExtractor(LLMClient.from_settings(self.settings), self.settings)
         return LocalExtractor()
+
+    def resolve(self, prepared: Prepared) -> Writer:
+        """The write step of one operation's prepare, embedding its texts if it deferred them."""
+        if isinstance(prepared, Deferred):
+            return prepared.finish(self.embed(prepared.texts))
+        return prepared
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """The texts' vectors; nothing to embed does not load the model."""
+        return self.embedder.embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
 
     def preload(self, names: str) -> None:
         """Load models now (at worker start) so the first task is not slowed by it."""

@@ -1,11 +1,12 @@
 """The stage driver and the stage registry.
 
 Every stage is a module of `memora.pipeline.stages` with one function, `prepare(ctx, conn,
-job) -> write`: it computes outside any lock and returns the write step. The driver loads the
-job, marks the stage running, calls `prepare`, then in one transaction locks the operation row,
-checks again that the stage is not done, writes and marks it done; a redelivered or duplicated
-task therefore writes nothing twice. The caller enqueues the returned next stage only after
-that commit.
+job) -> write`: it computes outside any lock and returns the write step (or a `Deferred` one
+that needs texts embedded first). The driver loads the job, marks the stage running, calls
+`prepare`, then in one transaction locks the operation row, checks again that the stage is not
+done, writes and marks it done; a redelivered or duplicated task therefore writes nothing
+twice. The caller enqueues the returned next stage only after that commit.
+`memora.pipeline.batch` runs one stage for many operations the same way, together.
 """
 
 from __future__ import annotations
@@ -21,13 +22,20 @@ from psycopg_pool import ConnectionPool
 
 from memora.basics.config import Settings
 from memora.basics.stages import OperationKind, Stage, next_stage
-from memora.pipeline.context import Job, StageContext, Writer
+from memora.pipeline.context import Job, Prepared, StageContext, Writer
 from memora.pipeline.stages import embed, entities, extract, index_messages, links, opinions
 from memora.store import documents, operations
 
 log = logging.getLogger("memora.pipeline")
 
-Prepare = Callable[[StageContext, Connection[Any], Job], Writer]
+Prepare = Callable[[StageContext, Connection[Any], Job], Prepared]
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A stage with nothing to run for an operation; `following` is enqueued (when set)."""
+
+    following: Stage | None
 
 
 @dataclass(frozen=True)
@@ -79,41 +87,62 @@ class Pipeline:
         """Run `stage`; return the stage to enqueue next (None when finished or stale)."""
         spec = REGISTRY[stage]
         with self.pool.connection() as conn:
-            op = operations.get_operation(conn, operation_id)
-            if op is None or op.status.terminal:
-                return None
-            kind = op.kind
-            if op.is_done(stage):
-                return next_stage(stage, kind, skip=self.skip)
-            job = Job(op)
-            if op.document_pk is not None or kind in DOCUMENT_KINDS:
-                pk = op.document_pk
-                doc = documents.get_document(conn, pk, with_items=spec.reads_items) if pk else None
-                if superseded(op, doc):
-                    operations.mark_superseded(conn, operation_id)
-                    conn.commit()
-                    return None
-                assert doc is not None
-                job = Job(op, doc)
-            operations.stage_started(conn, operation_id, stage)
-            conn.commit()
-
-            write = spec.prepare(self.context, conn, job)
+            job = self.begin(conn, stage, operation_id)
+            if isinstance(job, Skip):
+                return job.following
+            write = self.context.resolve(spec.prepare(self.context, conn, job))
             conn.commit()  # end the read transaction before taking the write lock
 
             with conn.transaction():
-                locked = operations.get_operation(conn, operation_id, lock=True)
-                if locked is None or locked.status.terminal:
-                    return None
-                if locked.is_done(stage):
-                    return next_stage(stage, kind, skip=self.skip)
-                counts = write(conn)
-                following = next_stage(stage, kind, skip=self.skip)
-                operations.stage_done(conn, operation_id, stage, following, counts)
-            log.info(
-                "stage done", extra={"stage": stage.value, "operation": str(operation_id), **counts}
-            )
+                following = self.write(conn, stage, job.operation.kind, operation_id, write)
             return following
+
+    def begin(self, conn: Connection[Any], stage: Stage, operation_id: UUID) -> Job | Skip:
+        """Load the operation and mark the stage running (committed); Skip when there is
+        nothing to do: the operation is gone, finished, superseded, or past this stage."""
+        spec = REGISTRY[stage]
+        op = operations.get_operation(conn, operation_id)
+        if op is None or op.status.terminal:
+            return Skip(None)
+        kind = op.kind
+        if op.is_done(stage):
+            return Skip(next_stage(stage, kind, skip=self.skip))
+        job = Job(op)
+        if op.document_pk is not None or kind in DOCUMENT_KINDS:
+            pk = op.document_pk
+            doc = documents.get_document(conn, pk, with_items=spec.reads_items) if pk else None
+            if superseded(op, doc):
+                operations.mark_superseded(conn, operation_id)
+                conn.commit()
+                return Skip(None)
+            assert doc is not None
+            job = Job(op, doc)
+        operations.stage_started(conn, operation_id, stage)
+        conn.commit()
+        return job
+
+    def write(
+        self,
+        conn: Connection[Any],
+        stage: Stage,
+        kind: OperationKind,
+        operation_id: UUID,
+        write: Writer,
+    ) -> Stage | None:
+        """Inside the caller's transaction: lock the operation row, check again that the stage
+        is not done, write and mark it done; the stage to enqueue after the commit."""
+        locked = operations.get_operation(conn, operation_id, lock=True)
+        if locked is None or locked.status.terminal:
+            return None
+        if locked.is_done(stage):
+            return next_stage(stage, kind, skip=self.skip)
+        counts = write(conn)
+        following = next_stage(stage, kind, skip=self.skip)
+        operations.stage_done(conn, operation_id, stage, following, counts)
+        log.info(
+            "stage done", extra={"stage": stage.value, "operation": str(operation_id), **counts}
+        )
+        return following
 
     def record_failure(self, stage: Stage, operation_id: UUID, error: str, *, final: bool) -> None:
         with self.pool.connection() as conn:

@@ -201,6 +201,26 @@ def insert(
     return len(rows)
 
 
+def unit_vectors(
+    conn: Connection[Any], message_pks: Sequence[UUID]
+) -> dict[UUID, list[np.ndarray | None]]:
+    """The embeddings of the units extracted from each message (unit_sources), None where a
+    unit has none yet; messages without units are absent."""
+    out: dict[UUID, list[np.ndarray | None]] = {}
+    if not message_pks:
+        return out
+    for r in conn.execute(
+        "SELECT s.message_pk, u.embedding FROM unit_sources s "
+        "JOIN memory_units u ON u.id = s.unit_id WHERE s.message_pk = ANY(%s::uuid[])",
+        (list(message_pks),),
+    ):
+        vector = r["embedding"]
+        out.setdefault(r["message_pk"], []).append(
+            None if vector is None else np.asarray(vector.to_numpy(), dtype=np.float32)
+        )
+    return out
+
+
 def keep_current(conn: Connection[Any], generation: int, planned: Sequence[Chunk]) -> set[Chunk]:
     """The planned chunks still current: every message they cover exists with the text they
     were built from (read FOR SHARE: an edit waits for this transaction) and no chunk of

@@ -137,8 +137,17 @@ def open_conversation(
 
 
 def set_current_operation(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> None:
+    """The post that processes the document's content (and that appends build on)."""
     conn.execute(
-        "UPDATE documents SET current_operation_id = %s WHERE id = %s", (operation_id, document_pk)
+        "UPDATE documents SET current_operation_id = %s, last_operation_id = %s WHERE id = %s",
+        (operation_id, operation_id, document_pk),
+    )
+
+
+def set_last_operation(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> None:
+    """The latest operation that stored content in the document (an append)."""
+    conn.execute(
+        "UPDATE documents SET last_operation_id = %s WHERE id = %s", (operation_id, document_pk)
     )
 
 
@@ -170,9 +179,10 @@ def find_document(
     return conn.execute(
         """
         SELECT d.document_id, d.items, d.item_count, d.created_at, d.updated_at,
-               d.current_operation_id AS operation_id, o.status,
+               coalesce(d.last_operation_id, d.current_operation_id) AS operation_id, o.status,
                (SELECT count(*) FROM memory_units u WHERE u.document_pk = d.id) AS unit_count
-        FROM documents d LEFT JOIN operations o ON o.id = d.current_operation_id
+        FROM documents d
+        LEFT JOIN operations o ON o.id = coalesce(d.last_operation_id, d.current_operation_id)
         WHERE d.agent_id = %s AND d.document_id = %s
         """,
         (scope.key(agent_id), document_id),
@@ -185,9 +195,10 @@ def list_documents(
     return conn.execute(
         """
         SELECT d.document_id, d.item_count, d.created_at, d.updated_at,
-               d.current_operation_id AS operation_id, o.status,
+               coalesce(d.last_operation_id, d.current_operation_id) AS operation_id, o.status,
                (SELECT count(*) FROM memory_units u WHERE u.document_pk = d.id) AS unit_count
-        FROM documents d LEFT JOIN operations o ON o.id = d.current_operation_id
+        FROM documents d
+        LEFT JOIN operations o ON o.id = coalesce(d.last_operation_id, d.current_operation_id)
         WHERE d.agent_id = %s ORDER BY d.created_at DESC, d.document_id LIMIT %s OFFSET %s
         """,
         (scope.key(agent_id), limit, offset),

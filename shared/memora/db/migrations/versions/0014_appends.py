@@ -10,6 +10,10 @@
   messages it claims, so operations on one conversation can run side by side: a whole
   re-post claims every message and so takes over from appends still in flight.
 
+- `documents.last_operation_id`: the latest operation that stored content in the document (a
+  post or an append), which the document routes report; `current_operation_id` stays the
+  post that appends build on.
+
 Existing messages get `ordinal = position` and the claim of their document's current
 operation (an edit still in flight keeps its message).
 
@@ -55,10 +59,12 @@ def upgrade() -> None:
         """
     )
     op.execute("ALTER TABLE conversation_messages ALTER COLUMN ordinal SET NOT NULL")
+    op.execute("ALTER TABLE documents ADD COLUMN last_operation_id UUID")
 
 
 def downgrade() -> None:
     op.execute("DELETE FROM operations WHERE kind = 'append'")
+    op.execute("ALTER TABLE documents DROP COLUMN last_operation_id")
     _kinds(KINDS[:-1])
     op.execute("ALTER TABLE conversation_messages DROP COLUMN extracted_by")
     op.execute("ALTER TABLE conversation_messages DROP COLUMN ordinal")

@@ -1,0 +1,171 @@
+"""One stage for many operations together: the texts of all of them embedded in one model call,
+their writes in one transaction.
+
+A stream of one- and two-message appends makes many tiny operations; run one by one, each
+pays a model call, a handful of round trips and a commit. `run_batch` keeps the guarantees of
+`Pipeline.run` for every operation of the batch: it is loaded and checked (gone, finished,
+superseded or past the stage: skipped) and marked running on its own; its write runs under its
+own savepoint after its operation row is locked and the stage found not done, so it is written
+exactly once and a failing write rolls back only its own changes. The caller enqueues each next
+stage after the commit. An operation whose step fails gets its error back, the others go on;
+when the shared embedding call fails, each operation's texts are embedded alone, so one bad
+text fails one operation.
+
+`StageBatcher` gathers the operations that concurrent callers (a worker's threads, each holding
+one task) submit within a bounded wait, up to a bounded number, and runs them as one batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from psycopg import Connection
+
+from memora.basics.stages import OperationKind, Stage
+from memora.nlp.batching import MicroBatcher
+from memora.pipeline.context import Deferred, Prepared, Writer
+from memora.pipeline.runner import REGISTRY, Pipeline, Skip
+
+log = logging.getLogger("memora.pipeline")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One operation's result: the stage to enqueue next, or the error its step raised."""
+
+    following: Stage | None = None
+    error: BaseException | None = None
+
+    def unwrap(self) -> Stage | None:
+        if self.error is not None:
+            raise self.error
+        return self.following
+
+
+@dataclass
+class _Pending:
+    operation_id: UUID
+    agent_key: str
+    kind: OperationKind
+    prepared: Prepared
+
+
+def run_batch(
+    pipeline: Pipeline, stage: Stage, operation_ids: Sequence[UUID]
+) -> dict[UUID, Outcome]:
+    """Run `stage` for every operation; each one's outcome (the errors are not raised)."""
+    spec = REGISTRY[stage]
+    ctx = pipeline.context
+    outcomes: dict[UUID, Outcome] = {}
+    pending: list[_Pending] = []
+    with pipeline.pool.connection() as conn:
+        for operation_id in dict.fromkeys(operation_ids):
+            try:
+                job = pipeline.begin(conn, stage, operation_id)
+                if isinstance(job, Skip):
+                    outcomes[operation_id] = Outcome(job.following)
+                    continue
+                prepared = spec.prepare(ctx, conn, job)
+                conn.commit()
+                pending.append(_Pending(operation_id, job.agent_key, job.operation.kind, prepared))
+            except Exception as exc:
+                conn.rollback()
+                outcomes[operation_id] = Outcome(error=exc)
+        writers = _writers(pipeline, pending, outcomes)
+        _write_all(pipeline, conn, stage, writers, outcomes)
+    return outcomes
+
+
+def _writers(
+    pipeline: Pipeline, pending: list[_Pending], outcomes: dict[UUID, Outcome]
+) -> list[tuple[_Pending, Writer]]:
+    """Each operation's write step: the texts deferred by all of them embedded in one call."""
+    deferred = [p for p in pending if isinstance(p.prepared, Deferred)]
+    vectors: dict[UUID, np.ndarray] = {}
+    texts = [t for p in deferred for t in _texts(p)]
+    if texts:
+        try:
+            rows = pipeline.context.embed(texts)
+            start = 0
+            for p in deferred:
+                vectors[p.operation_id] = rows[start : start + len(_texts(p))]
+                start += len(_texts(p))
+        except Exception:  # find the operation(s) whose texts fail: embed each alone
+            log.warning("batch embedding failed; embedding operation by operation", exc_info=True)
+    writers = []
+    for p in pending:
+        try:
+            if isinstance(p.prepared, Deferred):
+                got = vectors.get(p.operation_id)
+                if got is None:  # no text, or the shared call failed
+                    got = pipeline.context.embed(p.prepared.texts)
+                writers.append((p, p.prepared.finish(got)))
+            else:
+                writers.append((p, p.prepared))
+        except Exception as exc:
+            outcomes[p.operation_id] = Outcome(error=exc)
+    return writers
+
+
+def _texts(p: _Pending) -> list[str]:
+    assert isinstance(p.prepared, Deferred)
+    return p.prepared.texts
+
+
+def _write_all(
+    pipeline: Pipeline,
+    conn: Connection[Any],
+    stage: Stage,
+    writers: list[tuple[_Pending, Writer]],
+    outcomes: dict[UUID, Outcome],
+) -> None:
+    """One transaction, a savepoint per operation; in agent order, so that two batches lock
+    agents (entity resolution's advisory locks) in the same order."""
+    done: dict[UUID, Outcome] = {}
+    try:
+        with conn.transaction():
+            for p, write in sorted(writers, key=lambda w: (w[0].agent_key, str(w[0].operation_id))):
+                try:
+                    with conn.transaction():
+                        following = pipeline.write(conn, stage, p.kind, p.operation_id, write)
+                    done[p.operation_id] = Outcome(following)
+                except Exception as exc:
+                    outcomes[p.operation_id] = Outcome(error=exc)
+    except Exception as exc:  # the commit failed: none of them was written
+        done = {op: Outcome(error=exc) for op in done}
+    outcomes.update(done)
+
+
+class StageBatcher:
+    """`submit(operation_id)` blocks until the batch holding it ran and returns its outcome;
+    a batch is what callers submitted within `max_wait` seconds of the first, at most
+    `max_size` operations."""
+
+    def __init__(self, pipeline: Pipeline, stage: Stage, *, max_size: int, max_wait: float):
+        self.pipeline, self.stage = pipeline, stage
+        self._batcher: MicroBatcher[UUID] = MicroBatcher(
+            self._run, max_wait=max_wait, max_items=max_size, name=f"memora-{stage.value}-batch"
+        )
+
+    @property
+    def batches(self) -> int:
+        return self._batcher.calls
+
+    def submit(self, operation_id: UUID) -> Outcome:
+        outcome: Outcome = self._batcher.submit([operation_id])[0]
+        return outcome
+
+    def close(self) -> None:
+        self._batcher.close()
+
+    def _run(self, operation_ids: list[UUID]) -> np.ndarray:
+        outcomes = run_batch(self.pipeline, self.stage, operation_ids)
+        log.info("stage batch", extra={"stage": self.stage.value, "operations": len(outcomes)})
+        rows = np.empty(len(operation_ids), dtype=object)  # MicroBatcher hands rows back
+        rows[:] = [outcomes[op] for op in operation_ids]
+        return rows

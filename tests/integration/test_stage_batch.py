@@ -1,0 +1,177 @@
+"""One stage run for many operations together (memora.pipeline.batch), on real PostgreSQL:
+in-process, where the embedder is watched, and through real Celery workers running with
+MEMORA_STAGE_BATCH_SIZE > 1 (a thread per task, one batcher per stage)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+from fastapi.testclient import TestClient
+
+from memora.basics.config import Settings
+from memora.basics.stages import INGEST_STAGES, OperationKind, Stage, next_stage
+from memora.pipeline.batch import run_batch
+from memora.pipeline.runner import Pipeline
+from tests.conftest import WORKER_ENV, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+class Recording:
+    """A task backend that only records what is handed to it (stages are run by the test)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Stage, UUID]] = []
+
+    def enqueue(self, stage: Stage, operation_id: UUID, *, backfill: bool = False) -> None:
+        self.sent.append((stage, operation_id))
+
+
+def _two_messages(i: int) -> list[dict[str, Any]]:
+    return [
+        {"content": f"Ana: I adopted a puppy called Biscuit number {i} in Lisbon.",
+         "event_date": "2024-03-01T10:00:00Z"},
+        {"content": f"Ben: Nice, I started a pottery class on day {i}.",
+         "event_date": "2024-03-01T10:01:00Z"},
+    ]  # fmt: skip
+
+
+@pytest.fixture()
+def recorded(settings: Settings, pool: Any) -> Iterator[tuple[TestClient, Recording]]:
+    from services.api.app import create_app
+
+    backend = Recording()
+    with TestClient(create_app(settings, pool=pool, backend=backend)) as client:
+        yield client, backend
+
+
+def test_a_batch_embeds_every_operation_in_one_call_and_writes_each_once(
+    recorded: tuple[TestClient, Recording], settings: Settings, pool: Any, agent_id: str
+) -> None:
+    client, _ = recorded
+    ids = []
+    for i in range(6):
+        body = {"agent_id": agent_id, "document_id": f"d{i}", "items": _two_messages(i)}
+        ids.append(UUID(client.post("/api/memories/batch", json=body).json()["operation_id"]))
+    # a later post of d5 supersedes its first operation
+    body = {"agent_id": agent_id, "document_id": "d5", "items": _two_messages(50)}
+    latest = UUID(client.post("/api/memories/batch", json=body).json()["operation_id"])
+    superseded = ids.pop()
+    ids.append(latest)
+
+    pipeline = Pipeline(settings, pool)
+    calls: list[int] = []
+    embed = pipeline.context.embedder.embed
+
+    def counting(texts: Any) -> Any:
+        calls.append(len(texts))
+        return embed(texts)
+
+    pipeline.context.embedder.embed = counting  # type: ignore[method-assign]
+    out = run_batch(pipeline, Stage.EXTRACT, [*ids, superseded])
+    assert out[superseded].unwrap() is None
+    for stage in INGEST_STAGES:
+        calls.clear()
+        outcomes = out if stage is Stage.EXTRACT else run_batch(pipeline, stage, ids)
+        expected = next_stage(stage, OperationKind.INGEST)
+        assert {op: outcomes[op].unwrap() for op in ids} == dict.fromkeys(ids, expected)
+        if stage is Stage.EMBED:
+            assert calls == [12]  # six operations, two units each: one model call
+        if stage is Stage.INDEX_MESSAGES:
+            assert calls == []  # every chunk's vector comes from its units
+    again = run_batch(pipeline, Stage.EMBED, ids)  # redelivered: nothing written twice
+    assert {op: again[op].unwrap() for op in ids} == dict.fromkeys(ids)  # completed: no next
+    for op in ids:
+        got = client.get(f"/api/operations/{op}").json()
+        assert got["status"] == "completed", got
+        assert got["stages"]["embed"]["attempts"] == 1 and got["counts"]["embedded"] == 2
+        assert got["counts"]["chunks_written"] == 1 and got["counts"]["chunks_embedded"] == 0
+    assert client.get(f"/api/operations/{superseded}").json()["status"] == "superseded"
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n, count(embedding) AS e FROM memory_units WHERE agent_id = %s",
+            (agent_id,),
+        ).fetchone()
+    assert row == {"n": 12, "e": 12}
+
+
+def test_one_failing_operation_leaves_the_others_of_its_batch_done(
+    recorded: tuple[TestClient, Recording], settings: Settings, pool: Any, agent_id: str
+) -> None:
+    client, _ = recorded
+    ids = []
+    for i in range(3):
+        body = {"agent_id": agent_id, "document_id": f"f{i}", "items": _two_messages(i)}
+        ids.append(UUID(client.post("/api/memories/batch", json=body).json()["operation_id"]))
+    pipeline = Pipeline(settings, pool)
+    run_batch(pipeline, Stage.EXTRACT, ids)
+    broken = ids[1]
+    original = pipeline.write
+
+    def failing_write(conn: Any, stage: Stage, kind: Any, operation_id: UUID, write: Any) -> Any:
+        if operation_id == broken:
+            conn.execute("SELECT 1/0")  # a database error inside this operation's savepoint
+        return original(conn, stage, kind, operation_id, write)
+
+    pipeline.write = failing_write  # type: ignore[method-assign]
+    out = run_batch(pipeline, Stage.EMBED, ids)
+    with pytest.raises(Exception, match="division by zero"):
+        out[broken].unwrap()
+    assert out[ids[0]].unwrap() is Stage.ENTITIES and out[ids[2]].unwrap() is Stage.ENTITIES
+    assert client.get(f"/api/operations/{broken}").json()["stages"]["embed"]["status"] == "running"
+
+
+# ------------------------------------------------------------------ through Celery workers
+@pytest.fixture(scope="module")
+def batching_stack(settings: Settings, redis_url: str, data_dir: Path) -> Iterator[Any]:
+    """The stage workers with batching on, on their own Redis database (not the suite's)."""
+    from services.cli.stack import WORKER_QUEUES, Stack
+
+    broker = re.sub(r"/\d*$", "", redis_url) + "/7"
+    stack_settings = settings.model_copy(update={"broker_url": broker, "stage_batch_size": 8})
+    stack = Stack(
+        stack_settings,
+        workers={s.value: WORKER_QUEUES[s.value] for s in INGEST_STAGES},
+        with_api=False,
+        with_query=False,
+        with_beat=False,
+        log_dir=data_dir / "batch-worker-logs",
+        extra_env={**WORKER_ENV, "MEMORA_STAGE_BATCH_WAIT_MS": "200"},
+    )
+    yield stack  # started by the test, once its work is queued
+    stack.stop()
+
+
+def test_real_workers_run_many_small_operations_in_shared_batches(
+    batching_stack: Any, pool: Any, agent_id: str
+) -> None:
+    from services.api.app import create_app
+
+    app = create_app(batching_stack.settings, pool=pool)
+    with TestClient(app) as client:
+        ops = []
+        for i in range(16):
+            body = {"agent_id": agent_id, "document_id": f"c{i}", "items": _two_messages(i)}
+            ops.append(client.post("/api/memories/batch", json=body).json()["operation_id"])
+        batching_stack.start()  # the operations wait in the queue: the workers take them together
+
+        def all_done() -> bool:
+            return all(
+                client.get(f"/api/operations/{op}").json()["status"] == "completed" for op in ops
+            )
+
+        wait_until(all_done, 180, interval=0.5)
+        commits: dict[str, int] = {}
+        for op in ops:
+            got = client.get(f"/api/operations/{op}").json()
+            assert got["counts"]["embedded"] == 2 and got["counts"]["chunks_written"] == 1
+            assert all(s["attempts"] == 1 for s in got["stages"].values())
+            # a stage's finished_at is its transaction's now(): shared by a batch's operations
+            at = got["stages"]["embed"]["finished_at"]
+            commits[at] = commits.get(at, 0) + 1
+    assert max(commits.values()) > 1, commits  # operations shared embed batches

@@ -1,0 +1,125 @@
+"""Batching one stage across operations (memora.pipeline.batch) without a database: the
+batcher gathers concurrent submissions into one run, and the shared embedding call isolates
+an operation whose texts fail."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from types import SimpleNamespace
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import pytest
+
+from memora.basics.config import Settings
+from memora.basics.stages import OperationKind, Stage
+from memora.pipeline import batch
+from memora.pipeline.batch import Outcome, StageBatcher, _Pending, _writers
+from memora.pipeline.context import Deferred, StageContext
+
+
+def test_concurrent_submissions_run_as_one_batch_and_each_gets_its_own_outcome(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ids = [uuid.uuid4() for _ in range(6)]
+    bad = ids[3]
+    calls: list[list[UUID]] = []
+
+    def fake_run(pipeline: Any, stage: Stage, operation_ids: list[UUID]) -> dict[UUID, Outcome]:
+        calls.append(list(operation_ids))
+        return {
+            op: Outcome(error=RuntimeError("its own")) if op == bad else Outcome(Stage.ENTITIES)
+            for op in operation_ids
+        }
+
+    monkeypatch.setattr(batch, "run_batch", fake_run)
+    batcher = StageBatcher(SimpleNamespace(), Stage.EMBED, max_size=16, max_wait=0.5)  # type: ignore[arg-type]
+    results: dict[UUID, Any] = {}
+    start = threading.Barrier(len(ids))
+
+    def submit(op: UUID) -> None:
+        start.wait()
+        try:
+            results[op] = batcher.submit(op).unwrap()
+        except RuntimeError as exc:
+            results[op] = exc
+
+    threads = [threading.Thread(target=submit, args=(op,)) for op in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    batcher.close()
+    assert len(calls) == 1 and sorted(calls[0]) == sorted(ids)
+    assert isinstance(results.pop(bad), RuntimeError)
+    assert set(results.values()) == {Stage.ENTITIES}
+
+
+def test_a_batch_is_bounded_by_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+
+    def fake_run(pipeline: Any, stage: Stage, operation_ids: list[UUID]) -> dict[UUID, Outcome]:
+        calls.append(len(operation_ids))
+        return {op: Outcome(None) for op in operation_ids}
+
+    monkeypatch.setattr(batch, "run_batch", fake_run)
+    batcher = StageBatcher(SimpleNamespace(), Stage.EMBED, max_size=2, max_wait=0.3)  # type: ignore[arg-type]
+    threads = [threading.Thread(target=batcher.submit, args=(uuid.uuid4(),)) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    batcher.close()
+    assert sum(calls) == 5 and max(calls) <= 2
+
+
+class CountingEmbedder:
+    def __init__(self, poison: str | None = None) -> None:
+        self.calls: list[list[str]] = []
+        self.poison = poison
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        if self.poison in texts:
+            raise ValueError("cannot embed this")
+        return np.array([[float(len(t))] for t in texts], dtype=np.float32)
+
+
+def _pipeline(embedder: CountingEmbedder) -> Any:
+    context = StageContext(Settings())
+    context.__dict__["embedder"] = embedder  # the cached property, set
+    return SimpleNamespace(context=context)
+
+
+def _pending(texts: list[str]) -> tuple[_Pending, list[np.ndarray]]:
+    got: list[np.ndarray] = []
+
+    def finish(vectors: np.ndarray) -> Any:
+        got.append(vectors)
+        return lambda conn: {"embedded": len(vectors)}
+
+    op = _Pending(uuid.uuid4(), "a", OperationKind.INGEST, Deferred(texts, finish))
+    return op, got
+
+
+def test_every_operations_texts_go_in_one_embedding_call() -> None:
+    embedder = CountingEmbedder()
+    ops = [_pending(["a", "bb"]), _pending(["ccc"]), _pending([])]
+    outcomes: dict[UUID, Outcome] = {}
+    writers = _writers(_pipeline(embedder), [p for p, _ in ops], outcomes)
+    assert embedder.calls == [["a", "bb", "ccc"]]
+    assert len(writers) == 3 and not outcomes
+    assert [g[0][:, 0].tolist() for _, g in ops] == [[1.0, 2.0], [3.0], []]
+
+
+def test_a_text_that_cannot_be_embedded_fails_its_operation_only() -> None:
+    embedder = CountingEmbedder(poison="bad")
+    ops = [_pending(["a"]), _pending(["bad", "b"]), _pending(["c"])]
+    outcomes: dict[UUID, Outcome] = {}
+    writers = _writers(_pipeline(embedder), [p for p, _ in ops], outcomes)
+    assert len(writers) == 2
+    failed = ops[1][0].operation_id
+    assert set(outcomes) == {failed} and isinstance(outcomes[failed].error, ValueError)
+    assert embedder.calls[0] == ["a", "bad", "b", "c"] and len(embedder.calls) == 4
