@@ -178,6 +178,13 @@ def cost_by_length(
             "searchable_median_s": _median(seconds_after_post(ops, posted_at, "links")),
             "stage_ms": stage_means(ops),
         }
+    # The trend over the whole conversation, to tell growth from noise in the two windows.
+    out["completed_median_s_by_100"] = {
+        f"{lo}-{lo + 100}": _median(
+            seconds_after_post([op for p, op, _ in done if lo <= p < lo + 100], posted_at)
+        )
+        for lo in range(0, position, 100)
+    }
     early, late = (out[w]["completed_median_s"] for w in windows)
     out["ratio"] = late / early if early and late else None
     return out
@@ -344,6 +351,14 @@ def table(results: dict[str, Any]) -> str:
             )
             rows.append((f"   stage ms, {name}", _stages(w["stage_ms"]), ""))
         rows.append(("a. late / early", _x(a["ratio"]), "≤ 1.2"))
+        by_100 = a["completed_median_s_by_100"]
+        rows.append(
+            (
+                "a. median by 100 messages",
+                " / ".join(f"{k} {_s(v)}" for k, v in by_100.items()),
+                "",
+            )
+        )
         rows.append(("a. appends, failed", f"{a['appends']}, {a['failed']}", "0 failed"))
     if b := results.get("streaming"):
         w, ap, p = b["whole_documents"], b["append"], b["paced"]
