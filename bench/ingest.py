@@ -19,7 +19,7 @@ import argparse
 import json
 import os
 import statistics
-import tempfile
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -30,12 +30,13 @@ from typing import Any
 import httpx
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).parent))
+
+from common import embedded_stack, seconds_after_post
 
 from memora.basics.config import Settings
 from memora.basics.stages import INGEST_STAGES
-from memora.infra.embedded import free_port
 from memora.nlp.embedding import Embedder
-from services.cli.stack import Stack
 
 
 @dataclass
@@ -195,81 +196,62 @@ def main() -> None:
     knobs = ("STAGE_BATCH_SIZE", "STAGE_BATCH_WAIT_MS", "CONVERSATION_CHUNK_VECTORS")
     print("settings: " + ", ".join(f"{k}={getattr(Settings(), k.lower(), None)}" for k in knobs))
 
-    settings = Settings(
-        data_dir=Path(tempfile.mkdtemp(prefix="memora-bench-")),
-        port=free_port(),
-        query_port=free_port(),
-    )
-    with Stack(settings, log_dir=settings.data_dir / "logs", with_query=False) as stack:
-        stack.wait_ready()
-        with httpx.Client(
-            base_url=f"http://{settings.host}:{settings.port}", timeout=120
-        ) as client:
-            agent = f"bench-{uuid.uuid4().hex[:6]}"
-            t0 = time.perf_counter()
-            posted = post_all(client, agent, sessions, rate=None)
-            post_time = time.perf_counter() - t0
-            done = wait_done(client, posted)
-            total = time.perf_counter() - t0
-            turns = sum(n for _, _, n in posted)
-            failed = sum(1 for d in done if d["status"] != "completed")
-            units = sum(d["counts"].get("units", 0) for d in done)
-            sustained = turns / total
-            for stage in INGEST_STAGES:
-                spans = [
-                    datetime.fromisoformat(d["stages"][stage]["finished_at"]).timestamp()
-                    - datetime.fromisoformat(d["stages"][stage]["started_at"]).timestamp()
-                    for d in done
-                    if stage in d["stages"]
-                ]
-                if not spans:  # left out (MEMORA_CONVERSATION_INDEX=false)
-                    continue
-                print(
-                    f"  {stage:14s} mean {1000 * statistics.mean(spans):7.1f} ms/document, "
-                    f"busy {sum(spans):6.1f}s"
-                )
+    with embedded_stack() as stack, httpx.Client(base_url=stack.url, timeout=120) as client:
+        agent = f"bench-{uuid.uuid4().hex[:6]}"
+        t0 = time.perf_counter()
+        posted = post_all(client, agent, sessions, rate=None)
+        post_time = time.perf_counter() - t0
+        done = wait_done(client, posted)
+        total = time.perf_counter() - t0
+        turns = sum(n for _, _, n in posted)
+        failed = sum(1 for d in done if d["status"] != "completed")
+        units = sum(d["counts"].get("units", 0) for d in done)
+        sustained = turns / total
+        for stage in INGEST_STAGES:
+            spans = [
+                datetime.fromisoformat(d["stages"][stage]["finished_at"]).timestamp()
+                - datetime.fromisoformat(d["stages"][stage]["started_at"]).timestamp()
+                for d in done
+                if stage in d["stages"]
+            ]
+            if not spans:  # left out (MEMORA_CONVERSATION_INDEX=false)
+                continue
             print(
-                f"saturation: {turns} turns in {len(posted)} documents; "
-                f"POSTs took {post_time:.1f}s; all processed in {total:.1f}s → "
-                f"{sustained:.0f} turns/s ({sustained / bare1:.0%} of 1-thread bare, "
-                f"{sustained / bare2:.0%} of 2-thread); failed={failed}; units={units}"
+                f"  {stage:14s} mean {1000 * statistics.mean(spans):7.1f} ms/document, "
+                f"busy {sum(spans):6.1f}s"
             )
+        print(
+            f"saturation: {turns} turns in {len(posted)} documents; "
+            f"POSTs took {post_time:.1f}s; all processed in {total:.1f}s → "
+            f"{sustained:.0f} turns/s ({sustained / bare1:.0%} of 1-thread bare, "
+            f"{sustained / bare2:.0%} of 2-thread); failed={failed}; units={units}"
+        )
 
-            rate = args.paced_fraction * bare1
-            n_turns = int(rate * args.paced_seconds)
-            count, s50, s95, p50, p95 = 0, 0.0, 0.0, 0.0, 0.0
-            if n_turns:  # --paced-seconds 0: saturation only
-                paced_sessions, count = [], 0
-                for s in sessions:
-                    if count >= n_turns:
-                        break
-                    paced_sessions.append(Session(f"paced-{s.document_id}", s.items))
-                    count += len(s.items)
-                agent2 = f"bench-paced-{uuid.uuid4().hex[:6]}"
-                posted2 = post_all(client, agent2, paced_sessions, rate=rate)
-                done2 = wait_done(client, posted2)
-                sent = {o: at for o, at, _ in posted2}
-
-                def after_post(done_at: list[str | None], ops: list[dict[str, Any]]) -> list[float]:
-                    return [
-                        datetime.fromisoformat(at).timestamp() - sent[d["id"]]
-                        for at, d in zip(done_at, ops, strict=True)
-                        if at
-                    ]
-
-                # Memories are searchable by every retriever once `links` is done; the operation
-                # completes when its messages are in the conversation index too.
-                searchable = after_post(
-                    [d["stages"].get("links", {}).get("finished_at") for d in done2], done2
-                )
-                lat = after_post([d["finished_at"] for d in done2], done2)
-                p50, p95 = pct(lat, 50), pct(lat, 95)
-                s50, s95 = pct(searchable, 50), pct(searchable, 95)
-                print(
-                    f"paced at {rate:.0f} turns/s for {count} turns: POST → memories searchable "
-                    f"p50 {s50:.2f}s, p95 {s95:.2f}s; POST → operation completed p50 {p50:.2f}s, "
-                    f"p95 {p95:.2f}s, max {max(lat):.2f}s"
-                )
+        rate = args.paced_fraction * bare1
+        n_turns = int(rate * args.paced_seconds)
+        count, s50, s95, p50, p95 = 0, 0.0, 0.0, 0.0, 0.0
+        if n_turns:  # --paced-seconds 0: saturation only
+            paced_sessions, count = [], 0
+            for s in sessions:
+                if count >= n_turns:
+                    break
+                paced_sessions.append(Session(f"paced-{s.document_id}", s.items))
+                count += len(s.items)
+            agent2 = f"bench-paced-{uuid.uuid4().hex[:6]}"
+            posted2 = post_all(client, agent2, paced_sessions, rate=rate)
+            done2 = wait_done(client, posted2)
+            sent = {o: at for o, at, _ in posted2}
+            # Memories are searchable by every retriever once `links` is done; the operation
+            # completes when its messages are in the conversation index too.
+            searchable = seconds_after_post(done2, sent, "links")
+            lat = seconds_after_post(done2, sent)
+            p50, p95 = pct(lat, 50), pct(lat, 95)
+            s50, s95 = pct(searchable, 50), pct(searchable, 95)
+            print(
+                f"paced at {rate:.0f} turns/s for {count} turns: POST → memories searchable "
+                f"p50 {s50:.2f}s, p95 {s95:.2f}s; POST → operation completed p50 {p50:.2f}s, "
+                f"p95 {p95:.2f}s, max {max(lat):.2f}s"
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(

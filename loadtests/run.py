@@ -35,6 +35,7 @@ from urllib.parse import urlparse
 import httpx
 import psycopg
 
+from loadtests import conversations
 from loadtests.chaos import STACK_ENV, ChaosMonkey, Fault, backlog_recovery, schedule
 from loadtests.corpus import turn
 from memora.basics.config import Settings
@@ -110,7 +111,7 @@ def embedded_stack(
 def seed(host: str, run_id: str, agents: int, batches: int, turns: int) -> dict[str, Any]:
     """Memories for the searches to find: `agents` × `batches` documents of `turns` turns."""
     rng = random.Random(run_id)
-    ledger: dict[str, Any] = {"batches": {}, "items": {}, "operations": []}
+    ledger: dict[str, Any] = {"batches": {}, "items": {}, "documents": {}, "operations": []}
     with httpx.Client(base_url=host, timeout=60) as client:
         for a in range(agents):
             agent = f"lt-{run_id}-s{a}"
@@ -121,6 +122,7 @@ def seed(host: str, run_id: str, agents: int, batches: int, turns: int) -> dict[
                 response.raise_for_status()
                 ledger["batches"][agent] = ledger["batches"].get(agent, 0) + 1
                 ledger["items"][agent] = ledger["items"].get(agent, 0) + turns
+                ledger["documents"][agent] = ledger["documents"].get(agent, 0) + 1
                 ledger["operations"].append(response.json()["operation_id"])
     return ledger
 
@@ -138,6 +140,8 @@ def run_locust(
         MEMORA_LT_SEARCH_AGENTS=",".join(search_agents),
         MEMORA_LT_QUERY_HOST=args.query_host or "",
         MEMORA_LT_MAX_TURNS=str(args.max_turns),
+        MEMORA_LT_CHAT_MODE=args.chat_mode,
+        MEMORA_LT_CONVERSATION_MESSAGES=str(args.conversation_messages),
         MEMORA_LT_PATIENCE_SECONDS=str(args.patience if args.scenario == "chaos" else 0),
         PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]),
     )
@@ -228,7 +232,7 @@ def verify(db_url: str, prefix: str, accepted: dict[str, Any]) -> dict[str, Any]
     problems = []
     agents = set(accepted["batches"]) | set(docs)
     for agent in sorted(agents):
-        want_docs = accepted["batches"].get(agent, 0)
+        want_docs = accepted["documents"].get(agent, 0)
         want_items = accepted["items"].get(agent, 0)
         got_docs, got_items = docs.get(agent, (0, 0))
         got_units, embedded = units.get(agent, (0, 0))
@@ -240,7 +244,7 @@ def verify(db_url: str, prefix: str, accepted: dict[str, Any]) -> dict[str, Any]
             want_items,
         ):
             problems.append(
-                f"{agent}: acknowledged {want_docs} documents / {want_items} items; database has "
+                f"{agent}: acknowledged {want_items} items in {want_docs} documents; database has "
                 f"{got_docs} documents / {got_items} items / {got_units} units "
                 f"({embedded} embedded)"
             )
@@ -307,6 +311,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-requests", type=int, default=50_000, help="0: no limit")
     parser.add_argument("--chat-agents", type=int, default=8)
     parser.add_argument("--max-turns", type=int, default=4, help="turns per chat batch (1..N)")
+    parser.add_argument(
+        "--chat-mode",
+        choices=("append", "documents"),
+        default="append",
+        help="chat users append to live conversations, or post each batch as its own document",
+    )
+    parser.add_argument(
+        "--conversation-messages", type=int, default=100, help="append mode: then a new one"
+    )
     parser.add_argument("--seed-agents", type=int, default=4)
     parser.add_argument("--seed-batches", type=int, default=10)
     parser.add_argument("--seed-turns", type=int, default=20)
@@ -346,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     chaos_errors: list[str] = []
     with stack_cm as (host, db_url, stack):
         search_agents: list[str] = []
-        ledger: dict[str, Any] = {"batches": {}, "items": {}, "operations": []}
+        ledger: dict[str, Any] = {"batches": {}, "items": {}, "documents": {}, "operations": []}
         if args.scenario in ("mixed", "search", "chaos") and args.seed_agents:
             t0 = time.monotonic()
             ledger = seed(host, run_id, args.seed_agents, args.seed_batches, args.seed_turns)
@@ -376,16 +389,22 @@ def main(argv: list[str] | None = None) -> int:
                 monkey.finish()
                 chaos_errors = monkey.errors
         drained = drain(db_url, prefix, args.drain_timeout)
-        for key in ("batches", "items"):
+        for key in ("batches", "items", "documents"):
             for agent, n in run[key].items():
                 ledger[key][agent] = ledger[key].get(agent, 0) + n
         ledger["operations"] += run["operations"]
         if faults:
             probe = f"{prefix}probe"
-            ledger["batches"][probe] = ledger["items"][probe] = sum(f.probe_items for f in faults)
+            n = sum(f.probe_items for f in faults)  # one-item batches, each its own document
+            ledger["batches"][probe] = ledger["items"][probe] = ledger["documents"][probe] = n
             ledger["operations"] += [op for f in faults for op in f.probe_operations]
             backlog_recovery(db_url, prefix, faults)
         check = verify(db_url, prefix, ledger)
+        chats = (
+            conversations.check(host, db_url, run["conversations"])
+            if run["conversations"]
+            else None
+        )
         # Lag of the load phase only (the seed ran before it, with nothing else going on).
         run_check = verify(
             db_url, prefix, {**ledger, "operations": ledger["operations"][seed_ops:]}
@@ -423,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
             k: v for k, v in check.items() if k not in ("lag_seconds", "lag_by_minute")
         },
         "lost_items": len(check["problems"]),
+        "conversations": chats,
         "unavailable_503": run.get("unavailable", {}),
     }
     if args.scenario == "chaos":
@@ -435,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report(summary))
     print(f"results: {out}")
     ok = failures == 0 and not check["problems"] and not run["unacknowledged"]
+    ok = ok and (chats is None or chats["ok"])
     if args.scenario == "chaos":
         recovered = all(f.injected_at and f.recovery.get("pipeline_s") for f in faults)
         ok = ok and recovered and not chaos_errors
@@ -485,6 +506,15 @@ def report(s: dict[str, Any]) -> str:
         + ("NO LOST ITEMS" if not v["problems"] else f"{len(v['problems'])} MISMATCHES:")
     )
     lines += [f"  {p}" for p in v["problems"][:20]]
+    if c := s.get("conversations"):
+        lines.append(
+            f"conversations: {c['conversations']} checked, {c['messages']} messages acknowledged; "
+            f"lost {c['items_lost']} / duplicated {c['items_duplicated']} / out of order "
+            f"{c['items_out_of_order']} (document items), lost {c['messages_lost']} / duplicated "
+            f"{c['messages_duplicated']} / out of order {c['messages_out_of_order']} (message "
+            f"rows); messages without exactly one unit {c['units_not_one']}"
+        )
+        lines += [f"  {p}" for p in c["problems"]]
     if s.get("unavailable_503"):
         lines.append(f"clear 503s with Retry-After (not failures): {s['unavailable_503']}")
     for f in s.get("chaos", {}).get("faults", []):

@@ -1,0 +1,79 @@
+"""What the stack benchmarks share: the embedded stack on free ports, and latencies read from
+the operations' own timestamps (bench/ingest.py, bench/append.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from memora.basics.config import Settings
+from memora.infra.embedded import free_port
+from services.cli.stack import Stack
+
+
+@dataclass(frozen=True)
+class BenchStack:
+    url: str  # the write API's
+    data_dir: Path
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the stack: this process's children (API, query service,
+        workers, Redis) and the embedded PostgreSQL (its own daemon), exited children included.
+        Other work on the machine does not count, so its differences compare phases even on a
+        shared machine."""
+        procs = {p.pid: p for p in psutil.Process().children(recursive=True)}
+        for p in psutil.process_iter(["cmdline"]):
+            if p.pid not in procs and str(self.data_dir) in " ".join(p.info["cmdline"] or []):
+                with contextlib.suppress(psutil.Error):
+                    procs.update({c.pid: c for c in [p, *p.children(recursive=True)]})
+        total = 0.0
+        for proc in procs.values():
+            with contextlib.suppress(psutil.Error):
+                t = proc.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+        return total
+
+
+@contextmanager
+def embedded_stack(
+    *, with_query: bool = False, env: Mapping[str, str] | None = None
+) -> Iterator[BenchStack]:
+    """The whole stack on the single-machine default (embedded PostgreSQL and Redis, the write
+    API, one Celery worker per stage, beat; the query service if asked), its data and logs in a
+    new temporary folder; yields it once every service is ready."""
+    settings = Settings(
+        data_dir=Path(tempfile.mkdtemp(prefix="memora-bench-")),
+        port=free_port(),
+        query_port=free_port(),
+    )
+    with Stack(
+        settings,
+        log_dir=settings.data_dir / "logs",
+        with_query=with_query,
+        extra_env=dict(env or {}),
+    ) as stack:
+        stack.wait_ready()
+        yield BenchStack(f"http://{settings.host}:{settings.port}", settings.data_dir)
+
+
+def seconds_after_post(
+    ops: list[dict[str, Any]], sent: Mapping[str, float], stage: str | None = None
+) -> list[float]:
+    """Per operation (GET /api/operations/{id} bodies), the seconds from its POST (`sent`:
+    operation id → epoch seconds) until `stage` finished (`links`: its memories are searchable
+    by every retriever), or, with no stage, until the operation finished (conversation index
+    included). Operations without that time are left out."""
+    out = []
+    for op in ops:
+        at = op["stages"].get(stage, {}).get("finished_at") if stage else op["finished_at"]
+        if at:
+            out.append(datetime.fromisoformat(at).timestamp() - sent[op["id"]])
+    return out
