@@ -228,4 +228,8 @@ def _uvicorn(factory: str, host: str, port: int) -> list[str]:
         str(port),
         "--log-level",
         "warning",
+        # longer than any Retry-After the API sends (5 s), so that a client retrying after one
+        # finds its connection still open (uvicorn's default closes it after 5 s idle)
+        "--timeout-keep-alive",
+        "30",
     ]
