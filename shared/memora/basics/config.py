@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=lambda: Path(tempfile.gettempdir()) / "memora")
     host: str = "127.0.0.1"
     port: int = 8080
-    query_port: int = 8081
+    query_port: int = 8081  # unset: MEMORA_PORT + 1 (two stacks on one machine do not collide)
     # Where the write API forwards read routes (search, think); unset = no forwarding.
     query_url: str | None = None
     # The write API the CLI's HTTP clients talk to (`memora backfill`); unset: http://host:port
@@ -276,6 +276,12 @@ class Settings(BaseSettings):
     @classmethod
     def _unset_if_empty(cls, value: object) -> object:
         return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _derive_query_port(self) -> Settings:
+        if "query_port" not in self.model_fields_set:
+            self.query_port = self.port + 1
+        return self
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
