@@ -59,7 +59,7 @@ def run_batch(
     pipeline: Pipeline, stage: Stage, operation_ids: Sequence[UUID]
 ) -> dict[UUID, Outcome]:
     """Run `stage` for every operation; each one's outcome (the errors are not raised)."""
-    spec = REGISTRY[stage]
+    prepare = REGISTRY[stage]
     ctx = pipeline.context
     outcomes: dict[UUID, Outcome] = {}
     pending: list[_Pending] = []
@@ -70,7 +70,7 @@ def run_batch(
                 if isinstance(job, Skip):
                     outcomes[operation_id] = Outcome(job.following)
                     continue
-                prepared = spec.prepare(ctx, conn, job)
+                prepared = prepare(ctx, conn, job)
                 conn.commit()
                 pending.append(_Pending(operation_id, job.agent_key, job.operation.kind, prepared))
             except Exception as exc:

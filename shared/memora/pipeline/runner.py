@@ -38,18 +38,13 @@ class Skip:
     following: Stage | None
 
 
-@dataclass(frozen=True)
-class StageSpec:
-    prepare: Prepare
-
-
-REGISTRY: Mapping[Stage, StageSpec] = {
-    Stage.EXTRACT: StageSpec(extract.prepare),
-    Stage.EMBED: StageSpec(embed.prepare),
-    Stage.ENTITIES: StageSpec(entities.prepare),
-    Stage.LINKS: StageSpec(links.prepare),
-    Stage.OPINIONS: StageSpec(opinions.prepare),
-    Stage.INDEX_MESSAGES: StageSpec(index_messages.prepare),
+REGISTRY: Mapping[Stage, Prepare] = {
+    Stage.EXTRACT: extract.prepare,
+    Stage.EMBED: embed.prepare,
+    Stage.ENTITIES: entities.prepare,
+    Stage.LINKS: links.prepare,
+    Stage.OPINIONS: opinions.prepare,
+    Stage.INDEX_MESSAGES: index_messages.prepare,
 }
 
 
@@ -84,12 +79,12 @@ class Pipeline:
 
     def run(self, stage: Stage, operation_id: UUID) -> Stage | None:
         """Run `stage`; return the stage to enqueue next (None when finished or stale)."""
-        spec = REGISTRY[stage]
+        prepare = REGISTRY[stage]
         with self.pool.connection() as conn:
             job = self.begin(conn, stage, operation_id)
             if isinstance(job, Skip):
                 return job.following
-            write = self.context.resolve(spec.prepare(self.context, conn, job))
+            write = self.context.resolve(prepare(self.context, conn, job))
             conn.commit()  # end the read transaction before taking the write lock
 
             with conn.transaction():

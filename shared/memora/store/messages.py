@@ -165,7 +165,6 @@ def by_message_ids(
 
 @dataclass(frozen=True)
 class Tail:
-    count: int
     last_position: int  # -1 when empty
     last_ordinal: int
     newest: datetime | None  # the latest occurred_at
@@ -173,12 +172,12 @@ class Tail:
 
 def tail(conn: Connection[Any], document_pk: UUID) -> Tail:
     row = conn.execute(
-        "SELECT count(*) AS n, coalesce(max(position), -1) AS p, coalesce(max(ordinal), -1) "
-        "AS o, max(occurred_at) AS t FROM conversation_messages WHERE document_pk = %s",
+        "SELECT coalesce(max(position), -1) AS p, coalesce(max(ordinal), -1) AS o, "
+        "max(occurred_at) AS t FROM conversation_messages WHERE document_pk = %s",
         (document_pk,),
     ).fetchone()
     assert row is not None
-    return Tail(row["n"], row["p"], row["o"], row["t"])
+    return Tail(row["p"], row["o"], row["t"])
 
 
 def timeline(conn: Connection[Any], document_pk: UUID) -> list[dict[str, Any]]:
@@ -218,17 +217,6 @@ def append(
             for m in new
         ],
     )  # fmt: skip
-
-
-def neighbours(conn: Connection[Any], document_pk: UUID, positions: Sequence[int]) -> list[UUID]:
-    """The messages at these positions (those that exist)."""
-    return [
-        r["id"]
-        for r in conn.execute(
-            "SELECT id FROM conversation_messages WHERE document_pk = %s AND position = ANY(%s)",
-            (document_pk, list(positions)),
-        )
-    ]
 
 
 # ------------------------------------------------------------------------------ extraction
@@ -325,15 +313,6 @@ def get(conn: Connection[Any], message_pk: UUID) -> dict[str, Any] | None:
     ).fetchone()
 
 
-def pks_by_position(conn: Connection[Any], document_pk: UUID) -> dict[int, UUID]:
-    return {
-        r["position"]: r["id"]
-        for r in conn.execute(
-            "SELECT id, position FROM conversation_messages WHERE document_pk = %s", (document_pk,)
-        )
-    }
-
-
 # ------------------------------------------------------------------------------ unit sources
 def add_sources(conn: Connection[Any], pairs: Sequence[tuple[UUID, UUID]]) -> int:
     """(unit id, message pk) pairs."""
@@ -349,12 +328,6 @@ _ONLY_FROM = (
     "SELECT s.unit_id FROM unit_sources s WHERE s.message_pk = %(m)s AND NOT EXISTS "
     "(SELECT 1 FROM unit_sources o WHERE o.unit_id = s.unit_id AND o.message_pk <> %(m)s)"
 )
-
-
-def purge_units_only_from(conn: Connection[Any], message_pk: UUID) -> int:
-    """Delete the units whose one and only source is this message (with their links, entity
-    references and access counts); units with another source keep theirs."""
-    return purge_units(conn, _ONLY_FROM, {"m": message_pk})["memory_units"]
 
 
 def detach(conn: Connection[Any], message_pk: UUID) -> dict[str, int]:
