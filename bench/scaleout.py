@@ -51,7 +51,7 @@ from ingest import Session, bare_embedding_rate, locomo_sessions, wait_done
 from memora.basics.config import Settings
 from memora.basics.stages import INGEST_STAGES, queue_for
 from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
-from services.cli.stack import PRELOAD, Stack
+from services.cli.stack import Stack
 
 STAGES = [s.value for s in INGEST_STAGES]
 
@@ -72,7 +72,7 @@ class ReplicatedStack(Stack):
             self._spawn(
                 f"worker-{replica}",
                 ["services.cli.main", "worker", "--stage", name, "-n", f"{replica}@%h"],
-                env={"MEMORA_PRELOAD": PRELOAD.get(name, ""), **self.worker_ops_env(replica)},
+                env=self.worker_ops_env(replica),
             )
 
 

@@ -30,6 +30,7 @@ from services.api.routes import (
     queues,
     simulation,
 )
+from services.api.stack_health import stack_checks
 from services.api.upstream import install_upstream_handlers
 from services.api.webapp import install_ui
 from services.workers.celery_app import create_celery
@@ -71,10 +72,12 @@ def create_app(
     app.state.settings = settings
     # Ready = able to make content durable: the database only. With the broker down batches are
     # still accepted and the reconciler enqueues them once it is back; with no worker they wait
-    # in their queues. Neither takes the write API out of service (docs/operations.md).
+    # in their queues. Neither takes the write API out of service (docs/operations.md) unless
+    # MEMORA_READY_SCOPE=stack asks it to wait for them (services.api.stack_health).
     checks: dict[str, Check] = {"database": lambda: _db_check(app)}
     informational: dict[str, Check] = {}
     workers: Cached[int] | None = None
+    stack: dict[str, Check] = {}
     if backend is None:
         celery = create_celery(settings)
         backend = CeleryBackend(celery)
@@ -85,7 +88,12 @@ def create_app(
         )
         informational["broker"] = lambda: bool(broker.ping())
         workers = Cached(lambda: len(celery.control.ping(timeout=1.0)), ttl=5.0, default=0)
+        stack = stack_checks(celery, settings.query_url, settings.ready_queue_names)
         app.state.celery, app.state.broker = celery, broker
+    elif settings.query_url:
+        stack = stack_checks(None, settings.query_url, ())
+    if settings.ready_scope == "stack":
+        checks.update(stack)
     app.state.backend = backend
     app.state.llm = LazyLLM(settings)  # the background merge's
     app.state.keyword_index = KeywordIndex()  # the graph page's text seeds
@@ -97,7 +105,9 @@ def create_app(
         drain_bytes=settings.max_body_drain_bytes,
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
-    app.include_router(health_router(checks, informational=informational, workers=workers))
+    app.include_router(
+        health_router(checks, informational=informational, workers=workers, stack=stack)
+    )
     # conversations before memories: its document routes would take .../messages/... as a
     # document id
     for module in (conversations, memories, agents, admin, graph, operations, queues, simulation):

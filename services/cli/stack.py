@@ -16,7 +16,13 @@ from pathlib import Path
 import httpx
 
 from memora.basics.config import Settings
-from memora.basics.stages import INGEST_STAGES, MAINTENANCE_QUEUE, Stage, queue_for
+from memora.basics.stages import (
+    INGEST_STAGES,
+    MAINTENANCE_QUEUE,
+    Stage,
+    live_queues,
+    queue_for,
+)
 from memora.db.migrate import upgrade
 from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from services.workers.queues import pool_options
@@ -27,13 +33,6 @@ log = logging.getLogger("memora.stack")
 WORKER_QUEUES: dict[str, list[str]] = {
     **{s.value: [queue_for(s), queue_for(s, backfill=True)] for s in INGEST_STAGES},
     "opinions": [Stage.OPINIONS.value, MAINTENANCE_QUEUE],
-}
-
-# Models each worker loads when its process starts.
-PRELOAD = {
-    Stage.EXTRACT.value: "nlp",
-    Stage.EMBED.value: "embedder",
-    Stage.INDEX_MESSAGES.value: "embedder",
 }
 
 
@@ -119,8 +118,18 @@ class Stack:
                 "--without-mingle",
                 "--without-gossip",
             ],
-            env={"MEMORA_PRELOAD": PRELOAD.get(name, ""), **self.worker_ops_env(name)},
+            env=self.worker_ops_env(name),
         )
+
+    def api_env(self) -> dict[str, str]:
+        """The write API is ready once what it hands work to answers: the query service and a
+        worker (its models loaded) on each stage queue this stack consumes."""
+        consumed = {q for queues in self.workers.values() for q in queues}
+        env = {
+            "MEMORA_READY_SCOPE": "stack",
+            "MEMORA_READY_QUEUES": ",".join(q for q in live_queues() if q in consumed),
+        }
+        return {k: v for k, v in env.items() if k not in self.extra_env}
 
     def worker_ops_env(self, name: str) -> dict[str, str]:
         """A worker's metrics port, multiprocess metrics directory and heartbeat file."""
@@ -156,10 +165,13 @@ class Stack:
                 "query", _uvicorn("services.api.query_app:create_app", s.host, s.query_port)
             )
         if self.with_api:
-            self._spawn("api", _uvicorn("services.api.app:create_app", s.host, s.port))
+            self._spawn(
+                "api", _uvicorn("services.api.app:create_app", s.host, s.port), self.api_env()
+            )
 
     def wait_ready(self, timeout: float = 180.0) -> None:
-        """Until every HTTP service answers /health/ready with 200."""
+        """Until every HTTP service answers /health/ready with 200: with the write API, until
+        the query service and the workers answer too (api_env)."""
         urls = []
         if self.with_api:
             urls.append(f"http://{self.settings.host}:{self.settings.port}/health/ready")

@@ -20,13 +20,14 @@ from celery import Task
 from celery.exceptions import Retry
 from celery.signals import worker_init, worker_process_init
 
+from memora.basics import logs
 from memora.basics.config import get_settings
 from memora.basics.errors import PermanentStageError
 from memora.basics.stages import Stage
 from memora.db.pool import make_pool
 from memora.jobs import JOBS, JobContext, JobSpec, run_job
 from memora.pipeline.batch import StageBatcher
-from memora.pipeline.context import StageContext
+from memora.pipeline.context import StageContext, models_to_preload
 from memora.pipeline.runner import REGISTRY, Pipeline
 from services.workers import metrics as worker_metrics
 from services.workers.celery_app import app
@@ -77,14 +78,23 @@ backend = CeleryBackend(app)
 worker_metrics.install(pool=lambda: pipeline().pool)
 
 
+_preloaded: dict[str, str] = {"names": ""}  # what the main process loaded; children inherit it
+
+
 @worker_init.connect
-def _preload_or_exit(**_: Any) -> None:
-    """Loads the models in the main process, before the pool forks (the children inherit them):
-    a model that cannot load stops the worker at start with one clear line. (Celery only logs
-    an exception from a signal handler and carries on; SystemExit gets through.)"""
-    names = get_settings().preload
+def _preload_or_exit(sender: Any = None, **_: Any) -> None:
+    """Loads the models of this worker's stages (MEMORA_PRELOAD) in the main process, before
+    the pool forks (the children inherit them) and before the consumer starts: the worker
+    answers pings and reports ready (its heartbeat file) only once they are loaded. A model
+    that cannot load stops the worker at start with one clear line. (Celery only logs an
+    exception from a signal handler and carries on; SystemExit gets through.)"""
+    queues = sender.app.amqp.queues.consume_from if sender is not None else None
+    names = models_to_preload(get_settings().preload, queues or ())
+    _preloaded["names"] = names
     if not names:
         return
+    logs.configure(get_settings().log_format, get_settings().log_level)  # Celery's comes later
+    log.info("loading models before taking work: %s", names)
     try:
         StageContext(get_settings()).preload(names)  # the models only (no pool yet)
     except Exception as exc:
@@ -94,8 +104,8 @@ def _preload_or_exit(**_: Any) -> None:
 
 @worker_process_init.connect
 def _preload(**_: Any) -> None:
-    if get_settings().preload:
-        pipeline().context.preload(get_settings().preload)
+    if _preloaded["names"]:
+        pipeline().context.preload(_preloaded["names"])
 
 
 class StageTask(Task):

