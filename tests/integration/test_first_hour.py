@@ -1,0 +1,144 @@
+"""What a new user meets in the first hour, on the whole stack as `memora serve` runs it:
+
+- once the write API answers /health/ready, what a script does next works at once (no 503
+  from the query service behind it, no task waiting for a worker still loading its models),
+  and every worker loaded its models before it took work;
+- every `curl` command in the README and docs/ works as written (on this stack's port).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memora.basics.config import Settings
+from memora.infra.embedded import free_port
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.integration
+
+MODELS = {"extract": "nlp", "embed": "embedder", "entities": "nlp", "index_messages": "embedder"}
+
+
+REPO = Path(__file__).resolve().parents[2]
+DOCUMENTED = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+@pytest.fixture(scope="module")
+def served(
+    settings: Settings, redis_url: str, data_dir: Path, fake_llm_server: Any
+) -> Iterator[Any]:
+    from services.cli.stack import Stack
+
+    s = settings.model_copy(
+        update={
+            "broker_url": redis_url.rsplit("/", 1)[0] + "/6",
+            "data_dir": data_dir / "served",
+            "port": free_port(),
+            "query_port": free_port(),
+        }
+    )
+    env = {"MEMORA_LLM_BASE_URL": fake_llm_server.base_url, "MEMORA_EXTRACTOR": "local"}
+    stack = Stack(s, with_beat=False, log_dir=data_dir / "served-logs", extra_env=env)
+    try:
+        stack.start()
+        stack.wait_ready()
+        yield stack
+    finally:
+        stack.stop()
+
+
+def test_after_ready_the_first_requests_succeed(served: Any) -> None:
+    base = f"http://{served.settings.host}:{served.settings.port}"
+    ready = httpx.get(f"{base}/health/ready").json()
+    assert ready["checks"] == {"database": True, "query_service": True, "workers": True}
+    search = httpx.post(f"{base}/api/search", json={"agent_id": "first-hour", "query": "Kyoto"})
+    assert search.status_code == 200, search.text
+    batch = {"agent_id": "first-hour", "items": [{"content": "Maya is planning a trip to Kyoto."}]}
+    accepted = httpx.post(f"{base}/api/memories/batch", json=batch)
+    assert accepted.status_code == 200, accepted.text
+    operation = f"{base}/api/operations/{accepted.json()['operation_id']}"
+
+    def finished() -> str | None:
+        status = httpx.get(operation).json()["status"]
+        return status if status in ("completed", "failed") else None
+
+    assert wait_until(finished, 60, 0.2) == "completed"
+    found = httpx.post(f"{base}/api/search", json={"agent_id": "first-hour", "query": "Kyoto"})
+    assert any("Kyoto" in r["text"] for r in found.json()["results"])
+
+
+def test_each_worker_loaded_its_models_before_it_took_work(served: Any, data_dir: Path) -> None:
+    for worker, model in MODELS.items():
+        log = (data_dir / "served-logs" / f"worker-{worker}.log").read_text()
+        loading = re.search(r"loading models before taking work: (\S+)", log)
+        ready = re.search(r"@\S+ ready\.", log)
+        assert loading and ready, f"{worker}: {log[-2000:]}"
+        assert model in loading.group(1).split(",")
+        assert loading.start() < ready.start(), worker
+
+
+def documented_curls(path: Path) -> list[str]:
+    """The `curl` commands of a Markdown file's bash blocks, continuation lines joined."""
+    commands: list[str] = []
+    for block in re.findall(r"```bash\n(.*?)```", path.read_text(), flags=re.S):
+        lines = block.replace("\\\n", " ").splitlines()
+        command: list[str] = []
+        for line in (re.sub(r"\s+# .*$", "", line) for line in lines):  # comments out
+            if command or line.startswith("curl "):
+                command.append(line)
+                if _complete("\n".join(command)):  # a JSON body spans lines
+                    commands.append("\n".join(command))
+                    command = []
+    return commands
+
+
+def _complete(command: str) -> bool:
+    try:
+        shlex.split(command)
+    except ValueError:  # no closing quotation yet
+        return False
+    return True
+
+
+def test_the_documented_commands_find_curl_commands() -> None:
+    readme = documented_curls(REPO / "README.md")
+    assert any("/api/memories/batch" in c and '"document_id"' in c for c in readme), readme
+
+
+def test_every_documented_curl_command_works(served: Any, tmp_path: Path) -> None:
+    """Run in the docs' order with the stack's port; `<operation_id>` is the latest one
+    returned. Only commands that need a file the docs ask the user to write are left out."""
+    base = f"{served.settings.host}:{served.settings.port}"
+    last: dict[str, str] = {}
+    ran: list[str] = []
+    for path in DOCUMENTED:
+        for command in documented_curls(path):
+            if " -d @" in command:
+                continue  # a file of the user's (docs/mcp.md's cast.json)
+            line = command.replace("localhost:8080", base).replace(
+                "<operation_id>", last.get("op", "none")
+            )
+            out = tmp_path / "body"
+            run = subprocess.run(
+                ["bash", "-c", f"{line} -sS -o {out} -w '%{{http_code}}'"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            status = int(run.stdout[-3:] or 0)
+            body = out.read_text() if out.exists() else ""
+            where = f"{path.name}: {command.splitlines()[0]}"
+            assert 200 <= status < 300, f"{where} -> {status} {body[:500]} {run.stderr}"
+            ran.append(where)
+            if body.startswith("{") and "operation_id" in (data := json.loads(body)):
+                last["op"] = str(data["operation_id"])
+    assert len(ran) >= 8, ran
