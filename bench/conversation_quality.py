@@ -6,11 +6,14 @@
 For each mode of MEMORA_CONVERSATION_CHUNK_VECTORS, the LoCoMo sessions are ingested through
 the write API and the whole pipeline run inline (embedded PostgreSQL, local extractor, one
 document per session, message ids = the turns' dia_ids) into an agent of their own; then every
-question of categories 1–4 with evidence is asked through conversation search (limit 20,
-min_score 0), hybrid (the default keyword weight) and vector only (keyword weight 0). A hit
-covers the messages of its chunk; Recall@k is the share of the question's evidence turns
-covered by the first k hits, MRR the reciprocal rank of the first hit covering one.
-Also reported: the chunks each mode embedded, and the pipeline's ingest time (one process).
+question of categories 1–4 with evidence is asked through conversation search (limit 20),
+hybrid (the default keyword weight) and vector only (keyword weight 0), each with the score
+calibrated for the model and with the seed's score as it is (`--calibrations`;
+memora.retrieval.calibration), at min_score 0 and at the default min_score
+(`--min-scores`). A hit covers the messages of its chunk; Recall@k is the share of the
+question's evidence turns covered by the first k hits, MRR the reciprocal rank of the first
+hit covering one, "empty" the questions that found nothing. Also reported: the chunks each
+mode embedded, and the pipeline's ingest time (one process).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from memora.basics.tenancy import DEFAULT_SCOPE
 from memora.db.pool import make_pool
 from memora.pipeline.backend import InlineBackend
 from memora.pipeline.runner import Pipeline
+from memora.retrieval.calibration import calibration_for
 from memora.retrieval.conversation import ConversationQuery, search_conversations
 from services.api.app import create_app
 from services.cli.stack import Stack
@@ -55,11 +59,15 @@ def score(hits: list[list[str]], evidence: set[str]) -> dict[str, float]:
         out[f"R@{k}"] = len(evidence & covered) / len(evidence)
     first = next((i for i, h in enumerate(hits, 1) if evidence & set(h)), None)
     out["MRR"] = 1.0 / first if first else 0.0
+    out["empty"] = float(not hits)
     return out
 
 
 def mean(rows: list[dict[str, float]]) -> dict[str, float]:
-    return {m: round(statistics.fmean(r[m] for r in rows), 3) for m in rows[0]} if rows else {}
+    if not rows:
+        return {}
+    out = {m: round(statistics.fmean(r[m] for r in rows), 3) for m in rows[0] if m != "empty"}
+    return out | {"empty": int(sum(r["empty"] for r in rows))}
 
 
 def ingest(settings: Settings, pool: Any, prefix: str, data: Path) -> dict[str, Any]:
@@ -82,23 +90,33 @@ def ingest(settings: Settings, pool: Any, prefix: str, data: Path) -> dict[str, 
     return {"seconds": round(time.perf_counter() - started, 1), **counts}
 
 
-def evaluate(settings: Settings, pool: Any, prefix: str, data: Path) -> dict[str, Any]:
+def evaluate(
+    settings: Settings, pool: Any, prefix: str, data: Path,
+    calibrations: list[str], floors: list[float],
+) -> dict[str, Any]:  # fmt: skip
+    """{"hybrid" | "vector": {"<calibration> min_score <floor>": {category: metrics}}}"""
     embedder = Pipeline(settings, pool).context.embedder
     questions = load_questions(json.loads(data.read_text()), prefix)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = defaultdict(dict)
     with pool.connection() as conn:
         for name, weight in WEIGHTS.items():
-            rows: dict[str, list[dict[str, float]]] = defaultdict(list)
-            for q in questions:
-                query = ConversationQuery(q.agent_id, q.text, limit=20, min_score=0.0)
-                found = search_conversations(
-                    conn, embedder, DEFAULT_SCOPE, query, min_score=0.0, keyword_weight=weight
-                )
-                r = score([h.message_ids for h in found], q.evidence)
-                rows["overall"].append(r)
-                rows[CATEGORIES[q.category]].append(r)
-            out[name] = {k: mean(v) for k, v in rows.items()} | {"questions": len(questions)}
-    return out
+            for mode in calibrations:
+                cal = calibration_for(embedder, mode)  # type: ignore[arg-type]
+                for floor in floors:
+                    rows: dict[str, list[dict[str, float]]] = defaultdict(list)
+                    for q in questions:
+                        query = ConversationQuery(q.agent_id, q.text, limit=20)
+                        found = search_conversations(
+                            conn, embedder, DEFAULT_SCOPE, query, min_score=floor,
+                            keyword_weight=weight, calibration=cal,
+                        )  # fmt: skip
+                        r = score([h.message_ids for h in found], q.evidence)
+                        rows["overall"].append(r)
+                        rows[CATEGORIES[q.category]].append(r)
+                    key = f"{mode} min_score {floor:g}"
+                    out[name][key] = {k: mean(v) for k, v in rows.items()}
+            out[name]["questions"] = len(questions)
+    return dict(out)
 
 
 def main() -> None:
@@ -107,11 +125,24 @@ def main() -> None:
     )
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--modes", default="units,embed")
+    parser.add_argument(
+        "--calibrations",
+        default="model,off",
+        help="model: the score calibrated for the model; off: the seed's",
+    )
+    parser.add_argument(
+        "--min-scores",
+        default="0,default",
+        help="floors to search at; default: MEMORA_CONVERSATION_MIN_SCORE",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/conversation_quality.json"))
     args = parser.parse_args()
     base = Settings(data_dir=Path(tempfile.mkdtemp(prefix="memora-convq-")), extractor="local",
                     row_security=False)  # fmt: skip
     stack = Stack(base, workers={}, with_api=False, with_query=False, with_beat=False)
+    calibrations = [c.strip() for c in args.calibrations.split(",") if c.strip()]
+    floors = [base.conversation_min_score if f.strip() == "default" else float(f)
+              for f in args.min_scores.split(",") if f.strip()]  # fmt: skip
     result: dict[str, Any] = {}
     try:
         stack.start_infrastructure()
@@ -121,7 +152,7 @@ def main() -> None:
             settings = base.model_copy(update={"conversation_chunk_vectors": mode})
             prefix = f"{mode}-"
             result[mode] = {"ingest": ingest(settings, pool, prefix, args.data)}
-            result[mode] |= evaluate(settings, pool, prefix, args.data)
+            result[mode] |= evaluate(settings, pool, prefix, args.data, calibrations, floors)
             print(mode, json.dumps(result[mode], indent=1))
         pool.close()
     finally:
@@ -131,8 +162,12 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=2))
     for name in WEIGHTS:
         for mode in [m for m in result if m != "load_average"]:
-            o = result[mode][name]["overall"]
-            print(f"{name:6s} {mode:6s} " + " ".join(f"{k} {v:.3f}" for k, v in o.items()))
+            for key, rows in result[mode][name].items():
+                if key != "questions":
+                    o = rows["overall"]
+                    print(f"{name:6s} {mode:6s} {key:22s} "
+                          + " ".join(f"{k} {v:.3f}" if k != "empty" else f"{k} {v}"
+                                     for k, v in o.items()))  # fmt: skip
 
 
 if __name__ == "__main__":

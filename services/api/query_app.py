@@ -21,6 +21,7 @@ from memora.nlp.embedding import check_dimension, get_embedder
 from memora.nlp.llm import LazyLLM
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval import Retriever
+from memora.retrieval.calibration import calibration_for
 from memora.usecases.think import Thinker
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import health_router
@@ -100,6 +101,8 @@ def _read_path(app: FastAPI, settings: Settings) -> None:
         s.model_cache_dir, s.embedding_batch_wait_ms / 1000,
     )  # fmt: skip
     check_dimension(state.embedder, s.embedding_dim)
+    if s.conversation_index:  # a model outside the table is fitted now, not on a first search
+        calibration_for(state.embedder, s.conversation_score_calibration)
     state.retriever = Retriever(s, state.pool, state.embedder)
     state.thinker = Thinker(state.pool, state.retriever, state.backend, state.llm)
     lifecycle_llm = state.llm.get() if s.llm_configured else None  # one client for both

@@ -209,6 +209,10 @@ class Settings(BaseSettings):
     conversation_include_preceding: bool = True
     conversation_preceding_chars: int = 100
     conversation_min_score: float = 0.5  # minScore when a search gives none
+    # "model": the score's distance in the embedding model's own unit, so that 0.5 is the
+    # model's line between related and unrelated messages (memora.retrieval.calibration);
+    # "off": the seed's 1 / (1 + L2) as it is. docs/conversations.md, "What min_score means"
+    conversation_score_calibration: Literal["model", "off"] = "model"
     conversation_keyword_weight: float = 0.5  # how far a keyword match lifts a chunk's score
     conversation_candidates: int = 50  # chunks each arm (vector, keyword) proposes
     conversation_keyword_budget: int = 1000  # matching chunks the keyword arm ranks at most

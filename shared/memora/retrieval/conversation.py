@@ -2,10 +2,12 @@
 
 Two arms propose chunks of the agent's live index generation: the nearest by embedding (HNSW,
 iterative scan so that filters still fill the list) and the best keyword matches (GIN). Each
-candidate is scored by the seed's similarity, 1 / (1 + L2 distance) between unit vectors,
-lifted by its keyword match: score = s + (1 - s) * keyword_weight * rank, where rank is
-`ts_rank_cd` normalised to [0, 1). With no keyword match the score is the seed's, and it
-stays within [0, 1], so the seed's `min_score` (default 0.5) keeps its meaning. Results are
+candidate is scored by the seed's similarity, s = 1 / (1 + L2 distance) between unit vectors,
+lifted by its keyword match: s + (1 - s) * keyword_weight * rank, where rank is `ts_rank_cd`
+normalised to [0, 1); that score is then expressed in the embedding model's own unit of
+distance (`memora.retrieval.calibration`: a monotone map that puts 0.5 on the model's line
+between related and unrelated messages). The score stays within [0, 1], the ranking is the
+seed's, and `min_score` (default 0.5) means the same for every model. Results are
 deduplicated by message (its best chunk), best first.
 
 `search_with_settings` is the core function the query service's route and the MCP tool call
@@ -14,7 +16,6 @@ deduplicated by message (its best chunk), best first.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +27,7 @@ from psycopg import Connection
 from memora.basics.config import Settings
 from memora.basics.tenancy import Scope
 from memora.nlp.embedding import Embedder
+from memora.retrieval.calibration import SEED, Calibration, calibration_for
 from memora.retrieval.keyword import KeywordIndex, or_query
 
 MAX_LIMIT = 20
@@ -40,7 +42,7 @@ class ConversationQuery:
     start: datetime | None = None
     end: datetime | None = None
     roles: Sequence[str] | None = None
-    min_score: float | None = None  # None: the setting (the seed's 0.5)
+    min_score: float | None = None  # None: the setting (the seed's 0.5, calibrated)
 
 
 @dataclass(frozen=True)
@@ -59,14 +61,19 @@ class ConversationHit:
     keyword_score: float
 
 
-def vector_score(cosine: float) -> float:
-    """The seed's 1 / (1 + L2) for unit vectors, whose L2 distance is sqrt(2 - 2 cos)."""
-    return 1.0 / (1.0 + math.sqrt(max(0.0, 2.0 - 2.0 * cosine)))
+def vector_score(cosine: float, calibration: Calibration = SEED) -> float:
+    """The seed's 1 / (1 + L2) for unit vectors, whose L2 distance is sqrt(2 - 2 cos), with
+    L2 in the calibration's unit (the seed's own: 1)."""
+    return calibration.score(cosine)
 
 
-def fused_score(cosine: float, keyword: float, keyword_weight: float) -> float:
+def fused_score(
+    cosine: float, keyword: float, keyword_weight: float, calibration: Calibration = SEED
+) -> float:
+    """The seed's score lifted by the keyword match, then rescaled for the model: the same
+    ranking whatever the calibration."""
     s = vector_score(cosine)
-    return s + (1.0 - s) * keyword_weight * keyword
+    return calibration.rescale(s + (1.0 - s) * keyword_weight * keyword)
 
 
 def _filters(q: ConversationQuery) -> tuple[str, dict[str, Any]]:
@@ -161,8 +168,11 @@ def search_conversations(
     keyword_weight: float = 0.5,
     per_arm: int = 50,
     match_budget: int = 1000,
+    calibration: Calibration | None = None,
 ) -> list[ConversationHit]:
-    """The best `q.limit` (at most 20) messages for the query, one per message."""
+    """The best `q.limit` (at most 20) messages for the query, one per message. `calibration`
+    (default: the embedder's model's) sets the unit of the vector score."""
+    cal = calibration if calibration is not None else calibration_for(embedder)
     agent_key = scope.key(q.agent_id)
     vector = embedder.embed([q.query])[0]
     terms = KeywordIndex.terms(conn, q.query)
@@ -171,7 +181,8 @@ def search_conversations(
     floor = q.min_score if q.min_score is not None else min_score
     best: dict[Any, ConversationHit] = {}
     for r in rows:
-        score = fused_score(float(r["cosine"]), float(r["keyword"]), keyword_weight)
+        cosine = float(r["cosine"])
+        score = fused_score(cosine, float(r["keyword"]), keyword_weight, cal)
         if score < floor:
             continue
         held = best.get(r["message_pk"])
@@ -188,7 +199,7 @@ def search_conversations(
             snippet=r["snippet"],
             chunk_index=r["chunk_index"],
             score=round(score, 6),
-            vector_score=round(vector_score(float(r["cosine"])), 6),
+            vector_score=round(vector_score(cosine, cal), 6),
             keyword_score=round(float(r["keyword"]), 6),
         )
     return sorted(best.values(), key=lambda h: (-h.score, h.document_id, h.message_id))[:limit]
@@ -208,4 +219,5 @@ def search_with_settings(
         keyword_weight=settings.conversation_keyword_weight,
         per_arm=settings.conversation_candidates,
         match_budget=settings.conversation_keyword_budget,
+        calibration=calibration_for(embedder, settings.conversation_score_calibration),
     )
