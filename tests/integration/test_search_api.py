@@ -123,6 +123,32 @@ def test_entity_path_finds_what_a_named_person_said_without_the_querys_words(
     assert [c["ranks"].get("entity") for c in trace["candidates"] if c["id"] == sourdough] == [1]
 
 
+def test_the_demos_where_question_puts_a_turn_naming_her_workplace_first(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    """`memora demo`'s first question on its bundled sample (issue 25): "where" is a stop word,
+    so BM25 and the name-less embedding both see "Maya work" and put "…I'm working from the
+    couch" first; the answer-type signal lifts the turns that name an organisation or a place."""
+    from memora.interchange.archives import read_documents, sample_archive
+
+    for doc in read_documents(sample_archive(), "jsonl"):
+        items = [i.model_dump(mode="json", exclude_none=True) for i in doc.items]
+        _ingest(inline_api, agent_id, items, doc=doc.document_id)
+    result = _search(
+        query_api, agent_id=agent_id, query="Where does Maya work?", top_k=3, trace=True
+    )
+    texts = _texts(result)
+    assert "Northwind" in texts[0] or "Pittsburgh" in texts[0], texts
+    trace = result["trace"]
+    assert trace["answer_type"] == {"entity_types": ["LOCATION", "ORGANIZATION"], "time": False}
+    typed = {c["id"]: c["answer_type"] for c in trace["candidates"]}
+    ids = {r["text"]: r["id"] for r in result["results"]}
+    assert typed[ids[texts[0]]] is True
+    couch = [t for t in texts if "working from the couch" in t]
+    # the turn that only says "working" names no place or organisation (Pixel is its cat)
+    assert all(typed[ids[t]] is False for t in couch)
+
+
 def test_entity_path_does_not_run_when_the_query_names_no_known_entity(
     inline_api: Any, query_api: TestClient, agent_id: str
 ) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from memora.retrieval.expansion import phrases, without_names
 from memora.retrieval.fusion import entity_aware_similarity
+from memora.retrieval.question import AnswerType, answer_type
 
 
 def test_phrases_are_runs_of_capitalised_words_normalised_like_entity_names() -> None:
@@ -43,3 +44,25 @@ def test_without_names_drops_names_and_their_possessive_whole_words_only() -> No
 )
 def test_entity_aware_similarity(mode: str, names_entity: bool, expected: float) -> None:
     assert entity_aware_similarity(0.8, 0.5, names_entity, mode) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Where does Maya work?", AnswerType(frozenset({"LOCATION", "ORGANIZATION"}))),
+        ("who is Luis married to", AnswerType(frozenset({"PERSON", "ORGANIZATION"}))),
+        ("Whose dog is Biscuit?", AnswerType(frozenset({"PERSON", "ORGANIZATION"}))),
+        ("When did Caroline go to the support group?", AnswerType(time=True)),
+        (
+            "When and where did they meet?",
+            AnswerType(frozenset({"LOCATION", "ORGANIZATION"}), time=True),
+        ),
+        ("What does Amara do on weekends?", AnswerType()),
+        ("Somewhere nice for a holiday", AnswerType()),  # whole words only
+    ],
+)
+def test_the_question_word_says_what_kind_of_thing_answers(
+    query: str, expected: AnswerType
+) -> None:
+    assert answer_type(query) == expected
+    assert bool(answer_type(query)) == (expected != AnswerType())

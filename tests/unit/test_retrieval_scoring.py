@@ -81,6 +81,22 @@ def test_heuristic_is_the_seed_formula_over_normalised_signals() -> None:
     assert list(extended - seed) == pytest.approx([0.1 + 0.3, 0.4 + 0.15, 0.0])
 
 
+def test_answer_type_adds_its_weight_to_the_candidates_that_hold_one() -> None:
+    # "Where does Maya work?": a turn saying "working" holds the question's one content word
+    # (the best BM25), the one naming Northwind (an organisation) only the name
+    semantic, keyword = np.array([0.26, 0.15]), np.array([2.3, 0.4])
+    zeros = np.zeros(2)
+    signals = (semantic, keyword, zeros, zeros, zeros, zeros)
+    plain = heuristic_scores(*signals, HeuristicWeights(answer_type=0.2))
+    typed = heuristic_scores(
+        *signals, HeuristicWeights(answer_type=0.2), answer_type=np.array([0.0, 1.0])
+    )
+    assert list(typed - plain) == pytest.approx([0.0, 0.2])
+    # weight 0 (the seed's formula) leaves the scores as they were
+    seed = heuristic_scores(*signals, HeuristicWeights(), answer_type=np.array([0.0, 1.0]))
+    assert list(seed) == pytest.approx(list(plain))
+
+
 def test_no_keyword_match_anywhere_scores_zero_not_nan() -> None:
     zeros = np.zeros(2)
     scores = heuristic_scores(

@@ -167,6 +167,9 @@ class Settings(BaseSettings):
     # first pass's best `top` candidates
     heuristic_feedback_weight: float = 0.8
     heuristic_feedback_top: int = 5
+    # + weight for a candidate naming a thing of the kind the question word asks for (a place
+    # or organisation for "where", a person for "who", a stated time for "when")
+    heuristic_answer_type_weight: float = 0.2
     recency_formula: Literal["decay", "seed"] = "decay"
     mmr_lambda: float = 0.7  # the seed's 0.5 is a setting away (docs/retrieval.md)
     keyword_stats_ttl_seconds: float = 300.0

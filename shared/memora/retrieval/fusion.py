@@ -17,6 +17,7 @@ from psycopg import Connection
 from memora.basics.config import Settings
 from memora.db.pool import Pool
 from memora.retrieval.filters import scope_where
+from memora.retrieval.question import AnswerType, answer_type
 from memora.retrieval.types import ArmResult, Candidate, SearchParams, SearchScope
 
 RRF_K = 60
@@ -71,7 +72,8 @@ def fuse(
     without the names of `entity_ids` (the query itself when it names none): the context
     signal and, for units that mention one of them, the semantic signal measure what they say
     against it (MEMORA_ENTITY_RELEVANCE). `keyword`: the keyword retriever's BM25 subquery
-    (`KeywordIndex.lateral`)."""
+    (`KeywordIndex.lateral`). Each candidate also learns whether it names a thing of the kind
+    the question asks for (`question.answer_type`)."""
     s = settings
     fused = rrf(
         {n: [i for i, _ in r.ranked] for n, r in results.items()},
@@ -83,8 +85,9 @@ def fuse(
     shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
     with pool.tenant_connection(scope.tenant_id) as conn:
         found = hydrate(
-            conn, scope, ids=shortlist, vector=context_vec, keyword=keyword, entity_ids=entity_ids
-        )
+            conn, scope, ids=shortlist, vector=context_vec, keyword=keyword,
+            entity_ids=entity_ids, answer=answer_type(p.query),
+        )  # fmt: skip
     candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
     ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
     for c in candidates:
@@ -127,12 +130,16 @@ def hydrate(
     vector: np.ndarray,
     keyword: tuple[str, dict[str, Any]],
     entity_ids: Sequence[UUID] = (),
+    answer: AnswerType = AnswerType(),
 ) -> dict[UUID, Candidate]:
     """The candidates' rows (agent, fact types and active status checked again here) with their
     access counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
     parameters), their context: the best similarity to `vector` among the units next to them in
-    their document, and whether they mention one of `entity_ids`. Read in binary, which spares
-    parsing the embeddings' text form."""
+    their document, whether they mention one of `entity_ids`, and whether they hold an answer
+    of the kind `answer` asks for: an entity of its types other than those the question names
+    and the turn's own speaker (a person's every turn names them), or, for a time, a date the
+    memory states (its occurred date). Read in binary, which spares parsing the embeddings'
+    text form."""
     lateral, params = keyword
     rows = conn.execute(
         f"""
@@ -141,7 +148,13 @@ def hydrate(
                m.importance, m.category, coalesce(a.last_accessed_at, m.created_at) AS last_used,
                coalesce(kw.bm25, 0) AS bm25, coalesce(ctx.sim, 0) AS context_sim,
                EXISTS (SELECT 1 FROM unit_entities ue WHERE ue.unit_id = m.id
-                       AND ue.entity_id = ANY(%(entities)s)) AS names_entity
+                       AND ue.entity_id = ANY(%(entities)s)) AS names_entity,
+               (%(answer_time)s AND m.occurred_start IS NOT NULL)
+               OR (cardinality(%(answer_types)s::text[]) > 0 AND EXISTS (
+                   SELECT 1 FROM unit_entities ue JOIN entities e ON e.id = ue.entity_id
+                   WHERE ue.unit_id = m.id AND e.entity_type = ANY(%(answer_types)s::text[])
+                     AND ue.entity_id <> ALL(%(entities)s)
+                     AND ue.mention IS DISTINCT FROM m.metadata->>'speaker')) AS answer_type
         FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
         LEFT JOIN LATERAL {lateral} kw ON true
         LEFT JOIN LATERAL (
@@ -155,6 +168,8 @@ def hydrate(
             "v": vector,
             "ids": list(ids),
             "entities": list(entity_ids),
+            "answer_types": sorted(answer.entity_types),
+            "answer_time": answer.time,
         },
         binary=True,
     ).fetchall()
@@ -176,6 +191,7 @@ def hydrate(
             category=r["category"],
             last_used=r["last_used"],
             names_entity=bool(r["names_entity"]),
+            answer_type=bool(r["answer_type"]),
         )
         for r in rows
     }

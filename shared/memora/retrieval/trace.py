@@ -10,6 +10,7 @@ from typing import Any
 
 from memora.nlp.temporal import QueryTimeRange
 from memora.retrieval.keyword import TermStats
+from memora.retrieval.question import answer_type
 from memora.retrieval.types import ArmResult, Candidate, SearchParams
 
 
@@ -62,6 +63,7 @@ def trace(
         if time_range
         else None,
         "query_terms": {t: round(v, 4) for t, v in stats.idf.items()} if stats else {},
+        "answer_type": _answer_type(p.query),
         "candidates": [
             {
                 "id": str(c.id),
@@ -71,6 +73,7 @@ def trace(
                 "keyword": round(c.keyword, 6),
                 "context": round(c.neighbours, 6),
                 "feedback": round(c.feedback, 6),
+                "answer_type": c.answer_type,
                 "access_count": c.access_count,
                 "score": round(c.score, 6),
             }
@@ -80,3 +83,8 @@ def trace(
         "max_tokens": max_tokens,
         "timings_ms": clock.marks,
     }
+
+
+def _answer_type(query: str) -> dict[str, Any]:
+    asks = answer_type(query)
+    return {"entity_types": sorted(asks.entity_types), "time": asks.time}

@@ -98,6 +98,7 @@ class Candidate:
     neighbours: float = 0.0  # best similarity to the query of the units next to it
     feedback: float = 0.0  # similarity to the first ranking's best units (heuristic)
     names_entity: bool = False  # mentions an entity the query names
+    answer_type: bool = False  # names a thing of the kind the question asks for (question.py)
     rrf: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # 1-based rank per retriever
     score: float = 0.0  # the reranker's relevance

@@ -1,0 +1,45 @@
+"""What a question asks for, from its question word: a small pure function.
+
+"Where does Maya work?" asks for a place or an organisation, "Who is Luis married to?" for a
+person, "When did Caroline go to the support group?" for a time. The question word is the
+one word of the question that neither ranking signal sees: BM25 drops it as a stop word,
+leaving "maya work", which "I'm working from the couch" matches completely, and the
+embedding barely weighs it ("Where does work?", the question without its name, is nearer to
+that turn than to "First week at Northwind done"). The heuristic reranker therefore adds a
+signal for the candidates that name a thing of the kind asked for (docs/retrieval.md,
+"Answer type").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Question word → the entity types (memora.nlp.language.ENTITY_TYPES' values) that answer it.
+ENTITY_ANSWERS: dict[str, frozenset[str]] = {
+    "where": frozenset({"LOCATION", "ORGANIZATION"}),
+    "who": frozenset({"PERSON", "ORGANIZATION"}),
+    "whom": frozenset({"PERSON", "ORGANIZATION"}),
+    "whose": frozenset({"PERSON", "ORGANIZATION"}),
+}
+TIME_ANSWERS = frozenset({"when"})
+_WORD = re.compile(r"[a-z]+")
+
+
+@dataclass(frozen=True)
+class AnswerType:
+    """The kinds of thing that answer a question: entity types, and whether a time does.
+    Empty for a question whose word says nothing of its answer's kind ("what", "how")."""
+
+    entity_types: frozenset[str] = frozenset()
+    time: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.entity_types) or self.time
+
+
+def answer_type(query: str) -> AnswerType:
+    """The kinds of answer the query's question words ask for (several words: any of them)."""
+    words = set(_WORD.findall(query.lower()))
+    types = frozenset().union(*(ENTITY_ANSWERS[w] for w in words & ENTITY_ANSWERS.keys()))
+    return AnswerType(types, bool(words & TIME_ANSWERS))
