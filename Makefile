@@ -13,7 +13,7 @@ UV_VERSION := 0.13.9
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup lock demo test lint bench-ingest bench-retrieval bench-latency bench-cross-encoder loadtest
+.PHONY: setup lock demo test lint bench-ingest bench-retrieval bench-latency bench-cross-encoder bench-cross-encoder-service loadtest
 
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -61,3 +61,11 @@ bench-latency: $(STAMP)
 
 bench-cross-encoder: $(STAMP)
 	$(PY) bench/cross_encoder.py $(BENCH_ARGS)
+
+# The rerank stage inside the query service, read from its own trace: fp32 (`onnx`) beside the
+# CPU default (`auto`: int8 when its ranking check passes), 100 candidates, one query service
+# each on one database, every question sent to both in turn (docs/benchmarks.md)
+bench-cross-encoder-service: $(STAMP)
+	$(PY) bench/search_latency.py --sizes 10000 --texts locomo --reranker cross-encoder \
+		--cross-encoder-backend onnx auto --candidates 100 --queries 60 --warmup 5 \
+		--trace-every 1 --out bench/results/cross_encoder_service.json $(BENCH_ARGS)

@@ -8,12 +8,19 @@ machine's fp32 matrix throughput (numpy and torch GEMM at 1 and 2 threads).
     python bench/cross_encoder.py --backends torch         # the torch path on the CPU
     python bench/cross_encoder.py --clients 32             # also 32 concurrent callers
     python bench/cross_encoder.py --model cross-encoder/ms-marco-MiniLM-L-6-v2
+    python bench/cross_encoder.py --runs 0 --agreement 50   # int8's ranking against fp32's only
 
 On CUDA the same command runs the `auto` backend (torch, fp16). No trained MS MARCO weights
 can be installed here, so by default the model is a randomly initialised BERT of
 ms-marco-MiniLM-L-6-v2's exact shape (6 layers, 384 wide, 12 heads) with the bundled MiniLM
 tokenizer: the time depends on the shape, not on the weights (no quality claim follows from
 it). Passages are LoCoMo turns with their session dates, the queries LoCoMo questions.
+
+`--agreement N` scores N questions' 100 candidates with every backend and reports how far
+onnx-int8's ranking is from fp32 onnx's: Spearman per question, overlap of the top 10, same
+first candidate, and the logits' spread beside int8's largest deviation (a random-weight
+model's scores are near-ties, so this says what int8 does to near-ties, not to a trained
+model's quality).
 """
 
 from __future__ import annotations
@@ -160,6 +167,36 @@ def measure(
     return row
 
 
+def agreement(fp32: list[np.ndarray], int8: list[np.ndarray]) -> dict[str, Any]:
+    """int8's ranking of each question's candidates against fp32's."""
+    from scipy.stats import spearmanr
+
+    rho = [float(spearmanr(a, b).statistic) for a, b in zip(fp32, int8, strict=True)]
+    top10 = [
+        len(set(np.argsort(-a)[:10]) & set(np.argsort(-b)[:10])) / 10
+        for a, b in zip(fp32, int8, strict=True)
+    ]
+    return {
+        "questions": len(fp32),
+        "spearman_median": round(statistics.median(rho), 3),
+        "spearman_min": round(min(rho), 3),
+        "top10_overlap_mean": round(statistics.mean(top10), 3),
+        "same_first": round(
+            statistics.mean(
+                float(np.argmax(a) == np.argmax(b)) for a, b in zip(fp32, int8, strict=True)
+            ),
+            3,
+        ),
+        "logit_spread_median": round(statistics.median(float(np.ptp(a)) for a in fp32), 4),
+        "int8_max_deviation_median": round(
+            statistics.median(
+                float(np.max(np.abs(a - b))) for a, b in zip(fp32, int8, strict=True)
+            ),
+            4,
+        ),
+    }
+
+
 def concurrent(
     reranker: CrossEncoderModel, queries: list[str], texts: list[str], clients: int, runs: int
 ) -> dict[str, Any]:
@@ -195,6 +232,13 @@ def main() -> None:
     parser.add_argument("--batch-tokens", type=int, default=0, help="0: the device's default")
     parser.add_argument("--clients", type=int, default=0, help="also N concurrent callers")
     parser.add_argument("--locomo", type=Path, default=LOCOMO)
+    parser.add_argument(
+        "--agreement",
+        type=int,
+        default=0,
+        metavar="N",
+        help="int8 against fp32 on N questions' 100 candidates",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()  # fmt: skip
     import torch
@@ -212,10 +256,15 @@ def main() -> None:
         report["gemm_gflops"] = {t: gemm_gflops(t) for t in sorted({1, threads})}
     # the floor: the best fp32 throughput measured, at any thread count, by either library
     best = max((v for by in report.get("gemm_gflops", {}).values() for v in by.values()), default=1)
+    sets = [(questions[k], candidates(passages, 100, k)) for k in range(args.agreement)]
+    logits: dict[str, list[np.ndarray]] = {}
     for backend in args.backends or (["auto"] if cuda else ["onnx", "onnx-int8"]):
         options = ServingOptions(backend=backend, threads=threads, batch_tokens=args.batch_tokens)
         reranker = CrossEncoderModel(model, options)
-        for n in args.candidates:
+        logits[reranker.backend] = [
+            reranker._logits([(q, p) for p in ps]) for q, ps in sets
+        ]  # one search's pairs, as the service batches them
+        for n in args.candidates if args.runs else []:
             rows = [
                 measure(reranker, questions[k], candidates(passages, n, k), args.runs, best)
                 for k in range(3)  # three questions, three candidate sets
@@ -233,6 +282,9 @@ def main() -> None:
             report[key]["load_average"] = [round(x, 2) for x in os.getloadavg()]
             print(f"{key}: {json.dumps(report[key])}", flush=True)
         reranker.close()
+    if sets and {"onnx", "onnx-int8"} <= logits.keys():
+        report["int8 against fp32"] = agreement(logits["onnx"], logits["onnx-int8"])
+        print(f"int8 against fp32: {json.dumps(report['int8 against fp32'])}", flush=True)
     print(f"GEMM fp32 GFLOP/s by threads: {json.dumps(report.get('gemm_gflops'))}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,8 @@ holding N memories, bulk-loaded.
     python bench/search_latency.py --sizes 100000 --row-security both
     python bench/search_latency.py --sizes 100000 --texts locomo --reranker cross-encoder \
         --candidates 30 --trace-every 1
+    python bench/search_latency.py --sizes 10000 --texts locomo --reranker cross-encoder \
+        --cross-encoder-backend onnx auto --candidates 100 --trace-every 1   # fp32 beside int8
 
 For each size: a fresh embedded PostgreSQL, N synthetic memories bulk-loaded with binary COPY
 (texts composed of two sentences from a pool of generated sentences; each embedding is the
@@ -35,7 +37,11 @@ turn's, blended with another's like the synthetic ones) and the questions are Lo
 cross-encoder reranks candidates of real turn length. `--reranker cross-encoder` searches
 with it (by default a MiniLM-L6-shaped model with random weights, see bench/cross_encoder.py,
 preloaded), `--candidates` sets MEMORA_RERANK_CANDIDATES, `--clients` sends from that many
-concurrent clients, and the report adds the traced searches' rerank stage (p50, p95).
+concurrent clients, and the report adds the traced searches' rerank stage (p50, p95) and the
+backend the trace names (`reranker_backend`: what `auto` chose). Several
+`--cross-encoder-backend` values start one query service per value on the same database, and
+each question goes to every one of them in a rotating order, as `--row-security both` does: the
+backends are timed under the same load (`make bench-cross-encoder-service`).
 """
 
 from __future__ import annotations
@@ -329,6 +335,9 @@ def measure(
         stage = {k: round(statistics.median(x[k] for x in s), 1) for k in s[0]}
         report[name] = {**pct, "searches": len(values), "server_stage_median_ms": stage}
         if reranker == "cross-encoder":
+            report[name]["reranker_backend"] = sorted(
+                {str(t.get("reranker_backend")) for t in traces[name]}
+            )
             report[name]["rerank_ms"] = {
                 "p50": round(float(np.percentile([x["rerank"] for x in s], 50)), 1),
                 "p95": round(float(np.percentile([x["rerank"] for x in s], 95)), 1),
@@ -368,12 +377,20 @@ def main() -> None:
     parser.add_argument("--reranker", choices=["heuristic", "cross-encoder"], default="heuristic")
     parser.add_argument("--candidates", type=int, help="MEMORA_RERANK_CANDIDATES (default 100)")
     parser.add_argument("--cross-encoder-model", help="default: MiniLM-L6 shape, random weights")
-    parser.add_argument("--cross-encoder-backend", default="auto")
+    parser.add_argument(
+        "--cross-encoder-backend", nargs="+", default=["auto"],
+        help="MEMORA_CROSS_ENCODER_BACKEND; several: one query service each, questions alternating",
+    )  # fmt: skip
     parser.add_argument("--clients", type=int, default=1, help="concurrent clients")
     parser.add_argument("--trace-every", type=int, default=10)
     args = parser.parse_args()  # fmt: skip
-    if args.clients > 1 and args.row_security == "both":
-        parser.error("--clients works with one query service (not --row-security both)")
+    backends: list[str] = args.cross_encoder_backend
+    if args.clients > 1 and (args.row_security == "both" or len(backends) > 1):
+        parser.error(
+            "--clients works with one query service (not --row-security both, one backend)"
+        )
+    if len(backends) > 1 and (args.row_security == "both" or args.reranker != "cross-encoder"):
+        parser.error("several --cross-encoder-backend: with --reranker cross-encoder, one mode")
     embedder = Embedder(Settings().embedding_model, torch_threads=2)
     if args.texts == "locomo":
         texts, asked = locomo_texts(args.locomo)
@@ -389,8 +406,10 @@ def main() -> None:
             minilm_shaped_model(Path(tempfile.gettempdir()) / "memora-ce-l6")
         )
         env |= {"MEMORA_CROSS_ENCODER_MODEL": model, "MEMORA_PRELOAD_CROSS_ENCODER": "true",
-                "MEMORA_CROSS_ENCODER_BACKEND": args.cross_encoder_backend}  # fmt: skip
+                "MEMORA_CROSS_ENCODER_BACKEND": backends[0]}  # fmt: skip
     modes = ["on", "off"] if args.row_security == "both" else [args.row_security]
+    if len(backends) > 1:  # one query service per backend, named by it
+        modes = backends
     report: dict[str, Any] = {}
     for n in args.sizes:
         settings = Settings(
@@ -418,15 +437,20 @@ def main() -> None:
             stack.extra_env.update(env)
             stack.start()  # infrastructure is up: this starts the query service only
             bases = {modes[0]: f"http://{settings.host}:{settings.query_port}"}
-            if len(modes) == 2:
+            for mode in modes[1:]:
                 port = free_port()
+                differs = (
+                    {"MEMORA_CROSS_ENCODER_BACKEND": mode}
+                    if len(backends) > 1
+                    else {"MEMORA_ROW_SECURITY": "false"}
+                )
                 stack._spawn(
-                    "query-off",
+                    f"query-{mode}",
                     ["uvicorn", "services.api.query_app:create_app", "--factory", "--host",
                      settings.host, "--port", str(port), "--log-level", "warning"],
-                    env={**env, "MEMORA_ROW_SECURITY": "false", "MEMORA_QUERY_PORT": str(port)},
+                    env={**env, **differs, "MEMORA_QUERY_PORT": str(port)},
                 )  # fmt: skip
-                bases["off"] = f"http://{settings.host}:{port}"
+                bases[mode] = f"http://{settings.host}:{port}"
             stack.wait_ready()
             for base in bases.values():
                 wait_ready(base)
@@ -439,7 +463,7 @@ def main() -> None:
                 targets, qs, args.warmup, reranker=args.reranker,
                 trace_every=args.trace_every, clients=args.clients,
             )  # fmt: skip
-            if len(bases) == 2 and not args.filters:
+            if len(bases) == 2 and len(backends) == 1 and not args.filters:
                 result["median_ratio_on_off"] = result["on"].pop("median_ratio_to_off")
             elif len(bases) == 1 and not args.filters:
                 result = result[modes[0]]

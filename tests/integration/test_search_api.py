@@ -4,6 +4,7 @@ the token budget and bad input (seed 000 §3, seed 003 "Search Memories")."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -344,20 +345,34 @@ def test_unavailable_cross_encoder_is_a_503(settings: Settings, pool: Any) -> No
         assert ok.status_code == 200  # the heuristic path is unaffected
 
 
-def test_cross_encoder_on_onnx_runtime_ranks_as_torch(
+def test_cross_encoder_runs_int8_on_a_cpu_by_default_and_fp32_as_torch(
     inline_api: Any, query_api: TestClient, settings: Settings, pool: Any, agent_id: str
 ) -> None:
+    """`auto` on a CPU: ONNX Runtime int8 (its ranking check passes for this model), named in
+    the trace and on /metrics; `onnx` (fp32) stays a setting and scores as torch does."""
     from services.api.query_app import create_app
 
     _ingest(inline_api, agent_id, WORK)
     body = {"agent_id": agent_id, "query": "Where does Alice work?", "trace": True, "top_k": 4}
-    onnx = _search(query_api, **body, reranker="cross-encoder")
-    assert query_api.app.state.retriever.cross_encoder().backend == "onnx"  # type: ignore[attr-defined]
-    on_torch = settings.model_copy(update={"cross_encoder_backend": "torch"})
-    with TestClient(create_app(on_torch, pool=pool)) as client:
-        reference = _search(client, **body, reranker="cross-encoder")
-        assert client.app.state.retriever.cross_encoder().backend == "torch"  # type: ignore[attr-defined]
-    assert [r["id"] for r in onnx["results"]] == [r["id"] for r in reference["results"]]
-    for mine, theirs in zip(onnx["results"], reference["results"], strict=True):
+    int8 = _search(query_api, **body, reranker="cross-encoder")
+    assert query_api.app.state.retriever.cross_encoder().backend == "onnx-int8"  # type: ignore[attr-defined]
+    assert int8["trace"]["reranker_backend"] == "onnx-int8"
+    assert int8["trace"]["timings_ms"]["rerank"] > 0
+    assert _search(query_api, **body)["trace"]["reranker_backend"] is None  # the heuristic
+    scrape = query_api.get("/metrics").text
+    assert re.search(
+        r'memora_cross_encoder_backend\{backend="onnx-int8",model="[^"]+"\} 1\.0', scrape
+    )
+    by_backend = {"onnx-int8": int8}
+    for backend in ("onnx", "torch"):
+        changed = settings.model_copy(update={"cross_encoder_backend": backend})
+        with TestClient(create_app(changed, pool=pool)) as client:
+            by_backend[backend] = _search(client, **body, reranker="cross-encoder")
+            assert by_backend[backend]["trace"]["reranker_backend"] == backend
+    fp32, reference = by_backend["onnx"]["results"], by_backend["torch"]["results"]
+    assert [r["id"] for r in fp32] == [r["id"] for r in reference]
+    for mine, theirs in zip(fp32, reference, strict=True):
         assert abs(mine["weight"] - theirs["weight"]) < 1e-5
-    assert onnx["trace"]["timings_ms"]["rerank"] > 0
+    weights = {r["id"]: r["weight"] for r in reference}  # int8: the same memories, close scores
+    assert {r["id"] for r in int8["results"]} == set(weights)
+    assert all(abs(r["weight"] - weights[r["id"]]) < 0.02 for r in int8["results"])

@@ -176,8 +176,9 @@ class Settings(BaseSettings):
     keyword_match_budget: int = 1000  # units the keyword retriever scores at most
     access_flush_seconds: float = 1.0
     cross_encoder_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-    # "auto": torch fp16 on CUDA, ONNX Runtime fp32 on a CPU (torch when the model cannot be
-    # exported); "onnx-int8": int8 weights and activations on the CPU (docs/retrieval.md)
+    # "auto": torch fp16 on CUDA; on a CPU ONNX Runtime int8 when its ranking check passes at
+    # load, else fp32 (logged), torch when the model cannot be exported. "onnx": fp32 only,
+    # "onnx-int8": int8 or a 503, "torch" (docs/retrieval.md)
     cross_encoder_backend: Literal["auto", "torch", "onnx", "onnx-int8"] = "auto"
     cross_encoder_threads: int = 0  # ONNX Runtime threads for the cross-encoder; 0: one per core
     cross_encoder_batch_size: int = 256  # pairs per forward pass at most

@@ -193,6 +193,13 @@ EMBED_DURATION = Histogram(
     namespace=NAMESPACE,
     buckets=_LATENCY,
 )
+CROSS_ENCODER_BACKEND = Gauge(
+    "cross_encoder_backend",
+    "1 for the backend serving the cross-encoder (torch, onnx, onnx-int8), set when it loads",
+    ["model", "backend"],
+    namespace=NAMESPACE,
+    multiprocess_mode="livemax",
+)
 
 # ----------------------------------------------------------------------------- database
 DB_POOL_CONNECTIONS = Gauge(
@@ -275,6 +282,13 @@ def observe_job(job: str, outcome: str, seconds: float, examined: int, changed: 
     JOB_DURATION.labels(job).observe(seconds)
     JOB_EXAMINED.labels(job).inc(examined)
     JOB_CHANGED.labels(job).inc(changed)
+
+
+def record_cross_encoder(model: str, backend: str) -> None:
+    """The backend the cross-encoder was loaded on: one model per process, so the gauge holds
+    the last one loaded."""
+    CROSS_ENCODER_BACKEND.clear()
+    CROSS_ENCODER_BACKEND.labels(model, backend).set(1)
 
 
 def observe_embedding(model: str, texts: int, seconds: float) -> None:

@@ -9,9 +9,10 @@ cross-encoder/ms-marco-MiniLM-L-6-v2). The serving path (docs/retrieval.md):
   pairs and share forward passes (`MEMORA_CROSS_ENCODER_BATCH_WAIT_MS`);
 - the pairs of a pass are tokenised once, without padding, sorted by length and cut into
   batches under a token budget, each padded to its own longest pair;
-- the forward pass runs on torch in fp16 on CUDA, and on ONNX Runtime on a CPU (fp32, or int8
-  with `MEMORA_CROSS_ENCODER_BACKEND=onnx-int8`), whose ranking is checked against torch's on
-  probe pairs when the model loads. Callers cap the candidates (`MEMORA_RERANK_CANDIDATES`).
+- the forward pass runs on torch in fp16 on CUDA, and on ONNX Runtime on a CPU: int8 by default
+  (`auto`), fp32 when int8's ranking check fails or with `MEMORA_CROSS_ENCODER_BACKEND=onnx`;
+  each is checked against torch's ranking on probe pairs when the model loads. Callers cap the
+  candidates (`MEMORA_RERANK_CANDIDATES`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from memora.basics import metrics
 from memora.basics.config import Settings
 from memora.nlp.batching import MicroBatcher, length_batches, padded
 from memora.nlp.onnx_export import OnnxUnsupported, default_cache_dir, exported, quantized, session
@@ -34,6 +36,9 @@ from memora.retrieval.scoring import sigmoid
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 log = logging.getLogger(__name__)
 Backend = Literal["auto", "torch", "onnx", "onnx-int8"]
+# int8 must rank the probe pairs as torch does with a Spearman correlation of at least this
+# (check_ranking; what it means over 12 pairs: docs/retrieval.md, "Checked at load")
+INT8_MIN_SPEARMAN = 0.9
 
 # probe pairs for the load-time check: one question, passages from on-topic to unrelated
 _PROBE_QUERY = "When did Caroline go to the LGBTQ support group?"
@@ -120,15 +125,20 @@ class CrossEncoderModel:
         # reranker's logit head) keep sentence-transformers' predict
         self._direct = [type(m).__name__ for m in self.model] == ["Transformer"]
         self._onnx: Any = None
+        self.backend: str = "torch"  # what serves the forward passes: torch, onnx, onnx-int8
+        self.check = ""  # how the backend's ranking check at load went, for the log
         if o.backend in ("onnx", "onnx-int8") or (o.backend == "auto" and device == "cpu"):
             self._onnx = self._load_onnx()
         if self._onnx is not None:
-            self.backend = "onnx-int8" if o.backend == "onnx-int8" else "onnx"
             self.model.model.to("meta")  # torch's copy of the weights is no longer read
-        else:
-            self.backend = "torch"
-            if device == "cuda":
-                self.model.model.half()
+        elif device == "cuda":
+            self.model.model.half()
+            self.check = "fp16"
+        log.info(
+            "cross-encoder %s on %s: backend %s (%s; MEMORA_CROSS_ENCODER_BACKEND=%s)",
+            model, device, self.backend, self.check or "no check", o.backend,
+        )  # fmt: skip
+        metrics.record_cross_encoder(model, self.backend)
         self._batcher: MicroBatcher[tuple[str, str]] = MicroBatcher(
             self._logits,
             max_wait=o.batch_wait,
@@ -200,21 +210,29 @@ class CrossEncoderModel:
 
     # ------------------------------------------------------------------ ONNX Runtime
     def _load_onnx(self) -> Any:
+        """The ONNX Runtime session whose ranking check passes; `auto` tries int8 first, then
+        fp32 (logged), then keeps torch (None, logged)."""
         o = self.options
+        kinds: list[Backend] = ["onnx-int8", "onnx"] if o.backend == "auto" else [o.backend]
         try:
             if not self._direct:
-                kinds = [type(m).__name__ for m in self.model]
-                raise OnnxUnsupported(f"unsupported module chain {kinds}")
-            expected = self._logits(self._probes())  # torch, before the session exists
+                chain = [type(m).__name__ for m in self.model]
+                raise OnnxUnsupported(f"unsupported module chain {chain}")
+            expected = self._logits(self._probes())  # torch, before any session exists
             path = exported(
                 self.model.model, self.tokenizer, self.inputs, "logits",
                 o.cache_dir or default_cache_dir(),
             )  # fmt: skip
-            if o.backend == "onnx-int8":
-                path = quantized(path)
-            self._onnx = session(path, o.threads or os.cpu_count() or 1, spinning=False)
-            check_ranking(expected, self._logits(self._probes()), int8=o.backend == "onnx-int8")
-            return self._onnx
+            for kind in kinds[:-1]:
+                try:
+                    return self._checked_session(kind, path, expected)
+                except Exception as exc:  # OnnxUnsupported, the quantiser's own errors
+                    log.warning(
+                        "cross-encoder %s: %s refused at load (%s); serving ONNX Runtime fp32 "
+                        "instead, about twice as slow on a CPU (MEMORA_CROSS_ENCODER_BACKEND="
+                        "onnx skips the int8 attempt)", self.name, kind, exc,
+                    )  # fmt: skip
+            return self._checked_session(kinds[-1], path, expected)
         except Exception as exc:  # ImportError, OnnxUnsupported, ONNX Runtime's own errors
             self._onnx = None
             if o.backend != "auto":
@@ -227,21 +245,42 @@ class CrossEncoderModel:
         finally:
             self.passes = 0
 
+    def _checked_session(self, kind: Backend, path: Path, expected: np.ndarray) -> Any:
+        """A session of the exported model (`kind` onnx-int8: quantised) whose logits on the
+        probe pairs pass check_ranking against torch's (`expected`); it becomes the backend."""
+        self._onnx = session(
+            quantized(path) if kind == "onnx-int8" else path,
+            self.options.threads or os.cpu_count() or 1,
+            spinning=False,
+        )
+        try:
+            self.check = check_ranking(
+                expected, self._logits(self._probes()), int8=kind == "onnx-int8"
+            )
+        except Exception:
+            self._onnx = None
+            raise
+        self.backend = kind
+        return self._onnx
+
     def _probes(self) -> list[tuple[str, str]]:
         return [(_PROBE_QUERY, p) for p in _PROBE_PASSAGES]
 
 
-def check_ranking(expected: np.ndarray, got: np.ndarray, *, int8: bool) -> None:
+def check_ranking(expected: np.ndarray, got: np.ndarray, *, int8: bool) -> str:
     """ONNX Runtime's logits against torch's on the probe pairs: fp32 within 1e-3 (so the
     ranking is torch's up to near-ties), int8 with a Spearman rank correlation of at least
-    0.9 (its rounding reorders pairs whose scores are close)."""
+    INT8_MIN_SPEARMAN (its rounding reorders pairs whose scores are close). Returns what was
+    found, for the log; OnnxUnsupported when the check fails."""
     from scipy.stats import spearmanr
 
     if int8:
         rho = float(spearmanr(expected, got).statistic)
-        if not rho >= 0.9:
-            raise OnnxUnsupported(f"int8 ranking differs from torch's (Spearman {rho:.3f})")
-        return
+        found = f"Spearman {rho:.3f} over {len(expected)} probe pairs, at least {INT8_MIN_SPEARMAN}"
+        if not rho >= INT8_MIN_SPEARMAN:
+            raise OnnxUnsupported(f"int8 ranking differs from torch's ({found} needed)")
+        return f"int8 ranking check passed: {found}"
     gap = float(np.max(np.abs(expected - got)))
     if gap > 1e-3 * max(1.0, float(np.max(np.abs(expected)))):
         raise OnnxUnsupported(f"ONNX Runtime logits differ from torch's by up to {gap:.2e}")
+    return f"fp32 check passed (logits within {gap:.1e} of torch's)"

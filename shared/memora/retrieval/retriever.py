@@ -160,7 +160,8 @@ class Retriever:
         if not p.trace:
             return SearchOutcome(hits)
         return SearchOutcome(
-            hits, trace(p, results, candidates, kept, time_range, stats, clock, max_tokens)
+            hits,
+            trace(p, reranker, results, candidates, kept, time_range, stats, clock, max_tokens),
         )
 
     def _diversify(self, p: SearchParams, candidates: list[Candidate]) -> list[int]:

@@ -1,6 +1,8 @@
 """A search's trace (`"trace": true`): each retriever's list, the query's terms and time range,
 every fused candidate with its signals and score, what was selected, and the time each stage
-took. The API returns it as is and the web UI reads it: its shape is an interface."""
+took; the reranker with what ran it (`reranker_backend`: the cross-encoder's torch, onnx or
+onnx-int8; null for a formula). The API returns it as is and the web UI reads it: its shape
+is an interface."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 from memora.nlp.temporal import QueryTimeRange
 from memora.retrieval.keyword import TermStats
 from memora.retrieval.question import answer_type
+from memora.retrieval.rerank import Reranker
 from memora.retrieval.types import ArmResult, Candidate, SearchParams
 
 
@@ -33,6 +36,7 @@ class Clock:
 
 def trace(
     p: SearchParams,
+    reranker: Reranker,
     results: dict[str, ArmResult],
     candidates: list[Candidate],
     kept: list[Candidate],
@@ -44,6 +48,7 @@ def trace(
     return {
         "query": p.query,
         "reranker": p.reranker,
+        "reranker_backend": reranker.backend,  # the cross-encoder's torch, onnx or onnx-int8
         "filters": p.filters.flat() if p.filters else None,
         "paths": {
             name: {

@@ -13,6 +13,11 @@ from memora.retrieval.types import Candidate
 class Reranker(Protocol):
     name: str  # as a search names it: "heuristic", "cross-encoder", "recall"
 
+    @property
+    def backend(self) -> str | None:
+        """What runs it, as the trace shows it: the cross-encoder's `torch`, `onnx` or
+        `onnx-int8` once its model is loaded; None for a formula."""
+
     def ready(self) -> None:
         """Loads what it needs, if anything (the cross-encoder's model): RerankerUnavailable
         when it cannot, before the search has done any work."""

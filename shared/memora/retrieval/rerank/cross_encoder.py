@@ -47,6 +47,11 @@ class CrossEncoderReranker:
                 gc.freeze()  # the model's objects, like the embedder's, are never garbage
             return self._model
 
+    @property
+    def backend(self) -> str | None:
+        """The loaded model's backend (torch, onnx, onnx-int8); None before it loads."""
+        return self._model.backend if self._model is not None else None
+
     def ready(self) -> None:
         self.model()
 

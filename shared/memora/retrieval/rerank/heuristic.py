@@ -20,6 +20,7 @@ RecencyFormula = Literal["decay", "seed"]
 
 class HeuristicReranker:
     name = "heuristic"
+    backend = None  # a formula
 
     def __init__(self, settings: Settings) -> None:
         self.weights = HeuristicWeights.from_settings(settings)

@@ -19,6 +19,7 @@ MAX_IMPORTANCE = 10.0  # importance is on a 1–10 scale (memora.lifecycle)
 
 class RecallReranker:
     name = "recall"
+    backend = None  # a formula
 
     def __init__(self, settings: Settings) -> None:
         self.weights = RecallWeights.from_settings(settings)
