@@ -1,7 +1,9 @@
 """Forwarding of read routes from the write API to the query service.
 
-In Kubernetes the ingress sends read paths to the query pods directly; on one machine
-(`memora serve`) clients can use the write API's port for everything and it forwards these.
+Clients use the write API's port for everything (`memora serve`, docker compose, and the
+Kubernetes Ingress, which sends every path to the api Service); it forwards these paths, the
+ones that need the embedding model or the rerankers, to MEMORA_QUERY_URL. Every other path,
+reads that need no model included (the graph, one memory in full), is the write API's own.
 """
 
 from __future__ import annotations
@@ -42,14 +44,15 @@ def forwarded_headers(headers: httpx.Headers) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in NOT_FORWARDED}
 
 
-# The memory lifecycle (it embeds, so it runs where the model is): (method, path).
+# The memory lifecycle's operations (they embed or rank, so they run where the model is):
+# (method, path). Reading one memory (`GET /agents/{agent_id}/memories/{memory_id}`) is the
+# write API's own route, not forwarded.
 LIFECYCLE_PATHS = (
     *(
         ("POST", f"/agents/{{agent_id}}/{op}")
         for op in ("remember", "forget", "recall", "reflect", "link")
     ),
     ("POST", "/agents/{agent_id}/memories/{memory_id}/restore"),
-    ("GET", "/agents/{agent_id}/memories/{memory_id}"),
 )
 
 

@@ -332,3 +332,28 @@ def test_api_and_query_require_keys_and_limit_rates_in_redis(overlay: str) -> No
         sources = [s for c in _pod_spec(deployments[name])["containers"] for s in c["envFrom"]]
         names = {(s.get("configMapRef") or s.get("secretRef"))["name"] for s in sources}
         assert {"memora-config", "memora-secrets"} <= names, name
+
+
+def _ingress_backend(ingress: Resource, path: str) -> str:
+    """The Service an Ingress sends `path` to (the longest matching Prefix or Exact path)."""
+    found: list[tuple[int, str]] = []
+    for rule in ingress["spec"]["rules"]:
+        for p in rule["http"]["paths"]:
+            prefix = p["path"].rstrip("/")
+            exact = p["pathType"] == "Exact" and path == p["path"]
+            if exact or (p["pathType"] == "Prefix" and (path + "/").startswith(prefix + "/")):
+                found.append((len(p["path"]), p["backend"]["service"]["name"]))
+    assert found, f"no backend for {path}"
+    return max(found)[1]
+
+
+def test_ingress_sends_each_path_to_its_one_owner() -> None:
+    """The write API owns the memory's view and forwards the model's routes to the query
+    Service (tests/unit/test_route_owners.py checks the two apps' routing)."""
+    resources = rendered("production")
+    (ingress,) = _by_kind(resources, "Ingress").values()
+    memory = "/api/agents/alice/memories/6f1c1b0e-5a0e-4a43-9f39-1d0c2f1f6d11"
+    for path in (memory, f"{memory}/restore", "/api/search", "/api/graph", "/"):
+        assert _ingress_backend(ingress, path) == "api", path
+    query_url = _by_kind(resources, "ConfigMap")["memora-config"]["data"]["MEMORA_QUERY_URL"]
+    assert query_url == "http://query:8081" and "query" in _by_kind(resources, "Service")

@@ -1,9 +1,12 @@
-"""The memory lifecycle over HTTP on the query service, against the suite's PostgreSQL (and the
-fake LLM server where an LLM decides): remember, forget, restore, purge, recall, link, reflect."""
+"""The memory lifecycle over HTTP on the README's port, against the suite's PostgreSQL (and the
+fake LLM server where an LLM decides): remember, forget, restore, purge, recall, link, reflect.
+The write API under uvicorn forwards the operations to the query service under uvicorn and
+serves the memory's view (`GET …/memories/{id}`) itself, as deployed."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -14,27 +17,26 @@ from memora.lifecycle.memory import CONFLICT_MARKER
 from memora.lifecycle.reflect import REFLECT_MARKER
 from memora.retrieval import SearchParams
 from tests.fakes import FakeOpenAI, Reply
+from tests.integration.stack_support import Client, topology
 
 pytestmark = pytest.mark.integration
 
 
-def _client(settings: Settings, pool: Any) -> Any:
-    from fastapi.testclient import TestClient
-
-    from services.api.query_app import create_app
-
-    return TestClient(create_app(settings, pool=pool))
+@contextmanager
+def _client(settings: Settings, pool: Any, pipeline: Any) -> Iterator[Client]:
+    with topology(settings, pool, pipeline) as t, Client(t) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
-def api(settings: Settings, pool: Any) -> Iterator[Any]:
-    with _client(settings, pool) as client:
+def api(settings: Settings, pool: Any, pipeline: Any) -> Iterator[Client]:
+    with _client(settings, pool, pipeline) as client:
         yield client
 
 
 @pytest.fixture()
-def llm_api(llm_settings: Settings, pool: Any) -> Iterator[Any]:
-    with _client(llm_settings, pool) as client:
+def llm_api(llm_settings: Settings, pool: Any, pipeline: Any) -> Iterator[Client]:
+    with _client(llm_settings, pool, pipeline) as client:
         yield client
 
 
@@ -146,10 +148,10 @@ def test_forget_by_query_dry_run_cap_and_threshold(
 
 
 def test_forget_by_query_refuses_above_the_cap(
-    settings: Settings, pool: Any, agent_id: str
+    settings: Settings, pool: Any, pipeline: Any, agent_id: str
 ) -> None:
     capped = settings.model_copy(update={"forget_query_cap": 2})
-    with _client(capped, pool) as api:
+    with _client(capped, pool, pipeline) as api:
         for i in range(3):
             remember(api, agent_id, f"Frank ran marathon number {i} in Boston.")
         r = api.post(f"/api/agents/{agent_id}/forget", json={"query": "Frank marathons Boston"})
@@ -189,7 +191,7 @@ def test_link_is_bidirectional_and_followed_by_graph(api: Any, agent_id: str) ->
     )
     assert r.status_code == 200, r.text
     links = api.get(f"{url}/memories/{b}").json()["links"]
-    assert any(x["id"] == a and x["relationship"] == "funds" for x in links)
+    assert any(x["target"] == a and x["relationship"] == "funds" for x in links)
     assert api.post(f"{url}/link", json={"memory_id": a, "related_memory_id": a}).status_code == 422
     missing = "00000000-0000-0000-0000-000000000000"
     r = api.post(f"{url}/link", json={"memory_id": a, "related_memory_id": missing})
@@ -219,7 +221,7 @@ def test_reflect_stores_linked_reflections(
     assert set(made["sources"]) == set(ids)
     view = llm_api.get(f"/api/agents/{agent_id}/memories/{made['id']}").json()
     assert view["fact_type"] == "reflection"
-    assert {x["id"] for x in view["links"] if x["link_type"] == "reflection"} == set(ids)
+    assert {x["target"] for x in view["links"] if x["type"] == "reflection"} == set(ids)
     recalled = llm_api.post(f"/api/agents/{agent_id}/recall", json={"query": "Ivy Python VS Code"})
     assert made["id"] in {m["id"] for m in recalled.json()["memories"]}
     without = llm_api.post(

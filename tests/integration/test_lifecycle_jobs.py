@@ -130,7 +130,7 @@ def test_reflect_job_fires_at_the_threshold(
             (agent_id,),
         ).fetchone()
         assert row is not None
-        linked = {r.id for r in store.links_of(conn, row["id"])}
+        linked = {r.target for r in store.links_of(conn, row["id"])}
     assert set(ids) <= linked
 
 
@@ -145,7 +145,7 @@ def test_graph_maintenance_prunes_weak_generated_links(
     s = settings.model_copy(update={"graph_prune_weight": 0.5})
     assert job("graph_maintenance", s, pool, agent_id).details["links_pruned"] == 2
     with pool.connection() as conn:
-        left = {r.link_type for r in store.links_of(conn, a)}
+        left = {r.type for r in store.links_of(conn, a)}
     assert left == {"explicit"}
 
 

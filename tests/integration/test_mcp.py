@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,6 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-import uvicorn
 import yaml
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -28,51 +25,22 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import SecretStr
 
 from memora.basics.config import Settings
-from memora.pipeline.backend import InlineBackend
-from services.api import app as write_app
-from services.api import query_app
-from tests.conftest import wait_until
 from tests.integration.auth_support import ADMIN, ADMIN_KEY, make_tenant
+from tests.integration.stack_support import stack
 from tests.unit.test_seeding import CAST
 
 pytestmark = pytest.mark.integration
 
 
-def _serve(app: Any) -> tuple[str, uvicorn.Server, threading.Thread]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, timeout=60)
-    return f"http://127.0.0.1:{port}", server, thread
-
-
-def _stack(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
-    """The query service and the write API (forwarding reads to it), each under uvicorn."""
-    query_url, query_server, query_thread = _serve(query_app.create_app(settings, pool=pool))
-    write = write_app.create_app(
-        settings.model_copy(update={"query_url": query_url}),
-        pool=pool,
-        backend=InlineBackend(pipeline),
-    )
-    url, server, thread = _serve(write)
-    yield url
-    for s, t in ((server, thread), (query_server, query_thread)):
-        s.should_exit = True
-        t.join(10)
-
-
 @pytest.fixture(scope="module")
 def api_url(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
-    yield from _stack(settings, pool, pipeline)
+    yield from stack(settings, pool, pipeline)
 
 
 @pytest.fixture(scope="module")
 def auth_url(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
     update = {"auth_required": True, "admin_key": SecretStr(ADMIN_KEY)}
-    yield from _stack(settings.model_copy(update=update), pool, pipeline)
+    yield from stack(settings.model_copy(update=update), pool, pipeline)
 
 
 def _call(url: str, agent: str, steps: Any, headers: dict[str, str] | None = None) -> Any:

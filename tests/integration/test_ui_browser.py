@@ -175,6 +175,20 @@ def _final_status(base: str, op_id: str) -> str:
     return str(wait_until(finished, 120, 0.5))
 
 
+def _forget_and_restore(base: str, text: str) -> None:
+    graph = httpx.get(f"{base}/api/graph", params={"agent_id": AGENT, "q": text}, timeout=10)
+    [unit] = [n for n in graph.json()["nodes"] if text in n["label"].lower()]
+    memory = {"memory_id": unit["id"], "reason": "checked twice"}
+    forgotten = httpx.post(f"{base}/api/agents/{AGENT}/forget", json=memory, timeout=30)
+    assert forgotten.status_code == 200, forgotten.text
+    url = f"{base}/api/agents/{AGENT}/memories/{unit['id']}"
+    assert httpx.post(f"{url}/restore", timeout=30).json()["restored"] is True
+    assert [e["event"] for e in httpx.get(url, timeout=10).json()["history"]] == [
+        "forgotten",
+        "restored",
+    ]
+
+
 def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
     s = ui_stack.settings
     base = f"http://{s.host}:{s.port}"
@@ -209,6 +223,8 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
         counts = page.evaluate(COUNT_GRAPH)
         assert counts["units"] == 6 and counts["entities"] >= 5 and counts["edges"] > 6, counts
         assert counts["drawn"]
+        # forgotten and restored through the README's port: the panel shows its history
+        _forget_and_restore(base, "storm knocked out power")
         page.evaluate(
             "() => window.memoraUI.graph.cy.nodes('[kind = \"unit\"]')"
             ".filter(n => n.data('label').includes('Porto'))[0].emit('tap')"
@@ -216,6 +232,13 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
         page.locator("#node-panel .node-text", has_text="storm knocked out power").wait_for()
         page.locator("#node-panel dd", has_text="storm-chat").wait_for()  # its source document
         page.locator("#node-panel .chip", has_text="Porto").wait_for()
+        page.locator("#node-panel dd", has_text="active").wait_for()  # its status
+        history = page.locator("#node-panel .history li")
+        history.last.wait_for()
+        assert [t.split(" · ")[0].split()[-1] for t in history.all_inner_texts()] == [
+            "forgotten",
+            "restored",
+        ]
         page.screenshot(path=str(SHOTS / "graph.png"))
 
         # The search playground: results and the trace

@@ -1,11 +1,11 @@
-"""The memory graph for the UI (seed 003 `GET /api/graph`) and single memories in full."""
+"""The memory graph for the UI (seed 003 `GET /api/graph`) and the agent list (a node in full:
+`GET /api/agents/{agent_id}/memories/{id}`, services.api.routes.memories)."""
 
 from __future__ import annotations
 
 from typing import Annotated
-from uuid import UUID
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Query, Response
 
 from memora.basics.models import AGENT_ID_PATTERN
 from memora.usecases import graph
@@ -21,13 +21,11 @@ from services.api.schemas.graph import (
     FactType,
     Graph,
     LinkType,
-    Memory,
     Moment,
     Node,
 )
 
 router = APIRouter(prefix="/api", tags=["graph"], responses=error_responses(*AUTH_ERRORS, 422, 503))
-AgentPath = Annotated[str, Path(pattern=AGENT_ID_PATTERN)]
 
 
 @router.get("/graph", response_model=Graph, responses=error_responses(404))
@@ -77,13 +75,3 @@ def agent_sizes(scope: ScopeDep, conn: ConnDep) -> AgentSizes:
     """The tenant's agents with their numbers of memories, entities, documents and failed
     operations (the UI's agent list)."""
     return AgentSizes(agents=[AgentSize.model_validate(r) for r in graph.agent_sizes(conn, scope)])
-
-
-@router.get(
-    "/agents/{agent_id}/memories/{memory_id}",
-    response_model=Memory,
-    responses=error_responses(404),
-)
-def get_memory(scope: ScopeDep, agent_id: AgentPath, memory_id: UUID, conn: ConnDep) -> Memory:
-    """One memory unit in full: text, dates, entities, strongest links and source document."""
-    return Memory.model_validate(graph.memory(conn, scope, agent_id, memory_id))

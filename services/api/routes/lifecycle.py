@@ -1,7 +1,8 @@
 """The memory lifecycle on the query service (seed 002 §4.4): remember, forget, restore, recall,
-reflect, link, and one memory with its history and links. Thin: the use cases are
-`memora.lifecycle`'s (`Memories`, `recall`, `reflect`), whose refusals become 4xx JSON answers
-in services.api.errors."""
+reflect and link, the operations that embed or rank. One memory with its history is the write
+API's route (`GET /api/agents/{agent_id}/memories/{id}`, services.api.routes.memories). Thin:
+the use cases are `memora.lifecycle`'s (`Memories`, `recall`, `reflect`), whose refusals become
+4xx JSON answers in services.api.errors."""
 
 from __future__ import annotations
 
@@ -77,15 +78,6 @@ async def restore_route(
     return await run_in_threadpool(
         memories.restore, principal.scope, agent_id, memory_id, actor=_actor(principal)
     )
-
-
-@router.get("/memories/{memory_id}")
-async def get_memory_route(
-    principal: PrincipalDep, agent_id: AgentPath, memory_id: UUID, memories: MemoriesDep
-) -> dict[str, Any]:
-    """The memory in any status, its history (every change, oldest first), links and the
-    memories it replaced."""
-    return await run_in_threadpool(memories.get, principal.scope, agent_id, memory_id)
 
 
 @router.post("/recall")

@@ -1,4 +1,5 @@
-"""Write routes: store memories, follow operations, list and delete documents."""
+"""Write routes: store memories, follow operations, list and delete documents; and one memory
+in full (its view: the lifecycle's state and history with the graph's entities and links)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Path, Query, Request
 
 from memora.basics.models import AGENT_ID_PATTERN
+from memora.lifecycle import memory
 from memora.usecases import documents, ingest, operations
 from services.api.deps import BackendDep, ConnDep, Offset, Priority, ScopeDep, SettingsDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
@@ -19,6 +21,7 @@ from services.api.schemas.memories import (
     DocumentDetail,
     DocumentList,
     DocumentSummary,
+    Memory,
 )
 from services.api.schemas.operations import OperationResponse
 
@@ -65,6 +68,21 @@ def store_batch(
 def get_operation(scope: ScopeDep, operation_id: UUID, conn: ConnDep) -> OperationResponse:
     """Only operations of the caller's tenant's agents; any other id is 404."""
     return OperationResponse.model_validate(operations.get(conn, scope, operation_id))
+
+
+# The one handler of this path in either deployment: the query service serves none, the write
+# API forwards none of it (tests/unit/test_route_owners.py).
+@router.get(
+    "/agents/{agent_id}/memories/{memory_id}",
+    response_model=Memory,
+    responses=error_responses(404),
+)
+def get_memory(scope: ScopeDep, agent_id: AgentPath, memory_id: UUID, conn: ConnDep) -> Memory:
+    """One memory in full, in any status: text, dates, confidence, metadata, status (when and
+    why it changed, what superseded it), source document, entities, links (explicit first,
+    then the strongest; 50 at most), history (every change, oldest first) and the memories it
+    replaced. 404 `memory_not_found` for an id the agent does not hold."""
+    return Memory.model_validate(memory.view(conn, scope, agent_id, memory_id))
 
 
 @router.get("/agents/{agent_id}/documents", response_model=DocumentList)

@@ -1,9 +1,9 @@
-"""The memory graph for the UI (seed 003 `GET /api/graph`) and one memory in full."""
+"""The memory graph for the UI (seed 003 `GET /api/graph`) and the agent list."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
 from pydantic import (
@@ -61,24 +61,3 @@ class AgentSize(BaseModel):
 
 class AgentSizes(BaseModel):
     agents: list[AgentSize]
-
-
-class Memory(BaseModel):
-    id: UUID
-    agent_id: str
-    text: str
-    context: str | None
-    fact_type: FactType
-    event_date: datetime
-    occurred_start: datetime | None
-    occurred_end: datetime | None
-    mentioned_at: datetime
-    confidence_score: float | None
-    metadata: dict[str, Any]
-    created_at: datetime
-    embedded: bool
-    access_count: int
-    document_id: str | None = Field(description="the source document (null: none, e.g. opinions)")
-    item_index: int
-    entities: list[dict[str, Any]]
-    links: list[dict[str, Any]] = Field(description="its strongest outgoing links (50 at most)")

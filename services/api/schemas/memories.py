@@ -16,6 +16,7 @@ from pydantic import (
 from memora.basics.models import (
     AgentId,
     DocumentId,
+    FactType,
     MemoryItem,
     StorableText,
     message_ids,
@@ -127,3 +128,74 @@ class DeleteResponse(BaseModel):
     agent_id: str
     document_id: str
     deleted: dict[str, Any]
+
+
+# ------------------------------------------------------------ one memory in full (its view)
+UnitFactType = FactType | Literal["reflection"]  # reflections are units too (the lifecycle's)
+MemoryStatus = Literal["active", "superseded", "forgotten", "archived"]
+
+
+class MentionedEntity(BaseModel):
+    id: UUID
+    name: str = Field(description="the entity's canonical name")
+    entity_type: str
+    mention: str = Field(description="the words that named it in this memory")
+
+
+class MemoryLink(BaseModel):
+    target: UUID = Field(description="the linked memory")
+    type: str = Field(
+        description="temporal, semantic, entity, causes, caused_by, enables, prevents, "
+        "explicit (the link operation's) or reflection (a reflection and its sources)"
+    )
+    weight: float
+    relationship: str | None = Field(description="an explicit link's relationship")
+    label: str = Field(description="the start of the linked memory's text (80 characters)")
+    status: MemoryStatus = Field(description="the linked memory's status")
+
+
+class MemoryEvent(BaseModel):
+    event: str = Field(
+        description="added, merged, superseded, forgotten, restored, archived, linked, reflected…"
+    )
+    at: datetime
+    reason: str | None
+    actor: str = Field(description="who: api:<key id>, api, job:<name>")
+    related_id: UUID | None = Field(description="the other memory, where there is one")
+    details: dict[str, Any]
+
+
+class Memory(BaseModel):
+    """One memory in full, in any status (`GET /api/agents/{agent_id}/memories/{id}`)."""
+
+    id: UUID
+    agent_id: str
+    text: str
+    context: str | None
+    fact_type: UnitFactType
+    category: str | None
+    importance: float = Field(description="1 to 10")
+    event_date: datetime = Field(description="when it was said (the item's event date)")
+    occurred_start: datetime | None = Field(description="when what it tells happened, if known")
+    occurred_end: datetime | None
+    mentioned_at: datetime
+    created_at: datetime = Field(description="when it was stored")
+    confidence_score: float | None
+    metadata: dict[str, Any]
+    status: MemoryStatus = Field(description="only active memories are searched")
+    status_at: datetime | None = Field(description="when the status last changed")
+    status_reason: str | None
+    superseded_by: UUID | None = Field(description="the memory that replaced it (superseded)")
+    supersedes: UUID | None = Field(description="an opinion's: the version it revised")
+    evidence_count: int = Field(description="how many times the fact was stated")
+    embedded: bool = Field(description="its embedding is stored (semantic search finds it)")
+    document_id: str | None = Field(description="the source document (null: none, e.g. remember)")
+    item_index: int
+    access_count: int
+    last_accessed_at: datetime | None
+    entities: list[MentionedEntity]
+    links: list[MemoryLink] = Field(
+        description="its outgoing links: explicit ones first, then the strongest (50 at most)"
+    )
+    history: list[MemoryEvent] = Field(description="every change to it, oldest first")
+    replaced: list[UUID] = Field(description="the memories it superseded or absorbed")

@@ -2,8 +2,9 @@
 
 The API routes (and the MCP tools) call these with a tenant Scope, the client's agent id and an
 `actor` (who asks: "api:<key id>", "job:consolidate"…) written to every audit event. Each
-operation runs in one transaction under the agent's lifecycle lock, so two remembers of the
-same fact cannot both ADD it.
+write runs in one transaction under the agent's lifecycle lock, so two remembers of the same
+fact cannot both ADD it. The view (`view`) only reads, on the caller's connection: the write API
+serves it, with no model loaded.
 """
 
 from __future__ import annotations
@@ -395,18 +396,21 @@ class Memories:
         return {"memory_id": memory_id, "related_memory_id": related_id,
                 "relationship": relationship, "weight": weight}  # fmt: skip
 
-    # -------------------------------------------------------------------------------- view
-    def get(self, scope: Scope, agent_id: str, memory_id: UUID) -> dict[str, Any]:
-        """The memory in any status, with its history (events, oldest first), its links and the
-        memories it replaced."""
-        key = scope.key(agent_id)
-        with self.pool.connection() as conn:
-            rows = store.get_units(conn, key, [memory_id])
-            if not rows:
-                raise NotFound("memory_not_found", f"memory {memory_id} not found")
-            return {
-                **asdict(rows[0]),
-                "history": [asdict(e) for e in store.history(conn, memory_id)],
-                "links": [asdict(link) for link in store.links_of(conn, memory_id)],
-                "replaced": store.superseding(conn, memory_id),
-            }
+
+def view(conn: Connection[Any], scope: Scope, agent_id: str, memory_id: UUID) -> dict[str, Any]:
+    """One memory in full, in any status (`GET /api/agents/{agent_id}/memories/{id}`): its
+    text, dates, confidence and metadata, its lifecycle state (status, when and why it last
+    changed, what superseded it), source document and access counts; the entities it names;
+    its links (explicit first, then the strongest; 50 at most); its history (every audit
+    event, oldest first) and the memories it replaced. Reads only: no model, no lock."""
+    row = store.memory_detail(conn, scope.key(agent_id), memory_id)
+    if row is None:
+        raise NotFound("memory_not_found", f"memory {memory_id} not found for agent {agent_id}")
+    return {
+        **asdict(row),
+        "agent_id": agent_id,
+        "entities": [asdict(e) for e in store.entities_of(conn, memory_id)],
+        "links": [asdict(link) for link in store.links_of(conn, memory_id)],
+        "history": [asdict(e) for e in store.history(conn, memory_id)],
+        "replaced": store.superseding(conn, memory_id),
+    }

@@ -4,7 +4,8 @@ A page starts from seed units (the agent's newest, those that mention an entity,
 keyword matches of a text), follows each unit's strongest links `depth` hops out, and adds
 the entities the page's units mention most. Everything is bounded: nodes by `limit` (a fifth
 of it kept for entities), links followed by FANOUT per unit and hop, edges by EDGES_PER_NODE
-per node (the strongest). Nodes carry a short label; full rows come from `find_unit`.
+per node (the strongest). Nodes carry a short label; a memory in full is
+`lifecycle.memory_detail` (the memory's view).
 
 Paging walks the seeds: the cursor is the last seed's (event_date, id) for the recency and
 entity seeds, and an offset into the ranked matches for a text. Nodes reached by links may
@@ -311,38 +312,6 @@ def subgraph(
             for unit, entity in mentions
         ]
     return page
-
-
-def find_unit(conn: Connection[Any], agent_key: str, unit_id: UUID) -> dict[str, Any] | None:
-    """A memory unit in full (no embedding), with its entities, links and source document."""
-    unit: dict[str, Any] | None = conn.execute(
-        """
-        SELECT u.id, u.text, u.context, u.fact_type, u.event_date, u.occurred_start,
-               u.occurred_end, u.mentioned_at, u.confidence_score, u.metadata, u.created_at,
-               u.embedding IS NOT NULL AS embedded, d.document_id, u.item_index,
-               coalesce(a.access_count, 0) AS access_count
-        FROM memory_units u
-        LEFT JOIN documents d ON d.id = u.document_pk
-        LEFT JOIN memory_access a ON a.unit_id = u.id
-        WHERE u.id = %s AND u.agent_id = %s
-        """,
-        (unit_id, agent_key),
-    ).fetchone()
-    if unit is None:
-        return None
-    unit["entities"] = conn.execute(
-        "SELECT e.id, e.canonical_name AS name, e.entity_type, ue.mention "
-        "FROM unit_entities ue JOIN entities e ON e.id = ue.entity_id "
-        "WHERE ue.unit_id = %s ORDER BY e.canonical_name",
-        (unit_id,),
-    ).fetchall()
-    unit["links"] = conn.execute(
-        "SELECT l.to_unit AS target, l.link_type AS type, l.weight, left(t.text, %s) AS label "
-        "FROM memory_links l JOIN memory_units t ON t.id = l.to_unit "
-        "WHERE l.from_unit = %s ORDER BY l.weight DESC LIMIT 50",
-        (LABEL_CHARS, unit_id),
-    ).fetchall()
-    return unit
 
 
 def agent_sizes(conn: Connection[Any], tenant_id: str, limit: int = 1000) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
-"""The memory graph for the UI (seed 003 `GET /api/graph`), the agent list with sizes, and one
-memory unit in full. Pages are bounded and seeded by recency, an entity, or a text's best
-keyword matches (ranked here by the keyword retriever; `store.graph` builds the page)."""
+"""The memory graph for the UI (seed 003 `GET /api/graph`) and the agent list with sizes (a
+memory in full, the node a client clicks: `memora.lifecycle.memory.view`). Pages are bounded
+and seeded by recency, an entity, or a text's best keyword matches (ranked here by the keyword
+retriever; `store.graph` builds the page)."""
 
 from __future__ import annotations
 
@@ -87,11 +88,3 @@ def agent_sizes(conn: Connection[Any], scope: Scope) -> list[dict[str, Any]]:
     for row in rows:
         row["agent_id"] = scope.agent_id(row["agent_id"])
     return rows
-
-
-def memory(conn: Connection[Any], scope: Scope, agent_id: str, memory_id: UUID) -> dict[str, Any]:
-    """One memory unit in full: text, dates, entities, strongest links and source document."""
-    row = graph.find_unit(conn, scope.key(agent_id), memory_id)
-    if row is None:
-        raise NotFound("not_found", f"memory {memory_id} not found for agent {agent_id}")
-    return {**row, "agent_id": agent_id}

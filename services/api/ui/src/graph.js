@@ -222,8 +222,10 @@ export class GraphView {
       panel.append(el("p", { class: "error" }, error.message));
       return;
     }
+    const changed = memory.status === "active" ? "" : ` ${when(memory.status_at)}`;
     const rows = [
       ["Fact type", el("span", { class: `pill ${memory.fact_type}` }, memory.fact_type)],
+      ["Status", `${memory.status}${changed}${memory.status_reason ? ` · ${memory.status_reason}` : ""}`],
       ["Said", when(memory.event_date)],
       ["Happened", memory.occurred_start
         ? `${when(memory.occurred_start)}${memory.occurred_end ? ` → ${when(memory.occurred_end)}` : ""}`
@@ -243,7 +245,13 @@ export class GraphView {
       el("h3", {}, `Links (${memory.links.length})`),
       el("ul", { class: "list links" }, memory.links.slice(0, 15).map((l) =>
         el("li", {}, el("span", { class: "link-type", style: `border-color:${edgeColor(l.type)}` }, l.type),
-          ` ${l.weight.toFixed(2)} · ${l.label}`))),
+          ` ${l.weight.toFixed(2)} · ${l.label}${l.relationship ? ` (${l.relationship})` : ""}`))),
+      ...(memory.history.length ? [
+        el("h3", {}, `History (${memory.history.length})`),
+        el("ul", { class: "list history" }, memory.history.map((e) =>
+          el("li", {}, el("span", { class: "muted" }, when(e.at)), ` ${e.event}`,
+            e.reason ? ` · ${e.reason}` : "", el("span", { class: "muted" }, ` · ${e.actor}`)))),
+      ] : []),
       el("div", { class: "actions" },
         el("button", { onclick: () => this.expandUnit(node, memory) }, "Expand neighbours")),
     );

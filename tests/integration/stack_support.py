@@ -1,0 +1,76 @@
+"""The deployed topology in-process: the query service and the write API (forwarding to it, as
+under `memora serve`, docker compose and Kubernetes), each under a real uvicorn server on a
+free port of 127.0.0.1, on the suite's PostgreSQL with the pipeline run inline. Clients call
+the write API's port, the README's, for everything."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from memora.basics.config import Settings
+from memora.pipeline.backend import InlineBackend
+from tests.conftest import wait_until
+
+
+def serve(app: Any) -> tuple[str, uvicorn.Server, threading.Thread]:
+    """`app` under uvicorn in a thread, started: its URL, server and thread."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, timeout=60)
+    return f"http://127.0.0.1:{port}", server, thread
+
+
+@dataclass(frozen=True)
+class Topology:
+    url: str  # the write API's: the one clients call
+    query_url: str
+    query: FastAPI  # the query service's app, started (its state: retriever, memories…)
+
+
+@contextmanager
+def topology(settings: Settings, pool: Any, pipeline: Any) -> Iterator[Topology]:
+    """The query service and the write API forwarding to it, both serving until the end."""
+    from services.api import app as write_app
+    from services.api import query_app
+
+    query = query_app.create_app(settings, pool=pool)
+    query_url, query_server, query_thread = serve(query)
+    write = write_app.create_app(
+        settings.model_copy(update={"query_url": query_url}),
+        pool=pool,
+        backend=InlineBackend(pipeline),
+    )
+    url, server, thread = serve(write)
+    try:
+        yield Topology(url, query_url, query)
+    finally:
+        for s, t in ((server, thread), (query_server, query_thread)):
+            s.should_exit = True
+            t.join(10)
+
+
+def stack(settings: Settings, pool: Any, pipeline: Any) -> Iterator[str]:
+    """`topology` for a fixture: yields the write API's URL."""
+    with topology(settings, pool, pipeline) as t:
+        yield t.url
+
+
+class Client(httpx.Client):
+    """A client of the README's port in a `topology`; `app`: the query service's app."""
+
+    def __init__(self, t: Topology) -> None:
+        super().__init__(base_url=t.url, timeout=120)
+        self.app = t.query
