@@ -71,6 +71,10 @@ def test_serve_starts_everything_and_sigterm_stops_every_process() -> None:
         assert _gone(pg_pid)
         assert not _listening(port) and not _listening(query_port)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # a failed assertion: stop the stack as Ctrl-C would, so
+            proc.send_signal(signal.SIGTERM)  # that its children do not outlive the test
+            try:
+                proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
