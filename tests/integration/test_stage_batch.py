@@ -145,7 +145,7 @@ def batching_stack(settings: Settings, redis_url: str, data_dir: Path) -> Iterat
         # can take longer, and its redelivery (a second attempt) is not what this test is about
         extra_env={
             **WORKER_ENV,
-            "MEMORA_STAGE_BATCH_WAIT_MS": "200",
+            "MEMORA_STAGE_BATCH_WAIT_MS": "1000",  # wide enough for a loaded machine
             "MEMORA_VISIBILITY_TIMEOUT": "120",
         },
     )
