@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,6 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from memora.basics.config import Settings
+from memora.infra.embedded import free_port
 from memora.pipeline.backend import InlineBackend
 from tests.conftest import wait_until
 
@@ -74,3 +76,31 @@ class Client(httpx.Client):
     def __init__(self, t: Topology) -> None:
         super().__init__(base_url=t.url, timeout=120)
         self.app = t.query
+
+
+@contextmanager
+def process_stack(
+    settings: Settings, name: str, redis_db: int, log_dir: Path, **updates: Any
+) -> Iterator[Any]:
+    """The whole stack as `memora serve` runs it (API, query service, a worker per stage; no
+    beat), as processes on free ports with a Redis database of its own; yielded once ready.
+    `updates` are settings; `env` among them is extra environment for the processes."""
+    from services.cli.stack import Stack
+
+    env: dict[str, str] = updates.pop("env", {})
+    s = settings.model_copy(
+        update={
+            "broker_url": f"{settings.broker.rsplit('/', 1)[0]}/{redis_db}",
+            "data_dir": settings.data_dir / name,
+            "port": free_port(),
+            "query_port": free_port(),
+            **updates,
+        }
+    )
+    stack = Stack(s, with_beat=False, log_dir=log_dir, extra_env=env)
+    try:
+        stack.start()
+        stack.wait_ready()
+        yield stack
+    finally:
+        stack.stop()

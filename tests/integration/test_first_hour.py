@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from memora.basics.config import Settings
-from memora.infra.embedded import free_port
 from tests.conftest import wait_until
+from tests.integration.stack_support import process_stack
 
 pytestmark = pytest.mark.integration
 
@@ -36,24 +36,10 @@ DOCUMENTED = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 def served(
     settings: Settings, redis_url: str, data_dir: Path, fake_llm_server: Any
 ) -> Iterator[Any]:
-    from services.cli.stack import Stack
-
-    s = settings.model_copy(
-        update={
-            "broker_url": redis_url.rsplit("/", 1)[0] + "/6",
-            "data_dir": data_dir / "served",
-            "port": free_port(),
-            "query_port": free_port(),
-        }
-    )
     env = {"MEMORA_LLM_BASE_URL": fake_llm_server.base_url, "MEMORA_EXTRACTOR": "local"}
-    stack = Stack(s, with_beat=False, log_dir=data_dir / "served-logs", extra_env=env)
-    try:
-        stack.start()
-        stack.wait_ready()
+    s = settings.model_copy(update={"broker_url": redis_url, "data_dir": data_dir})
+    with process_stack(s, "served", 6, data_dir / "served-logs", env=env) as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 def test_after_ready_the_first_requests_succeed(served: Any) -> None:

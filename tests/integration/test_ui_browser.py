@@ -23,9 +23,9 @@ from pydantic import SecretStr
 
 from memora.basics.config import Settings
 from memora.extraction.llm import MARKER
-from memora.infra.embedded import free_port
 from tests.conftest import wait_until
 from tests.fakes import FakeOpenAI, Reply
+from tests.integration.stack_support import process_stack
 from tests.integration.test_llm_extraction import WORKER_LLM_ENV
 
 pytestmark = pytest.mark.integration
@@ -133,31 +133,21 @@ def ui_stack(
     settings: Settings, redis_url: str, data_dir: Path, fake_llm_server: FakeOpenAI
 ) -> Iterator[Any]:
     """The whole stack as processes on free ports, with its own Redis database."""
-    from services.cli.stack import Stack
-
-    stack_settings = settings.model_copy(
-        update={
-            "broker_url": redis_url.rsplit("/", 1)[0] + "/5",
-            "llm_base_url": fake_llm_server.base_url,
-            "data_dir": data_dir / "ui-stack",
-            "port": free_port(),
-            "query_port": free_port(),
-            "admin_key": SecretStr(ADMIN_KEY),
-        }
-    )
     env = WORKER_LLM_ENV | {
         "MEMORA_LLM_BASE_URL": fake_llm_server.base_url,
         "MEMORA_ADMIN_KEY": ADMIN_KEY,
     }
-    stack = Stack(
-        stack_settings, with_beat=False, log_dir=data_dir / "ui-stack-logs", extra_env=env
-    )
-    try:
-        stack.start()
-        stack.wait_ready()
+    s = settings.model_copy(update={"broker_url": redis_url, "data_dir": data_dir})
+    with process_stack(
+        s,
+        "ui-stack",
+        5,
+        data_dir / "ui-stack-logs",
+        llm_base_url=fake_llm_server.base_url,
+        admin_key=SecretStr(ADMIN_KEY),
+        env=env,
+    ) as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 def _ingest(base: str, document_id: str) -> str:
