@@ -297,3 +297,17 @@ def test_wait_for_raises_on_failure_and_on_timeout() -> None:
 def test_the_package_exports_its_names() -> None:
     for name in memora_client.__all__:
         assert hasattr(memora_client, name)
+
+
+def test_an_http_client_of_ones_own_is_used_and_left_open() -> None:
+    own = httpx.Client(
+        base_url="http://memora",
+        headers={"X-API-Key": "k2"},
+        transport=_mock(
+            lambda r: httpx.Response(200, json={**OPERATION, "agent_id": r.headers["x-api-key"]})
+        ),
+    )
+    with MemoraClient(http_client=own) as client:
+        assert client.operation(OPERATION["id"]).agent_id == "k2"
+    assert not own.is_closed
+    own.close()

@@ -32,7 +32,9 @@ class MemoraClient:
     `timeout`: seconds per request (or an `httpx.Timeout`); `max_retries`, `backoff`,
     `max_backoff`: retries of 429 and 503 answers, after their `Retry-After` when they give
     one, else with exponential back-off. `headers` are added to every request; `transport`
-    replaces httpx's (tests, proxies).
+    replaces httpx's (tests, proxies). `http_client`: an httpx client of your own (its base
+    URL, headers, timeout and connections), used instead of a new one and not closed by
+    `close()`; `base_url`, `api_key`, `timeout`, `headers` and `transport` are then ignored.
 
     Use it as a context manager, or call `close()`::
 
@@ -56,9 +58,11 @@ class MemoraClient:
         max_backoff: float = 30.0,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
+        http_client: httpx.Client | None = None,
     ) -> None:
         self.retry = c.RetryPolicy(max_retries, backoff, max_backoff)
-        self._http = httpx.Client(
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(
             base_url=base_url.rstrip("/"),
             timeout=timeout,
             headers=c.headers(api_key, headers),
@@ -77,8 +81,9 @@ class MemoraClient:
         self.close()
 
     def close(self) -> None:
-        """Closes the connections."""
-        self._http.close()
+        """Closes the connections (not those of an `http_client` given to the constructor)."""
+        if self._owns_http:
+            self._http.close()
 
     def _send(self, call: c.Call[Any]) -> httpx.Response:
         try:

@@ -6,6 +6,8 @@ machine-readable part (`not_found`, `validation_error`, `rate_limited`, ...).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -125,15 +127,20 @@ _BY_STATUS: dict[int, type[APIError]] = {
 
 
 def retry_after(response: httpx.Response) -> float | None:
-    """The Retry-After header in seconds (delay-seconds only; an HTTP date is ignored)."""
-    value = response.headers.get("retry-after")
-    if value is None:
+    """Seconds from a Retry-After header (delay-seconds or an HTTP date, RFC 9110 §10.2.3; a
+    date in the past is 0); None without one, or with one that cannot be read."""
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
         return None
+    if value.isdigit():
+        return float(value)
     try:
-        seconds = float(value)
-    except ValueError:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
         return None
-    return max(seconds, 0.0)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def error_from(response: httpx.Response) -> APIError:
