@@ -206,3 +206,25 @@ def test_the_async_client(url: str, agent_id: str) -> None:
                 await memora.operation(uuid4())
 
     asyncio.run(run())
+
+
+def test_the_api_key_is_sent_and_a_missing_one_is_401(settings: Settings, pool: Any) -> None:
+    from pydantic import SecretStr
+
+    from services.api import app as write_app
+
+    key = "client-test-admin-key-0123456789"
+    secured = settings.model_copy(
+        update={"auth_required": True, "admin_key": SecretStr(key), "auth_failure_limit": ""}
+    )
+    url, server, thread = serve(write_app.create_app(secured, pool=pool))
+    try:
+        with MemoraClient(url, api_key=key) as memora:
+            assert memora.list_documents("someone").documents == []
+        for anonymous in (MemoraClient(url), MemoraClient(url, api_key="not-a-key")):
+            with anonymous, pytest.raises(errors.AuthenticationError) as e:
+                anonymous.list_documents("someone")
+            assert (e.value.status, e.value.code) == (401, "unauthorized")
+    finally:
+        server.should_exit = True
+        thread.join(10)
