@@ -57,7 +57,9 @@ FROM torch-${TORCH_VARIANT} AS app
 COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY services ./services
-RUN pip install --no-deps . \
+# the Python client (`memora backfill` posts through it); its dependencies are in the lock
+COPY clients/python ./clients/python
+RUN pip install --no-deps . ./clients/python \
     && pip check \
     && useradd --uid 10001 --create-home --home-dir /home/memora memora \
     && mkdir -p /var/lib/memora /tmp/prometheus \

@@ -15,11 +15,13 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup lock demo test lint bench-ingest bench-retrieval bench-latency bench-cross-encoder bench-cross-encoder-service loadtest
 
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml clients/python/pyproject.toml requirements.lock
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(FIND_TORCH) -r requirements.lock
 	$(PY) -m pip install --quiet --no-deps -e .
+	# the Python client (clients/python, published on its own): its dependencies are in the lock
+	$(PY) -m pip install --quiet --no-deps -e clients/python
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -42,7 +44,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	PYTHONPATH=shared:. $(VENV)/bin/lint-imports
+	PYTHONPATH=shared:.:clients/python $(VENV)/bin/lint-imports
+	$(PY) clients/python/scripts/generate_async.py --check
 
 # Headless locust run against an embedded stack it starts itself (docs/loadtests.md), e.g.
 #   make loadtest LOADTEST_ARGS="--scenario mixed --users 8 --run-time 5m"

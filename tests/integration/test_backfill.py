@@ -62,16 +62,18 @@ def counts(pool: Any, agent: str) -> dict[str, int]:
 
 
 class InterruptAfter:
-    """An HTTP client that raises KeyboardInterrupt (Ctrl-C) from the n-th POST on."""
+    """An HTTP client that raises KeyboardInterrupt (Ctrl-C) from the n-th POST on (memora_client
+    sends through `request`, the backpressure check through `get`)."""
 
     def __init__(self, client: Any, posts: int) -> None:
         self.client, self.left = client, posts
 
-    def post(self, *args: Any, **kwargs: Any) -> Any:
-        if self.left <= 0:
-            raise KeyboardInterrupt
-        self.left -= 1
-        return self.client.post(*args, **kwargs)
+    def request(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "POST":
+            if self.left <= 0:
+                raise KeyboardInterrupt
+            self.left -= 1
+        return self.client.request(method, *args, **kwargs)
 
     def get(self, *args: Any, **kwargs: Any) -> Any:
         return self.client.get(*args, **kwargs)

@@ -1,22 +1,26 @@
-"""Posting one document to the write API: transient failures retried (tenacity) after the
-server's Retry-After, else with exponential back-off; a refused document reported, not raised."""
+"""Posting one document to the write API through memora_client (`store_batch`): transient
+failures retried (tenacity) after the server's Retry-After, else with exponential back-off; a
+refused document reported, not raised. The backfill keeps its own retry policy (408 and every
+5xx too, waits cut short by Ctrl-C, Retry-After waits counted), so the client's is off."""
 
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import httpx
+from pydantic import ValidationError
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 from tenacity import wait_exponential as exponential
 
 from memora.interchange.archives import Document
+from memora_client import APIError, MemoraClient, MemoraConnectionError
+from memora_client.errors import retry_after
 from services.cli.backfill.options import BackfillError
 from services.cli.backfill.summary import Summary
 
 RETRIED_STATUSES = (408, 429)  # and every 5xx
+__all__ = ["Posted", "Poster", "connect", "retry_after"]  # retry_after: the client's
 MAX_RETRY_AFTER = 300.0  # seconds: a longer Retry-After is waited this long, then retried
 
 
@@ -34,20 +38,6 @@ class _Retryable(Exception):
     def __init__(self, problem: str, retry_after: float | None = None) -> None:
         super().__init__(problem)
         self.retry_after = retry_after
-
-
-def retry_after(response: httpx.Response) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None without one."""
-    value = response.headers.get("retry-after", "").strip()
-    if not value:
-        return None
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def connect(api_url: str, timeout: float, api_key: str | None = None) -> httpx.Client:
@@ -71,22 +61,15 @@ class Poster:
         *,
         append: bool = False,
     ) -> None:
-        self.client = client
+        self.memora = MemoraClient(http_client=client, max_retries=0)
         self.append = append
-        self.headers = {"X-Memora-Priority": priority}
+        self.backfill = priority == "backfill"
         self.retries = retries
         self.summary = summary
         self.stop = stop
         self._lock = threading.Lock()
 
     def post(self, doc: Document) -> Posted:
-        body = {
-            "agent_id": doc.agent_id,
-            "document_id": doc.conversation if self.append else doc.document_id,
-            "items": [i.model_dump(mode="json", exclude_none=True) for i in doc.items],
-        }
-        if self.append:
-            body["update_mode"] = "append"
         retrying = Retrying(
             retry=retry_if_exception_type(_Retryable),
             stop=stop_after_attempt(self.retries + 1),
@@ -95,24 +78,36 @@ class Poster:
             reraise=True,
         )
         try:
-            return retrying(self._attempt, body)
+            return retrying(self._attempt, doc)
         except _Retryable as exc:
             raise BackfillError(f"cannot post {doc.document_id!r}: {exc}") from exc
 
-    def _attempt(self, body: dict[str, Any]) -> Posted:
+    def _attempt(self, doc: Document) -> Posted:
         try:
-            r = self.client.post("/api/memories/batch", json=body, headers=self.headers)
-        except httpx.TransportError as exc:
-            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
-        if r.status_code == 200:
-            answer = r.json()
-            return Posted(str(answer["status"]), str(answer["operation_id"]), None)
-        if r.status_code in (401, 403):  # every other document would fail the same way
-            raise BackfillError(f"the API refused the key: HTTP {r.status_code} {r.text[:200]}")
-        if r.status_code >= 500 or r.status_code in RETRIED_STATUSES:
-            wait = retry_after(r) if r.status_code in (429, 503) else None
-            raise _Retryable(f"HTTP {r.status_code}: {r.text[:200]}", wait)
-        return Posted("failed", None, f"HTTP {r.status_code}: {r.text[:500]}")
+            answer = self.memora.store_batch(
+                doc.agent_id,
+                [i.model_dump(mode="json", exclude_none=True) for i in doc.items],
+                doc.conversation if self.append else doc.document_id,
+                update_mode="append" if self.append else "replace",
+                backfill=self.backfill,
+            )
+        except MemoraConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise _Retryable(f"{type(cause).__name__}: {cause}") from exc
+        except APIError as exc:
+            return self._refused(exc)
+        except ValidationError as exc:  # an item the API's model would refuse as well
+            return Posted("failed", None, f"invalid document: {exc}"[:500])
+        return Posted(answer.status, str(answer.operation_id), None)
+
+    def _refused(self, exc: APIError) -> Posted:
+        status, text = exc.status, exc.response.text if exc.response is not None else str(exc)
+        if status in (401, 403):  # every other document would fail the same way
+            raise BackfillError(f"the API refused the key: HTTP {status} {text[:200]}")
+        if status >= 500 or status in RETRIED_STATUSES:
+            wait = exc.retry_after if status in (429, 503) else None
+            raise _Retryable(f"HTTP {status}: {text[:200]}", wait)
+        return Posted("failed", None, f"HTTP {status}: {text[:500]}")
 
     def _wait(self, state: RetryCallState) -> float:
         """The server's Retry-After when it sent one (capped), else exponential back-off."""

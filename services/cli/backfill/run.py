@@ -29,6 +29,7 @@ from rich.progress import (
 
 from memora.basics.stages import TERMINAL, OperationStatus
 from memora.interchange.archives import Checkpoint, Document, Format, detect_format, read_documents
+from memora_client import MemoraError
 from services.cli.backfill.backpressure import Backpressure
 from services.cli.backfill.checkpoint import resume
 from services.cli.backfill.options import BackfillError, BackfillOptions
@@ -240,9 +241,8 @@ class Backfill:
     def _status(self, operation_id: str) -> str | None:
         """The operation's status; None when the API cannot tell now."""
         try:
-            r = self.client.get(f"/api/operations/{operation_id}")
-            return r.json().get("status") if r.status_code == 200 else None
-        except httpx.HTTPError:
+            return self.poster.memora.operation(operation_id).status
+        except MemoraError:
             return None
 
 

@@ -1,0 +1,379 @@
+"""The asynchronous client, generated from memora_client/_sync.py by
+clients/python/scripts/generate_async.py: do not edit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+from uuid import UUID
+
+import httpx
+import tenacity
+
+from memora_client import _calls as c
+from memora_client import models as m
+from memora_client.errors import (
+    MemoraConnectionError,
+    OperationFailedError,
+    OperationTimeoutError,
+    error_from,
+)
+
+T = TypeVar("T")
+
+
+class AsyncMemoraClient:
+    """A client of Memora's HTTP API (the write API's port, which serves every route).
+
+    `base_url`: e.g. `http://localhost:8080`; `api_key`: sent as `Authorization: Bearer`;
+    `timeout`: seconds per request (or an `httpx.Timeout`); `max_retries`, `backoff`,
+    `max_backoff`: retries of 429 and 503 answers, after their `Retry-After` when they give
+    one, else with exponential back-off. `headers` are added to every request; `transport`
+    replaces httpx's (tests, proxies). `http_client`: an httpx client of your own (its base
+    URL, headers, timeout and connections), used instead of a new one and not closed by
+    `close()`; `base_url`, `api_key`, `timeout`, `headers` and `transport` are then ignored.
+
+    Use it as an async context manager, or await `close()`::
+
+        async with AsyncMemoraClient("http://localhost:8080") as memora:
+            accepted = await memora.store_batch("maya", ["Maya is planning a trip to Kyoto."])
+            await memora.wait_for(accepted.operation_id)
+            found = await memora.search("maya", "Where is Maya going?")
+            print([hit.text for hit in found.results])
+
+    Errors are exceptions from `memora_client.errors`, carrying the API's error `code`.
+    """
+
+    def __init__(
+        self,
+        base_url: str = "http://localhost:8080",
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = 30.0,
+        *,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.retry = c.RetryPolicy(max_retries, backoff, max_backoff)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            timeout=timeout,
+            headers=c.headers(api_key, headers),
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> AsyncMemoraClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes the connections (not those of an `http_client` given to the constructor)."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def _send(self, call: c.Call[Any]) -> httpx.Response:
+        try:
+            response = await self._http.request(
+                call.method, call.path, json=call.json, params=call.params, headers=call.headers
+            )
+        except httpx.TransportError as exc:
+            raise MemoraConnectionError(f"{call.method} {call.path}: {exc!r}") from exc
+        if response.is_error:
+            raise error_from(response)
+        return response
+
+    async def _request(self, call: c.Call[T]) -> T:
+        retrying = tenacity.AsyncRetrying(**self.retry.options())
+        response: httpx.Response = await retrying(self._send, call)
+        return call.parse(response)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Any route, e.g. `request("GET", "/api/queues")`: its JSON answer, untyped (errors
+        and retries as for every method)."""
+        return await self._request(c.raw(method, path, json, params))
+
+    # ---------------------------------------------------------------------------- writes
+    async def store_batch(
+        self,
+        agent_id: str,
+        items: Sequence[c.ItemLike],
+        document_id: str | None = None,
+        *,
+        title: str | None = None,
+        update_mode: Literal["replace", "append"] = "replace",
+        backfill: bool = False,
+    ) -> m.BatchAccepted:
+        """Stores raw items (`POST /api/memories/batch`); extraction runs in the background as
+        the answer's `operation_id` (see `wait_for`). Items are `MemoryItem`s, dicts of their
+        fields, or plain strings (the content). Idempotent per `document_id`: the same content
+        again is `unchanged`, other content `replaced`; `update_mode="append"` adds the items
+        to the document as new messages. `backfill=True` processes on the backfill queues."""
+        return await self._request(
+            c.store_batch(agent_id, items, document_id, title, update_mode, backfill)
+        )
+
+    async def append_messages(
+        self,
+        agent_id: str,
+        conversation_id: str,
+        messages: Sequence[c.MessageLike],
+        *,
+        title: str | None = None,
+        backfill: bool = False,
+    ) -> m.AppendAccepted:
+        """Appends messages to a live conversation (created on first use). Each message needs
+        `message_id` and `role`; an id already stored is skipped (safe retries), the same id
+        with other content is a `ConflictError` (`message_conflict`)."""
+        return await self._request(
+            c.append_messages(agent_id, conversation_id, messages, title, backfill)
+        )
+
+    async def operation(self, operation_id: str | UUID) -> m.Operation:
+        """An operation's status and stages; `NotFoundError` for an id of another tenant."""
+        return await self._request(c.operation(operation_id))
+
+    async def operations(
+        self,
+        agent_id: str | None = None,
+        *,
+        status: m.OperationStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> m.OperationList:
+        """The tenant's operations, newest first; pass `next_cursor` as `cursor` to page on."""
+        return await self._request(c.operations(agent_id, status, limit, cursor))
+
+    async def wait_for(
+        self,
+        operation_id: str | UUID,
+        timeout: float = 120.0,
+        *,
+        interval: float = 0.5,
+        raise_on_failure: bool = True,
+    ) -> m.Operation:
+        """Polls the operation until it is completed, failed or superseded, and returns it.
+
+        Raises `OperationTimeoutError` after `timeout` seconds, and `OperationFailedError` when
+        it ended `failed` (unless `raise_on_failure=False`)."""
+        deadline = c.monotonic() + timeout
+        while True:
+            op = await self.operation(operation_id)
+            if op.finished:
+                if op.status == "failed" and raise_on_failure:
+                    raise OperationFailedError(op)
+                return op
+            left = deadline - c.monotonic()
+            if left <= 0:
+                raise OperationTimeoutError(op, timeout)
+            await asyncio.sleep(min(interval, left))
+
+    async def memory(self, agent_id: str, memory_id: str | UUID) -> m.Memory:
+        """One memory in full, in any status: entities, links and history included."""
+        return await self._request(c.memory(agent_id, memory_id))
+
+    # ------------------------------------------------------------------------- documents
+    async def list_documents(
+        self, agent_id: str, *, limit: int = 100, offset: int = 0
+    ) -> m.DocumentList:
+        """The agent's documents (conversations included), with their counts and status."""
+        return await self._request(c.list_documents(agent_id, limit, offset))
+
+    async def get_document(self, agent_id: str, document_id: str) -> m.DocumentDetail:
+        """One document with its raw items exactly as they were stored."""
+        return await self._request(c.get_document(agent_id, document_id))
+
+    async def delete_document(self, agent_id: str, document_id: str) -> m.DocumentDeleted:
+        """Hard delete of the document and everything extracted from it (idempotent)."""
+        return await self._request(c.delete_document(agent_id, document_id))
+
+    # ----------------------------------------------------------------------------- reads
+    async def search(
+        self,
+        agent_id: str,
+        query: str,
+        top_k: int = 10,
+        *,
+        fact_type: Sequence[m.FactType] | None = None,
+        thinking_budget: int = 100,
+        reranker: m.Reranker = "heuristic",
+        max_tokens: int | None = None,
+        reference_time: datetime | None = None,
+        filters: c.Filters | None = None,
+        trace: bool = False,
+    ) -> m.SearchResponse:
+        """Fused retrieval over the agent's memories (`POST /api/search`): `results` with
+        `id`, `text`, `weight`, `fact_type`, dates and metadata. `fact_type` limits it to some
+        networks; `filters` as the API's (metadata equality, `tags`, `time`)."""
+        return await self._request(
+            c.search(
+                agent_id,
+                query,
+                top_k,
+                fact_type,
+                thinking_budget,
+                reranker,
+                max_tokens,
+                reference_time,
+                filters,
+                trace,
+            )
+        )
+
+    async def think(
+        self,
+        agent_id: str,
+        query: str,
+        *,
+        thinking_budget: int = 50,
+        top_k: int = 10,
+        reranker: m.Reranker = "heuristic",
+        context: str | None = None,
+        filters: c.Filters | None = None,
+    ) -> m.ThinkResponse:
+        """An answer in the agent's voice from its memories (needs the server's LLM), what it
+        was `based_on` per network, and the opinions it formed."""
+        return await self._request(
+            c.think(agent_id, query, thinking_budget, top_k, reranker, context, filters)
+        )
+
+    async def conversation_search(
+        self,
+        agent_id: str,
+        query: str,
+        limit: int = 5,
+        *,
+        conversation_id: str | None = None,
+        time_range: c.TimeRangeLike = None,
+        roles: Sequence[m.Role] | None = None,
+        min_score: float | None = None,
+    ) -> m.ConversationSearchResponse:
+        """Hybrid search over the raw messages of the agent's conversations, one result per
+        message; `time_range` is a `TimeRange` or a `(start, end)` pair."""
+        return await self._request(
+            c.conversation_search(
+                agent_id, query, limit, conversation_id, time_range, roles, min_score
+            )
+        )
+
+    # ------------------------------------------------------------------------- lifecycle
+    async def remember(
+        self,
+        agent_id: str,
+        content: str,
+        *,
+        category: str | None = None,
+        importance: float | None = None,
+        related_to: Sequence[str | UUID] = (),
+    ) -> m.RememberResponse:
+        """Stores one memory now: `decision` is ADD, SKIP (same text), MERGE (a near-duplicate)
+        or SUPERSEDE (a changed attribute)."""
+        return await self._request(c.remember(agent_id, content, category, importance, related_to))
+
+    async def forget(
+        self,
+        agent_id: str,
+        memory_id: str | UUID | None = None,
+        *,
+        query: str | None = None,
+        reason: str | None = None,
+        dry_run: bool = False,
+        confirm: bool = False,
+    ) -> m.ForgetResponse:
+        """Soft delete, by id or by query (`dry_run` lists what would go; more matches than
+        the server's cap need `confirm`). Restorable for `restorable_for_days`."""
+        return await self._request(c.forget(agent_id, memory_id, query, reason, dry_run, confirm))
+
+    async def restore(self, agent_id: str, memory_id: str | UUID) -> dict[str, Any]:
+        """A forgotten (within the retention), archived or superseded memory: active again."""
+        return await self._request(c.restore(agent_id, memory_id))
+
+    async def recall(
+        self,
+        agent_id: str,
+        query: str,
+        limit: int = 10,
+        *,
+        time_range: c.TimeRangeLike = None,
+        categories: Sequence[str] | None = None,
+        include_reflections: bool = True,
+    ) -> m.RecallResponse:
+        """Memories reranked by relevance, recency, importance and frequency."""
+        return await self._request(
+            c.recall(agent_id, query, limit, time_range, categories, include_reflections)
+        )
+
+    async def reflect(
+        self,
+        agent_id: str,
+        topic: str | None = None,
+        *,
+        depth: Literal["shallow", "deep"] = "shallow",
+    ) -> m.ReflectResponse:
+        """Insights drawn from related memories, stored as reflections (needs the LLM)."""
+        return await self._request(c.reflect(agent_id, topic, depth))
+
+    async def link(
+        self,
+        agent_id: str,
+        memory_id: str | UUID,
+        related_memory_id: str | UUID,
+        relationship: str = "related_to",
+        *,
+        weight: float = 1.0,
+    ) -> m.LinkResponse:
+        """A typed link between two memories, both ways, that graph retrieval follows."""
+        return await self._request(
+            c.link(agent_id, memory_id, related_memory_id, relationship, weight)
+        )
+
+    # -------------------------------------------------------------------------- profiles
+    async def list_agents(self, *, limit: int = 1000, offset: int = 0) -> m.AgentList:
+        """The tenant's agents with their profiles."""
+        return await self._request(c.list_agents(limit, offset))
+
+    async def get_profile(self, agent_id: str) -> m.AgentProfile:
+        """The agent's personality and background (created with defaults if new)."""
+        return await self._request(c.get_profile(agent_id))
+
+    async def update_profile(
+        self,
+        agent_id: str,
+        *,
+        personality: m.Personality | Mapping[str, float] | None = None,
+        background: str | None = None,
+    ) -> m.AgentProfile:
+        """Creates or updates the agent: personality traits merge over the current ones,
+        `background` replaces it."""
+        return await self._request(c.update_profile(agent_id, personality, background))
+
+    async def opinions(self, agent_id: str, *, limit: int = 100, offset: int = 0) -> m.OpinionList:
+        """The agent's current opinions (latest version of each), newest first."""
+        return await self._request(c.opinions(agent_id, limit, offset))
+
+    async def opinion_history(self, agent_id: str, opinion_id: str | UUID) -> m.OpinionHistory:
+        """Every version of an opinion, oldest first."""
+        return await self._request(c.opinion_history(agent_id, opinion_id))
+
+    async def delete_agent(self, agent_id: str) -> m.AgentDeleted:
+        """Hard delete of the agent and all its data (idempotent)."""
+        return await self._request(c.delete_agent(agent_id))

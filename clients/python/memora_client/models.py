@@ -1,0 +1,433 @@
+"""Typed request and response models, field for field the API's (services/api/schemas).
+
+Response models accept fields a newer server adds (`extra="allow"`), so an older client keeps
+working; request models forbid unknown fields, as the API does.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FactType = Literal["world", "agent", "opinion"]
+Role = Literal["user", "assistant", "system", "tool"]
+Reranker = Literal["heuristic", "cross-encoder"]
+OperationStatus = Literal["queued", "running", "completed", "failed", "superseded"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "superseded"})
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Response(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+# ------------------------------------------------------------------------------ requests
+class MemoryItem(Request):
+    """One piece of raw content: a message, a turn, or a whole transcript."""
+
+    content: str
+    context: str | None = None
+    event_date: datetime | None = None
+    speaker: str | None = None
+    metadata: dict[str, str | int | float | bool | list[str] | None] = Field(default_factory=dict)
+    message_id: str | None = Field(
+        default=None, description="unique within its document; default: its position"
+    )
+    role: Role | None = None
+
+
+class Message(MemoryItem):
+    """A message of a live conversation: `message_id` and `role` are required."""
+
+    message_id: str
+    role: Role
+
+
+class BatchRequest(Request):
+    agent_id: str
+    items: list[MemoryItem]
+    document_id: str | None = None
+    title: str | None = None
+    update_mode: Literal["replace", "append"] = "replace"
+
+
+class AppendRequest(Request):
+    messages: list[Message]
+    title: str | None = None
+
+
+class SearchRequest(Request):
+    agent_id: str
+    query: str
+    thinking_budget: int = 100
+    top_k: int = 10
+    reranker: Reranker = "heuristic"
+    trace: bool = False
+    max_tokens: int | None = None
+    reference_time: datetime | None = None
+    filters: dict[str, Any] | None = None
+    fact_type: list[FactType] | None = None
+
+
+class ThinkRequest(Request):
+    agent_id: str
+    query: str
+    thinking_budget: int = 50
+    top_k: int = 10
+    reranker: Reranker = "heuristic"
+    context: str | None = None
+    filters: dict[str, Any] | None = None
+
+
+class TimeRange(Request):
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+class ConversationSearchRequest(Request):
+    agent_id: str
+    query: str
+    limit: int = 5
+    document_id: str | None = None
+    time_range: TimeRange | None = None
+    roles: list[Role] | None = None
+    min_score: float | None = None
+
+
+class RememberRequest(Request):
+    content: str
+    category: str | None = None
+    importance: float | None = None
+    related_to: list[UUID] = Field(default_factory=list)
+
+
+class ForgetRequest(Request):
+    memory_id: UUID | None = None
+    query: str | None = None
+    reason: str | None = None
+    dry_run: bool = False
+    confirm: bool = False
+
+
+class RecallRequest(Request):
+    query: str
+    limit: int = 10
+    time_range: TimeRange | None = None
+    categories: list[str] | None = None
+    include_reflections: bool = True
+
+
+class ReflectRequest(Request):
+    topic: str | None = None
+    depth: Literal["shallow", "deep"] = "shallow"
+
+
+class LinkRequest(Request):
+    memory_id: UUID
+    related_memory_id: UUID
+    relationship: str = "related_to"
+    weight: float = 1.0
+
+
+class Personality(Request):
+    """Big Five traits and bias strength, each in [0, 1]; omitted ones keep their value."""
+
+    openness: float | None = None
+    conscientiousness: float | None = None
+    extraversion: float | None = None
+    agreeableness: float | None = None
+    neuroticism: float | None = None
+    bias_strength: float | None = None
+
+
+class AgentUpdate(Request):
+    personality: Personality | None = None
+    background: str | None = None
+
+
+# ----------------------------------------------------------------------------- responses
+class BatchAccepted(Response):
+    """`POST /api/memories/batch`: the items are durable; extraction runs as `operation_id`."""
+
+    success: bool
+    message: str
+    agent_id: str
+    document_id: str
+    items_count: int
+    operation_id: UUID
+    status: Literal["created", "unchanged", "replaced", "appended"]
+    messages_new: int | None = None
+    messages_existing: int | None = None
+
+
+class AppendAccepted(Response):
+    """`POST /api/agents/{agent_id}/conversations/{conversation_id}/messages` (202)."""
+
+    success: bool
+    agent_id: str
+    conversation_id: str
+    operation_id: UUID
+    status: Literal["created", "appended", "unchanged"]
+    messages_new: int
+    messages_existing: int
+
+
+class StageStatus(Response):
+    status: str
+    attempts: int = 0
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+    retries: int = 0
+    last_error: str | None = None
+
+
+class Operation(Response):
+    """An operation and its stages (`GET /api/operations/{id}`)."""
+
+    id: UUID
+    agent_id: str
+    kind: str
+    document_id: str | None
+    status: OperationStatus
+    stage: str | None
+    stages: dict[str, StageStatus]
+    counts: dict[str, int]
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def finished(self) -> bool:
+        """completed, failed or superseded."""
+        return self.status in TERMINAL_STATUSES
+
+
+class OperationList(Response):
+    operations: list[Operation]
+    next_cursor: str | None = None
+
+
+class SearchResult(Response):
+    id: UUID
+    text: str
+    context: str | None = None
+    event_date: datetime | None = None
+    weight: float
+    fact_type: FactType
+    metadata: dict[str, Any] | None = None
+    occurred_start: datetime | None = None
+    occurred_end: datetime | None = None
+
+
+class SearchResponse(Response):
+    results: list[SearchResult]
+    trace: dict[str, Any] | None = None
+
+
+class BasedOn(Response):
+    id: UUID
+    text: str
+    weight: float
+    event_date: datetime | None = None
+    context: str | None = None
+    confidence: float | None = None
+
+
+class NewOpinion(Response):
+    statement: str
+    reasons: list[str]
+    confidence: float
+    stance: str
+    previous_id: UUID | None = None
+
+
+class ThinkResponse(Response):
+    text: str
+    based_on: dict[str, list[BasedOn]]
+    new_opinions: list[NewOpinion]
+    opinions_operation_id: UUID | None = None
+    opinion_error: str | None = None
+
+
+class ConversationResult(Response):
+    rank: int
+    score: float
+    conversation_id: str
+    conversation_title: str | None
+    message_id: str
+    message_ids: list[str]
+    role: str | None
+    speaker: str | None
+    timestamp: datetime
+    snippet: str
+    vector_score: float
+    keyword_score: float
+
+
+class ConversationSearchResponse(Response):
+    query: str
+    total_results: int
+    results: list[ConversationResult]
+
+
+class RememberResponse(Response):
+    decision: Literal["ADD", "SKIP", "MERGE", "SUPERSEDE"]
+    memory_id: UUID
+    reason: str
+    decided_by: str
+    superseded_id: UUID | None = None
+    merged_into: UUID | None = None
+    linked: list[UUID] = Field(default_factory=list)
+
+
+class ForgetResponse(Response):
+    dry_run: bool
+    forgotten: list[dict[str, Any]]
+    restorable_for_days: float
+
+
+class RecalledMemory(Response):
+    id: UUID
+    text: str
+    score: float
+    fact_type: str
+    category: str | None = None
+    importance: float | None = None
+    access_count: int | None = None
+    last_accessed_at: datetime | None = None
+    event_date: datetime | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class RecallResponse(Response):
+    agent_id: str
+    memories: list[RecalledMemory]
+
+
+class Reflection(Response):
+    id: UUID
+    text: str
+    importance: float
+    sources: list[UUID]
+
+
+class ReflectResponse(Response):
+    agent_id: str
+    reflections: list[Reflection]
+
+
+class LinkResponse(Response):
+    memory_id: UUID
+    related_memory_id: UUID
+    relationship: str
+    weight: float
+
+
+class DocumentSummary(Response):
+    document_id: str
+    item_count: int
+    unit_count: int
+    operation_id: UUID | None
+    status: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class DocumentDetail(DocumentSummary):
+    agent_id: str
+    items: list[dict[str, Any]]
+
+
+class DocumentList(Response):
+    agent_id: str
+    documents: list[DocumentSummary]
+
+
+class DocumentDeleted(Response):
+    success: bool
+    agent_id: str
+    document_id: str
+    deleted: dict[str, Any]
+
+
+class AgentProfile(Response):
+    agent_id: str
+    personality: dict[str, float]
+    background: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class AgentList(Response):
+    agents: list[AgentProfile]
+
+
+class AgentDeleted(Response):
+    success: bool
+    agent_id: str | None
+    deleted: dict[str, int]
+
+
+class OpinionVersion(Response):
+    id: UUID
+    text: str
+    statement: str | None = None
+    reasons: list[str] = Field(default_factory=list)
+    confidence: float | None
+    stance: str | None = None
+    formed_at: datetime
+    supersedes: UUID | None
+
+
+class OpinionList(Response):
+    agent_id: str
+    opinions: list[OpinionVersion]
+
+
+class OpinionHistory(Response):
+    agent_id: str
+    opinion_id: UUID
+    current_id: UUID
+    versions: list[OpinionVersion]
+
+
+class Memory(Response):
+    """One memory in full, in any status (`GET /api/agents/{agent_id}/memories/{id}`)."""
+
+    id: UUID
+    agent_id: str
+    text: str
+    context: str | None
+    fact_type: str
+    category: str | None
+    importance: float
+    event_date: datetime
+    occurred_start: datetime | None
+    occurred_end: datetime | None
+    mentioned_at: datetime
+    created_at: datetime
+    confidence_score: float | None
+    metadata: dict[str, Any]
+    status: Literal["active", "superseded", "forgotten", "archived"]
+    status_at: datetime | None
+    status_reason: str | None
+    superseded_by: UUID | None
+    supersedes: UUID | None
+    evidence_count: int
+    embedded: bool
+    document_id: str | None
+    item_index: int
+    access_count: int
+    last_accessed_at: datetime | None
+    entities: list[dict[str, Any]]
+    links: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+    replaced: list[UUID]

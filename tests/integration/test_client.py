@@ -1,0 +1,230 @@
+"""memora_client against the deployed topology: the write API forwarding to the query service,
+both under uvicorn on free ports (as in tests/integration/stack_support.py), on the suite's
+PostgreSQL, the pipeline inline, and the fake LLM server. Every method reaches its route and
+reads its answer; error answers raise with their code; a query service that is down is a 503
+`query_service_unavailable` with Retry-After."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from memora.basics.config import Settings
+from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
+from memora_client import AsyncMemoraClient, MemoraClient, errors
+from tests.fakes import LLM_TEST_SETTINGS, FakeOpenAI, Reply
+from tests.integration.stack_support import serve
+
+pytestmark = pytest.mark.integration
+
+FACTS = [
+    {"content": "Maya is planning a trip to Kyoto in November.", "speaker": "Maya",
+     "event_date": "2024-05-01T09:00:00Z", "metadata": {"topic": "travel"}},
+    {"content": "Maya's sister Hanna is allergic to peanuts.", "speaker": "Maya",
+     "event_date": "2024-05-01T09:01:00Z"},
+]  # fmt: skip
+MESSAGES = [
+    {"message_id": "m1", "role": "user", "event_date": "2024-05-02T09:00:00Z",
+     "content": "Could you find a ryokan in Gion for our Kyoto trip in November?"},
+    {"message_id": "m2", "role": "assistant", "event_date": "2024-05-02T09:01:00Z",
+     "content": "Gion has several quiet ryokan; I would book one near Yasaka Shrine."},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def url(settings: Settings, pool: Any, pipeline: Any, fake_llm_server: FakeOpenAI) -> Iterator[str]:
+    """stack_support.topology's, with the query service's work inline too (think's opinions)."""
+    from memora.pipeline.backend import InlineBackend
+    from services.api import app as write_app
+    from services.api import query_app
+
+    llm = settings.model_copy(
+        update={"llm_base_url": fake_llm_server.base_url, **LLM_TEST_SETTINGS}
+    )
+    backend = InlineBackend(pipeline)
+    query_url, query_server, query_thread = serve(
+        query_app.create_app(llm, pool=pool, backend=backend)
+    )
+    write = write_app.create_app(
+        llm.model_copy(update={"query_url": query_url}), pool=pool, backend=backend
+    )
+    url, server, thread = serve(write)
+    try:
+        yield url
+    finally:
+        for s, t in ((server, thread), (query_server, query_thread)):
+            s.should_exit = True
+            t.join(10)
+
+
+@pytest.fixture()
+def client(url: str) -> Iterator[MemoraClient]:
+    with MemoraClient(url, timeout=60) as c:
+        yield c
+
+
+def test_store_wait_search_and_documents(client: MemoraClient, agent_id: str) -> None:
+    accepted = client.store_batch(agent_id, FACTS, document_id="notes/may 1", title="Notes")
+    assert accepted.status == "created" and accepted.items_count == 2
+    operation = client.wait_for(accepted.operation_id, timeout=60)
+    assert operation.status == "completed" and operation.document_id == "notes/may 1"
+    again = client.store_batch(agent_id, FACTS, document_id="notes/may 1", title="Notes")
+    assert again.status == "unchanged"
+
+    found = client.search(agent_id, "Where is Maya travelling?", top_k=5)
+    kyoto = [r for r in found.results if "Kyoto" in r.text]
+    assert kyoto, found
+    hit = kyoto[0]
+    assert hit.weight > 0 and hit.fact_type in ("world", "agent", "opinion") and hit.id
+    only_world = client.search(agent_id, "Kyoto", fact_type=["world"], filters={"topic": "travel"})
+    assert all(r.fact_type == "world" for r in only_world.results)
+    memory = client.memory(agent_id, hit.id)
+    assert memory.id == hit.id and memory.document_id == "notes/may 1"
+
+    listed = client.list_documents(agent_id)
+    assert [d.document_id for d in listed.documents] == ["notes/may 1"]
+    document = client.get_document(agent_id, "notes/may 1")
+    assert [i["content"] for i in document.items] == [f["content"] for f in FACTS]
+    assert client.operations(agent_id).operations[0].id == accepted.operation_id
+    deleted = client.delete_document(agent_id, "notes/may 1")
+    assert deleted.success and deleted.deleted
+    with pytest.raises(errors.NotFoundError) as missing:
+        client.get_document(agent_id, "notes/may 1")
+    assert missing.value.code == "not_found" and missing.value.status == 404
+
+
+def test_append_messages_and_conversation_search(client: MemoraClient, agent_id: str) -> None:
+    first = client.append_messages(agent_id, "chat-1", MESSAGES[:1], title="Kyoto trip")
+    assert first.status == "created" and first.messages_new == 1
+    second = client.append_messages(agent_id, "chat-1", MESSAGES)
+    assert (second.messages_new, second.messages_existing) == (1, 1)
+    client.wait_for(second.operation_id, timeout=60)
+    found = client.conversation_search(agent_id, "ryokan in Gion", limit=5)
+    assert found.total_results >= 1
+    assert {r.conversation_id for r in found.results} == {"chat-1"}
+    assert found.results[0].message_id in ("m1", "m2") and found.results[0].snippet
+    users = client.conversation_search(agent_id, "ryokan", roles=["user"])
+    assert {r.role for r in users.results} <= {"user"}
+    changed = {**MESSAGES[0], "content": "Something else entirely."}
+    with pytest.raises(errors.ConflictError) as conflict:
+        client.append_messages(agent_id, "chat-1", [changed])
+    assert conflict.value.code == "message_conflict"
+
+
+def test_remember_recall_link_forget_restore(client: MemoraClient, agent_id: str) -> None:
+    kept = client.remember(agent_id, "Maya prefers window seats on trains.", importance=7)
+    assert kept.decision == "ADD"
+    other = client.remember(agent_id, "Maya collects vintage postcards.", category="hobby")
+    assert client.remember(agent_id, "Maya prefers window seats on trains.").decision == "SKIP"
+    linked = client.link(agent_id, kept.memory_id, other.memory_id, "mentioned_with", weight=0.5)
+    assert (linked.relationship, linked.weight) == ("mentioned_with", 0.5)
+
+    recalled = client.recall(agent_id, "window seats", limit=5)
+    assert recalled.agent_id == agent_id
+    assert recalled.memories[0].id == kept.memory_id and recalled.memories[0].score > 0
+
+    dry = client.forget(agent_id, kept.memory_id, dry_run=True)
+    assert dry.dry_run and len(dry.forgotten) == 1
+    gone = client.forget(agent_id, kept.memory_id, reason="asked to")
+    assert not gone.dry_run and gone.restorable_for_days > 0
+    assert all(r.id != kept.memory_id for r in client.recall(agent_id, "window seats").memories)
+    client.restore(agent_id, kept.memory_id)
+    assert client.memory(agent_id, kept.memory_id).status == "active"
+    with pytest.raises(errors.NotFoundError):
+        client.forget(agent_id, uuid4())
+
+
+def test_think_and_profiles(client: MemoraClient, fake_llm: FakeOpenAI, agent_id: str) -> None:
+    client.wait_for(client.store_batch(agent_id, FACTS).operation_id, timeout=60)
+    profile = client.update_profile(
+        agent_id, personality={"openness": 0.9}, background="A travel planner."
+    )
+    assert profile.personality["openness"] == 0.9 and profile.background == "A travel planner."
+    assert client.get_profile(agent_id).background == "A travel planner."
+    assert agent_id in [a.agent_id for a in client.list_agents().agents]
+
+    opinion = {"statement": "Kyoto is best in autumn", "reasons": ["maple leaves"],
+               "confidence": 0.8, "updates": None, "stance": "new"}  # fmt: skip
+    fake_llm.script(Reply("Maya is going to Kyoto in November."), when=THINK_MARKER)
+    fake_llm.script(Reply({"opinions": [opinion]}), when=OPINION_MARKER)
+    thought = client.think(agent_id, "Where is Maya going, and when?")
+    assert thought.text == "Maya is going to Kyoto in November."
+    assert set(thought.based_on) == {"world", "agent", "opinion"}
+    assert any("Kyoto" in f.text for f in thought.based_on["world"])
+    assert [o.statement for o in thought.new_opinions] == ["Kyoto is best in autumn"]
+    assert thought.opinions_operation_id is not None
+    client.wait_for(thought.opinions_operation_id, timeout=60)
+    assert [o.statement for o in client.opinions(agent_id).opinions] == ["Kyoto is best in autumn"]
+    assert client.delete_agent(agent_id).success
+
+
+def test_error_answers_raise_with_the_api_code(client: MemoraClient, agent_id: str) -> None:
+    with pytest.raises(errors.NotFoundError) as missing:
+        client.operation(uuid4())
+    assert missing.value.code == "not_found"
+    with pytest.raises(errors.UnprocessableError) as invalid:
+        client.search(agent_id, "Kyoto", top_k=0)
+    assert invalid.value.code == "validation_error" and invalid.value.status == 422
+    assert any("top_k" in e["loc"] for e in invalid.value.details)
+    with pytest.raises(errors.UnprocessableError):
+        client.store_batch("not a valid agent id!", ["x"])
+
+
+def test_a_query_service_down_is_503_with_retry_after(settings: Settings, pool: Any) -> None:
+    from memora.infra.embedded import free_port
+    from services.api import app as write_app
+
+    down = settings.model_copy(update={"query_url": f"http://127.0.0.1:{free_port()}"})
+    url, server, thread = serve(write_app.create_app(down, pool=pool))
+    try:
+        client = MemoraClient(url, max_retries=2, max_backoff=0.2)
+        started = time.monotonic()
+        with client, pytest.raises(errors.ServiceUnavailableError) as e:
+            client.search("someone", "Kyoto")
+        # retried twice, each after Retry-After (5 s) capped by max_backoff
+        assert 0.3 <= time.monotonic() - started < 4
+        assert (e.value.code, e.value.retry_after) == ("query_service_unavailable", 5.0)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_the_async_client(url: str, agent_id: str) -> None:
+    async def run() -> None:
+        async with AsyncMemoraClient(url, timeout=60) as memora:
+            accepted = await memora.store_batch(agent_id, ["Maya is learning Japanese."])
+            done = await memora.wait_for(accepted.operation_id, timeout=60)
+            assert done.status == "completed"
+            found = await memora.search(agent_id, "What is Maya learning?")
+            assert any("Japanese" in r.text for r in found.results)
+            with pytest.raises(errors.NotFoundError):
+                await memora.operation(uuid4())
+
+    asyncio.run(run())
+
+
+def test_the_api_key_is_sent_and_a_missing_one_is_401(settings: Settings, pool: Any) -> None:
+    from pydantic import SecretStr
+
+    from services.api import app as write_app
+
+    key = "client-test-admin-key-0123456789"
+    secured = settings.model_copy(
+        update={"auth_required": True, "admin_key": SecretStr(key), "auth_failure_limit": ""}
+    )
+    url, server, thread = serve(write_app.create_app(secured, pool=pool))
+    try:
+        with MemoraClient(url, api_key=key) as memora:
+            assert memora.list_documents("someone").documents == []
+        for anonymous in (MemoraClient(url), MemoraClient(url, api_key="not-a-key")):
+            with anonymous, pytest.raises(errors.AuthenticationError) as e:
+                anonymous.list_documents("someone")
+            assert (e.value.status, e.value.code) == (401, "unauthorized")
+    finally:
+        server.should_exit = True
+        thread.join(10)
