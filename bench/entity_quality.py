@@ -7,6 +7,8 @@ side only: the database's fuzzy resolution is not run (it can merge "Bye Carolin
 "Caroline", or the reverse, depending on which came first).
 
     --dump OUT      write every proposed entity (name, type, count, example) for labelling
+    --stored        score the entities table instead, after the real pipeline (embedded
+                    PostgreSQL, stages inline) ingested each session as a document
     --labels FILE   score against labels: {"speakers": {conv: [names]},
                     "entities": {normalised name: {"real": bool, "canonical": str | null}}}
 
@@ -79,10 +81,13 @@ def proposed(conv: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def score(conv_id: str, found: dict[str, dict[str, Any]], labels: dict[str, Any]) -> dict[str, Any]:
-    table = labels["entities"]
+    entities = labels["entities"]
+    table = {k: entities[v.get("key", k)] for k, v in found.items() if v.get("key", k) in entities}
     real = [k for k in found if table.get(k, {}).get("real")]
     unlabelled = sorted(k for k in found if k not in table)
-    gold = {v["canonical"] for k, v in table.items() if v["real"] and conv_id in v.get("convs", [])}
+    gold = {
+        v["canonical"] for v in entities.values() if v["real"] and conv_id in v.get("convs", [])
+    }
     displays = {found[k]["display"] for k in real}
     right = [k for k in real if found[k]["display"] == table[k]["canonical"]]
     speakers = {}
@@ -106,11 +111,78 @@ def score(conv_id: str, found: dict[str, dict[str, Any]], labels: dict[str, Any]
     }
 
 
+def stored(convs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The entities table after the real pipeline (embedded PostgreSQL, stages inline) has
+    ingested each session as a document: canonical name, type, mention count."""
+    import tempfile
+
+    from fastapi.testclient import TestClient
+
+    from memora.basics.config import Settings
+    from memora.db.migrate import upgrade
+    from memora.db.pool import make_pool
+    from memora.infra.embedded import EmbeddedPostgres
+    from memora.pipeline.backend import InlineBackend
+    from memora.pipeline.runner import Pipeline
+    from services.api.app import create_app
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="entity-quality-") as tmp:
+        server = EmbeddedPostgres(Path(tmp) / "pg")
+        url = server.start()
+        try:
+            upgrade(url, 384)
+            settings = Settings(database_url=url, broker_url=None, data_dir=Path(tmp))
+            pool = make_pool(url, min_size=1, max_size=4, name="entity-quality")
+            app = create_app(settings, pool=pool, backend=InlineBackend(Pipeline(settings, pool)))
+            with TestClient(app) as api:
+                for conv in convs:
+                    agent = f"entity-quality-{conv['sample_id']}"
+                    for n, items in enumerate(conversation_items(conv)):
+                        body = [
+                            {
+                                "content": i.content,
+                                "speaker": i.speaker,
+                                "event_date": f"2023-05-{n + 1:02d}T10:00:00Z",
+                            }
+                            for i in items
+                        ]
+                        response = api.post(
+                            "/api/memories/batch",
+                            json={"agent_id": agent, "items": body, "document_id": f"s{n}"},
+                        )
+                        response.raise_for_status()
+                    with pool.connection() as conn:
+                        rows = conn.execute(
+                            "SELECT canonical_name, entity_type, mention_count FROM entities "
+                            "WHERE agent_id = %s",
+                            (agent,),
+                        ).fetchall()
+                    out[conv["sample_id"]] = {
+                        f"{r['canonical_name']} ({r['entity_type']})": {
+                            "key": normalize_name(r["canonical_name"]),
+                            "display": r["canonical_name"],
+                            "type": r["entity_type"],
+                            "count": r["mention_count"],
+                        }
+                        for r in rows
+                    }
+            pool.close()
+        finally:
+            server.stop(quiet=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="../shared/locomo/locomo_dev.json")
     ap.add_argument("--labels", default="bench/data/entities_dev_labels.json")
     ap.add_argument("--dump")
+    ap.add_argument(
+        "--stored",
+        action="store_true",
+        help="score the entities table after the real pipeline, not the extractor's mentions",
+    )
     args = ap.parse_args()
     convs = json.loads(Path(args.data).read_text())
     if args.dump:
@@ -118,6 +190,12 @@ def main() -> None:
         Path(args.dump).write_text(json.dumps(out, indent=1, ensure_ascii=False))
         return
     labels = json.loads(Path(args.labels).read_text())
+    if args.stored:
+        tables = stored(convs)
+        scores = {k: score(k, v, labels) for k, v in tables.items()}
+        json.dump(scores, sys.stdout, indent=1, ensure_ascii=False)
+        print()
+        return
     proposed(convs[0])  # models loaded before timing
     started = time.perf_counter()
     found = {c["sample_id"]: proposed(c) for c in convs}
