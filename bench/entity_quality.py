@@ -31,9 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memora.entities.names import normalize_name
 from memora.extraction.base import SourceItem
 from memora.extraction.local import LocalExtractor
+from memora.nlp.names import normalize_name
 
 T0 = datetime(2023, 5, 8, tzinfo=UTC)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memora.entities.cleaning import (
+from memora.extraction.base import Mention
+from memora.extraction.cleaning import (
     SpeakerNames,
     clean_mentions,
     is_common_word,
@@ -13,7 +14,6 @@ from memora.entities.cleaning import (
     lower_case_words,
     strip_span,
 )
-from memora.extraction.base import Mention
 
 
 @pytest.mark.parametrize(

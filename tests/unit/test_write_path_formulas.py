@@ -9,7 +9,6 @@ import pytest
 
 from memora.basics.config import Settings
 from memora.basics.stages import INGEST_STAGES, Stage, next_stage, queue_for
-from memora.entities.names import normalize_name
 from memora.entities.resolution import (
     ResolutionWeights,
     cooccurrence_score,
@@ -19,6 +18,7 @@ from memora.entities.resolution import (
 )
 from memora.extraction.base import SourceItem
 from memora.extraction.local import is_noise, split_turns
+from memora.nlp.names import normalize_name
 from memora.nlp.temporal import period_range, resolve_expression
 from memora.store.documents import content_hash
 from memora.store.links import temporal_weight

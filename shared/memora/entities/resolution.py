@@ -22,10 +22,10 @@ from psycopg import Connection
 from rapidfuzz.distance import Levenshtein
 
 from memora.basics.config import Settings
-from memora.entities.cleaning import SpeakerNames, clean_mentions
-from memora.entities.names import normalize_name
 from memora.extraction.base import Mention
+from memora.extraction.cleaning import SpeakerNames, clean_mentions
 from memora.nlp.language import ENTITY_TYPES, load_nlp
+from memora.nlp.names import normalize_name
 from memora.store import entities as store
 from memora.store.units import Unresolved
 
@@ -236,7 +236,7 @@ _SPEAKER_PREFIX = re.compile(r"^\s*([A-Z][\w.'\- ]{0,40}?)\s*:\s")
 
 def find_mentions(rows: Sequence[Unresolved]) -> list[UnitMentions]:
     """Mentions as the extractor recorded them, or from spaCy NER where it left none; either
-    way cleaned (memora.entities.cleaning), with the speakers of the rows ("Name: " prefixes)
+    way cleaned (memora.extraction.cleaning), with the speakers of the rows ("Name: " prefixes)
     as PERSON entities under their own name."""
     speakers = SpeakerNames.of(
         m.group(1) for r in rows if (m := _SPEAKER_PREFIX.match(r.text)) is not None

@@ -13,16 +13,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memora.entities.cleaning import (
+from memora.extraction.base import Fact, Mention, SourceItem
+from memora.extraction.cleaning import (
     SpeakerNames,
     is_common_word,
     is_name,
     lower_case_words,
     strip_span,
 )
-from memora.entities.names import normalize_name
-from memora.extraction.base import Fact, Mention, SourceItem
 from memora.nlp.language import ENTITY_TYPES, TEMPORAL_LABELS, load_nlp, tagged_proper_noun
+from memora.nlp.names import normalize_name
 from memora.nlp.temporal import resolve_expression
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ _WORD = re.compile(r"[a-z']+")
 def entity_mentions(
     doc: Doc, speakers: SpeakerNames, lower_words: frozenset[str] = frozenset()
 ) -> list[Mention]:
-    """The named entities of a parsed turn as clean mentions (memora.entities.cleaning): the
+    """The named entities of a parsed turn as clean mentions (memora.extraction.cleaning): the
     span trimmed, non-names and sentence openers that are common words dropped, every mention
     of a speaker their PERSON entity."""
     found: dict[str, Mention] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from memora.entities.names import normalize_name
+from memora.nlp.names import normalize_name
 
 _WORD = re.compile(r"[\w&+-]+(?:['’][\w]+)*")
 MAX_PHRASE_WORDS = 3

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from spacy.lang.en.stop_words import STOP_WORDS
 
-from memora.entities.names import normalize_name
 from memora.extraction.base import Mention
+from memora.nlp.names import normalize_name
 
 _INTERJECTIONS = """
 hi hey heya hello hiya howdy yo bye byee goodbye cya ya yah yep yup yeah yes no nope nah
