@@ -73,6 +73,10 @@ class _WithKey:
     def get(self, url: str, **kwargs: Any) -> Any:
         return self.client.get(url, **kwargs, headers=self.headers)
 
+    def request(self, method: str, url: str, **kwargs: Any) -> Any:  # memora_client's call
+        headers = {**(kwargs.pop("headers", None) or {}), **self.headers}
+        return self.client.request(method, url, headers=headers, **kwargs)
+
 
 def test_backfill_sends_its_key_and_stops_at_a_refused_one(
     auth_api: Any,  # noqa: F811

@@ -133,7 +133,13 @@ def batching_stack(settings: Settings, redis_url: str, data_dir: Path) -> Iterat
     from services.cli.stack import WORKER_QUEUES, Stack
 
     broker = re.sub(r"/\d*$", "", redis_url) + "/7"
-    stack_settings = settings.model_copy(update={"broker_url": broker, "stage_batch_size": 8})
+    stack_settings = settings.model_copy(
+        update={
+            "broker_url": broker,
+            "stage_batch_size": 8,
+            "data_dir": data_dir / "batch-stack",  # heartbeat files of its own
+        }
+    )
     stack = Stack(
         stack_settings,
         workers={s.value: WORKER_QUEUES[s.value] for s in INGEST_STAGES},
@@ -149,7 +155,7 @@ def batching_stack(settings: Settings, redis_url: str, data_dir: Path) -> Iterat
             "MEMORA_VISIBILITY_TIMEOUT": "120",
         },
     )
-    yield stack  # started by the test, once its work is queued
+    yield stack  # started by the test
     stack.stop()
 
 
@@ -157,14 +163,24 @@ def test_real_workers_run_many_small_operations_in_shared_batches(
     batching_stack: Any, pool: Any, agent_id: str
 ) -> None:
     from services.api.app import create_app
+    from services.workers.probe import check_heartbeat
 
+    # Workers first, ready (models loaded: their own heartbeat files), then the operations in
+    # one quick burst: each stage's batcher takes them together. (Queued before the workers,
+    # operations would wait while the models load, long enough for the suite's reconciler, on
+    # the same database, to call them stuck and hand them to the suite's unbatched workers.)
+    batching_stack.start()
+    beats = [
+        Path(batching_stack.worker_ops_env(name)["MEMORA_WORKER_HEARTBEAT_FILE"])
+        for name in batching_stack.workers
+    ]
+    wait_until(lambda: all(check_heartbeat(b)[0] for b in beats), 180, interval=0.5)
     app = create_app(batching_stack.settings, pool=pool)
     with TestClient(app) as client:
         ops = []
         for i in range(16):
             body = {"agent_id": agent_id, "document_id": f"c{i}", "items": _two_messages(i)}
             ops.append(client.post("/api/memories/batch", json=body).json()["operation_id"])
-        batching_stack.start()  # the operations wait in the queue: the workers take them together
 
         def all_done() -> bool:
             return all(
