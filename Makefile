@@ -13,7 +13,7 @@ UV_VERSION := 0.13.9
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup lock demo test lint bench-ingest bench-retrieval bench-latency bench-cross-encoder bench-cross-encoder-service loadtest
+.PHONY: setup lock demo test lint bench-ingest bench-retrieval bench-latency bench-compare bench-cross-encoder bench-cross-encoder-service loadtest
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml requirements.lock
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -61,6 +61,13 @@ bench-retrieval: $(STAMP)
 
 bench-latency: $(STAMP)
 	$(PY) bench/search_latency.py $(BENCH_ARGS)
+
+# The read path's guard: the same search workload on BASE and on this working tree, each in its
+# own checkout, database and query service, questions alternating; ratios per percentile, stage
+# and CPU (docs/benchmarks.md records one for every change to the read path)
+bench-compare: $(STAMP)
+	@test -n "$(BASE)" || { echo "usage: make bench-compare BASE=<commit> [BENCH_ARGS=...]"; exit 2; }
+	$(PY) bench/compare.py --base $(BASE) $(BENCH_ARGS)
 
 bench-cross-encoder: $(STAMP)
 	$(PY) bench/cross_encoder.py $(BENCH_ARGS)

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -40,6 +41,18 @@ from memora.retrieval.trace import Clock, trace
 from memora.retrieval.types import ArmResult, Candidate, SearchOutcome, SearchParams, SearchScope
 
 NO_ENTITY = "the query names no known entity"
+
+
+@dataclass(frozen=True)
+class NamedEntities:
+    """The entity retriever's first half: the agent's entities the query names (id → the names
+    of it that matched), the query without those names (None when it names none), the ms the
+    lookup took, and why the retriever does not go on when it does not."""
+
+    entities: dict[UUID, list[str]] = field(default_factory=dict)
+    about: str | None = None
+    ms: float = 0.0
+    note: str = NO_ENTITY
 
 
 def _timed(name: str, fn: Callable[[], list[tuple[UUID, float]]]) -> ArmResult:
@@ -97,7 +110,7 @@ class Retriever:
         per_arm = min(500, max(50, 3 * p.top_k))
         budget = p.thinking_budget
         keyword = self._executor.submit(self._keyword, scope, p.query, per_arm)
-        entity = self._executor.submit(self._entity, scope, p.query)
+        named = self._executor.submit(self._named_entities, scope, p.query)
 
         # the semantic retriever plans a filtered scan while the query is being embedded
         query_ready: Future[np.ndarray] = Future()
@@ -109,22 +122,40 @@ class Retriever:
         if time_range is not None:
             texts.append(strip_time_expression(p.query, time_range))
         try:
+            # one forward pass for the query and what its parts ask: the query without its
+            # time expression (the temporal retriever's topic) and without the entities it
+            # names (the entity retriever's), which the entity lookup has found meanwhile
+            entities = named.result()
+            if entities.about is not None:
+                texts.append(entities.about)
             vectors = self.embedder.embed(texts)
         except BaseException as exc:
             query_ready.set_exception(exc)
             raise
         query_ready.set_result(vectors[0])
         t = clock.lap("embed", clock.started)
-        query_vec, topic_vec = vectors[0], vectors[-1]
+        query_vec = vectors[0]
+        topic_vec = vectors[1] if time_range is not None else query_vec
+        about_vec = vectors[-1] if entities.about is not None else None
 
         temporal = (
             self._executor.submit(self._temporal, scope, topic_vec, time_range, per_arm, budget)
             if time_range is not None
             else None
         )
+        entity = (
+            self._executor.submit(self._entity_units, scope, entities, about_vec)
+            if about_vec is not None
+            else None
+        )
         nearest, graph = semantic_graph.result()
         keyword_result, stats = keyword.result()
-        entity_result, entity_ids, about_vec = entity.result()
+        entity_result = (
+            entity.result()
+            if entity is not None
+            else ArmResult("entity", ran=False, note=entities.note)
+        )
+        entity_ids = list(entities.entities)
         results = {
             "semantic": nearest,
             "keyword": keyword_result,
@@ -256,31 +287,39 @@ class Retriever:
             graph.note = f"no semantic match ≥ {s.graph_entry_similarity} to start from"
         return graph
 
-    def _entity(
-        self, scope: SearchScope, query: str
-    ) -> tuple[ArmResult, list[UUID], np.ndarray | None]:
-        """The entity retriever, from the start of the search (off the critical path): the
-        agent's entities the query names, the query embedded without their names, then the
-        units mentioning them most similar to it. Returns its list, the entities and that
-        vector (None when the query names none)."""
-        s = self.settings
+    def _named_entities(self, scope: SearchScope, query: str) -> NamedEntities:
+        """The entity retriever's first half, from the start of the search (while the query's
+        time expression is parsed): the agent's entities the query names and the query without
+        their names, which the search embeds in its one embedding call."""
         started = time.perf_counter()
-        names = expansion.phrases(query) if s.entity_units_per_entity > 0 else []
+        if self.settings.entity_units_per_entity <= 0:
+            return NamedEntities(note="off")
+        names = expansion.phrases(query)
         if not names:
-            note = "off" if s.entity_units_per_entity <= 0 else "no names in the query"
-            return ArmResult("entity", ran=False, note=note), [], None
+            return NamedEntities(note="no names in the query")
         with self.pool.tenant_connection(scope.tenant_id) as conn:
             entities = arms.query_entities(conn, scope, names=names)
-            if not entities:
-                return ArmResult("entity", ran=False, note=NO_ENTITY), [], None
-            matched = {n for found in entities.values() for n in found}
-            vector = self.embedder.embed([expansion.without_names(query, matched)])[0]
+        if not entities:
+            return NamedEntities()
+        matched = {n for found in entities.values() for n in found}
+        ms = (time.perf_counter() - started) * 1000
+        return NamedEntities(entities, expansion.without_names(query, matched), ms)
+
+    def _entity_units(
+        self, scope: SearchScope, named: NamedEntities, vector: np.ndarray
+    ) -> ArmResult:
+        """The entity retriever's second half: the units mentioning the named entities most
+        similar to the query without their names (`vector`). Its time in the trace is both
+        halves', not the wait for the embedding between them."""
+        s = self.settings
+        started = time.perf_counter()
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
             ranked = arms.entity_units(
-                conn, scope, entity_ids=list(entities), vector=vector,
+                conn, scope, entity_ids=list(named.entities), vector=vector,
                 per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
             )  # fmt: skip
-        ms = round((time.perf_counter() - started) * 1000, 2)
-        return ArmResult("entity", ranked, ms=ms), list(entities), vector
+        ms = round(named.ms + (time.perf_counter() - started) * 1000, 2)
+        return ArmResult("entity", ranked, ms=ms)
 
     def _temporal(
         self,

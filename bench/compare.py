@@ -1,0 +1,278 @@
+"""The read path's guard: the same search workload on two commits in one go, each in its own
+checkout, database and query service, questions alternating between them; prints the ratio
+(change / base) per latency percentile and per stage of the trace.
+
+    python bench/compare.py --base 84899cc                    # base against this working tree
+    python bench/compare.py --base main --change HEAD --size 100000 --queries 200
+    make bench-compare BASE=84899cc
+
+Each checkout loads its own copy of the benchmark's data with its own code (its migrations and
+its `bench/search_latency.py` loader, which builds the same synthetic agent: N memories with
+their links and entities, then the HNSW index and VACUUM ANALYZE), in an embedded PostgreSQL
+under `--data-root`, kept between runs (keyed by the checkout's migrations, loader and size,
+so a change to either reloads). Then both query services start, under row-level security when
+the checkout has it, and every question goes to both, which one first alternating, for
+`--rounds` passes over the questions; every `--trace-every`-th request asks for the trace
+(not counted in the percentiles). Machine load hits both sides alike, so the ratios hold on
+a busy machine better than absolute figures do; docs/benchmarks.md records a run for every
+change to the read path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import search_latency as bench  # bench/search_latency.py: the questions and wait_ready
+
+from memora.infra.embedded import EmbeddedPostgres, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+PERCENTILES = (50, 95, 99)
+
+# Run inside a checkout (its own PYTHONPATH): migrate, then load with that checkout's loader,
+# whichever of its signatures it has.
+LOADER = textwrap.dedent(
+    """
+    import inspect, random, sys
+    import search_latency as bench
+    from memora.db.migrate import upgrade
+    url, size = sys.argv[1], int(sys.argv[2])
+    settings = bench.Settings()
+    upgrade(url, settings.embedding_dim)
+    embedder = bench.Embedder(settings.embedding_model)
+    if "texts" in inspect.signature(bench.load).parameters:
+        bench.load(url, size, embedder, bench.sentence_pool(random.Random(7), 3000), pair=True)
+    else:
+        bench.load(url, size, embedder)
+    """
+)
+
+
+@dataclass
+class Side:
+    name: str
+    tree: Path
+    data: Path
+    postgres: EmbeddedPostgres | None = None
+    service: subprocess.Popen[bytes] | None = None
+    base_url: str = ""
+    latency: list[float] = field(default_factory=list)
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU ms per search, measured
+
+    def processes(self) -> dict[str, psutil.Process]:
+        assert self.service is not None and self.postgres is not None
+        postmaster = int((self.postgres.pgdata / "postmaster.pid").read_text().split()[0])
+        return {"service": psutil.Process(self.service.pid), "database": psutil.Process(postmaster)}
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time of the query service and of the database server (every backend)."""
+        used = {}
+        for name, process in self.processes().items():
+            total = 0.0
+            for p in [process, *process.children(recursive=True)]:
+                try:
+                    t = p.cpu_times()
+                except psutil.NoSuchProcess:
+                    continue
+                total += t.user + t.system + t.children_user + t.children_system
+            used[name] = total
+        return used
+
+    def env(self) -> dict[str, str]:
+        return os.environ | {
+            "PYTHONPATH": os.pathsep.join(
+                str(self.tree / p) for p in ("shared", ".", "bench", "clients/python")
+            ),
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+
+
+def checkout(spec: str, trees: Path) -> Path:
+    """A folder holding `spec`: this working tree for "." or "WORKTREE", else a detached
+    worktree of the commit (made once, under `trees`)."""
+    if spec in {".", "WORKTREE"}:
+        return ROOT
+    sha = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{spec}^{{commit}}"],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    tree = trees / sha[:12]
+    if not (tree / ".git").exists():
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", "--force", str(tree), sha],
+            cwd=ROOT, check=True, capture_output=True,
+        )  # fmt: skip
+    return tree
+
+
+def data_key(tree: Path, size: int) -> str:
+    """What the loaded data depends on: the checkout's migrations, its loader and the size."""
+    digest = hashlib.sha256(str(size).encode())
+    migrations = sorted((tree / "shared/memora/db/migrations/versions").glob("*.py"))
+    for path in [*migrations, tree / "bench/search_latency.py"]:
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def prepare(side: Side, size: int) -> None:
+    side.postgres = EmbeddedPostgres(side.data)
+    url = side.postgres.start()
+    marker = side.data / "loaded"
+    if marker.exists():
+        return
+    print(f"{side.name}: loading {size} memories with {side.tree}'s code", flush=True)
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", LOADER, url, str(size)],
+        cwd=side.tree, env=side.env(), check=True,
+    )  # fmt: skip
+    marker.write_text(f"{time.perf_counter() - started:.0f} s\n")
+
+
+def serve(side: Side, row_security: bool) -> None:
+    assert side.postgres is not None
+    port = free_port()
+    env = side.env() | {
+        "MEMORA_DATABASE_URL": side.postgres.url,
+        "MEMORA_QUERY_PORT": str(port),
+        "MEMORA_ROW_SECURITY": "true" if row_security else "false",
+    }
+    log = (side.data / "query-service.log").open("wb")
+    side.service = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "services.api.query_app:create_app", "--factory",
+         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        cwd=side.tree, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    side.base_url = f"http://127.0.0.1:{port}"
+
+
+def percentile(values: list[float], p: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
+
+
+def stage_medians(traces: list[dict[str, Any]]) -> dict[str, float]:
+    """Median ms of each stage of the trace and of each retriever that ran."""
+    found: dict[str, list[float]] = {}
+    for trace in traces:
+        for stage, ms in trace.get("timings_ms", {}).items():
+            if isinstance(ms, int | float):
+                found.setdefault(stage, []).append(ms)
+        for name, path in (trace.get("paths") or {}).items():
+            if path.get("ran", True) and isinstance(path.get("ms"), int | float):
+                found.setdefault(f"retriever {name}", []).append(path["ms"])
+    return {k: statistics.median(v) for k, v in found.items()}
+
+
+def run(sides: list[Side], questions: list[str], warmup: int, rounds: int, every: int) -> None:
+    clients = {s.name: httpx.Client(base_url=s.base_url, timeout=60) for s in sides}
+    n = 0
+    cpu_before: dict[str, dict[str, float]] = {}
+    for round_ in range(rounds):
+        for i, question in enumerate(questions):
+            order = sides if (i + round_) % 2 == 0 else sides[::-1]
+            traced = every > 0 and n % every == every - 1
+            for side in order:
+                body = {"agent_id": bench.AGENT, "query": question, "trace": traced}
+                started = time.perf_counter()
+                response = clients[side.name].post("/api/search", json=body)
+                response.raise_for_status()
+                ms = (time.perf_counter() - started) * 1000
+                if round_ == 0 and i < warmup:
+                    continue
+                if side.name not in cpu_before:
+                    cpu_before[side.name] = side.cpu_seconds()
+                if traced:
+                    side.traces.append(response.json()["trace"])
+                else:
+                    side.latency.append(ms)
+            n += 1
+    for side in sides:
+        searches = len(side.latency) + len(side.traces)
+        after = side.cpu_seconds()
+        side.cpu = {k: (after[k] - cpu_before[side.name][k]) * 1000 / searches for k in after}
+
+
+def report(base: Side, change: Side) -> dict[str, Any]:
+    rows: list[tuple[str, float, float]] = [
+        (f"p{p}", percentile(base.latency, p), percentile(change.latency, p)) for p in PERCENTILES
+    ]
+    stages_base, stages_change = stage_medians(base.traces), stage_medians(change.traces)
+    rows += [
+        (f"{stage} (median)", stages_base[stage], stages_change[stage])
+        for stage in stages_base
+        if stage in stages_change
+    ]
+    rows += [(f"{what} CPU per search", base.cpu[what], change.cpu[what]) for what in base.cpu]
+    print(f"\n{'':24s} {base.name:>14s} {change.name:>14s}  ratio")
+    for label, a, b in rows:
+        print(f"{label:24s} {a:11.1f} ms {b:11.1f} ms  {b / a if a else float('nan'):5.2f}")
+    print(
+        f"({len(base.latency)} timed and {len(base.traces)} traced searches per side; "
+        "stages from the traces; CPU: the query service's and the database server's)"
+    )
+    return {label: {"base_ms": a, "change_ms": b, "ratio": b / a if a else None}
+            for label, a, b in rows}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", required=True, help="a commit (or '.' for the working tree)")
+    parser.add_argument("--change", default=".", help="a commit, or '.' (the working tree)")
+    parser.add_argument("--size", type=int, default=100_000, help="memories of the agent")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=2, help="passes over the questions")
+    parser.add_argument("--trace-every", type=int, default=5, help="0: no traces")
+    parser.add_argument("--row-security", choices=["on", "off"], default="on")
+    parser.add_argument("--data-root", type=Path, default=Path("/tmp/memora-compare"))
+    parser.add_argument("--out", type=Path, help="JSON of the figures")
+    args = parser.parse_args()
+
+    trees = args.data_root / "trees"
+    trees.mkdir(parents=True, exist_ok=True)
+    sides = []
+    for name, spec in (("base", args.base), ("change", args.change)):
+        tree = checkout(spec, trees)
+        sides.append(Side(name, tree, args.data_root / f"data-{data_key(tree, args.size)}"))
+    if sides[0].data == sides[1].data:  # the same code: two loads, each its own HNSW graph
+        sides[1].data = sides[1].data.with_name(sides[1].data.name + "-b")
+    try:
+        for side in sides:
+            prepare(side, args.size)
+            serve(side, args.row_security == "on")
+        for side in sides:
+            bench.wait_ready(side.base_url)
+        questions = bench.questions(args.queries + args.warmup)
+        run(sides, questions, args.warmup, args.rounds, args.trace_every)
+        figures = report(*sides)
+        if args.out:
+            summary = {"args": vars(args) | {"data_root": None}, "figures": figures}
+            args.out.write_text(json.dumps(summary, indent=2, default=str))
+    finally:
+        for side in sides:
+            if side.service is not None:
+                side.service.terminate()
+                side.service.wait(timeout=30)
+            if side.postgres is not None:
+                side.postgres.stop()
+
+
+if __name__ == "__main__":
+    main()
