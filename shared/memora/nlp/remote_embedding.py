@@ -126,7 +126,7 @@ class RemoteEmbedder:
             offered = self._models()
         except EmbeddingUnavailable as exc:
             raise RuntimeError(
-                f"embedding endpoint {where} does not answer (MEMORA_EMBEDDING_BASE_URL): {exc}"
+                f"the embedding endpoint does not answer (MEMORA_EMBEDDING_BASE_URL): {exc}"
             ) from exc
         if offered is not None and not self._offers(offered):
             raise RuntimeError(self._unknown_model(f"it offers {', '.join(offered) or 'none'}"))
