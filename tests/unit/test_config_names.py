@@ -182,3 +182,20 @@ def test_known_variables_cover_every_setting_and_the_seed_names() -> None:
     assert {"MEMORA_PORT", "MEMORA_EMBEDDING_PROVIDER", "MEMORA_API_DATABASE_URL"} <= known
     assert {"LLM_PROVIDER", "JUDGE_LLM_MODEL", "MEMORA_JUDGE_LLM_MODEL"} <= known
     assert len(known) >= len(Settings.model_fields)
+
+
+def test_the_cli_reports_unknown_variables(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MEMORA_QUERY_PROT": "9001", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "services.cli.main", "worker-ready",
+         "--heartbeat-file", str(tmp_path / "none")],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1  # no heartbeat: the command itself ran
+    assert "unknown setting MEMORA_QUERY_PROT is ignored; did you mean MEMORA_QUERY_PORT?" in (
+        done.stderr
+    )
