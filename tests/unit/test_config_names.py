@@ -199,3 +199,16 @@ def test_the_cli_reports_unknown_variables(tmp_path: Path) -> None:
     assert "unknown setting MEMORA_QUERY_PROT is ignored; did you mean MEMORA_QUERY_PORT?" in (
         done.stderr
     )
+
+
+def test_the_seeds_example_key_is_a_placeholder_in_production(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MEMORA_API_LLM_PROVIDER", "groq")
+    monkeypatch.setenv("MEMORA_API_LLM_API_KEY", "your_api_key_here")  # as seed 003 writes it
+    assert Settings().llm_api_key == "your_api_key_here"  # development: accepted
+    monkeypatch.setenv("MEMORA_ENVIRONMENT", "production")
+    with pytest.raises(
+        ValidationError, match="placeholder secrets in production: MEMORA_LLM_API_KEY"
+    ):
+        Settings()

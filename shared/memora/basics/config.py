@@ -493,7 +493,8 @@ def _url_password(url: str | None) -> str | None:
 def _is_placeholder(value: str) -> bool:
     word = value.strip().lower()
     return word in PLACEHOLDER_SECRETS or any(
-        word.startswith(p) for p in ("change-me", "changeme", "replace-me", "placeholder")
+        word.startswith(p)
+        for p in ("change-me", "changeme", "replace-me", "placeholder", "your_", "your-")
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ log = logging.getLogger("memora.embedding")
 T = TypeVar("T")
 TRANSIENT_STATUS = frozenset({408, 409, 429})
 PROBE_TEXT = "Memora checks that this endpoint embeds text."
+_tokenizer_lock = threading.Lock()  # the fast tokenizer is not re-entrant
 
 
 class EmbeddingUnavailable(TransientStageError):
@@ -113,9 +115,10 @@ class RemoteEmbedder:
         budget (a server does not lend its tokenizer; the count is an estimate of its own)."""
         if not texts:
             return []
-        ids = _bundled_tokenizer()(
-            list(texts), add_special_tokens=False, truncation=False, verbose=False
-        )["input_ids"]
+        with _tokenizer_lock:
+            ids = _bundled_tokenizer()(
+                list(texts), add_special_tokens=False, truncation=False, verbose=False
+            )["input_ids"]
         return [len(i) for i in ids]
 
     # ---------------------------------------------------------------- start-up validation
