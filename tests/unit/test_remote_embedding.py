@@ -135,6 +135,12 @@ def test_an_unknown_model_the_server_does_not_list(fake: FakeOpenAI) -> None:
         assert "HTTP 404" in str(e.value)  # the test embedding's answer
 
 
+def test_a_refused_key_names_the_key_setting(fake: FakeOpenAI) -> None:
+    fake.fail_embeddings(Fail(401, "Incorrect API key provided"))
+    with pytest.raises(RuntimeError, match=r"refused \(MEMORA_EMBEDDING_API_KEY\): HTTP 401"):
+        both(fake)[0].validate(384)
+
+
 def test_an_unreachable_endpoint_names_the_base_url_setting() -> None:
     dead = OllamaEmbedder("m", "http://127.0.0.1:9", retries=0)
     with pytest.raises(RuntimeError, match="does not answer \\(MEMORA_EMBEDDING_BASE_URL\\)"):

@@ -138,7 +138,8 @@ class RemoteEmbedder:
         except EmbeddingRejected as exc:
             if exc.status == 404:
                 raise RuntimeError(self._unknown_model(str(exc))) from exc
-            raise RuntimeError(f"a test embedding at {where} was refused: {exc}") from exc
+            key = " (MEMORA_EMBEDDING_API_KEY)" if exc.status in (401, 403) else ""
+            raise RuntimeError(f"a test embedding at {where} was refused{key}: {exc}") from exc
         except EmbeddingUnavailable as exc:
             raise RuntimeError(f"a test embedding at {where} failed: {exc}") from exc
         self.dim = int(probe.shape[1])
