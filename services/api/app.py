@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from starlette.middleware.gzip import GZipMiddleware
 
 from memora.basics import logs
-from memora.basics.config import Settings, get_settings
+from memora.basics.config import Settings, get_settings, report_environment
 from memora.db.pool import Pool, make_pool
 from memora.nlp.llm import LazyLLM
 from memora.pipeline.handoff import TaskBackend
@@ -51,6 +51,7 @@ def create_app(
 ) -> FastAPI:
     settings = settings or get_settings()
     logs.configure(settings.log_format, settings.log_level)
+    report_environment()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -14,7 +14,7 @@ from memora.basics.config import Settings
 from memora.basics.tenancy import Scope
 from memora.db.pool import Pool
 from memora.lifecycle.memory import Memories
-from memora.nlp.embedding import Embedder
+from memora.nlp.embedding import TextEmbedder
 from memora.nlp.llm import LazyLLM
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval import Retriever
@@ -89,7 +89,7 @@ LLMDep = Annotated[LazyLLM, Depends(_state("llm"))]
 KeywordIndexDep = Annotated[KeywordIndex, Depends(_state("keyword_index"))]
 # The query service's: the read path, its embedder, think, and the memory lifecycle.
 RetrieverDep = Annotated[Retriever, Depends(_state("retriever"))]
-EmbedderDep = Annotated[Embedder, Depends(_state("embedder"))]
+EmbedderDep = Annotated[TextEmbedder, Depends(_state("embedder"))]
 ThinkerDep = Annotated[Thinker, Depends(_state("thinker"))]
 MemoriesDep = Annotated[Memories, Depends(_state("memories"))]
 # The caller's tenant (authenticated and rate-limited): pass it to every data-layer call.

@@ -14,14 +14,15 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
 from memora.basics import logs
-from memora.basics.config import Settings, get_settings
+from memora.basics.config import Settings, get_settings, report_environment
 from memora.db.pool import Pool, make_pool
 from memora.lifecycle.memory import Memories
-from memora.nlp.embedding import check_dimension, get_embedder
+from memora.nlp.embedding import check_dimension, embedder_for
 from memora.nlp.llm import LazyLLM
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval import Retriever
 from memora.retrieval.calibration import calibration_for
+from memora.store.units import schema_embedding_dim
 from memora.usecases.think import Thinker
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import health_router
@@ -46,6 +47,7 @@ def create_app(
     default the Celery queues of MEMORA_BROKER_URL."""
     settings = settings or get_settings()
     logs.configure(settings.log_format, settings.log_level)
+    report_environment()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -96,11 +98,9 @@ def _read_path(app: FastAPI, settings: Settings) -> None:
     """The embedder, the retriever and the use cases over them, on `app.state` (the routes'
     dependencies: services.api.deps)."""
     s, state = settings, app.state
-    state.embedder = get_embedder(
-        s.embedding_model, s.torch_threads, s.embedding_batch_size, s.embedding_backend,
-        s.model_cache_dir, s.embedding_batch_wait_ms / 1000,
-    )  # fmt: skip
-    check_dimension(state.embedder, s.embedding_dim)
+    state.embedder = embedder_for(s, s.embedding_batch_wait_ms / 1000)
+    with state.pool.connection() as conn:  # the database's own, should settings disagree
+        check_dimension(state.embedder, schema_embedding_dim(conn) or s.embedding_dim)
     if s.conversation_index:  # a model outside the table is fitted now, not on a first search
         calibration_for(state.embedder, s.conversation_score_calibration)
     state.retriever = Retriever(s, state.pool, state.embedder)

@@ -25,5 +25,13 @@ simulation.register(app)  # seed FILE, mcp --agent ID
 serve.register(app)  # serve, migrate
 demo.register(app)  # demo
 
+
+@app.callback()
+def _report_environment() -> None:
+    from memora.basics.config import report_environment
+
+    report_environment()  # an unknown MEMORA_* variable, with the nearest known name
+
+
 if __name__ == "__main__":
     app()

@@ -6,7 +6,7 @@ from celery import Celery
 from celery.signals import setup_logging
 
 from memora.basics import logs
-from memora.basics.config import Settings, get_settings
+from memora.basics.config import Settings, get_settings, report_environment
 from memora.jobs import JOBS
 from services.workers.queues import job_task_name, task_routes
 
@@ -51,6 +51,7 @@ def _logging(loglevel: str | None = None, **_: object) -> None:
     """Workers and beat log through Memora's formatter (MEMORA_LOG_FORMAT), not Celery's."""
     settings = get_settings()
     logs.configure(settings.log_format, loglevel or settings.log_level)
+    report_environment()
 
 
 app = create_celery()

@@ -11,12 +11,21 @@ that still has answers left (scripted rules before `always` ones); otherwise by 
 Answers: `Reply(content, delay=…)` (a dict or list content is sent as JSON text), `Fail(status)`
 (429 carries Retry-After: 0), or a callable taking the `Recorded` request and returning either.
 `Reply(..., delay=5)` with a short client timeout makes the client time out.
+
+Embeddings, for the models of `embedding_models` (name -> dimension; another name answers 404
+as OpenAI and Ollama do): OpenAI's `POST /v1/embeddings` and Ollama's `POST /api/embed` (batch),
+`POST /api/embeddings` (one prompt; `ollama_batch_route = False` makes the server an older one
+without /api/embed) and `GET /api/tags`. A vector is the normalised sum of one pseudo-random
+vector per word (seeded by the word), so texts sharing words are near. `fail_embeddings(Fail(503))`
+answers the next embedding requests with failures. `root_url` is Ollama's base URL.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -24,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,19 @@ class FakeOpenAI:
         self._ids = itertools.count(1)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.embedding_models: dict[str, int] = dict(EMBEDDING_MODELS)
+        self.ollama_batch_route = True
+        self.list_models = True  # False: GET /v1/models and /api/tags answer 404
+        self._embedding_failures: deque[Fail] = deque()
+
+    def fail_embeddings(self, *failures: Fail) -> FakeOpenAI:
+        with self._lock:
+            self._embedding_failures.extend(failures)
+        return self
+
+    def embedding_requests(self) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self.requests if "embed" in r.path]
 
     # ------------------------------------------------------------------ scripting
     def script(self, *answers: Responder, when: str | None = None) -> FakeOpenAI:
@@ -108,6 +132,10 @@ class FakeOpenAI:
             self._rules.clear()
             self.requests.clear()
             self.default = Reply("This is the fake model's answer.")
+            self.embedding_models = dict(EMBEDDING_MODELS)
+            self.ollama_batch_route = True
+            self.list_models = True
+            self._embedding_failures.clear()
 
     def requests_matching(self, text: str) -> list[Recorded]:
         with self._lock:
@@ -138,6 +166,40 @@ class FakeOpenAI:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}/v1"
 
+    @property
+    def root_url(self) -> str:
+        return self.base_url.removesuffix("/v1")
+
+    def _embedding(
+        self, path: str, headers: dict[str, str], body: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """Status and JSON body of an embedding request (OpenAI's or Ollama's)."""
+        ollama = path.startswith("/api/")
+        with self._lock:
+            self.requests.append(Recorded(path, headers, body))
+            failure = self._embedding_failures.popleft() if self._embedding_failures else None
+        model = str(body.get("model"))
+        if failure is not None:
+            return failure.status, {"error": {"message": failure.message, "code": failure.status}}
+        if model not in self.embedding_models:
+            if ollama:
+                return 404, {"error": f'model "{model}" not found, try pulling it first'}
+            message = f"The model `{model}` does not exist or you do not have access to it."
+            error = {"message": message, "type": "invalid_request_error", "code": "model_not_found"}
+            return 404, {"error": error}
+        dim = self.embedding_models[model]
+        if path == "/api/embeddings":
+            return 200, {"embedding": fake_vector(str(body.get("prompt", "")), dim)}
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        vectors = [fake_vector(str(t), dim) for t in texts]
+        if ollama:
+            return 200, {"model": model, "embeddings": vectors}
+        data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+        tokens = sum(len(str(t).split()) for t in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return 200, {"object": "list", "data": data, "model": model, "usage": usage}
+
     def start(self) -> FakeOpenAI:
         fake = self
 
@@ -162,18 +224,37 @@ class FakeOpenAI:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
+            def _send_text(self, status: int, text: str) -> None:
+                data = text.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
-                    self._send(
-                        200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
-                    )
+                names = ["fake-model", *fake.embedding_models]
+                if self.path.rstrip("/").endswith("/models") and fake.list_models:
+                    data = [{"id": name, "object": "model"} for name in names]
+                    self._send(200, {"object": "list", "data": data})
+                elif self.path == "/api/tags" and fake.list_models:
+                    tags = [{"name": f"{n}:latest", "model": f"{n}:latest"} for n in names]
+                    self._send(200, {"models": tags})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                route = self.path.rstrip("/")
+                if route.endswith("/embeddings") or route == "/api/embed":
+                    if route == "/api/embed" and not fake.ollama_batch_route:
+                        self._send_text(404, "404 page not found")  # Go's, as Ollama's router
+                        return
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    self._send(*fake._embedding(route, headers, json.loads(raw or b"{}")))
+                    return
+                if not route.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 try:
@@ -231,3 +312,18 @@ class FakeOpenAI:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+EMBEDDING_MODELS = {"fake-embed": 384, "fake-embed-768": 768}
+_WORD = re.compile(r"\w+")
+
+
+def fake_vector(text: str, dim: int) -> list[float]:
+    """The normalised sum of one pseudo-random vector per word of `text` (seeded by the word):
+    deterministic, and texts that share words are near."""
+    total = np.zeros(dim)
+    for word in _WORD.findall(text.lower()) or [text]:
+        seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "big")
+        total += np.random.default_rng(seed).standard_normal(dim)
+    norm = float(np.linalg.norm(total)) or 1.0
+    return [float(x) for x in total / norm]

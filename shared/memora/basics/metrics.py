@@ -193,6 +193,14 @@ EMBED_DURATION = Histogram(
     namespace=NAMESPACE,
     buckets=_LATENCY,
 )
+EMBED_REQUESTS = Histogram(
+    "embedding_request_duration_seconds",
+    "One HTTP request to a remote embedding provider (MEMORA_EMBEDDING_PROVIDER), by outcome: "
+    "ok, rate_limited, server_error, timeout, connection_error, rejected",
+    ["provider", "outcome"],
+    namespace=NAMESPACE,
+    buckets=_LATENCY,
+)
 CROSS_ENCODER_BACKEND = Gauge(
     "cross_encoder_backend",
     "1 for the backend serving the cross-encoder (torch, onnx, onnx-int8), set when it loads",
@@ -295,6 +303,10 @@ def observe_embedding(model: str, texts: int, seconds: float) -> None:
     EMBED_BATCH.labels(model).observe(texts)
     EMBED_TEXTS.labels(model).inc(texts)
     EMBED_DURATION.labels(model).observe(seconds)
+
+
+def observe_embedding_request(provider: str, outcome: str, seconds: float) -> None:
+    EMBED_REQUESTS.labels(provider, outcome).observe(seconds)
 
 
 def observe_accepted(outcome: str, items: int, *, backfill: bool) -> None:

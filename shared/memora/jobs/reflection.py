@@ -11,7 +11,7 @@ from memora.jobs.base import JobContext, JobResult
 from memora.lifecycle.memory import Memories
 from memora.lifecycle.reflect import reflect
 from memora.lifecycle.scores import reflection_due
-from memora.nlp.embedding import get_embedder
+from memora.nlp.embedding import embedder_for
 from memora.nlp.llm import LLMClient
 from memora.store import evolution
 
@@ -36,11 +36,7 @@ def run(ctx: JobContext) -> JobResult:
                 due.append((key, ids))
     if not due:
         return result
-    embedder = get_embedder(
-        s.embedding_model, s.torch_threads, s.embedding_batch_size, s.embedding_backend,
-        s.model_cache_dir,
-    )  # fmt: skip
-    memories = Memories(s, ctx.pool, embedder, LLMClient(s))
+    memories = Memories(s, ctx.pool, embedder_for(s), LLMClient(s))
     for key, ids in due:
         made = reflect(
             memories, _scope(key), client_agent_id(key), source_ids=ids, actor="job:reflect"

@@ -30,7 +30,7 @@ from memora.extraction.base import Mention
 from memora.lifecycle import rules
 from memora.lifecycle.rules import Decision, Statement, Thresholds, Verdict
 from memora.lifecycle.scores import clamp_importance, heuristic_importance
-from memora.nlp.embedding import Embedder
+from memora.nlp.embedding import TextEmbedder
 from memora.nlp.llm import LLMClient
 from memora.store import agents, links
 from memora.store import entities as entity_store
@@ -108,7 +108,7 @@ class Memories:
         self,
         settings: Settings,
         pool: ConnectionPool[Any],
-        embedder: Embedder,
+        embedder: TextEmbedder,
         llm: LLMClient | None = None,
     ) -> None:
         self.settings, self.pool, self.embedder, self.llm = settings, pool, embedder, llm

@@ -3,7 +3,9 @@
 On a CPU the forward pass runs on ONNX Runtime when it can (`memora.nlp.onnx_encoder`: the same
 vectors, about 3x faster for a short query); `backend="torch"` keeps sentence-transformers' own.
 On CUDA (fp16) concurrent calls share forward passes through a `MicroBatcher`: the query
-service's searches embed their queries together.
+service's searches embed their queries together. `embedder_for(settings)` gives the process's
+embedder as MEMORA_EMBEDDING_PROVIDER chooses: this local model, or a server
+(`memora.nlp.remote_embedding`), checked against the schema's dimension.
 """
 
 from __future__ import annotations
@@ -15,16 +17,17 @@ import time
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from memora.basics import metrics
-from memora.basics.config import DEFAULT_EMBEDDING_MODEL
+from memora.basics.config import DEFAULT_EMBEDDING_MODEL, Settings
 from memora.nlp.batching import MicroBatcher
 from memora.nlp.onnx_encoder import OnnxEncoder, normalised
 from memora.nlp.onnx_export import default_cache_dir
+from memora.nlp.remote_embedding import dimension_mismatch, remote_embedder
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -34,6 +37,21 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 log = logging.getLogger(__name__)
 Backend = Literal["auto", "torch", "onnx"]
+
+
+class TextEmbedder(Protocol):
+    """What the pipeline and the read path embed with: the local `Embedder` or a
+    `RemoteEmbedder`."""
+
+    model_name: str
+    dim: int
+    backend: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_one(self, text: str) -> np.ndarray: ...
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
 
 
 def resolve_model_path(name: str) -> str:
@@ -182,10 +200,40 @@ def get_embedder(
     )
 
 
-def check_dimension(embedder: Embedder, expected: int) -> None:
+def check_dimension(embedder: TextEmbedder, expected: int) -> None:
     if embedder.dim != expected:
-        raise RuntimeError(
-            f"embedding model {embedder.model_name!r} gives {embedder.dim}-d vectors but the "
-            f"schema was built for {expected} (MEMORA_EMBEDDING_DIM); re-create the schema "
-            "or choose a model of that size"
-        )
+        raise RuntimeError(dimension_mismatch(embedder.model_name, embedder.dim, expected))
+
+
+def embedder_for(settings: Settings, batch_wait: float = 0.001) -> TextEmbedder:
+    """The process's embedder as the settings choose it (MEMORA_EMBEDDING_PROVIDER), its
+    dimension checked against the schema's (MEMORA_EMBEDDING_DIM); a server is first validated
+    (seed 001: it answers, has the model, embeds a test text). Raises RuntimeError naming the
+    setting to change."""
+    s = settings
+    if s.embedding_provider == "local":
+        local = get_embedder(
+            s.embedding_model, s.torch_threads, s.embedding_batch_size, s.embedding_backend,
+            s.model_cache_dir, batch_wait,
+        )  # fmt: skip
+        check_dimension(local, s.embedding_dim)
+        return local
+    key = s.embedding_api_key.get_secret_value() if s.embedding_api_key else None
+    return _validated_remote(
+        s.embedding_provider, s.embedding_model, s.embedding_base_url or "", key,
+        s.embedding_timeout_seconds, s.embedding_max_retries, s.embedding_batch_size,
+        s.embedding_dim,
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=2)
+def _validated_remote(
+    provider: str, model: str, base_url: str, api_key: str | None, timeout: float,
+    retries: int, batch_size: int, dim: int,
+) -> TextEmbedder:  # fmt: skip
+    embedder = remote_embedder(
+        provider, model, base_url, api_key=api_key, timeout=timeout, retries=retries,
+        batch_size=batch_size,
+    )  # fmt: skip
+    embedder.validate(dim)
+    return embedder

@@ -17,7 +17,7 @@ from memora.basics.stages import Stage, stage_of_queue
 from memora.extraction.base import Extractor
 from memora.extraction.llm import LLMExtractor
 from memora.extraction.local import LocalExtractor
-from memora.nlp.embedding import Embedder, check_dimension, get_embedder
+from memora.nlp.embedding import TextEmbedder, embedder_for
 from memora.nlp.language import load_nlp, tagged_proper_noun
 from memora.nlp.llm import LLMClient
 from memora.nlp.temporal import resolve_expression
@@ -66,17 +66,8 @@ class StageContext:
         self.settings = settings
 
     @cached_property
-    def embedder(self) -> Embedder:
-        s = self.settings
-        embedder = get_embedder(
-            s.embedding_model,
-            s.torch_threads,
-            s.embedding_batch_size,
-            s.embedding_backend,
-            s.model_cache_dir,
-        )
-        check_dimension(embedder, s.embedding_dim)
-        return embedder
+    def embedder(self) -> TextEmbedder:
+        return embedder_for(self.settings)
 
     @cached_property
     def extractor(self) -> Extractor:

@@ -26,7 +26,7 @@ from psycopg import Connection
 
 from memora.basics.config import Settings
 from memora.basics.tenancy import Scope
-from memora.nlp.embedding import Embedder
+from memora.nlp.embedding import TextEmbedder
 from memora.retrieval.calibration import SEED, Calibration, calibration_for
 from memora.retrieval.keyword import KeywordIndex, or_query
 
@@ -160,7 +160,7 @@ def candidates(
 
 def search_conversations(
     conn: Connection[Any],
-    embedder: Embedder,
+    embedder: TextEmbedder,
     scope: Scope,
     q: ConversationQuery,
     *,
@@ -206,7 +206,7 @@ def search_conversations(
 
 
 def search_with_settings(
-    conn: Connection[Any], embedder: Embedder, settings: Settings, scope: Scope,
+    conn: Connection[Any], embedder: TextEmbedder, settings: Settings, scope: Scope,
     q: ConversationQuery,
 ) -> list[ConversationHit]:  # fmt: skip
     """`search_conversations` with the MEMORA_CONVERSATION_* settings."""

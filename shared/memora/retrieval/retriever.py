@@ -28,7 +28,7 @@ from psycopg import Connection
 from memora.basics.config import Settings
 from memora.basics.models import utcnow
 from memora.db.pool import Pool
-from memora.nlp.embedding import Embedder
+from memora.nlp.embedding import TextEmbedder
 from memora.nlp.temporal import QueryTimeRange, parse_query_range, strip_time_expression
 from memora.retrieval import arms, expansion, fusion, scoring, semantic
 from memora.retrieval.access import AccessRecorder
@@ -66,7 +66,7 @@ class Retriever:
         self,
         settings: Settings,
         pool: Pool,
-        embedder: Embedder,
+        embedder: TextEmbedder,
         *,
         access: AccessRecorder | None = None,
     ) -> None:

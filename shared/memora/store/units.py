@@ -348,3 +348,14 @@ def opinion_state(
         (list(ids), agent_key),
     ).fetchall()
     return {r["id"]: OpinionState(r["confidence_score"], r["superseded"]) for r in rows}
+
+
+def schema_embedding_dim(conn: Connection[Any]) -> int | None:
+    """The dimension the schema gave memory_units.embedding (pgvector keeps it as the column's
+    type modifier; MEMORA_EMBEDDING_DIM at `memora migrate`); None when it has none."""
+    row = conn.execute(
+        "SELECT atttypmod AS dim FROM pg_attribute "
+        "WHERE attrelid = 'memory_units'::regclass AND attname = 'embedding'"
+    ).fetchone()
+    dim = int(row["dim"]) if row else -1
+    return dim if dim > 0 else None

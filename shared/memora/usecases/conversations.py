@@ -25,7 +25,7 @@ from memora.conversations import consistency, index, sync
 from memora.conversations.consistency import Report
 from memora.conversations.sync import MessagePatch as MessagePatch
 from memora.conversations.sync import SyncResult as SyncResult
-from memora.nlp.embedding import Embedder
+from memora.nlp.embedding import TextEmbedder
 from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.retrieval.conversation import ConversationHit, ConversationQuery, search_with_settings
 
@@ -76,7 +76,7 @@ def delete_message(
 
 def search(
     pool: ConnectionPool[Any],
-    embedder: Embedder,
+    embedder: TextEmbedder,
     settings: Settings,
     scope: Scope,
     query: ConversationQuery,
