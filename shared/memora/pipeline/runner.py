@@ -144,7 +144,7 @@ class Pipeline:
     def record_failure(self, stage: Stage, operation_id: UUID, error: str, *, final: bool) -> None:
         with self.pool.connection() as conn:
             with conn.transaction():
-                operations.stage_error(conn, operation_id, stage, error, final=final)
-                if final:
+                recorded = operations.stage_error(conn, operation_id, stage, error, final=final)
+                if final and recorded:
                     webhooks.operation_finished(conn, operations.get_operation(conn, operation_id))
             webhooks.dispatch_committed(conn)

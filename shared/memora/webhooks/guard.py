@@ -1,9 +1,10 @@
 """Which webhook targets may be called: a guard against server-side request forgery.
 
-A URL must be http(s) with a host. Every address its host resolves to must be public: not
-private, loopback, link-local (cloud metadata services live there), multicast, reserved or
-unspecified, including IPv4 addresses mapped into IPv6, unless the operator allows private
-targets (MEMORA_WEBHOOK_ALLOW_PRIVATE). It is checked at registration and again at every
+A URL must be http(s) with a host. Every address its host resolves to must be public (global
+in Python's `ipaddress`, and not multicast): not private, loopback, link-local (where cloud
+metadata services live), shared (carrier-grade NAT), reserved or unspecified, IPv4 addresses
+mapped into IPv6 included, unless the operator allows private targets
+(MEMORA_WEBHOOK_ALLOW_PRIVATE). It is checked at registration and again at every
 attempt, and the attempt connects to the very address that was checked (a name that resolves
 to a public address when checked and to a private one when called gets nowhere).
 """
@@ -24,14 +25,8 @@ class UnsafeTarget(Exception):
 def is_public(address: IPAddress) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
-    return not (
-        address.is_private
-        or address.is_loopback
-        or address.is_link_local
-        or address.is_multicast
-        or address.is_reserved
-        or address.is_unspecified
-    )
+    # not global: private, loopback, link-local, shared (100.64/10), reserved, unspecified...
+    return address.is_global and not address.is_multicast
 
 
 def split(url: str) -> tuple[str, str, int]:
