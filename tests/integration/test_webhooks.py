@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 from uuid import uuid4
 
 import pytest
@@ -61,13 +62,14 @@ def receiver() -> Iterator[Receiver]:
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
             headers = {k.lower(): v for k, v in self.headers.items()}
             found.requests.append(Received(self.path, headers, body))
-            if self.path == "/redirect":
+            route = urlsplit(self.path).path
+            if route == "/redirect":
                 self.send_response(302)
                 self.send_header("location", f"{found.url}/ok")
                 self.send_header("content-length", "0")
                 self.end_headers()
                 return
-            status, answer = (500, b"receiver broke") if self.path == "/fail" else (204, b"")
+            status, answer = (500, b"receiver broke") if route == "/fail" else (204, b"")
             self.send_response(status)
             self.send_header("content-length", str(len(answer)))
             self.end_headers()
