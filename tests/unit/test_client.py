@@ -22,9 +22,16 @@ from pydantic import BaseModel
 import memora_client
 from memora_client import AsyncMemoraClient, MemoraClient, errors
 from memora_client import models as m
-from services.api.schemas import agents, conversations, lifecycle, memories, operations, search
+from services.api.schemas import (
+    agents,
+    conversations,
+    lifecycle,
+    memories,
+    operations,
+    search,
+    webhooks,
+)
 from services.api.schemas import think as think_schemas
-from services.api.schemas import webhooks
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATION = {
