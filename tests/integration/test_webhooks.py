@@ -17,6 +17,7 @@ from uuid import uuid4
 import pytest
 from pydantic import SecretStr
 
+from memora.basics.config import Settings
 from memora.basics.stages import Stage
 from memora.basics.tenancy import Scope
 from memora.store import operations
@@ -28,6 +29,7 @@ from tests.integration.auth_support import (  # noqa: F401 - fixture
     auth_api,
     make_tenant,
 )
+from tests.integration.stack_support import Client, topology
 from tests.integration.webhook_support import Received, Receiver, receiving
 
 pytestmark = pytest.mark.integration
@@ -217,3 +219,32 @@ def test_a_tenant_sees_only_its_own_webhooks(auth_api: Any) -> None:  # noqa: F8
     assert len(auth_api.get("/api/webhooks", headers=a.headers).json()["webhooks"]) == 1
     missing = auth_api.get(f"/api/webhooks/{uuid4()}/deliveries", headers=a.headers)
     assert missing.status_code == 404
+
+
+def test_a_superseded_memory_is_an_event(
+    settings: Settings, pool: Any, pipeline: Any, agent_id: str
+) -> None:
+    """remember on the query service (behind the write API) supersedes a memory: its delivery
+    is recorded in the same transaction (sent by whichever dispatcher or sweep runs)."""
+    allowed = settings.model_copy(update={"webhook_allow_private": True})
+    with topology(allowed, pool, pipeline) as t, Client(t) as api:
+        body = {"url": "http://127.0.0.1:9/hook", "events": ["memory.superseded"]}
+        hook = api.post("/api/webhooks", json=body).json()  # the default tenant (auth off)
+        try:
+            said = {"content": "Alice lives in Paris."}
+            first = api.post(f"/api/agents/{agent_id}/remember", json=said).json()
+            moved = {"content": "Alice moved to Berlin."}
+            second = api.post(f"/api/agents/{agent_id}/remember", json=moved).json()
+            assert second["decision"] == "SUPERSEDE", second
+            answer = api.get(f"/api/webhooks/{hook['id']}/deliveries").json()
+            (delivery,) = answer["deliveries"]
+            assert delivery["event_type"] == "memory.superseded"
+            data = delivery["payload"]["data"]
+            assert data.pop("reason")  # the rule's words
+            assert data == {
+                "agent_id": agent_id,
+                "memory_id": first["memory_id"],
+                "superseded_by": second["memory_id"],
+            }
+        finally:
+            assert api.delete(f"/api/webhooks/{hook['id']}").status_code == 204

@@ -396,7 +396,7 @@ class AsyncMemoraClient:
 
     async def delete_webhook(self, webhook_id: str | UUID) -> None:
         """Removes an endpoint and its deliveries."""
-        self._request(c.delete_webhook(webhook_id))
+        return await self._request(c.delete_webhook(webhook_id))
 
     async def test_webhook(self, webhook_id: str | UUID) -> m.WebhookPing:
         """Sends a `webhook.ping` event to the endpoint now."""

@@ -392,7 +392,7 @@ class MemoraClient:
 
     def delete_webhook(self, webhook_id: str | UUID) -> None:
         """Removes an endpoint and its deliveries."""
-        self._request(c.delete_webhook(webhook_id))
+        return self._request(c.delete_webhook(webhook_id))
 
     def test_webhook(self, webhook_id: str | UUID) -> m.WebhookPing:
         """Sends a `webhook.ping` event to the endpoint now."""

@@ -99,8 +99,10 @@ class Settings(BaseSettings):
     webhook_retry_base_seconds: float = 5.0
     webhook_retry_max_delay_seconds: float = 3600.0
     webhook_retry_window_seconds: float = 86400.0
-    # How often the webhook worker looks for deliveries that are due (retries, lost sends).
+    # How often the webhook worker looks for deliveries that are due (retries, lost sends),
+    # and how long a delivery's task may wait in the queue before it is taken for lost.
     webhook_sweep_interval_seconds: float = 5.0
+    webhook_redispatch_after_seconds: float = 300.0
 
     # --- entity resolution (seed 000 §2.3) -------------------------------------------------
     entity_match_threshold: float = 0.75

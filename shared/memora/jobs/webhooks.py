@@ -9,7 +9,7 @@ from memora.webhooks import delivery, events
 
 
 def run(ctx: JobContext) -> JobResult:
-    ids = delivery.due(ctx.pool)
+    ids = delivery.take_due(ctx.pool, ctx.settings)
     if not ids or events.dispatch(ids):
         return JobResult(examined=len(ids), changed=len(ids))
     sent = sum(delivery.deliver(ctx.pool, i, ctx.settings) is not None for i in ids)

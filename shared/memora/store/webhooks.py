@@ -54,8 +54,8 @@ def create_webhook(
 def list_webhooks(conn: Connection[Any], tenant_id: str) -> list[dict[str, Any]]:
     """The tenant's endpoints (never their secrets) with their deliveries' counts per status."""
     return conn.execute(
-        f"""
-        SELECT {", ".join("w." + c.strip() for c in _WEBHOOK.split(","))},
+        """
+        SELECT w.id, w.tenant_id, w.url, w.events, w.description, w.created_at,
                count(*) FILTER (WHERE d.status = 'pending') AS pending,
                count(*) FILTER (WHERE d.status = 'succeeded') AS succeeded,
                count(*) FILTER (WHERE d.status = 'failed') AS failed
@@ -148,6 +148,7 @@ def record(
     conn.execute(
         """
         UPDATE webhook_deliveries SET status = %(status)s, claimed_until = NULL,
+            dispatched_at = NULL,
             next_attempt_at = now() + make_interval(secs => coalesce(%(retry)s, 0)),
             last_status_code = %(code)s, last_response = %(response)s, last_error = %(error)s,
             updated_at = now()
@@ -164,16 +165,23 @@ def record(
     )
 
 
-def due(conn: Connection[Any], limit: int = 500) -> list[UUID]:
-    """Pending deliveries whose time has come and that no sender holds (oldest first)."""
+def take_due(conn: Connection[Any], redispatch_after: float, limit: int = 500) -> list[UUID]:
+    """Pending deliveries whose time has come, that no sender holds, and for which no task
+    was sent (a retry) or the task sent `redispatch_after` seconds ago looks lost; marked
+    dispatched now, oldest first. A backlog is thus not enqueued again at every sweep."""
     rows = conn.execute(
         """
-        SELECT id FROM webhook_deliveries
-        WHERE status = 'pending' AND next_attempt_at <= now()
-          AND (claimed_until IS NULL OR claimed_until < now())
-        ORDER BY next_attempt_at LIMIT %s
+        UPDATE webhook_deliveries SET dispatched_at = now()
+        WHERE id IN (
+            SELECT id FROM webhook_deliveries
+            WHERE status = 'pending' AND next_attempt_at <= now()
+              AND (claimed_until IS NULL OR claimed_until < now())
+              AND (dispatched_at IS NULL
+                   OR dispatched_at < now() - make_interval(secs => %(after)s))
+            ORDER BY next_attempt_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+        RETURNING id
         """,
-        (limit,),
+        {"after": redispatch_after, "limit": limit},
     ).fetchall()
     return [r["id"] for r in rows]
 

@@ -90,6 +90,7 @@ def deliver(pool: ConnectionPool[Any], delivery_id: UUID, settings: Settings) ->
     return status
 
 
-def due(pool: ConnectionPool[Any], limit: int = 500) -> list[UUID]:
+def take_due(pool: ConnectionPool[Any], settings: Settings, limit: int = 500) -> list[UUID]:
+    """Due deliveries to send now (store.webhooks.take_due), committed as dispatched."""
     with pool.connection() as conn:
-        return store.due(conn, limit)
+        return store.take_due(conn, settings.webhook_redispatch_after_seconds, limit)

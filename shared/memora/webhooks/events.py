@@ -22,6 +22,7 @@ from psycopg import Connection
 
 from memora.basics.tenancy import DEFAULT_TENANT, SEPARATOR, client_agent_id
 from memora.store import webhooks as store
+from memora.store.operations import Operation
 
 log = logging.getLogger("memora.webhooks")
 
@@ -34,21 +35,23 @@ EVENT_TYPES = (OPERATION_COMPLETED, OPERATION_FAILED, MEMORY_SUPERSEDED, DOCUMEN
 PING = "webhook.ping"
 
 Dispatcher = Callable[[list[UUID]], None]
-_dispatcher: dict[str, Dispatcher] = {}
+# Ids recorded on a connection whose transaction has not been dispatched yet.
 _pending: weakref.WeakKeyDictionary[Connection[Any], list[UUID]] = weakref.WeakKeyDictionary()
+
+
+class _Process:
+    dispatcher: Dispatcher | None = None  # set at start by the API and the workers
 
 
 def use_dispatcher(dispatcher: Dispatcher | None) -> None:
     """What sends committed deliveries in this process (None: the sweep alone)."""
-    _dispatcher.pop("current", None)
-    if dispatcher is not None:
-        _dispatcher["current"] = dispatcher
+    _Process.dispatcher = dispatcher
 
 
 def dispatch(ids: list[UUID]) -> bool:
     """Hand deliveries to the dispatcher; False (logged) when there is none or it failed:
     they are durable and the sweep sends them."""
-    sender = _dispatcher.get("current")
+    sender = _Process.dispatcher
     if not ids or sender is None:
         return False
     try:
@@ -86,9 +89,11 @@ def emit(
     return ids
 
 
-def operation_finished(conn: Connection[Any], operation: Any) -> None:
-    """`operation.completed` or `operation.failed` for an operation row (store.operations'
-    Operation) that reached that status in the caller's transaction."""
+def operation_finished(conn: Connection[Any], operation: Operation | None) -> None:
+    """`operation.completed` or `operation.failed` for an operation that reached that status
+    in the caller's transaction."""
+    if operation is None:
+        return
     event = {"completed": OPERATION_COMPLETED, "failed": OPERATION_FAILED}.get(operation.status)
     if event is None:
         return

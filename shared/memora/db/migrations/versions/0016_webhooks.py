@@ -6,8 +6,9 @@
 - `webhook_deliveries`: one row per event and endpoint, inserted in the transaction of what it
   reports (the outbox). `event_id` is sent as `webhook-id` (the same on every attempt),
   `payload` is the JSON body. `status` pending -> succeeded | failed; `attempts`,
-  `next_attempt_at` (the back-off), `claimed_until` (a sender holds it while it sends), the
-  last answer (`last_status_code`, `last_response`, `last_error`).
+  `next_attempt_at` (the back-off), `claimed_until` (a sender holds it while it sends),
+  `dispatched_at` (when a task was last sent for it: the sweep sends another only when that
+  one looks lost), the last answer (`last_status_code`, `last_response`, `last_error`).
 
 Both tables carry `tenant_id` under row-level security (the `tenant_isolation` policy).
 
@@ -57,6 +58,7 @@ def upgrade() -> None:
             attempts INTEGER NOT NULL DEFAULT 0,
             next_attempt_at TIMESTAMPTZ NOT NULL DEFAULT now(),
             claimed_until TIMESTAMPTZ,
+            dispatched_at TIMESTAMPTZ DEFAULT now(),
             last_status_code INTEGER,
             last_response TEXT,
             last_error TEXT,
