@@ -29,6 +29,7 @@ from tests.integration.auth_support import (  # noqa: F401 - fixture
     auth_api,
     make_tenant,
 )
+from tests.integration.metrics_support import value, worker_metrics
 from tests.integration.stack_support import Client, topology
 from tests.integration.webhook_support import Received, Receiver, receiving
 
@@ -109,7 +110,7 @@ def test_a_processed_batch_is_reported_signed(celery_auth_api: Any, receiver: Re
 
 
 def test_a_failing_receiver_is_retried_and_recorded(
-    celery_auth_api: Any, receiver: Receiver
+    celery_auth_api: Any, receiver: Receiver, worker_stack: Any
 ) -> None:
     api = celery_auth_api
     tenant = make_tenant(api, "hooks")
@@ -128,6 +129,8 @@ def test_a_failing_receiver_is_retried_and_recorded(
     assert delivery["id"] == ping.json()["delivery_id"]
     assert delivery["status"] == "pending" and delivery["attempts"] >= 2
     assert delivery["last_status_code"] == 500 and delivery["last_response"] == "receiver broke"
+    samples = worker_metrics(worker_stack, "webhooks")  # counted on the worker's /metrics
+    assert value(samples, "memora_webhook_attempts_total", outcome="retrying") >= 2
     assert (
         api.get("/api/webhooks", headers=tenant.headers).json()["webhooks"][0]["deliveries"][
             "pending"

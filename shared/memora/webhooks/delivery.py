@@ -17,6 +17,7 @@ from uuid import UUID
 
 from psycopg_pool import ConnectionPool
 
+from memora.basics import metrics
 from memora.basics.config import Settings
 from memora.store import webhooks as store
 from memora.webhooks import signing
@@ -77,6 +78,7 @@ def deliver(pool: ConnectionPool[Any], delivery_id: UUID, settings: Settings) ->
             response=result.response,
             error=result.error,
         )
+    metrics.WEBHOOK_ATTEMPTS.labels("retrying" if status == "pending" else status).inc()
     log.info(
         "webhook attempt",
         extra={
