@@ -135,6 +135,10 @@ WORKER_ENV = {
     "MEMORA_RECONCILE_INTERVAL_SECONDS": "2",
     "MEMORA_TASK_RETRY_BACKOFF_MAX": "4",
     "MEMORA_EXTRACTOR": "local",
+    # the webhook tests' receiver listens on 127.0.0.1; retries and sweeps come quickly
+    "MEMORA_WEBHOOK_ALLOW_PRIVATE": "true",
+    "MEMORA_WEBHOOK_RETRY_BASE_SECONDS": "1",
+    "MEMORA_WEBHOOK_SWEEP_INTERVAL_SECONDS": "1",
 }
 
 

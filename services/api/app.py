@@ -15,6 +15,7 @@ from memora.db.pool import Pool, make_pool
 from memora.nlp.llm import LazyLLM
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval.keyword import KeywordIndex
+from memora.webhooks import events as webhook_events
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import Cached, Check, health_router
 from services.api.mcp import server as mcp_server
@@ -29,6 +30,7 @@ from services.api.routes import (
     operations,
     queues,
     simulation,
+    webhooks,
 )
 from services.api.stack_health import stack_checks
 from services.api.upstream import install_upstream_handlers
@@ -82,6 +84,7 @@ def create_app(
     if backend is None:
         celery = create_celery(settings)
         backend = CeleryBackend(celery)
+        webhook_events.use_dispatcher(backend.deliver_webhooks)
         broker = redis.Redis.from_url(
             settings.broker,
             socket_timeout=2,
@@ -111,7 +114,17 @@ def create_app(
     )
     # conversations before memories: its document routes would take .../messages/... as a
     # document id
-    for module in (conversations, memories, agents, admin, graph, operations, queues, simulation):
+    for module in (
+        conversations,
+        memories,
+        agents,
+        admin,
+        graph,
+        operations,
+        queues,
+        simulation,
+        webhooks,
+    ):
         app.include_router(module.router)
     install_ui(app)
     install_metrics(app, "api", queue_depths="broker" in informational, workers=workers)

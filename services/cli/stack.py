@@ -19,6 +19,7 @@ from memora.basics.config import Settings
 from memora.basics.stages import (
     INGEST_STAGES,
     MAINTENANCE_QUEUE,
+    WEBHOOKS_QUEUE,
     Stage,
     live_queues,
     queue_for,
@@ -33,6 +34,7 @@ log = logging.getLogger("memora.stack")
 WORKER_QUEUES: dict[str, list[str]] = {
     **{s.value: [queue_for(s), queue_for(s, backfill=True)] for s in INGEST_STAGES},
     "opinions": [Stage.OPINIONS.value, MAINTENANCE_QUEUE],
+    "webhooks": [WEBHOOKS_QUEUE],
 }
 
 

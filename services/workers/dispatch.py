@@ -1,4 +1,5 @@
-"""The Celery task backend: sends stage work to its queue by task name."""
+"""The Celery task backend: sends stage work (and webhook deliveries) to its queue by task
+name."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from uuid import UUID
 
 from celery import Celery
 
-from memora.basics.stages import Stage, queue_for
-from services.workers.queues import task_name
+from memora.basics.stages import WEBHOOKS_QUEUE, Stage, queue_for
+from services.workers.queues import DELIVER_WEBHOOK_TASK, task_name
 
 
 class CeleryBackend:
@@ -21,3 +22,9 @@ class CeleryBackend:
             kwargs={"backfill": backfill},
             queue=queue_for(stage, backfill=backfill),
         )
+
+    def deliver_webhooks(self, delivery_ids: list[UUID]) -> None:
+        """The webhook deliveries of a committed transaction, one task each
+        (memora.webhooks.events' dispatcher)."""
+        for delivery_id in delivery_ids:
+            self.app.send_task(DELIVER_WEBHOOK_TASK, args=[str(delivery_id)], queue=WEBHOOKS_QUEUE)

@@ -29,10 +29,11 @@ from memora.jobs import JOBS, JobContext, JobSpec, run_job
 from memora.pipeline.batch import StageBatcher
 from memora.pipeline.context import StageContext, models_to_preload
 from memora.pipeline.runner import REGISTRY, Pipeline
+from memora.webhooks import delivery, events
 from services.workers import metrics as worker_metrics
 from services.workers.celery_app import app
 from services.workers.dispatch import CeleryBackend
-from services.workers.queues import job_task_name, task_name
+from services.workers.queues import DELIVER_WEBHOOK_TASK, job_task_name, task_name
 
 log = logging.getLogger("memora.worker")
 _state: dict[int, Pipeline] = {}
@@ -75,6 +76,7 @@ def batcher(stage: Stage) -> StageBatcher | None:
 
 
 backend = CeleryBackend(app)
+events.use_dispatcher(backend.deliver_webhooks)
 worker_metrics.install(pool=lambda: pipeline().pool)
 
 
@@ -184,3 +186,10 @@ def _job_task(spec: JobSpec) -> Task:
 
 
 JOB_TASKS: dict[str, Task] = {name: _job_task(spec) for name, spec in JOBS.items()}
+
+
+@app.task(name=DELIVER_WEBHOOK_TASK, ignore_result=True, acks_late=True)
+def deliver_webhook(delivery_id: str) -> str | None:
+    """One attempt of a webhook delivery (its retries are scheduled in the database and sent
+    by the `webhooks` job); on the `webhooks` queue, so a slow receiver holds up nothing else."""
+    return delivery.deliver(pipeline().pool, UUID(delivery_id), get_settings())

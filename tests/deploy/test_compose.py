@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"
 METRIC = re.compile(r"\bmemora_[a-z0-9_]+")
 SERIES = re.compile(r"\b(?:flower|redis|pg)_[a-z0-9_]+")
-WORKERS = {f"worker-{s.value}" for s in Stage}
+WORKERS = {f"worker-{s.value}" for s in Stage} | {"worker-webhooks"}
 
 
 @cache

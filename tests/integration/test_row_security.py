@@ -41,6 +41,8 @@ TENANT_TABLES = (
     "unit_sources",
     "memory_events",
     "job_cursors",
+    "webhooks",
+    "webhook_deliveries",
 )
 
 
@@ -65,6 +67,12 @@ def two_tenants(auth_api: Any, pool: Any) -> tuple[Tenant, Tenant]:  # noqa: F81
     _ingest(auth_api, a, "Alice met Bob in Lisbon.", "Bob told Alice about Acme's new office.")
     _ingest(auth_api, b, "Alice met Carol in Tokyo.", "Carol told Alice about Globex's merger.")
     touch_access(pool, [a.key_of(AGENT), b.key_of(AGENT)])
+    for tenant in (a, b):  # an endpoint and a delivery (its ping) of each tenant's
+        hook = {"url": "https://93.184.215.14/hook", "events": ["operation.failed"]}
+        made = auth_api.post("/api/webhooks", json=hook, headers=tenant.headers)
+        assert made.status_code == 201, made.text
+        ping = auth_api.post(f"/api/webhooks/{made.json()['id']}/test", headers=tenant.headers)
+        assert ping.status_code == 202, ping.text
     with pool.connection() as conn:  # the lifecycle's audit trail and a job's cursor, as
         for tenant in (a, b):  # remember and the evolution jobs would write them
             key = tenant.key_of(AGENT)

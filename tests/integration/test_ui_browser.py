@@ -10,6 +10,7 @@ well. Screenshots go to docs/ui/ (docs/ui.md). `.ci/install-browser` installs wh
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from tests.conftest import wait_until
 from tests.fakes import FakeOpenAI, Reply
 from tests.integration.stack_support import process_stack
 from tests.integration.test_llm_extraction import WORKER_LLM_ENV
+from tests.integration.webhook_support import receiving
 
 pytestmark = pytest.mark.integration
 
@@ -136,6 +138,7 @@ def ui_stack(
     env = WORKER_LLM_ENV | {
         "MEMORA_LLM_BASE_URL": fake_llm_server.base_url,
         "MEMORA_ADMIN_KEY": ADMIN_KEY,
+        "MEMORA_WEBHOOK_ALLOW_PRIVATE": "true",  # the webhook receiver is on 127.0.0.1
     }
     s = settings.model_copy(update={"broker_url": redis_url, "data_dir": data_dir})
     with process_stack(
@@ -273,5 +276,23 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
         assert "extract" in page.locator("#queues-table").inner_text()
         assert page.evaluate("sessionStorage.getItem('memora.apiKey')") == ADMIN_KEY
         page.screenshot(path=str(SHOTS / "queues.png"))
+
+        # Webhooks: register an endpoint (its secret shown once), ping it, see the delivery
+        with receiving() as receiver:
+            page.click('#tabs button[data-view="webhooks"]')
+            page.fill('#webhook-form input[name="url"]', f"{receiver.url}/ok")
+            page.check('#webhook-form input[value="document.deleted"]')
+            page.click('#webhook-form button[type="submit"]')
+            page.locator("#webhook-secret code", has_text="whsec_").wait_for()
+            endpoint = page.locator("#webhooks-table tbody tr", has_text=receiver.url)
+            endpoint.wait_for()
+            assert "document.deleted" in endpoint.inner_text()
+            endpoint.locator("button", has_text="Test").click()
+            delivered = page.locator("#deliveries-table tbody tr", has_text="webhook.ping")
+            delivered.locator(".badge", has_text="succeeded").wait_for(timeout=30_000)
+            assert delivered.locator("td").nth(4).inner_text() == "204"  # the last code
+            (request,) = receiver.at("/ok")
+            assert json.loads(request.body)["type"] == "webhook.ping"
+            page.screenshot(path=str(SHOTS / "webhooks.png"))
         browser.close()
     assert not errors, errors

@@ -22,7 +22,15 @@ from pydantic import BaseModel
 import memora_client
 from memora_client import AsyncMemoraClient, MemoraClient, errors
 from memora_client import models as m
-from services.api.schemas import agents, conversations, lifecycle, memories, operations, search
+from services.api.schemas import (
+    agents,
+    conversations,
+    lifecycle,
+    memories,
+    operations,
+    search,
+    webhooks,
+)
 from services.api.schemas import think as think_schemas
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,6 +91,14 @@ SAME_FIELDS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (m.OpinionVersion, agents.OpinionVersion),
     (m.OpinionList, agents.OpinionList),
     (m.OpinionHistory, agents.OpinionHistory),
+    (m.WebhookCreate, webhooks.WebhookCreate),
+    (m.WebhookDeliveryCounts, webhooks.DeliveryCounts),
+    (m.Webhook, webhooks.Webhook),
+    (m.WebhookCreated, webhooks.WebhookCreated),
+    (m.WebhookList, webhooks.WebhookList),
+    (m.WebhookDelivery, webhooks.Delivery),
+    (m.WebhookDeliveryList, webhooks.DeliveryList),
+    (m.WebhookPing, webhooks.PingResponse),
 ]
 
 

@@ -8,17 +8,19 @@ import pytest
 from prometheus_client import REGISTRY
 
 from memora.basics.config import Settings
-from memora.basics.stages import MAINTENANCE_QUEUE
+from memora.basics.stages import MAINTENANCE_QUEUE, WEBHOOKS_QUEUE
 from memora.jobs import JOBS, JobContext, JobResult, JobSpec, run_job
 from services.workers.celery_app import create_celery
 from services.workers.queues import job_task_name, task_routes
 
 
-def test_every_job_is_routed_to_maintenance_and_scheduled_by_its_interval() -> None:
+def test_every_job_is_routed_to_its_queue_and_scheduled_by_its_interval() -> None:
     settings = Settings(reconcile_interval_seconds=7)
     schedule = create_celery(settings).conf.beat_schedule
     for name in JOBS:
-        assert task_routes()[job_task_name(name)] == {"queue": MAINTENANCE_QUEUE}
+        # the webhook sweep runs beside the deliveries, on their worker; the rest on maintenance
+        queue = WEBHOOKS_QUEUE if name == "webhooks" else MAINTENANCE_QUEUE
+        assert task_routes()[job_task_name(name)] == {"queue": queue}
     assert schedule["reconcile"] == {
         "task": "memora.reconcile",
         "schedule": 7,

@@ -377,3 +377,33 @@ class AsyncMemoraClient:
     async def delete_agent(self, agent_id: str) -> m.AgentDeleted:
         """Hard delete of the agent and all its data (idempotent)."""
         return await self._request(c.delete_agent(agent_id))
+
+    # -------------------------------------------------------------------------- webhooks
+    async def create_webhook(
+        self,
+        url: str,
+        events: Sequence[m.WebhookEvent],
+        *,
+        description: str = "",
+    ) -> m.WebhookCreated:
+        """Registers an endpoint for these events; the answer's `secret` (shown only now)
+        verifies the deliveries' Standard Webhooks signatures (docs/webhooks.md)."""
+        return await self._request(c.create_webhook(url, events, description))
+
+    async def list_webhooks(self) -> m.WebhookList:
+        """The tenant's endpoints with their deliveries per status."""
+        return await self._request(c.list_webhooks())
+
+    async def delete_webhook(self, webhook_id: str | UUID) -> None:
+        """Removes an endpoint and its deliveries."""
+        return await self._request(c.delete_webhook(webhook_id))
+
+    async def test_webhook(self, webhook_id: str | UUID) -> m.WebhookPing:
+        """Sends a `webhook.ping` event to the endpoint now."""
+        return await self._request(c.test_webhook(webhook_id))
+
+    async def list_webhook_deliveries(
+        self, webhook_id: str | UUID, *, limit: int = 50
+    ) -> m.WebhookDeliveryList:
+        """The endpoint's deliveries, newest first: status, attempts, the last answer."""
+        return await self._request(c.webhook_deliveries(webhook_id, limit))

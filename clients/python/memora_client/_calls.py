@@ -342,6 +342,31 @@ def delete_agent(agent_id: str) -> Call[m.AgentDeleted]:
     return _call("DELETE", agent_path(agent_id), m.AgentDeleted)
 
 
+# ------------------------------------------------------------------------------ webhooks
+def create_webhook(
+    url: str, events: Sequence[m.WebhookEvent], description: str
+) -> Call[m.WebhookCreated]:
+    body = m.WebhookCreate(url=url, events=list(events), description=description)
+    return _call("POST", "/api/webhooks", m.WebhookCreated, body)
+
+
+def list_webhooks() -> Call[m.WebhookList]:
+    return _call("GET", "/api/webhooks", m.WebhookList)
+
+
+def delete_webhook(webhook_id: str | UUID) -> Call[None]:
+    return Call("DELETE", f"/api/webhooks/{seg(webhook_id)}", lambda _: None)
+
+
+def test_webhook(webhook_id: str | UUID) -> Call[m.WebhookPing]:
+    return _call("POST", f"/api/webhooks/{seg(webhook_id)}/test", m.WebhookPing)
+
+
+def webhook_deliveries(webhook_id: str | UUID, limit: int) -> Call[m.WebhookDeliveryList]:
+    path = f"/api/webhooks/{seg(webhook_id)}/deliveries"
+    return _call("GET", path, m.WebhookDeliveryList, params={"limit": limit})
+
+
 def raw(method: str, path: str, json: Any, params: Mapping[str, Any] | None) -> Call[Any]:
     return Call(method.upper(), path, lambda body: body, json, params)
 

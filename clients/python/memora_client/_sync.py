@@ -373,3 +373,33 @@ class MemoraClient:
     def delete_agent(self, agent_id: str) -> m.AgentDeleted:
         """Hard delete of the agent and all its data (idempotent)."""
         return self._request(c.delete_agent(agent_id))
+
+    # -------------------------------------------------------------------------- webhooks
+    def create_webhook(
+        self,
+        url: str,
+        events: Sequence[m.WebhookEvent],
+        *,
+        description: str = "",
+    ) -> m.WebhookCreated:
+        """Registers an endpoint for these events; the answer's `secret` (shown only now)
+        verifies the deliveries' Standard Webhooks signatures (docs/webhooks.md)."""
+        return self._request(c.create_webhook(url, events, description))
+
+    def list_webhooks(self) -> m.WebhookList:
+        """The tenant's endpoints with their deliveries per status."""
+        return self._request(c.list_webhooks())
+
+    def delete_webhook(self, webhook_id: str | UUID) -> None:
+        """Removes an endpoint and its deliveries."""
+        return self._request(c.delete_webhook(webhook_id))
+
+    def test_webhook(self, webhook_id: str | UUID) -> m.WebhookPing:
+        """Sends a `webhook.ping` event to the endpoint now."""
+        return self._request(c.test_webhook(webhook_id))
+
+    def list_webhook_deliveries(
+        self, webhook_id: str | UUID, *, limit: int = 50
+    ) -> m.WebhookDeliveryList:
+        """The endpoint's deliveries, newest first: status, attempts, the last answer."""
+        return self._request(c.webhook_deliveries(webhook_id, limit))

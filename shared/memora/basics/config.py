@@ -140,6 +140,23 @@ class Settings(BaseSettings):
     backfill_stuck_after_seconds: int = 3600
     reconcile_interval_seconds: float = 60.0
 
+    # --- webhooks (docs/webhooks.md) --------------------------------------------------------
+    # Targets on private, loopback, link-local or reserved addresses are refused (at
+    # registration and at each delivery) unless this is on: a guard against server-side
+    # request forgery. Turn it on only where every receiver is trusted (tests, one machine).
+    webhook_allow_private: bool = False
+    webhook_connect_timeout_seconds: float = 5.0
+    webhook_timeout_seconds: float = 10.0  # one attempt, from connecting to the last byte
+    # Retries: base * 2^(attempt-1) seconds after each failed attempt, at most max_delay, for
+    # window seconds after the event; then the delivery is failed.
+    webhook_retry_base_seconds: float = 5.0
+    webhook_retry_max_delay_seconds: float = 3600.0
+    webhook_retry_window_seconds: float = 86400.0
+    # How often the webhook worker looks for deliveries that are due (retries, lost sends),
+    # and how long a delivery's task may wait in the queue before it is taken for lost.
+    webhook_sweep_interval_seconds: float = 5.0
+    webhook_redispatch_after_seconds: float = 300.0
+
     # --- entity resolution (seed 000 §2.3) -------------------------------------------------
     entity_match_threshold: float = 0.75
     entity_name_weight: float = 0.5

@@ -285,6 +285,14 @@ def install_llm_hook(usage: UsageSource) -> None:
     _llm_sources.append(id(usage))
 
 
+WEBHOOK_ATTEMPTS = Counter(
+    "webhook_attempts",
+    "Webhook delivery attempts, by outcome (succeeded, retrying, failed)",
+    ["outcome"],
+    namespace=NAMESPACE,
+)
+
+
 def observe_job(job: str, outcome: str, seconds: float, examined: int, changed: int) -> None:
     JOB_RUNS.labels(job, outcome).inc()
     JOB_DURATION.labels(job).observe(seconds)

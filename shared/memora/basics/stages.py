@@ -79,6 +79,7 @@ CHAINS: dict[OperationKind, tuple[Stage, ...]] = {
 
 # Queues besides the per-stage ones.
 MAINTENANCE_QUEUE = "maintenance"
+WEBHOOKS_QUEUE = "webhooks"  # webhook deliveries: a slow receiver holds up nothing else
 BACKFILL_QUEUE_SUFFIX = ".backfill"
 
 
@@ -120,4 +121,5 @@ def live_queues() -> list[str]:
 
 def all_queues() -> list[str]:
     stages = [s.value for s in Stage]
-    return stages + [queue_for(s, backfill=True) for s in INGEST_STAGES] + [MAINTENANCE_QUEUE]
+    backfill = [queue_for(s, backfill=True) for s in INGEST_STAGES]
+    return stages + backfill + [MAINTENANCE_QUEUE, WEBHOOKS_QUEUE]

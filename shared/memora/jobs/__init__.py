@@ -6,6 +6,7 @@ the Celery tasks and the metrics follow from this registry.
 
 from __future__ import annotations
 
+from memora.basics.stages import WEBHOOKS_QUEUE
 from memora.jobs import (
     attenuate,
     cleanup,
@@ -15,6 +16,7 @@ from memora.jobs import (
     heartbeat,
     reconcile,
     reflection,
+    webhooks,
 )
 from memora.jobs.base import JobContext, JobResult, JobSpec, run_job
 
@@ -69,6 +71,13 @@ JOBS: dict[str, JobSpec] = {
             cleanup.run,
             lambda s: s.cleanup_interval_seconds,
             "purge forgotten memories past the retention period",
+        ),
+        JobSpec(
+            "webhooks",
+            webhooks.run,
+            lambda s: s.webhook_sweep_interval_seconds,
+            "send webhook deliveries that are due (retries, lost hand-offs)",
+            queue=WEBHOOKS_QUEUE,
         ),
     )
 }

@@ -17,6 +17,7 @@ from psycopg_pool import ConnectionPool
 
 from memora.basics import metrics
 from memora.basics.config import Settings
+from memora.basics.stages import MAINTENANCE_QUEUE
 from memora.pipeline.handoff import TaskBackend
 
 log = logging.getLogger("memora.jobs")
@@ -43,6 +44,7 @@ class JobSpec:
     run: Callable[[JobContext], JobResult]
     interval_seconds: Callable[[Settings], float]  # beat's period; 0 or less: not scheduled
     description: str = ""
+    queue: str = MAINTENANCE_QUEUE  # where beat sends its runs
 
 
 def run_job(spec: JobSpec, ctx: JobContext) -> JobResult:

@@ -22,6 +22,7 @@ from memora.lifecycle.memory import candidates, statement
 from memora.lifecycle.rules import Decision, Statement
 from memora.store import evolution
 from memora.store import lifecycle as store
+from memora.webhooks import events as webhooks
 
 JOB = "consolidate"
 ACTOR = "job:consolidate"
@@ -88,6 +89,7 @@ def _consolidate(conn: Any, key: str, unit: store.ActiveUnit, t: rules.Threshold
         )  # fmt: skip
         store.record(conn, key, done, "superseded", ACTOR, reason=verdict.reason,
                      related_id=newer.id)  # fmt: skip
+        webhooks.memory_superseded(conn, key, done, newer.id, verdict.reason)
         return "superseded"
     kept = rules.richer(older.text, newer.text)
     rewritten = kept != older.text
@@ -105,4 +107,5 @@ def _consolidate(conn: Any, key: str, unit: store.ActiveUnit, t: rules.Threshold
                  related_id=newer.id, details={"statement": newer.text})  # fmt: skip
     store.record(conn, key, [newer.id], "superseded", ACTOR, reason="merged",
                  related_id=older.id)  # fmt: skip
+    webhooks.memory_superseded(conn, key, [newer.id], older.id, f"merged: {verdict.reason}")
     return "merged"

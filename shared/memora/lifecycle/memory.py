@@ -36,6 +36,7 @@ from memora.store import agents, links
 from memora.store import entities as entity_store
 from memora.store import lifecycle as store
 from memora.store.units import Unresolved
+from memora.webhooks import events as webhooks
 
 log = logging.getLogger("memora.lifecycle")
 
@@ -190,6 +191,7 @@ class Memories:
                         conn, key, done, "superseded", actor, reason=verdict.reason,
                         related_id=unit_id, details={"decided_by": by},
                     )  # fmt: skip
+                    webhooks.memory_superseded(conn, key, done, unit_id, verdict.reason)
             self._link_related(conn, unit_id, related, actor, key)
         return RememberResult(
             verdict.decision, unit_id, verdict.reason, superseded, linked=related, decided_by=by

@@ -30,6 +30,7 @@ from memora.basics.stages import OperationKind, Stage
 from memora.nlp.batching import MicroBatcher
 from memora.pipeline.context import Deferred, Prepared, Writer
 from memora.pipeline.runner import REGISTRY, Pipeline, Skip
+from memora.webhooks import events as webhooks
 
 log = logging.getLogger("memora.pipeline")
 
@@ -139,6 +140,7 @@ def _write_all(
     except Exception as exc:  # the commit failed: none of them was written
         done = {op: Outcome(error=exc) for op in done}
     outcomes.update(done)
+    webhooks.dispatch_committed(conn)  # (after a failed commit: ids that send nothing)
 
 
 class StageBatcher:

@@ -25,6 +25,7 @@ from memora.basics.stages import OperationKind, Stage, next_stage
 from memora.pipeline.context import Job, Prepared, StageContext, Writer
 from memora.pipeline.stages import embed, entities, extract, index_messages, links, opinions
 from memora.store import documents, operations
+from memora.webhooks import events as webhooks
 
 log = logging.getLogger("memora.pipeline")
 
@@ -89,6 +90,7 @@ class Pipeline:
 
             with conn.transaction():
                 following = self.write(conn, stage, job.operation.kind, operation_id, write)
+            webhooks.dispatch_committed(conn)
             return following
 
     def begin(self, conn: Connection[Any], stage: Stage, operation_id: UUID) -> Job | Skip:
@@ -132,6 +134,8 @@ class Pipeline:
         counts = write(conn)
         following = next_stage(stage, kind, skip=self.skip)
         operations.stage_done(conn, operation_id, stage, following, counts)
+        if following is None:
+            webhooks.operation_finished(conn, operations.get_operation(conn, operation_id))
         log.info(
             "stage done", extra={"stage": stage.value, "operation": str(operation_id), **counts}
         )
@@ -139,4 +143,8 @@ class Pipeline:
 
     def record_failure(self, stage: Stage, operation_id: UUID, error: str, *, final: bool) -> None:
         with self.pool.connection() as conn:
-            operations.stage_error(conn, operation_id, stage, error, final=final)
+            with conn.transaction():
+                recorded = operations.stage_error(conn, operation_id, stage, error, final=final)
+                if final and recorded:
+                    webhooks.operation_finished(conn, operations.get_operation(conn, operation_id))
+            webhooks.dispatch_committed(conn)

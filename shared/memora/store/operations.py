@@ -248,9 +248,10 @@ def stage_done(
 
 def stage_error(
     conn: Connection[Any], operation_id: UUID, stage: Stage, error: str, *, final: bool
-) -> None:
-    """A failed attempt (will be retried) or the final failure of the operation."""
-    conn.execute(
+) -> bool:
+    """A failed attempt (will be retried) or the final failure of the operation; whether it
+    was recorded (not for an operation that completed or was superseded)."""
+    recorded = conn.execute(
         """
         UPDATE operations SET
             status = CASE WHEN %(final)s THEN 'failed' ELSE status END,
@@ -265,6 +266,7 @@ def stage_error(
         """,
         {"final": final, "err": error[:2000], "s": stage.value, "id": operation_id},
     )
+    return recorded.rowcount > 0
 
 
 def mark_superseded(conn: Connection[Any], operation_id: UUID) -> None:

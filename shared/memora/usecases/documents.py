@@ -10,6 +10,7 @@ from psycopg import Connection
 from memora.basics.errors import NotFound
 from memora.basics.tenancy import Scope
 from memora.store import documents
+from memora.webhooks import events as webhooks
 
 NOTHING_DELETED = {
     "units_deleted": 0,
@@ -41,4 +42,7 @@ def delete(conn: Connection[Any], scope: Scope, agent_id: str, document_id: str)
     again with zero counts (`already_absent`)."""
     with conn.transaction():
         deleted = documents.delete_document(conn, scope, agent_id, document_id)
+        if deleted:
+            webhooks.document_deleted(conn, scope.tenant_id, agent_id, document_id, deleted)
+    webhooks.dispatch_committed(conn)
     return deleted or {**NOTHING_DELETED, "already_absent": True}

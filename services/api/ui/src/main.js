@@ -1,9 +1,11 @@
-// Memora's web UI: agents, the memory graph, the search playground and the operations console.
+// Memora's web UI: agents, the memory graph, the search playground, the operations console
+// and webhooks.
 
 import { api, apiKey, onKeyNeeded } from "./api.js";
 import { GraphView } from "./graph.js";
 import { OperationsView, QueuesView } from "./ops.js";
 import { SearchView } from "./search.js";
+import { WebhooksView } from "./webhooks.js";
 import { $, $$, el, toast, when } from "./util.js";
 
 const state = { agent: sessionStorage.getItem("memora.agent") || "", view: "agents" };
@@ -19,6 +21,7 @@ function showView(name) {
   }
   if (name === "operations") views.operations.load();
   if (name === "queues") views.queues.load();
+  if (name === "webhooks") views.webhooks.load();
   history.replaceState(null, "", `#${name}`);
 }
 
@@ -99,6 +102,7 @@ function init() {
   views.search = new SearchView(state);
   views.operations = new OperationsView(state);
   views.queues = new QueuesView(state);
+  views.webhooks = new WebhooksView(state);
   window.memoraUI = views; // for the browser test and the console
   $$("#tabs button").forEach((b) => b.addEventListener("click", () => showView(b.dataset.view)));
   $("#agent-select").addEventListener("change", (e) => {

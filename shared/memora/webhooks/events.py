@@ -1,0 +1,130 @@
+"""Webhook events and the outbox.
+
+An event is recorded by inserting its deliveries in the transaction of what it reports, so a
+rollback drops them and a commit keeps them. Their ids are remembered per connection; once the
+caller has committed, `dispatch_committed(conn)` hands them to the process's dispatcher (a
+Celery task on the `webhooks` queue in the API and the workers). Deliveries whose hand-off was
+lost, or that were recorded where no dispatcher runs, are picked up by the webhook worker's
+sweep (memora.jobs.webhooks) within MEMORA_WEBHOOK_SWEEP_INTERVAL_SECONDS.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+import weakref
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import Connection
+
+from memora.basics.tenancy import DEFAULT_TENANT, SEPARATOR, client_agent_id
+from memora.store import webhooks as store
+from memora.store.operations import Operation
+
+log = logging.getLogger("memora.webhooks")
+
+OPERATION_COMPLETED = "operation.completed"
+OPERATION_FAILED = "operation.failed"
+MEMORY_SUPERSEDED = "memory.superseded"
+DOCUMENT_DELETED = "document.deleted"
+# The events an endpoint can subscribe to; `webhook.ping` goes only where it is asked for.
+EVENT_TYPES = (OPERATION_COMPLETED, OPERATION_FAILED, MEMORY_SUPERSEDED, DOCUMENT_DELETED)
+PING = "webhook.ping"
+
+Dispatcher = Callable[[list[UUID]], None]
+# Ids recorded on a connection whose transaction has not been dispatched yet.
+_pending: weakref.WeakKeyDictionary[Connection[Any], list[UUID]] = weakref.WeakKeyDictionary()
+
+
+class _Process:
+    dispatcher: Dispatcher | None = None  # set at start by the API and the workers
+
+
+def use_dispatcher(dispatcher: Dispatcher | None) -> None:
+    """What sends committed deliveries in this process (None: the sweep alone)."""
+    _Process.dispatcher = dispatcher
+
+
+def dispatch(ids: list[UUID]) -> bool:
+    """Hand deliveries to the dispatcher; False (logged) when there is none or it failed:
+    they are durable and the sweep sends them."""
+    sender = _Process.dispatcher
+    if not ids or sender is None:
+        return False
+    try:
+        sender(ids)
+    except Exception:
+        log.warning("webhook deliveries left to the sweep", extra={"n": len(ids)}, exc_info=True)
+        return False
+    return True
+
+
+def dispatch_committed(conn: Connection[Any]) -> None:
+    """Call after committing the transaction that recorded events on `conn`."""
+    dispatch(_pending.pop(conn, []))
+
+
+def tenant_of(agent_key: str) -> str:
+    tenant, separator, _ = agent_key.rpartition(SEPARATOR)
+    return tenant if separator else DEFAULT_TENANT
+
+
+def emit(
+    conn: Connection[Any],
+    tenant_id: str,
+    event_type: str,
+    data: dict[str, Any],
+    *,
+    webhook_id: UUID | None = None,
+) -> list[UUID]:
+    """Record one event for the tenant's endpoints that take it, in the caller's transaction."""
+    event_id = f"msg_{uuid.uuid4().hex}"
+    payload = {"type": event_type, "timestamp": datetime.now(UTC).isoformat(), "data": data}
+    ids = store.enqueue(conn, tenant_id, event_type, event_id, payload, webhook_id=webhook_id)
+    if ids:
+        _pending.setdefault(conn, []).extend(ids)
+    return ids
+
+
+def operation_finished(conn: Connection[Any], operation: Operation | None) -> None:
+    """`operation.completed` or `operation.failed` for an operation that reached that status
+    in the caller's transaction."""
+    if operation is None:
+        return
+    event = {"completed": OPERATION_COMPLETED, "failed": OPERATION_FAILED}.get(operation.status)
+    if event is None:
+        return
+    data = {
+        "operation_id": str(operation.id),
+        "agent_id": client_agent_id(operation.agent_id),
+        "kind": str(operation.kind),
+        "status": str(operation.status),
+        "document_id": operation.document_id,
+        "counts": operation.counts,
+        "error": operation.error,
+    }
+    emit(conn, tenant_of(operation.agent_id), event, data)
+
+
+def memory_superseded(
+    conn: Connection[Any], agent_key: str, memory_ids: Iterable[UUID], by: UUID, reason: str
+) -> None:
+    """`memory.superseded` for each memory another (`by`) replaced in the caller's transaction."""
+    for memory_id in memory_ids:
+        data = {
+            "agent_id": client_agent_id(agent_key),
+            "memory_id": str(memory_id),
+            "superseded_by": str(by),
+            "reason": reason,
+        }
+        emit(conn, tenant_of(agent_key), MEMORY_SUPERSEDED, data)
+
+
+def document_deleted(
+    conn: Connection[Any], tenant_id: str, agent_id: str, document_id: str, counts: dict[str, Any]
+) -> None:
+    data = {"agent_id": agent_id, "document_id": document_id, "deleted": counts}
+    emit(conn, tenant_id, DOCUMENT_DELETED, data)
