@@ -23,6 +23,7 @@ from services.api.proxy import proxy_router
 from services.api.routes import (
     admin,
     agents,
+    bench,
     conversations,
     graph,
     memories,
@@ -110,7 +111,17 @@ def create_app(
     )
     # conversations before memories: its document routes would take .../messages/... as a
     # document id
-    for module in (conversations, memories, agents, admin, graph, operations, queues, simulation):
+    for module in (
+        conversations,
+        memories,
+        agents,
+        admin,
+        graph,
+        operations,
+        queues,
+        simulation,
+        bench,
+    ):
         app.include_router(module.router)
     install_ui(app)
     install_metrics(app, "api", queue_depths="broker" in informational, workers=workers)
