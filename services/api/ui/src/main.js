@@ -1,8 +1,10 @@
-// Memora's web UI: agents, the memory graph, the search playground and the operations console.
+// Memora's web UI: agents, the memory graph, the search playground, the operations console and
+// benchmark results.
 
 import { api, apiKey, onKeyNeeded } from "./api.js";
 import { GraphView } from "./graph.js";
 import { OperationsView, QueuesView } from "./ops.js";
+import { ResultsView } from "./results.js";
 import { SearchView } from "./search.js";
 import { $, $$, el, toast, when } from "./util.js";
 
@@ -19,6 +21,7 @@ function showView(name) {
   }
   if (name === "operations") views.operations.load();
   if (name === "queues") views.queues.load();
+  if (name === "results") views.results.load();
   history.replaceState(null, "", `#${name}`);
 }
 
@@ -99,6 +102,7 @@ function init() {
   views.search = new SearchView(state);
   views.operations = new OperationsView(state);
   views.queues = new QueuesView(state);
+  views.results = new ResultsView();
   window.memoraUI = views; // for the browser test and the console
   $$("#tabs button").forEach((b) => b.addEventListener("click", () => showView(b.dataset.view)));
   $("#agent-select").addEventListener("change", (e) => {
