@@ -122,14 +122,14 @@ def _think(client: MemoraClient, q: Question, options: RunOptions, judge: Judge)
 def summarise(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(overall, per category): question counts and the mean of every figure."""
 
-    def figures(part: list[dict[str, Any]]) -> dict[str, Any]:
+    def means(part: list[dict[str, Any]]) -> dict[str, Any]:
         merged = [{**r.get("metrics_answer", {}), **r["metrics"]} for r in part]
         return {"questions": len(part), **metrics.mean_metrics(merged)}
 
     by_category: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_category[row["category"]].append(row)
-    return figures(rows), {name: figures(part) for name, part in sorted(by_category.items())}
+    return means(rows), {name: means(part) for name, part in sorted(by_category.items())}
 
 
 def run(
@@ -150,10 +150,6 @@ def run(
             rows = [ask(client, dataset, q, options, judge) for q in dataset.questions]
     except MemoraError as exc:
         raise BenchError(f"{type(exc).__name__}: {exc}") from exc
-    overall, categories = summarise(rows)
-    names = list(
-        dict.fromkeys(n for r in rows for n in (*r.get("metrics_answer", {}), *r["metrics"]))
-    )
     return {
         "version": RESULTS_VERSION,
         "benchmark": dataset.benchmark,
@@ -169,10 +165,19 @@ def run(
             "skip_ingestion": options.skip_ingestion,
         },
         "ingestion": ingestion,
-        "metric_names": names,
+        **figures(rows),
+        "questions": rows,
+    }
+
+
+def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The names of the figures measured, in order, and their means overall and per category."""
+    overall, categories = summarise(rows)
+    names = (n for r in rows for n in (*r.get("metrics_answer", {}), *r["metrics"]))
+    return {
+        "metric_names": list(dict.fromkeys(names)),
         "overall": overall,
         "categories": categories,
-        "questions": rows,
     }
 
 
