@@ -15,12 +15,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memora.nlp.llm import LLMError
 from memora_client import MemoraClient, MemoraError
 from services.cli.bench import metrics
 from services.cli.bench.dataset import Dataset, Question
 from services.cli.bench.judge import Judge
 
 RESULTS_VERSION = 1
+PROGRESS_EVERY = 25  # questions between progress lines
 
 
 class BenchError(Exception):
@@ -147,8 +149,12 @@ def run(
                 echo(f"ingesting {len(dataset.sessions)} agents")
                 ingestion = ingest(client, dataset, options.wait_timeout, echo)
             echo(f"asking {len(dataset.questions)} questions")
-            rows = [ask(client, dataset, q, options, judge) for q in dataset.questions]
-    except MemoraError as exc:
+            rows = []
+            for n, q in enumerate(dataset.questions, 1):
+                rows.append(ask(client, dataset, q, options, judge))
+                if n % PROGRESS_EVERY == 0:
+                    echo(f"  {n}/{len(dataset.questions)}")
+    except (MemoraError, LLMError) as exc:
         raise BenchError(f"{type(exc).__name__}: {exc}") from exc
     return {
         "version": RESULTS_VERSION,
