@@ -39,6 +39,7 @@ TopK = Annotated[int, typer.Option(min=1, max=200, help="memories searched per q
 ThinkTopK = Annotated[int, typer.Option(min=1, max=100, help="memories think answers from")]
 Reranker = Annotated[str, typer.Option(help="heuristic or cross-encoder")]
 WaitTimeout = Annotated[float, typer.Option(help="seconds to wait for each ingestion")]
+Timeout = Annotated[float, typer.Option(help="seconds per request (search, think)")]
 HEADLINE = (
     "accuracy", "f1", "recall@5", "recall@10", "recall@50", "mrr", "session/recall_any@5",
     "session/recall_all@5", "session/ndcg_any@5", "turn/recall_any@10", "turn/ndcg_any@10",
@@ -63,6 +64,7 @@ def locomo(
     reranker: Reranker = "heuristic",
     agent_prefix: Annotated[str, typer.Option(help="agent id = prefix + sample_id")] = "locomo-",
     wait_timeout: WaitTimeout = 600.0,
+    timeout: Timeout = 120.0,
 ) -> None:
     """LoCoMo: recall@k and MRR of the evidence turns; with --use-think, judged answers."""
     from services.cli.bench import locomo as reader
@@ -87,6 +89,7 @@ def longmemeval(
     reranker: Reranker = "heuristic",
     agent_prefix: Annotated[str, typer.Option(help="agent id = prefix + question_id")] = "lme-",
     wait_timeout: WaitTimeout = 600.0,
+    timeout: Timeout = 120.0,
 ) -> None:
     """LongMemEval: recall_any/recall_all/ndcg_any@k at session and turn level; with
     --use-think, judged answers (one agent per instance: its own haystack)."""
@@ -122,6 +125,7 @@ def _run(load: Any, o: dict[str, Any]) -> None:
         base_url=o["base_url"] or settings.resolved_api_url, api_key=key, top_k=o["top_k"],
         think_top_k=o["think_top_k"], reranker=o["reranker"], use_think=o["use_think"],
         skip_ingestion=o["skip_ingestion"], wait_timeout=o["wait_timeout"],
+        request_timeout=o["timeout"],
     )  # fmt: skip
     try:
         dataset: Dataset = load()
