@@ -24,6 +24,7 @@ from services.api.proxy import proxy_router
 from services.api.routes import (
     admin,
     agents,
+    bench,
     conversations,
     graph,
     memories,
@@ -124,6 +125,7 @@ def create_app(
         queues,
         simulation,
         webhooks,
+        bench,
     ):
         app.include_router(module.router)
     install_ui(app)

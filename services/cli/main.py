@@ -12,6 +12,7 @@ import typer
 
 from services.cli import db, demo, jobs, operations, serve, simulation, status, tenants, worker
 from services.cli.backfill import command as backfill
+from services.cli.bench import command as bench
 
 app = typer.Typer(help="Memora: long-term memory for conversational agents.", no_args_is_help=True)
 backfill.register(app)  # backfill PATH
@@ -24,6 +25,7 @@ db.register(app)  # db wait
 simulation.register(app)  # seed FILE, mcp --agent ID
 serve.register(app)  # serve, migrate
 demo.register(app)  # demo
+bench.register(app)  # bench locomo|longmemeval FILE
 
 
 @app.callback()

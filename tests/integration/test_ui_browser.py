@@ -296,3 +296,84 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
             page.screenshot(path=str(SHOTS / "webhooks.png"))
         browser.close()
     assert not errors, errors
+
+
+@pytest.fixture()
+def bench_results(
+    settings: Settings, pool: Any, fake_llm: FakeOpenAI, tmp_path: Path
+) -> Iterator[tuple[str, Path]]:
+    """A stack (in-process, pipeline inline) whose results folder holds a LoCoMo run through
+    think and the judge (`memora bench --out`); and a LongMemEval run's file outside it."""
+    from typer.testing import CliRunner
+
+    from memora.pipeline.runner import Pipeline
+    from services.cli.main import app
+    from tests.fakes import LLM_TEST_SETTINGS
+    from tests.integration.stack_support import topology
+    from tests.integration.test_bench_cli import DATA, script_llm
+
+    folder = tmp_path / "results"
+    s = settings.model_copy(
+        update={"llm_base_url": fake_llm.base_url, **LLM_TEST_SETTINGS, "extractor": "local",
+                "bench_results_dir": folder}
+    )  # fmt: skip
+    script_llm(fake_llm)
+    env = {"MEMORA_JUDGE_LLM_BASE_URL": fake_llm.base_url, "MEMORA_JUDGE_LLM_MODEL": "judge"}
+    with topology(s, pool, Pipeline(s, pool)) as t:
+        for args in (
+            ["locomo", str(DATA / "locomo_tiny.json"), "--use-think", "--out",
+             str(folder / "locomo-think.json"), "--agent-prefix", "ui-locomo-"],
+            ["longmemeval", str(DATA / "longmemeval_tiny.json"), "--out",
+             str(tmp_path / "lme.json"), "--agent-prefix", "ui-lme-"],
+        ):  # fmt: skip
+            done = CliRunner().invoke(app, ["bench", *args, "--base-url", t.url], env=env)
+            assert done.exit_code == 0, done.output
+        yield t.url, tmp_path / "lme.json"
+
+
+def test_results_page_in_a_real_browser(bench_results: tuple[str, Path]) -> None:
+    base, uploaded = bench_results
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+
+        # a file from the server's folder: figures, categories, questions with evidence
+        page.goto(f"{base}/#results")
+        page.locator("#results-file option", has_text="locomo-think.json").wait_for(
+            state="attached"
+        )
+        page.select_option("#results-file", "locomo-think.json")
+        summary = page.locator("#results-summary")
+        summary.locator("h2", has_text="locomo · think").wait_for()
+        accuracy = summary.locator(".figure", has_text="accuracy").locator("b").inner_text()
+        assert accuracy == "0.500"
+        rows = page.locator("#results-categories tbody tr")
+        assert rows.count() == 5  # overall and the four categories
+        temporal = page.locator('#results-categories tr[data-category="temporal"]').inner_text()
+        assert temporal.split("\t")[:3] == ["temporal", "1", "0.000"]
+        questions = page.locator("#results-questions details.question")
+        assert questions.count() == 4
+        dog = questions.filter(has_text="name of Maya's dog")
+        dog.locator("summary").click()
+        assert dog.locator(".expected").inner_text() == "Biscuit"
+        assert dog.locator(".answer").inner_text() == "Her dog is called Biscuit."
+        assert "Biscuit" in dog.locator(".retrieved li.evidence").first.inner_text()
+        assert "D1:3" in dog.locator(".retrieved li.evidence").first.inner_text()
+        page.screenshot(path=str(SHOTS / "results.png"), full_page=True)
+        page.check("#results-missed")
+        assert questions.count() == 2 and "wrong" in questions.first.inner_text()
+
+        # a file opened from disk (read in the browser): LongMemEval's figures
+        page.set_input_files("#results-upload", str(uploaded))
+        summary.locator("h2", has_text="longmemeval · retrieval").wait_for()
+        assert "session/recall_any@5" in page.locator("#results-categories").inner_text()
+        page.uncheck("#results-missed")
+        assert questions.count() == 3
+        abstention = questions.filter(has_text="name of my cat")
+        abstention.locator("summary").click()
+        abstention.locator(".question-body", has_text="none (not scored)").wait_for()
+        browser.close()
+    assert not errors, errors

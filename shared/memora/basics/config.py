@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     # The write API the CLI's HTTP clients talk to (`memora backfill`); unset: http://host:port
     api_url: str | None = None
     api_key: SecretStr | None = None  # the key they send, when the API requires one
+    # A folder of benchmark results files (`memora bench ... --out`) that the web UI's Results
+    # view lists (GET /api/bench/results); unset: the view shows uploaded files only.
+    bench_results_dir: Path | None = None
     # shared_buffers of the embedded PostgreSQL (when database_url is unset)
     embedded_pg_shared_buffers: str = "1GB"
     db_pool_min: int = 1

@@ -1,9 +1,10 @@
-// Memora's web UI: agents, the memory graph, the search playground, the operations console
-// and webhooks.
+// Memora's web UI: agents, the memory graph, the search playground, the operations console,
+// webhooks and benchmark results.
 
 import { api, apiKey, onKeyNeeded } from "./api.js";
 import { GraphView } from "./graph.js";
 import { OperationsView, QueuesView } from "./ops.js";
+import { ResultsView } from "./results.js";
 import { SearchView } from "./search.js";
 import { WebhooksView } from "./webhooks.js";
 import { $, $$, el, toast, when } from "./util.js";
@@ -22,6 +23,7 @@ function showView(name) {
   if (name === "operations") views.operations.load();
   if (name === "queues") views.queues.load();
   if (name === "webhooks") views.webhooks.load();
+  if (name === "results") views.results.load();
   history.replaceState(null, "", `#${name}`);
 }
 
@@ -103,6 +105,7 @@ function init() {
   views.operations = new OperationsView(state);
   views.queues = new QueuesView(state);
   views.webhooks = new WebhooksView(state);
+  views.results = new ResultsView();
   window.memoraUI = views; // for the browser test and the console
   $$("#tabs button").forEach((b) => b.addEventListener("click", () => showView(b.dataset.view)));
   $("#agent-select").addEventListener("change", (e) => {
