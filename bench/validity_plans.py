@@ -37,6 +37,7 @@ from memora.db.migrate import upgrade
 from memora.db.pool import connect, make_pool
 from memora.infra.embedded import EmbeddedPostgres
 from memora.nlp.embedding import Embedder
+from memora.nlp.temporal import parse_query_range
 from memora.retrieval import Retriever, SearchParams
 
 BEFORE = "0014_appends"
@@ -170,7 +171,11 @@ def main() -> None:
         load(url, args.size, embedder, sentence_pool(random.Random(7), 3000), pair=True)
         superseded = supersede_some(url, args.superseded)
         explain_on(url)
-        qs = questions(args.queries)
+        # the default search: questions that name no time (one naming a past period reads the
+        # validity columns, which 0014 lacks; it is measured last, as `in_2023`)
+        now = datetime.now(UTC)
+        qs = [q for q in questions(3 * args.queries) if parse_query_range(q, now) is None]
+        qs = qs[: args.queries]
         before, before_ms = run(settings, url, log, embedder, qs)
         upgrade(url, 384)
         with connect(url) as conn:
