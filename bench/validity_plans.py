@@ -131,7 +131,13 @@ def summarise(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def run(
     settings: Settings, url: str, log: Path, embedder: Embedder, qs: list[str], **extra: Any
 ) -> tuple[dict[str, dict[str, Any]], float]:
-    """The searches (once to warm up, then logged); their plans and median search time."""
+    """The searches (once to warm up, then logged); their plans and median search time. Each
+    run starts from the same state: no access counts (searches record them, and hydration's
+    plan follows that table's size), tables vacuumed and analysed."""
+    with connect(url) as conn:
+        conn.autocommit = True
+        conn.execute("TRUNCATE memory_access")
+        conn.execute("VACUUM (ANALYZE)")
     pool = make_pool(url, min_size=1, max_size=8, name="bench")
     retriever = Retriever(settings, pool, embedder)
     try:
@@ -178,9 +184,6 @@ def main() -> None:
         qs = qs[: args.queries]
         before, before_ms = run(settings, url, log, embedder, qs)
         upgrade(url, 384)
-        with connect(url) as conn:
-            conn.autocommit = True
-            conn.execute("VACUUM (ANALYZE)")
         after, after_ms = run(settings, url, log, embedder, qs)
         as_of = datetime(2023, 9, 1, tzinfo=UTC)
         windowed, windowed_ms = run(settings, url, log, embedder, qs, as_of=as_of)
