@@ -33,7 +33,8 @@ from memora.nlp.temporal import QueryTimeRange
 from memora.retrieval.types import SearchScope
 
 INSTANT = timedelta(microseconds=1)  # as_of as a window: [as_of, as_of + 1 µs)
-# the superseded memories a window may show (RETURNED or kept by a closed window)
+# the superseded memories a window may show: replaced facts (a merged restatement has no
+# valid_until: its fact lives on in the memory that absorbed it)
 SUPERSEDED = "{a}.status = 'superseded' AND {a}.valid_until IS NOT NULL"
 OVERLAPS = "{a}.valid_from < %(w_end)s AND coalesce({a}.valid_until, 'infinity') > %(w_start)s"
 
