@@ -139,6 +139,23 @@ def test_remember_recall_link_forget_restore(client: MemoraClient, agent_id: str
         client.forget(agent_id, uuid4())
 
 
+def test_validity_windows_and_as_of(client: MemoraClient, agent_id: str) -> None:
+    old = client.remember(agent_id, "Noor works at the city library.")
+    new = client.remember(agent_id, "Noor works at the harbour office.")
+    assert new.decision == "SUPERSEDE" and new.superseded_id == old.memory_id
+    before = client.memory(agent_id, old.memory_id)
+    assert before.valid_until is not None and before.valid_from < before.valid_until
+    assert client.memory(agent_id, new.memory_id).valid_from == before.valid_until
+    then = before.valid_from
+    assert [
+        r.text for r in client.search(agent_id, "Where does Noor work?", as_of=then).results
+    ] == ["Noor works at the city library."]
+    recalled = client.recall(agent_id, "Where does Noor work?", as_of=then).memories
+    assert [m.id for m in recalled] == [old.memory_id]
+    now = client.search(agent_id, "Where does Noor work?").results
+    assert now[0].id == new.memory_id and old.memory_id not in {r.id for r in now}
+
+
 def test_think_and_profiles(client: MemoraClient, fake_llm: FakeOpenAI, agent_id: str) -> None:
     client.wait_for(client.store_batch(agent_id, FACTS).operation_id, timeout=60)
     profile = client.update_profile(

@@ -86,6 +86,16 @@ def test_consolidate_merges_supersedes_and_resumes(
     assert state(pool, agent_id, dup_new).superseded_by == dup_old
     assert state(pool, agent_id, home_old).superseded_by == home_new
     assert state(pool, agent_id, home_new).status == "active"
+    # Madrid held until Lisbon was said; the audit trail has both texts and the decider
+    old, new = state(pool, agent_id, home_old), state(pool, agent_id, home_new)
+    assert old.valid_until == new.valid_from and new.valid_until is None
+    assert state(pool, agent_id, dup_new).valid_until is None  # a restatement still holds
+    with pool.connection() as conn:
+        [event] = [e for e in store.history(conn, home_old) if e.event == "superseded"]
+    assert event.actor == "job:consolidate" and event.related_id == home_new
+    assert event.details["old_text"] == "Bob lives in Madrid."
+    assert event.details["new_text"] == "Bob moved to Lisbon."
+    assert event.details["decided_by"] == "rules" and event.reason
     assert state(pool, agent_id, distinct).status == "active"
     assert state(pool, agent_id, turn).status == "active"
 

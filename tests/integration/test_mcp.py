@@ -235,6 +235,10 @@ def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
             await client.call_tool("remember", {"content": "Maya lives in Berlin."})
         )
         out["recall"] = _data(await client.call_tool("recall", {"query": "where does Maya live"}))
+        porto = f"{api_url}/api/agents/{agent_id}/memories/{out['first']['memory_id']}"
+        then = {"query": "where does Maya live", "as_of": httpx.get(porto).json()["valid_from"]}
+        out["search_then"] = _data(await client.call_tool("search", then))
+        out["recall_then"] = _data(await client.call_tool("recall", then))
         out["link"] = _data(
             await client.call_tool(
                 "link",
@@ -265,5 +269,11 @@ def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
     assert out["moved"]["decision"] == "SUPERSEDE"
     assert out["moved"]["superseded_id"] == out["first"]["memory_id"]
     assert "Berlin" in out["recall"]["memories"][0]["text"]
+    # as_of: what was true when Porto was remembered (superseded since)
+    for found in (
+        [m["content"] for m in out["search_then"]["memories"]],
+        [m["text"] for m in out["recall_then"]["memories"]],
+    ):
+        assert "Maya lives in Porto." in found and "Maya lives in Berlin." not in found
     assert out["dry"]["dry_run"] and len(out["dry"]["forgotten"]) == 1
     assert out["reflect"].is_error and out["bad"].is_error

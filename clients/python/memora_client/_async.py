@@ -220,10 +220,12 @@ class AsyncMemoraClient:
         reference_time: datetime | None = None,
         filters: c.Filters | None = None,
         trace: bool = False,
+        as_of: datetime | None = None,
     ) -> m.SearchResponse:
         """Fused retrieval over the agent's memories (`POST /api/search`): `results` with
         `id`, `text`, `weight`, `fact_type`, dates and metadata. `fact_type` limits it to some
-        networks; `filters` as the API's (metadata equality, `tags`, `time`)."""
+        networks; `filters` as the API's (metadata equality, `tags`, `time`); `as_of`: what
+        was true then, superseded memories included."""
         return await self._request(
             c.search(
                 agent_id,
@@ -236,6 +238,7 @@ class AsyncMemoraClient:
                 reference_time,
                 filters,
                 trace,
+                as_of,
             )
         )
 
@@ -249,11 +252,13 @@ class AsyncMemoraClient:
         reranker: m.Reranker = "heuristic",
         context: str | None = None,
         filters: c.Filters | None = None,
+        as_of: datetime | None = None,
     ) -> m.ThinkResponse:
         """An answer in the agent's voice from its memories (needs the server's LLM), what it
-        was `based_on` per network, and the opinions it formed."""
+        was `based_on` per network, and the opinions it formed; `as_of`: from what was true
+        then."""
         return await self._request(
-            c.think(agent_id, query, thinking_budget, top_k, reranker, context, filters)
+            c.think(agent_id, query, thinking_budget, top_k, reranker, context, filters, as_of)
         )
 
     async def conversation_search(
@@ -316,10 +321,12 @@ class AsyncMemoraClient:
         time_range: c.TimeRangeLike = None,
         categories: Sequence[str] | None = None,
         include_reflections: bool = True,
+        as_of: datetime | None = None,
     ) -> m.RecallResponse:
-        """Memories reranked by relevance, recency, importance and frequency."""
+        """Memories reranked by relevance, recency, importance and frequency; `as_of`: those
+        true then, superseded ones included."""
         return await self._request(
-            c.recall(agent_id, query, limit, time_range, categories, include_reflections)
+            c.recall(agent_id, query, limit, time_range, categories, include_reflections, as_of)
         )
 
     async def reflect(

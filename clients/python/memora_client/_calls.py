@@ -163,6 +163,7 @@ def search(
     reference_time: datetime | None,
     filters: Filters | None,
     trace: bool,
+    as_of: datetime | None = None,
 ) -> Call[m.SearchResponse]:
     body = m.SearchRequest(
         agent_id=agent_id,
@@ -175,6 +176,7 @@ def search(
         reference_time=reference_time,
         filters=dict(filters) if filters is not None else None,
         trace=trace,
+        as_of=as_of,
     )
     return _call("POST", "/api/search", m.SearchResponse, body)
 
@@ -187,6 +189,7 @@ def think(
     reranker: m.Reranker,
     context: str | None,
     filters: Filters | None,
+    as_of: datetime | None = None,
 ) -> Call[m.ThinkResponse]:
     body = m.ThinkRequest(
         agent_id=agent_id,
@@ -196,6 +199,7 @@ def think(
         reranker=reranker,
         context=context,
         filters=dict(filters) if filters is not None else None,
+        as_of=as_of,
     )
     return _call("POST", "/api/think", m.ThinkResponse, body)
 
@@ -267,6 +271,7 @@ def recall(
     time_range: TimeRangeLike,
     categories: Sequence[str] | None,
     include_reflections: bool,
+    as_of: datetime | None = None,
 ) -> Call[m.RecallResponse]:
     body = m.RecallRequest(
         query=query,
@@ -274,6 +279,7 @@ def recall(
         time_range=_time_range(time_range),
         categories=list(categories) if categories else None,
         include_reflections=include_reflections,
+        as_of=as_of,
     )
     return _call("POST", agent_path(agent_id, "/recall"), m.RecallResponse, body)
 

@@ -72,6 +72,7 @@ class SearchRequest(Request):
     max_tokens: int | None = None
     reference_time: datetime | None = None
     filters: dict[str, Any] | None = None
+    as_of: datetime | None = None
     fact_type: list[FactType] | None = None
 
 
@@ -83,6 +84,7 @@ class ThinkRequest(Request):
     reranker: Reranker = "heuristic"
     context: str | None = None
     filters: dict[str, Any] | None = None
+    as_of: datetime | None = None
 
 
 class TimeRange(Request):
@@ -121,6 +123,7 @@ class RecallRequest(Request):
     time_range: TimeRange | None = None
     categories: list[str] | None = None
     include_reflections: bool = True
+    as_of: datetime | None = None
 
 
 class ReflectRequest(Request):
@@ -421,6 +424,8 @@ class Memory(Response):
     status_reason: str | None
     superseded_by: UUID | None
     supersedes: UUID | None
+    valid_from: datetime
+    valid_until: datetime | None
     evidence_count: int
     embedded: bool
     document_id: str | None

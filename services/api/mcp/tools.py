@@ -83,6 +83,18 @@ Filters = Annotated[
     ),
 ]
 Name = Annotated[str, Field(min_length=1, max_length=200, description="the character's name")]
+AsOf = Annotated[
+    datetime | None,
+    Field(
+        description="what was true at this time (ISO 8601), facts replaced since included; "
+        "default: what is true now"
+    ),
+]
+
+
+def _as_of(as_of: datetime | None) -> dict[str, Any]:
+    """The body's `as_of`, when one was given."""
+    return {"as_of": as_of.isoformat()} if as_of is not None else {}
 
 
 def _memories(results: list[dict[str, Any]], *, turns: bool = False) -> list[dict[str, Any]]:
@@ -166,10 +178,11 @@ async def search(
         Field(min_length=1, description="networks: world facts, your experiences, opinions"),
     ] = None,
     filters: Filters = None,
+    as_of: AsOf = None,
 ) -> dict[str, Any]:
     """Search your long-term memory: facts, experiences and opinions relevant to the query,
-    best first, each with its relevance, date and metadata."""
-    extra = {"fact_type": fact_types} if fact_types else {}
+    best first, each with its relevance, date and metadata; with as_of, what was true then."""
+    extra = ({"fact_type": fact_types} if fact_types else {}) | _as_of(as_of)
     results = await memory(ctx).search(query, top_k, filters, **extra)
     return {
         "query": query,
@@ -194,13 +207,14 @@ async def think(
     context: Annotated[
         str | None, Field(max_length=5000, description="the situation you are in, optional")
     ] = None,
+    as_of: AsOf = None,
 ) -> dict[str, Any]:
-    """Answer a question as yourself, from your memories and personality (uses the LLM). The
-    opinions the answer forms are stored in the background (their operation id is returned)."""
+    """Answer a question as yourself, from your memories and personality (uses the LLM); with
+    as_of, from what was true then. The opinions the answer forms are stored in the background
+    (their operation id is returned)."""
     m = memory(ctx)
-    answer = await m.call(
-        "POST", "/api/think", {"agent_id": m.agent_id, "query": query, "context": context}
-    )
+    body = {"agent_id": m.agent_id, "query": query, "context": context} | _as_of(as_of)
+    answer = await m.call("POST", "/api/think", body)
     return {
         "answer": answer["text"],
         "new_opinions": [o["statement"] for o in answer["new_opinions"]],
@@ -363,15 +377,17 @@ async def recall(
     limit: Annotated[int, Field(ge=1, le=100, description="how many memories")] = 10,
     categories: Annotated[list[str] | None, Field(min_length=1, max_length=50)] = None,
     include_reflections: bool = True,
+    as_of: AsOf = None,
 ) -> dict[str, Any]:
     """Recall memories the way a person does: relevant ones first, weighed with how recently
-    you used them, how important they are and how often they come up."""
+    you used them, how important they are and how often they come up; with as_of, those true
+    then."""
     m = memory(ctx)
     body: dict[str, Any] = {
         "query": query,
         "limit": limit,
         "include_reflections": include_reflections,
-    }
+    } | _as_of(as_of)
     if categories:
         body["categories"] = categories
     found: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/recall", body)

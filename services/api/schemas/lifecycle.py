@@ -19,6 +19,7 @@ from memora.basics.models import (
 )
 from memora.lifecycle.memory import RememberResult
 from memora.lifecycle.recall import RecallQuery
+from services.api.schemas.search import AsOf
 
 Category = Annotated[StorableText, Field(min_length=1, max_length=100)]
 
@@ -83,13 +84,15 @@ class RecallRequest(Strict):
     time_range: TimeRange | None = None
     categories: Annotated[list[Category] | None, Field(min_length=1, max_length=50)] = None
     include_reflections: bool = True
+    as_of: AsOf = None
 
     def to_query(self) -> RecallQuery:
         window = self.time_range or TimeRange()
         categories = tuple(self.categories) if self.categories else None
         return RecallQuery(
-            self.query, self.limit, window.start, window.end, categories, self.include_reflections
-        )
+            self.query, self.limit, window.start, window.end, categories,
+            self.include_reflections, self.as_of,
+        )  # fmt: skip
 
 
 class ReflectRequest(Strict):

@@ -182,11 +182,18 @@ class Memory(BaseModel):
     created_at: datetime = Field(description="when it was stored")
     confidence_score: float | None
     metadata: dict[str, Any]
-    status: MemoryStatus = Field(description="only active memories are searched")
+    status: MemoryStatus = Field(
+        description="only active memories are searched, but as_of (and a question about a "
+        "past period) also finds superseded ones"
+    )
     status_at: datetime | None = Field(description="when the status last changed")
     status_reason: str | None
     superseded_by: UUID | None = Field(description="the memory that replaced it (superseded)")
     supersedes: UUID | None = Field(description="an opinion's: the version it revised")
+    valid_from: datetime = Field(description="when its fact began to hold")
+    valid_until: datetime | None = Field(
+        description="when a later fact replaced it (superseded); null: still true"
+    )
     evidence_count: int = Field(description="how many times the fact was stated")
     embedded: bool = Field(description="its embedding is stored (semantic search finds it)")
     document_id: str | None = Field(description="the source document (null: none, e.g. remember)")

@@ -23,6 +23,15 @@ from memora.basics.tenancy import Scope
 from memora.retrieval import SearchParams
 from memora.retrieval.filters import Filters
 
+AsOf = Annotated[
+    datetime | None,
+    AfterValidator(aware),
+    Field(
+        description="what was true at this time (ISO 8601; naive is UTC): memories whose "
+        "validity window contains it, superseded ones included; default: what is true now"
+    ),
+]
+
 
 class NetworkSearchRequest(BaseModel):
     """The body of /api/world_search, /api/agent_search and /api/opinion_search."""
@@ -52,6 +61,7 @@ class NetworkSearchRequest(BaseModel):
             "`tags` (`any`/`all`) and `time` (`start`/`end`); applied inside every retriever"
         ),
     ] = None
+    as_of: AsOf = None
 
     def params(self, scope: Scope, fact_types: list[FactType]) -> SearchParams:
         return SearchParams(
@@ -66,6 +76,7 @@ class NetworkSearchRequest(BaseModel):
             reference_time=self.reference_time,
             trace=self.trace,
             filters=self.filters,
+            as_of=self.as_of,
         )
 
 

@@ -18,6 +18,7 @@ from memora.basics.models import (
 from memora.retrieval.filters import Filters
 from memora.think.reasoning import NETWORKS
 from memora.usecases.think import ThinkQuery, Thought
+from services.api.schemas.search import AsOf
 
 
 class ThinkRequest(BaseModel):
@@ -32,11 +33,12 @@ class ThinkRequest(BaseModel):
     filters: Annotated[
         Filters | None, Field(description="metadata filters of the searches (as /api/search)")
     ] = None
+    as_of: AsOf = None
 
     def to_query(self) -> ThinkQuery:
         return ThinkQuery(
             self.agent_id, self.query, self.thinking_budget, self.top_k, self.reranker,
-            self.context, self.filters,
+            self.context, self.filters, self.as_of,
         )  # fmt: skip
 
 

@@ -3,7 +3,9 @@ memories. Each statement (stated through remember, or extracted by the LLM; raw 
 turns are episodes and are never merged) is compared with its nearest active statements:
 a duplicate or near-duplicate is folded into the older memory (richer text kept, evidence
 counted; the newer one becomes `superseded` by it), a changed attribute supersedes the older
-memory. Nothing is deleted: every change is an audited status change, restorable.
+memory (its validity window closes: `store.lifecycle.supersede`). Nothing is deleted: every
+change is an audited status change, restorable. A merged restatement keeps an open window: its
+fact still holds, in the memory it was folded into.
 
 Bounded and resumable: each run reads `job_batch_size` statements per agent after the cursor it
 left in `job_cursors` (creation order), so statements stored later are compared in later runs.
@@ -83,13 +85,14 @@ def _consolidate(conn: Any, key: str, unit: store.ActiveUnit, t: rules.Threshold
     older, newer = sorted([unit, other], key=_order)
     now = utcnow()
     if verdict.decision is Decision.SUPERSEDE:
-        done = store.set_status(
-            conn, key, [older.id], "superseded", reason=verdict.reason, at=now,
-            from_statuses=("active",), superseded_by=newer.id,
+        # the older fact held until the change the newer one dates, else until it was said
+        change = store.Supersession(
+            older.id, newer.id, older.text, newer.text, verdict.reason, "rules",
+            until=verdict.effective_at or newer.event_date,
         )  # fmt: skip
-        store.record(conn, key, done, "superseded", ACTOR, reason=verdict.reason,
-                     related_id=newer.id)  # fmt: skip
-        webhooks.memory_superseded(conn, key, done, newer.id, verdict.reason)
+        if not store.supersede(conn, key, change, ACTOR, at=now):
+            return None
+        webhooks.memory_superseded(conn, key, [older.id], newer.id, verdict.reason)
         return "superseded"
     kept = rules.richer(older.text, newer.text)
     rewritten = kept != older.text
@@ -106,6 +109,7 @@ def _consolidate(conn: Any, key: str, unit: store.ActiveUnit, t: rules.Threshold
     store.record(conn, key, [older.id], "merged", ACTOR, reason=verdict.reason,
                  related_id=newer.id, details={"statement": newer.text})  # fmt: skip
     store.record(conn, key, [newer.id], "superseded", ACTOR, reason="merged",
-                 related_id=older.id)  # fmt: skip
+                 related_id=older.id, details={"decided_by": "rules", "old_text": newer.text,
+                                               "new_text": kept})  # fmt: skip
     webhooks.memory_superseded(conn, key, [newer.id], older.id, f"merged: {verdict.reason}")
     return "merged"

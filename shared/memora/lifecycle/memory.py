@@ -172,30 +172,35 @@ class Memories:
                     decided_by=by,
                 )
             unit_id = uuid.uuid4()
+            # a change the new statement dates holds from then; otherwise from now
+            since = verdict.effective_at if verdict.decision is Decision.SUPERSEDE else None
             store.insert_unit(
                 conn, key, unit_id, text=text, vector=vector, fact_type="world",
-                importance=level, category=category, metadata=meta, at=now,
+                importance=level, category=category, metadata=meta, at=now, valid_from=since,
             )  # fmt: skip
             self.index(conn, key, unit_id, found, now)
             store.record(conn, key, [unit_id], "added", actor, reason=verdict.reason)
             superseded = None
             if verdict.decision is Decision.SUPERSEDE:
                 assert verdict.target is not None
-                done = store.set_status(
-                    conn, key, [verdict.target], "superseded", reason=verdict.reason, at=now,
-                    from_statuses=("active",), superseded_by=unit_id,
+                old = next(r for r in rows if r.id == verdict.target)
+                change = store.Supersession(
+                    old.id, unit_id, old.text, text, verdict.reason, self._decider(by),
+                    until=since or now,
                 )  # fmt: skip
-                if done:
+                if store.supersede(conn, key, change, actor, at=now):
                     superseded = verdict.target
-                    store.record(
-                        conn, key, done, "superseded", actor, reason=verdict.reason,
-                        related_id=unit_id, details={"decided_by": by},
-                    )  # fmt: skip
-                    webhooks.memory_superseded(conn, key, done, unit_id, verdict.reason)
+                    webhooks.memory_superseded(conn, key, [old.id], unit_id, verdict.reason)
             self._link_related(conn, unit_id, related, actor, key)
         return RememberResult(
             verdict.decision, unit_id, verdict.reason, superseded, linked=related, decided_by=by
         )
+
+    def _decider(self, by: Literal["rules", "llm"]) -> str:
+        """Who decided, as the audit trail names it: "rules", or "llm:<model>"."""
+        if by == "llm" and self.llm is not None:
+            return f"llm:{self.llm.model_for('background')}"
+        return by
 
     def _own(self, conn: Connection[Any], key: str, ids: list[UUID]) -> list[UUID]:
         ids = list(dict.fromkeys(ids))
@@ -348,7 +353,8 @@ class Memories:
         self, scope: Scope, agent_id: str, memory_id: UUID, *, actor: str = "api"
     ) -> dict[str, Any]:
         """Back to active: a forgotten memory within the retention period, an archived or a
-        superseded one at any time."""
+        superseded one at any time. A superseded one's validity window opens again (its
+        `valid_until` cleared, recorded in the event): undoing a supersede."""
         key = scope.key(agent_id)
         retention = timedelta(days=self.settings.forget_retention_days)
         with self.pool.connection() as conn, conn.transaction():
@@ -366,9 +372,11 @@ class Memories:
                     f"forgotten more than {self.settings.forget_retention_days:g} days ago",
                 )
             store.set_status(conn, key, [memory_id], "active", reason=None, at=utcnow())
+            cleared = row.valid_until.isoformat() if row.valid_until else None
             store.record(
                 conn, key, [memory_id], "restored", actor,
-                details={"from": row.status, "superseded_by": str(row.superseded_by or "")},
+                details={"from": row.status, "superseded_by": str(row.superseded_by or ""),
+                         "valid_until_cleared": cleared},
             )  # fmt: skip
         return {"id": memory_id, "status": "active", "restored": True, "was": row.status}
 

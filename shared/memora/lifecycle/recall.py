@@ -30,6 +30,7 @@ class RecallQuery:
     end: datetime | None = None
     categories: tuple[str, ...] | None = None
     include_reflections: bool = True
+    as_of: datetime | None = None  # what was true then (memora.retrieval.validity)
 
 
 def recall(
@@ -48,6 +49,7 @@ def recall(
             scope=scope,
             categories=q.categories,
             said_between=(q.start, q.end) if q.start or q.end else None,
+            as_of=q.as_of,
         )
     )
     retriever.access.flush()

@@ -23,6 +23,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 from uuid import UUID
@@ -57,6 +58,7 @@ class Verdict:
     decision: Decision
     target: UUID | None = None  # the memory skipped to, merged into or superseded
     reason: str = ""
+    effective_at: datetime | None = None
 
 
 # ------------------------------------------------------------------------- normalisation

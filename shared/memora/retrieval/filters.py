@@ -222,14 +222,16 @@ def _any_of(meta: str, documents: list[dict[str, Any]], bind: Any) -> str:
     return "(" + " OR ".join(f"{meta} @> {bind(Jsonb(d))}" for d in documents) + ")"
 
 
-def scope_where(alias: str) -> str:
+def scope_where(alias: str, status: str | None = None) -> str:
     """The conditions every retriever puts on the units it returns (alias: the units' table),
     with its parameters from `types.SearchScope.params`: the agent, the requested fact types,
     embedded, active (memora.lifecycle: superseded, forgotten and archived memories are not
-    searched)."""
+    searched; `status` replaces that condition for a search with a validity window:
+    `validity.status_where`)."""
+    status = status or f"{alias}.status = 'active'"
     return (
         f"{alias}.agent_id = %(agent)s AND {alias}.fact_type = ANY(%(types)s)"
-        f" AND {alias}.embedding IS NOT NULL AND {alias}.status = 'active'"
+        f" AND {alias}.embedding IS NOT NULL AND {status}"
     )
 
 

@@ -19,6 +19,7 @@ from memora.db.pool import Pool
 from memora.retrieval.filters import scope_where
 from memora.retrieval.question import AnswerType, answer_type
 from memora.retrieval.types import ArmResult, Candidate, SearchParams, SearchScope
+from memora.retrieval.validity import Window, holding, status_where
 
 RRF_K = 60
 EntityRelevance = Literal["query", "mentions", "about"]
@@ -66,6 +67,7 @@ def fuse(
     about_vec: np.ndarray,
     entity_ids: list[UUID],
     keyword: tuple[str, dict[str, Any]],
+    window: Window | None = None,
 ) -> list[Candidate]:
     """RRF over the retrievers' lists, then the best candidates read with their signals, on a
     connection of the scope's tenant held for that read only. `about_vec` embeds the query
@@ -73,7 +75,9 @@ def fuse(
     signal and, for units that mention one of them, the semantic signal measure what they say
     against it (MEMORA_ENTITY_RELEVANCE). `keyword`: the keyword retriever's BM25 subquery
     (`KeywordIndex.lateral`). Each candidate also learns whether it names a thing of the kind
-    the question asks for (`question.answer_type`)."""
+    the question asks for (`question.answer_type`). With a validity `window` (as_of, or a past
+    period the query names: `validity`), superseded memories in it are candidates too, and
+    under as_of only memories that held then are."""
     s = settings
     fused = rrf(
         {n: [i for i, _ in r.ranked] for n, r in results.items()},
@@ -82,11 +86,15 @@ def fuse(
     )
     cap = max(s.rerank_candidates, p.top_k)
     context_vec = query_vec if s.entity_relevance == "query" else about_vec
-    shortlist = sorted(fused, key=lambda i: (-fused[i], str(i)))[:cap]
+    ordered = sorted(fused, key=lambda i: (-fused[i], str(i)))
     with pool.tenant_connection(scope.tenant_id) as conn:
+        if window is not None and window.strict and ordered:
+            held = holding(conn, scope, window, ordered)
+            ordered = [i for i in ordered if i in held]
+        shortlist = ordered[:cap]
         found = hydrate(
             conn, scope, ids=shortlist, vector=context_vec, keyword=keyword,
-            entity_ids=entity_ids, answer=answer_type(p.query),
+            entity_ids=entity_ids, answer=answer_type(p.query), window=window,
         )  # fmt: skip
     candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
     ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
@@ -131,6 +139,7 @@ def hydrate(
     keyword: tuple[str, dict[str, Any]],
     entity_ids: Sequence[UUID] = (),
     answer: AnswerType = AnswerType(),
+    window: Window | None = None,
 ) -> dict[UUID, Candidate]:
     """The candidates' rows (agent, fact types and active status checked again here) with their
     access counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
@@ -160,11 +169,12 @@ def hydrate(
         LEFT JOIN LATERAL (
             SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
         ) ctx ON true
-        WHERE m.id = ANY(%(ids)s) AND {scope_where("m")}
+        WHERE m.id = ANY(%(ids)s) AND {scope_where("m", status_where("m", window))}
         """,
         {
             **params,
             **scope.params,
+            **(window.params if window is not None else {}),
             "v": vector,
             "ids": list(ids),
             "entities": list(entity_ids),

@@ -30,7 +30,7 @@ from memora.basics.models import utcnow
 from memora.db.pool import Pool
 from memora.nlp.embedding import TextEmbedder
 from memora.nlp.temporal import QueryTimeRange, parse_query_range, strip_time_expression
-from memora.retrieval import arms, expansion, fusion, scoring, semantic
+from memora.retrieval import arms, expansion, fusion, scoring, semantic, validity
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.cross_encoder import PairScorer
 from memora.retrieval.filters import Matching
@@ -75,10 +75,10 @@ class Retriever:
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
         self.spread = SpreadSettings.from_settings(settings)
         self.rerankers = Rerankers(settings)
-        # four tasks per search (keyword, semantic→graph, temporal, entity); a graph that
-        # starts during a filtered walk runs apart, as its walk waits for it
+        # five tasks per search (keyword, semantic→graph, temporal, entity, history); a graph
+        # that starts during a filtered walk runs apart, as its walk waits for it
         self._executor = ThreadPoolExecutor(
-            4 * settings.search_concurrency, thread_name_prefix="memora-retrieval"
+            5 * settings.search_concurrency, thread_name_prefix="memora-retrieval"
         )
         self._graph_executor = ThreadPoolExecutor(
             settings.search_concurrency, thread_name_prefix="memora-graph"
@@ -118,6 +118,7 @@ class Retriever:
             self._semantic_then_graph, scope, query_ready, per_arm, budget
         )
         time_range = parse_query_range(p.query, reference)
+        window = validity.window_of(p.as_of, time_range, reference)
         texts = [p.query]
         if time_range is not None:
             texts.append(strip_time_expression(p.query, time_range))
@@ -148,6 +149,11 @@ class Retriever:
             if about_vec is not None
             else None
         )
+        history = (
+            self._executor.submit(self._history, scope, window, query_vec, per_arm)
+            if window is not None
+            else None
+        )
         nearest, graph = semantic_graph.result()
         keyword_result, stats = keyword.result()
         entity_result = (
@@ -165,12 +171,14 @@ class Retriever:
             else ArmResult("temporal", ran=False, note="no time constraint in the query"),
             "entity": entity_result,
         }
+        if history is not None:
+            results["history"] = history.result()
         t = clock.lap("retrieval", t)
 
         candidates = fusion.fuse(
             self.pool, scope, p, settings=self.settings, results=results, query_vec=query_vec,
             about_vec=query_vec if about_vec is None else about_vec, entity_ids=entity_ids,
-            keyword=self.keyword.lateral(stats),
+            keyword=self.keyword.lateral(stats), window=window,
         )  # fmt: skip
         t = clock.lap("fusion", t)
         if candidates:
@@ -192,8 +200,11 @@ class Retriever:
             return SearchOutcome(hits)
         return SearchOutcome(
             hits,
-            trace(p, reranker, results, candidates, kept, time_range, stats, clock, max_tokens),
-        )
+            trace(
+                p, reranker, results, candidates, kept, time_range, stats, clock, max_tokens,
+                window,
+            ),
+        )  # fmt: skip
 
     def _diversify(self, p: SearchParams, candidates: list[Candidate]) -> list[int]:
         if not candidates:
@@ -320,6 +331,18 @@ class Retriever:
             )  # fmt: skip
         ms = round(named.ms + (time.perf_counter() - started) * 1000, 2)
         return ArmResult("entity", ranked, ms=ms)
+
+    def _history(
+        self, scope: SearchScope, window: validity.Window, vector: np.ndarray, limit: int
+    ) -> ArmResult:
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
+            return _timed(
+                "history",
+                lambda: validity.history(
+                    conn, scope, window, vector=vector, limit=limit,
+                    min_similarity=self.settings.semantic_min_similarity,
+                ),
+            )  # fmt: skip
 
     def _temporal(
         self,

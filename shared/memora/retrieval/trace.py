@@ -15,6 +15,7 @@ from memora.retrieval.keyword import TermStats
 from memora.retrieval.question import answer_type
 from memora.retrieval.rerank import Reranker
 from memora.retrieval.types import ArmResult, Candidate, SearchParams
+from memora.retrieval.validity import NOT_APPLIED, Window
 
 
 @dataclass
@@ -44,6 +45,7 @@ def trace(
     stats: TermStats | None,
     clock: Clock,
     max_tokens: int,
+    window: Window | None = None,
 ) -> dict[str, Any]:
     return {
         "query": p.query,
@@ -67,6 +69,8 @@ def trace(
         }
         if time_range
         else None,
+        # whether a validity window applied: the request's as_of or a past period in the query
+        "as_of": window.describe() if window is not None else NOT_APPLIED,
         "query_terms": {t: round(v, 4) for t, v in stats.idf.items()} if stats else {},
         "answer_type": _answer_type(p.query),
         "candidates": [

@@ -15,7 +15,8 @@ from memora.retrieval.filters import NO_FILTER, Filters, Where, compile_filters
 
 # "recall": seed 002 §4.6's relevance, recency, importance and frequency (memora.lifecycle)
 RerankerName = Literal["heuristic", "cross-encoder", "recall"]
-ARMS = ("semantic", "keyword", "graph", "temporal", "entity")
+# "history": superseded memories, only in a search with a validity window (retrieval.validity)
+ARMS = ("semantic", "keyword", "graph", "temporal", "entity", "history")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class SearchParams:
     categories: tuple[str, ...] | None = None
     said_between: tuple[datetime | None, datetime | None] | None = None
     filters: Filters | None = None  # metadata, tags, time: applied inside every retriever
+    as_of: datetime | None = None  # what was true then, superseded memories included
 
     @property
     def agent_key(self) -> str:

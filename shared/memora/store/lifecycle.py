@@ -29,6 +29,7 @@ MAX_LINKS = 50  # a memory's view lists at most this many links
 _UNIT_COLUMNS = (
     "u.id, u.text, u.context, u.fact_type, u.category, u.importance, u.status, u.status_at, "
     "u.status_reason, u.superseded_by, u.evidence_count, u.event_date, u.created_at, u.metadata, "
+    "u.valid_from, u.valid_until, "
     "coalesce(a.access_count, 0) AS access_count, a.last_accessed_at"
 )
 
@@ -51,6 +52,8 @@ class MemoryUnit:
     event_date: datetime
     created_at: datetime
     metadata: dict[str, Any]
+    valid_from: datetime
+    valid_until: datetime | None
     access_count: int
     last_accessed_at: datetime | None
 
@@ -114,6 +117,8 @@ class MemoryDetail:
     status_reason: str | None
     superseded_by: UUID | None
     supersedes: UUID | None  # an opinion's: the version it revised
+    valid_from: datetime  # when its fact began to hold
+    valid_until: datetime | None  # when a later fact replaced it (None: still true)
     evidence_count: int
     embedded: bool
     document_id: str | None
@@ -142,6 +147,20 @@ class LinkedMemory:
     relationship: str | None  # explicit links'
     label: str  # the start of the other end's text (LABEL_CHARS)
     status: str  # the other end's
+
+
+@dataclass(frozen=True)
+class Supersession:
+    """A fact replaced by a newer one (`supersede`): both texts, who decided and why, and when
+    the old fact stopped holding."""
+
+    old_id: UUID
+    new_id: UUID
+    old_text: str
+    new_text: str
+    reason: str
+    decided_by: str  # "rules" or "llm:<model>"
+    until: datetime  # when the change happened (as the newer statement says), else learned
 
 
 @dataclass(frozen=True)
@@ -272,7 +291,7 @@ def memory_detail(conn: Connection[Any], agent_key: str, unit_id: UUID) -> Memor
         SELECT u.id, u.text, u.context, u.fact_type, u.category, u.importance, u.event_date,
                u.occurred_start, u.occurred_end, u.mentioned_at, u.created_at,
                u.confidence_score, u.metadata, u.status, u.status_at, u.status_reason,
-               u.superseded_by, u.supersedes, u.evidence_count,
+               u.superseded_by, u.supersedes, u.valid_from, u.valid_until, u.evidence_count,
                u.embedding IS NOT NULL AS embedded, d.document_id, u.item_index,
                coalesce(a.access_count, 0) AS access_count, a.last_accessed_at
         FROM memory_units u
@@ -347,15 +366,18 @@ def insert_unit(
     category: str | None,
     metadata: dict[str, Any],
     at: datetime,
+    valid_from: datetime | None = None,
 ) -> None:
+    """A new unit said at `at`; its fact holds from `valid_from` (None: from `at`)."""
     conn.execute(
         """
         INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,
-                                  mentioned_at, importance, category, metadata, status_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                                  mentioned_at, importance, category, metadata, status_at,
+                                  valid_from)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
         """,
         (unit_id, agent_key, text, vector, fact_type, at, at, importance, category,
-         Jsonb(metadata), at),
+         Jsonb(metadata), at, valid_from or at),
     )  # fmt: skip
 
 
@@ -403,11 +425,13 @@ def set_status(
     superseded_by: UUID | None = None,
 ) -> list[UUID]:
     """Move the agent's units among `ids` that are in `from_statuses` to `status`; the ids
-    changed."""
+    changed. Back to active, a unit's validity window is open again (`valid_until` cleared);
+    `supersede` is the one place that closes it."""
     rows = conn.execute(
         """
         UPDATE memory_units SET status = %(s)s, status_at = %(at)s, status_reason = %(r)s,
-            superseded_by = %(by)s
+            superseded_by = %(by)s,
+            valid_until = CASE WHEN %(s)s::text = 'active' THEN NULL ELSE valid_until END
         WHERE id = ANY(%(ids)s) AND agent_id = %(a)s AND status = ANY(%(from)s)
           AND status <> %(s)s
         RETURNING id
@@ -423,6 +447,35 @@ def set_status(
         },
     ).fetchall()
     return [r["id"] for r in rows]
+
+
+def supersede(
+    conn: Connection[Any], agent_key: str, change: Supersession, actor: str, *, at: datetime
+) -> bool:
+    """The old unit, if still active, superseded by the new one: its window closes at
+    `change.until` (not before it opened), and its audit event records both texts, the decider,
+    the reason and the window. Every supersede (remember, consolidation) goes through here.
+    False when the old unit was no longer active."""
+    row = conn.execute(
+        """
+        UPDATE memory_units SET status = 'superseded', status_at = %(at)s, status_reason = %(r)s,
+            superseded_by = %(new)s, valid_until = GREATEST(valid_from, %(until)s)
+        WHERE id = %(old)s AND agent_id = %(a)s AND status = 'active'
+        RETURNING valid_from, valid_until
+        """,
+        {"at": at, "r": change.reason, "new": change.new_id, "until": change.until,
+         "old": change.old_id, "a": agent_key},
+    ).fetchone()  # fmt: skip
+    if row is None:
+        return False
+    record(
+        conn, agent_key, [change.old_id], "superseded", actor, reason=change.reason,
+        related_id=change.new_id,
+        details={"decided_by": change.decided_by, "old_text": change.old_text,
+                 "new_text": change.new_text, "valid_from": row["valid_from"].isoformat(),
+                 "valid_until": row["valid_until"].isoformat()},
+    )  # fmt: skip
+    return True
 
 
 def add_link(

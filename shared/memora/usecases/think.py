@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from uuid import UUID
 
 from memora.basics.models import utcnow
@@ -40,6 +41,7 @@ class ThinkQuery:
     reranker: RerankerName = "heuristic"
     context: str | None = None
     filters: Filters | None = None  # the searches' metadata filters (as /api/search)
+    as_of: datetime | None = None  # answer from what was true then (as /api/search)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class Thinker:
             top_k=q.top_k,
             reranker=q.reranker,
             filters=q.filters,
+            as_of=q.as_of,
         )
         return [
             Evidence(h.id, h.text, h.fact_type, h.weight, h.event_date, h.context)

@@ -13,14 +13,14 @@
 Both tables carry `tenant_id` under row-level security (the `tenant_isolation` policy).
 
 Revision ID: 0016_webhooks
-Revises: 0014_appends
+Revises: 0015_validity
 Create Date: 2026-11-26
 """
 
 from alembic import op
 
 revision = "0016_webhooks"
-down_revision = "0014_appends"
+down_revision = "0015_validity"
 branch_labels = None
 depends_on = None
 
