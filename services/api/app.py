@@ -27,6 +27,7 @@ from services.api.routes import (
     graph,
     memories,
     operations,
+    portability,
     queues,
     simulation,
 )
@@ -103,6 +104,7 @@ def create_app(
         BodySizeLimit,
         max_bytes=settings.max_body_bytes,
         drain_bytes=settings.max_body_drain_bytes,
+        per_path={"/api/import": settings.max_import_bytes},
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.include_router(
@@ -110,7 +112,17 @@ def create_app(
     )
     # conversations before memories: its document routes would take .../messages/... as a
     # document id
-    for module in (conversations, memories, agents, admin, graph, operations, queues, simulation):
+    for module in (
+        conversations,
+        memories,
+        agents,
+        admin,
+        graph,
+        operations,
+        portability,
+        queues,
+        simulation,
+    ):
         app.include_router(module.router)
     install_ui(app)
     install_metrics(app, "api", queue_depths="broker" in informational, workers=workers)

@@ -10,7 +10,18 @@ from __future__ import annotations
 
 import typer
 
-from services.cli import db, demo, jobs, operations, serve, simulation, status, tenants, worker
+from services.cli import (
+    db,
+    demo,
+    jobs,
+    operations,
+    portability,
+    serve,
+    simulation,
+    status,
+    tenants,
+    worker,
+)
 from services.cli.backfill import command as backfill
 
 app = typer.Typer(help="Memora: long-term memory for conversational agents.", no_args_is_help=True)
@@ -24,6 +35,7 @@ db.register(app)  # db wait
 simulation.register(app)  # seed FILE, mcp --agent ID
 serve.register(app)  # serve, migrate
 demo.register(app)  # demo
+portability.register(app)  # export -o FILE [--agent ID], import FILE
 
 if __name__ == "__main__":
     app()

@@ -1,0 +1,172 @@
+"""Export an agent (or a tenant's agents) as NDJSON and import such a file into another
+server, without re-running extraction (docs/operations.md "Export and import").
+
+The export reads one snapshot (a repeatable-read transaction) through server-side cursors,
+so a large agent streams in constant memory. The import runs in one transaction: a bad line
+rolls everything back, and a re-import of the same file leaves every row as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg import Connection
+
+from memora.basics.config import Settings
+from memora.basics.errors import Conflict, NotFound
+from memora.basics.tenancy import Scope
+from memora.db.pool import Pool
+from memora.interchange.portable import FORMAT, VERSION, BadLine, Header, Reader, Record
+from memora.store import portability
+from memora.store.portability import BY_KIND, TABLES, UnknownColumns, Writer
+
+
+def _line(kind: str, row_json: str) -> str:
+    """A record line: its type first, then the row's columns (JSON text from PostgreSQL)."""
+    inner = row_json.strip()[1:-1].strip()
+    return f'{{"type": "{kind}"' + (f", {inner}" if inner else "") + "}\n"
+
+
+def header_line(settings: Settings, agent_id: str | None) -> str:
+    return (
+        json.dumps(
+            {
+                "type": "header",
+                "format": FORMAT,
+                "version": VERSION,
+                "agent_id": agent_id,
+                "embedding_model": settings.embedding_model,
+                "dimension": settings.embedding_dim,
+                "exported_at": datetime.now(UTC).isoformat(),
+            }
+        )
+        + "\n"
+    )
+
+
+def _section(conn: Connection[Any], scope: Scope, key: str, counts: Counter[str]) -> Iterator[str]:
+    for table in TABLES:
+        for row in portability.stream_rows(conn, table, key):
+            if table.kind == "profile":  # the agent as its client names it
+                identity = json.dumps({"agent_id": scope.agent_id(key)})[1:-1]
+                row = "{" + identity + ", " + row.strip()[1:]
+            counts[table.kind] += 1
+            yield _line(table.kind, row)
+
+
+def require_agent(pool: Pool, scope: Scope, agent_id: str) -> None:
+    """Raises NotFound unless the agent exists (checked before an export starts streaming)."""
+    with pool.tenant_connection(scope.tenant_id) as conn:
+        if not portability.agent_exists(conn, scope.key(agent_id)):
+            raise NotFound("agent_not_found", f"no agent {agent_id!r}")
+
+
+def export_lines(
+    pool: Pool, settings: Settings, scope: Scope, agent_id: str | None
+) -> Iterator[str]:
+    """The export's lines: of `agent_id`, or of every agent of the tenant when None."""
+    counts: Counter[str] = Counter()
+    with pool.tenant_connection(scope.tenant_id) as conn:
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one snapshot
+        yield header_line(settings, agent_id)
+        if agent_id is not None:
+            keys = [scope.key(agent_id)]
+        else:
+            keys = portability.agent_keys(conn, scope.tenant_id)
+        for key in keys:
+            yield from _section(conn, scope, key, counts)
+        yield json.dumps({"type": "end", "counts": dict(counts)}) + "\n"
+
+
+@dataclass
+class ImportSummary:
+    agents: list[str] = field(default_factory=list)
+    imported: Counter[str] = field(default_factory=Counter)  # rows written
+    unchanged: Counter[str] = field(default_factory=Counter)  # rows already there
+
+
+def _check_embeddings(header: Header, settings: Settings) -> None:
+    if (header.embedding_model, header.dimension) != (
+        settings.embedding_model,
+        settings.embedding_dim,
+    ):
+        raise Conflict(
+            "embedding_mismatch",
+            f"line 1: the export's embeddings are {header.embedding_model!r} "
+            f"({header.dimension}-d); this server uses {settings.embedding_model!r} "
+            f"({settings.embedding_dim}-d). Import into a server with the same model",
+            {"line": 1},
+        )
+
+
+def _row(scope: Scope, record: Record) -> dict[str, Any]:
+    """The row to write: the file's columns, the agent and tenant of this server's caller."""
+    table = BY_KIND[record.kind]
+    row = {k: v for k, v in record.row.items() if k not in portability.NOT_CARRIED}
+    if table.by_agent:
+        row["agent_id"] = scope.key(record.agent_id)
+    if record.kind == "profile":
+        row["tenant_id"] = scope.tenant_id
+    return row
+
+
+def _write(writer: Writer, scope: Scope, record: Record, summary: ImportSummary) -> bool:
+    table, row = BY_KIND[record.kind], _row(scope, record)
+    try:
+        written = writer.insert(table, row)
+        if not written and not writer.owned(table, row):
+            raise BadLine(
+                record.line,
+                f"{record.kind} {record.row.get('id')} already exists under another agent "
+                "or tenant on this server",
+                code="import_conflict",
+            )
+    except UnknownColumns as exc:
+        raise BadLine(
+            record.line, f"{record.kind}: this server has no column {exc} (upgrade it first)"
+        ) from None
+    except psycopg.Error as exc:
+        problem = exc.diag.message_primary or str(exc)
+        raise BadLine(record.line, f"{record.kind}: {problem}") from None
+    (summary.imported if written else summary.unchanged)[record.kind] += 1
+    if record.kind == "profile":
+        summary.agents.append(record.agent_id)
+    return written
+
+
+def import_lines(
+    pool: Pool, settings: Settings, scope: Scope, lines: Iterable[bytes | str]
+) -> ImportSummary:
+    """Imports an export into `scope`'s tenant in one transaction; nothing stays of a file
+    that fails (BadLine names the line, Conflict a different embedding model)."""
+    summary = ImportSummary()
+    reader = Reader(lines)
+    with pool.tenant_connection(scope.tenant_id) as conn:
+        writer = Writer(conn)
+        deferred: list[Record] = []  # rows with self-references: their id and those only
+        checked = False
+        for record in reader.records():
+            if not checked and reader.header is not None:
+                _check_embeddings(reader.header, settings)
+                checked = True
+            table = BY_KIND[record.kind]
+            written = _write(writer, scope, record, summary)
+            links = {c: record.row.get(c) for c in table.deferred if record.row.get(c)}
+            if written and links:
+                deferred.append(
+                    Record(
+                        record.line, record.kind, record.agent_id, {"id": record.row["id"], **links}
+                    )
+                )
+        for record in deferred:  # self-references, once every row they may name is in
+            try:
+                writer.link_deferred(BY_KIND[record.kind], _row(scope, record))
+            except psycopg.Error as exc:
+                raise BadLine(record.line, f"{record.kind}: {exc.diag.message_primary}") from None
+    return summary
