@@ -242,8 +242,8 @@ def test_tenants_export_and_import_only_their_own(
     with auth_app(settings, pool, pipeline) as api:
         a, b = make_tenant(api, "exp"), make_tenant(api, "exp")
         for tenant, agent, text in ((a, "ann", "Ann keeps bees."), (b, "bob", "Bob rows.")):
-            r = api.post(f"/api/agents/{agent}/remember", json={"content": text},
-                         headers=tenant.headers)  # fmt: skip
+            body = {"agent_id": agent, "document_id": "d1", "items": [{"content": text}]}
+            r = api.post("/api/memories/batch", json=body, headers=tenant.headers)
             assert r.status_code == 200, r.text
         assert api.get("/api/agents/ann/export", headers=b.headers).status_code == 404
         whole = api.get("/api/export", headers=a.headers)
@@ -255,7 +255,8 @@ def test_tenants_export_and_import_only_their_own(
         assert "Ann keeps bees." in whole.text and "Bob rows." not in whole.text
         # another tenant of the same server cannot take over tenant A's rows by their ids
         taken = api.post("/api/import", content=whole.content, headers=b.headers)
-        assert taken.status_code == 409 and taken.json()["error"]["code"] == "import_conflict"
+        assert taken.status_code == 409, taken.text
+        assert taken.json()["error"]["code"] == "import_conflict"
         listed = api.get("/api/agents", headers=b.headers).json()["agents"]
         assert [p["agent_id"] for p in listed] == ["bob"]
         # the same tenant's re-import is a no-op

@@ -122,6 +122,15 @@ class BadLine(Refused):
         self.line = line
 
 
+class ConflictingLine(BadLine):
+    """A line whose row this server holds for another agent or tenant (the same id)."""
+
+    status = 409
+
+    def __init__(self, line: int, problem: str) -> None:
+        super().__init__(line, problem, code="import_conflict")
+
+
 @dataclass(frozen=True)
 class Record:
     line: int

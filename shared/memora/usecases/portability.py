@@ -22,7 +22,15 @@ from memora.basics.config import Settings
 from memora.basics.errors import Conflict, NotFound
 from memora.basics.tenancy import Scope
 from memora.db.pool import Pool
-from memora.interchange.portable import FORMAT, VERSION, BadLine, Header, Reader, Record
+from memora.interchange.portable import (
+    FORMAT,
+    VERSION,
+    BadLine,
+    ConflictingLine,
+    Header,
+    Reader,
+    Record,
+)
 from memora.store import portability
 from memora.store.portability import BY_KIND, TABLES, UnknownColumns, Writer
 
@@ -121,11 +129,10 @@ def _write(writer: Writer, scope: Scope, record: Record, summary: ImportSummary)
     try:
         written = writer.insert(table, row)
         if not written and not writer.owned(table, row):
-            raise BadLine(
+            raise ConflictingLine(
                 record.line,
                 f"{record.kind} {record.row.get('id')} already exists under another agent "
                 "or tenant on this server",
-                code="import_conflict",
             )
     except UnknownColumns as exc:
         raise BadLine(
