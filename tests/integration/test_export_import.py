@@ -286,3 +286,40 @@ def test_import_has_its_own_body_limit(
     with auth_app(settings, pool, pipeline, **small, max_import_bytes=len(body) - 1) as api:
         answer = api.post("/api/import", content=body)
         assert answer.status_code == 413 and answer.json()["error"]["code"] == "payload_too_large"
+
+
+def test_cli_export_and_import(
+    source: Topology, target: Topology, target_url: str, agent_id: str, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from services.cli.main import app
+
+    def memora(*args: str) -> Any:
+        return CliRunner().invoke(app, list(args), env={"MEMORA_API_KEY": ""})
+
+    with MemoraClient(source.url, timeout=120) as src:
+        src.remember(agent_id, "Ines teaches Portuguese on Tuesdays.")
+    out = tmp_path / "ines.ndjson"
+    exported = memora("export", "--agent", agent_id, "-o", str(out), "--api", source.url)
+    assert exported.exit_code == 0, exported.output
+    assert json.loads(out.read_text().splitlines()[-1])["type"] == "end"
+
+    truncated = tmp_path / "cut.ndjson"
+    kept = out.read_text().splitlines(keepends=True)[:-1]
+    truncated.write_text("".join(kept))
+    refused = memora("import", str(truncated), "--api", target.url)
+    assert refused.exit_code == 1
+    said = " ".join(refused.output.split())  # rich wraps lines
+    assert f"line {len(kept)}: truncated: no end record" in said
+    assert _counts(target_url, agent_id) == dict.fromkeys(AGENT_TABLES, 0)
+
+    imported = memora("import", str(out), "--api", target.url, "--json")
+    assert imported.exit_code == 0, imported.output
+    result = json.loads(imported.stdout.splitlines()[0])
+    assert result["agents"] == [agent_id] and result["imported"]["memory"] == 1
+
+    missing = tmp_path / "nobody.ndjson"
+    gone = memora("export", "--agent", "nobody-here", "-o", str(missing), "--api", source.url)
+    assert gone.exit_code == 1 and "agent_not_found" in " ".join(gone.output.split())
+    assert not missing.exists()

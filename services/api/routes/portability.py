@@ -44,7 +44,9 @@ def export_agent(
     return _attachment(portability.export_lines(pool, settings, scope, agent_id), agent_id)
 
 
-@router.get("/export", response_class=StreamingResponse, responses={**STREAM, 503: {}})
+@router.get(
+    "/export", response_class=StreamingResponse, responses={**STREAM, **error_responses(503)}
+)
 def export_tenant(scope: ScopeDep, pool: PoolDep, settings: SettingsDep) -> StreamingResponse:
     """Every agent of the key's tenant, one profile section after another."""
     return _attachment(portability.export_lines(pool, settings, scope, None), scope.tenant_id)
