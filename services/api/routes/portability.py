@@ -41,7 +41,7 @@ def export_agent(
     """The agent's profile, documents, messages, memories (embeddings, status, history),
     entities, links and conversation index, streamed from one snapshot."""
     portability.require_agent(pool, scope, agent_id)
-    return _attachment(portability.export_lines(pool, settings, scope, agent_id), agent_id)
+    return _attachment(portability.export_chunks(pool, settings, scope, agent_id), agent_id)
 
 
 @router.get(
@@ -49,7 +49,7 @@ def export_agent(
 )
 def export_tenant(scope: ScopeDep, pool: PoolDep, settings: SettingsDep) -> StreamingResponse:
     """Every agent of the key's tenant, one profile section after another."""
-    return _attachment(portability.export_lines(pool, settings, scope, None), scope.tenant_id)
+    return _attachment(portability.export_chunks(pool, settings, scope, None), scope.tenant_id)
 
 
 @router.post(

@@ -34,6 +34,8 @@ from memora.interchange.portable import (
 from memora.store import portability
 from memora.store.portability import BY_KIND, TABLES, UnknownColumns, Writer
 
+CHUNK_CHARS = 256 * 1024
+
 
 def _line(kind: str, row_json: str) -> str:
     """A record line: its type first, then the row's columns (JSON text from PostgreSQL)."""
@@ -73,6 +75,23 @@ def require_agent(pool: Pool, scope: Scope, agent_id: str) -> None:
     with pool.tenant_connection(scope.tenant_id) as conn:
         if not portability.agent_exists(conn, scope.key(agent_id)):
             raise NotFound("agent_not_found", f"no agent {agent_id!r}")
+
+
+def export_chunks(
+    pool: Pool, settings: Settings, scope: Scope, agent_id: str | None
+) -> Iterator[str]:
+    """`export_lines` gathered into pieces of about CHUNK_CHARS: each piece a response sends
+    costs a hop to the event loop, so whole lines go in bulk."""
+    pending: list[str] = []
+    size = 0
+    for line in export_lines(pool, settings, scope, agent_id):
+        pending.append(line)
+        size += len(line)
+        if size >= CHUNK_CHARS:
+            yield "".join(pending)
+            pending, size = [], 0
+    if pending:
+        yield "".join(pending)
 
 
 def export_lines(
