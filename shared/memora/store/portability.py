@@ -14,7 +14,7 @@ history) and job cursors stay behind.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,17 +176,21 @@ class Writer:
             self._columns[table] = {c.name for c in columns(self.conn, table) if not c.generated}
         return self._columns[table]
 
-    def insert(self, table: Table, row: Mapping[str, Any]) -> bool:
-        """Writes `row` (deferred columns left NULL); False when it was already there. Raises
-        `UnknownColumns` for fields this database has no column for."""
-        known = self._known(table.name)
-        unknown = sorted(set(row) - known)
+    def check(self, table: Table, row: Mapping[str, Any]) -> None:
+        """Raises `UnknownColumns` for fields this database has no column for."""
+        unknown = sorted(set(row) - self._known(table.name))
         if unknown:
             raise UnknownColumns(unknown)
-        names = [n for n in row if n not in table.deferred]
+
+    def insert(self, table: Table, rows: Sequence[Mapping[str, Any]]) -> list[str | None]:
+        """Writes the rows (checked, all with the same fields; deferred columns left NULL) in
+        one statement, skipping those already there. Returns one entry per row written: its
+        id for a table with deferred columns, else None."""
+        names = [n for n in rows[0] if n not in table.deferred]
         cols = sql.SQL(", ").join(map(sql.Identifier, names))
         query = sql.SQL(
-            "INSERT INTO {t} ({cols}) SELECT {cols} FROM jsonb_populate_record(NULL::{t}, %(r)s) r"
+            "INSERT INTO {t} ({cols}) SELECT {cols} "
+            "FROM jsonb_populate_recordset(NULL::{t}, %(r)s) r"
         ).format(t=sql.Identifier(table.name), cols=cols)
         if table.match:
             same = sql.SQL(" AND ").join(
@@ -195,21 +199,25 @@ class Writer:
             query += sql.SQL(" WHERE NOT EXISTS (SELECT 1 FROM {t} e WHERE {same})").format(
                 t=sql.Identifier(table.name), same=same
             )
-        query += sql.SQL(" ON CONFLICT DO NOTHING")
-        return self.conn.execute(query, {"r": Jsonb(dict(row))}).rowcount == 1
+        returned = sql.SQL("id::text" if table.deferred else "NULL::text")
+        query += sql.SQL(" ON CONFLICT DO NOTHING RETURNING {} AS id").format(returned)
+        written = self.conn.execute(query, {"r": Jsonb([dict(r) for r in rows])}).fetchall()
+        return [w["id"] for w in written]
 
-    def owned(self, table: Table, row: Mapping[str, Any]) -> bool:
-        """Whether the row this one's key names belongs to the row's agent (a skipped insert
-        may have met another agent's, or another tenant's, row with the same id)."""
+    def foreign(self, table: Table, rows: Sequence[Mapping[str, Any]]) -> int:
+        """How many of the rows name (by their key) a row held by another agent or tenant, once
+        written: a skipped insert may have met one with the same id."""
         if not table.by_agent or not table.key:
-            return True
+            return 0
         same = sql.SQL(" AND ").join(
-            sql.SQL("t.{c} = r.{c}").format(c=sql.Identifier(c)) for c in (*table.key, "agent_id")
+            sql.SQL("e.{c} = r.{c}").format(c=sql.Identifier(c)) for c in (*table.key, "agent_id")
         )
         query = sql.SQL(
-            "SELECT 1 FROM {t} t, jsonb_populate_record(NULL::{t}, %(r)s) r WHERE {same}"
+            "SELECT count(*) AS n FROM jsonb_populate_recordset(NULL::{t}, %(r)s) r "
+            "WHERE NOT EXISTS (SELECT 1 FROM {t} e WHERE {same})"
         ).format(t=sql.Identifier(table.name), same=same)
-        return self.conn.execute(query, {"r": Jsonb(dict(row))}).fetchone() is not None
+        found = self.conn.execute(query, {"r": Jsonb([dict(r) for r in rows])}).fetchone()
+        return int(found["n"]) if found else 0
 
     def link_deferred(self, table: Table, row: Mapping[str, Any]) -> None:
         """Sets the deferred self-references of an inserted row (all rows are in by now)."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from psycopg import Connection
@@ -35,6 +36,7 @@ from memora.store import portability
 from memora.store.portability import BY_KIND, TABLES, UnknownColumns, Writer
 
 CHUNK_CHARS = 256 * 1024
+BATCH_ROWS = 500  # rows an import writes in one statement
 
 
 def _line(kind: str, row_json: str) -> str:
@@ -143,27 +145,89 @@ def _row(scope: Scope, record: Record) -> dict[str, Any]:
     return row
 
 
-def _write(writer: Writer, scope: Scope, record: Record, summary: ImportSummary) -> bool:
-    table, row = BY_KIND[record.kind], _row(scope, record)
-    try:
-        written = writer.insert(table, row)
-        if not written and not writer.owned(table, row):
-            raise ConflictingLine(
-                record.line,
-                f"{record.kind} {record.row.get('id')} already exists under another agent "
-                "or tenant on this server",
-            )
-    except UnknownColumns as exc:
-        raise BadLine(
-            record.line, f"{record.kind}: this server has no column {exc} (upgrade it first)"
-        ) from None
-    except psycopg.Error as exc:
-        problem = exc.diag.message_primary or str(exc)
-        raise BadLine(record.line, f"{record.kind}: {problem}") from None
-    (summary.imported if written else summary.unchanged)[record.kind] += 1
-    if record.kind == "profile":
-        summary.agents.append(record.agent_id)
-    return written
+class _Foreign(Exception):
+    """A batch met rows of another agent or tenant (found again row by row, for the line)."""
+
+
+@dataclass
+class _Importer:
+    """Writes records in batches of one type (BATCH_ROWS, one statement each); a batch that
+    fails is undone (a savepoint) and written again row by row, to name the failing line."""
+
+    writer: Writer
+    scope: Scope
+    summary: ImportSummary = field(default_factory=ImportSummary)
+    deferred: list[Record] = field(default_factory=list)  # self-references: the ids, those
+    batch: list[Record] = field(default_factory=list)
+
+    def add(self, record: Record) -> None:
+        first = self.batch[0] if self.batch else None
+        if first is not None and (
+            (first.kind, first.agent_id, first.row.keys())
+            != (record.kind, record.agent_id, record.row.keys())
+            or len(self.batch) >= BATCH_ROWS
+        ):
+            self.flush()
+        self.batch.append(record)
+
+    def flush(self) -> None:
+        batch, self.batch = self.batch, []
+        if batch:
+            self._write(batch)
+
+    def _write(self, batch: list[Record]) -> None:
+        table = BY_KIND[batch[0].kind]
+        rows = [_row(self.scope, r) for r in batch]
+        for record, row in zip(batch, rows, strict=True):
+            try:
+                self.writer.check(table, row)
+            except UnknownColumns as exc:
+                problem = f"{record.kind}: this server has no column {exc} (upgrade it first)"
+                raise BadLine(record.line, problem) from None
+        try:
+            with self.writer.conn.transaction():  # a savepoint
+                written = self.writer.insert(table, rows)
+                if len(written) < len(rows) and self.writer.foreign(table, rows):
+                    raise _Foreign
+        except (psycopg.Error, _Foreign) as exc:
+            if len(batch) > 1:
+                for record in batch:
+                    self._write([record])
+            elif isinstance(exc, _Foreign):
+                raise ConflictingLine(
+                    batch[0].line,
+                    f"{batch[0].kind} {batch[0].row.get('id')} already exists under another "
+                    "agent or tenant on this server",
+                ) from None
+            else:
+                problem = exc.diag.message_primary or str(exc)
+                raise BadLine(batch[0].line, f"{batch[0].kind}: {problem}") from None
+            return
+        self._count(batch, written)
+
+    def _count(self, batch: list[Record], written: list[str | None]) -> None:
+        kind, table = batch[0].kind, BY_KIND[batch[0].kind]
+        for counter, n in ((self.summary.imported, len(written)),
+                           (self.summary.unchanged, len(batch) - len(written))):  # fmt: skip
+            if n:
+                counter[kind] += n
+        if kind == "profile":
+            self.summary.agents.extend(r.agent_id for r in batch)
+        new = {str(UUID(w)) for w in written if w}
+        for r in batch:
+            links = {c: r.row[c] for c in table.deferred if r.row.get(c)}
+            if links and str(UUID(r.row["id"])) in new:
+                self.deferred.append(
+                    Record(r.line, r.kind, r.agent_id, {"id": r.row["id"], **links})
+                )
+
+    def link_deferred(self) -> None:
+        """Self-references (an opinion's versions), once every row they may name is in."""
+        for record in self.deferred:
+            try:
+                self.writer.link_deferred(BY_KIND[record.kind], _row(self.scope, record))
+            except psycopg.Error as exc:
+                raise BadLine(record.line, f"{record.kind}: {exc.diag.message_primary}") from None
 
 
 def import_lines(
@@ -171,28 +235,15 @@ def import_lines(
 ) -> ImportSummary:
     """Imports an export into `scope`'s tenant in one transaction; nothing stays of a file
     that fails (BadLine names the line, Conflict a different embedding model)."""
-    summary = ImportSummary()
     reader = Reader(lines)
-    with pool.tenant_connection(scope.tenant_id) as conn:
-        writer = Writer(conn)
-        deferred: list[Record] = []  # rows with self-references: their id and those only
+    with pool.tenant_connection(scope.tenant_id) as conn, conn.transaction():
+        importer = _Importer(Writer(conn), scope)
         checked = False
         for record in reader.records():
             if not checked and reader.header is not None:
                 _check_embeddings(reader.header, settings)
                 checked = True
-            table = BY_KIND[record.kind]
-            written = _write(writer, scope, record, summary)
-            links = {c: record.row.get(c) for c in table.deferred if record.row.get(c)}
-            if written and links:
-                deferred.append(
-                    Record(
-                        record.line, record.kind, record.agent_id, {"id": record.row["id"], **links}
-                    )
-                )
-        for record in deferred:  # self-references, once every row they may name is in
-            try:
-                writer.link_deferred(BY_KIND[record.kind], _row(scope, record))
-            except psycopg.Error as exc:
-                raise BadLine(record.line, f"{record.kind}: {exc.diag.message_primary}") from None
-    return summary
+            importer.add(record)
+        importer.flush()
+        importer.link_deferred()
+    return importer.summary
