@@ -90,6 +90,7 @@ def test_a_tenant_export_holds_one_section_per_agent() -> None:
         (lambda f: [f[0], f[2], f[1], f[3]], "line 2: a memory record before any profile record"),
         (lambda f: [*f[:3], f[2], f[3]], "line 5: the end record counts"),
         (lambda f: [], "line 1: empty: no header"),
+        (lambda f: [*f[:2], "[" * 100_000 + "\n", *f[2:]], "line 3: nested too deeply"),
     ],
 )
 def test_structural_errors_name_the_line(change: Any, message: str) -> None:

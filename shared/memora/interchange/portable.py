@@ -150,6 +150,8 @@ def _object(line: int, raw: bytes | str) -> dict[str, Any]:
         value = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadLine(line, f"not valid JSON ({exc})") from None
+    except RecursionError:
+        raise BadLine(line, "nested too deeply") from None
     if not isinstance(value, dict):
         raise BadLine(line, "not a JSON object")
     if not isinstance(value.get("type"), str):

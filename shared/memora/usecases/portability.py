@@ -37,6 +37,9 @@ from memora.store.portability import BY_KIND, TABLES, UnknownColumns, Writer
 
 CHUNK_CHARS = 256 * 1024
 BATCH_ROWS = 500  # rows an import writes in one statement
+# what a row's values can cause (bad values, broken references); others (the database gone)
+# are not the file's fault and go up
+ROW_ERRORS = (psycopg.DataError, psycopg.IntegrityError)
 
 
 def _line(kind: str, row_json: str) -> str:
@@ -189,7 +192,7 @@ class _Importer:
                 written = self.writer.insert(table, rows)
                 if len(written) < len(rows) and self.writer.foreign(table, rows):
                     raise _Foreign
-        except (psycopg.Error, _Foreign) as exc:
+        except (*ROW_ERRORS, _Foreign) as exc:
             if len(batch) > 1:
                 for record in batch:
                     self._write([record])
@@ -226,7 +229,7 @@ class _Importer:
         for record in self.deferred:
             try:
                 self.writer.link_deferred(BY_KIND[record.kind], _row(self.scope, record))
-            except psycopg.Error as exc:
+            except ROW_ERRORS as exc:
                 raise BadLine(record.line, f"{record.kind}: {exc.diag.message_primary}") from None
 
 
