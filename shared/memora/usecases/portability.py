@@ -160,7 +160,7 @@ class _Importer:
     writer: Writer
     scope: Scope
     summary: ImportSummary = field(default_factory=ImportSummary)
-    deferred: list[Record] = field(default_factory=list)  # self-references: the ids, those
+    deferred: list[Record] = field(default_factory=list)  # rows' ids and self-references
     batch: list[Record] = field(default_factory=list)
 
     def add(self, record: Record) -> None:
@@ -210,10 +210,11 @@ class _Importer:
 
     def _count(self, batch: list[Record], written: list[str | None]) -> None:
         kind, table = batch[0].kind, BY_KIND[batch[0].kind]
-        for counter, n in ((self.summary.imported, len(written)),
-                           (self.summary.unchanged, len(batch) - len(written))):  # fmt: skip
-            if n:
-                counter[kind] += n
+        skipped = len(batch) - len(written)
+        if written:
+            self.summary.imported[kind] += len(written)
+        if skipped:
+            self.summary.unchanged[kind] += skipped
         if kind == "profile":
             self.summary.agents.extend(r.agent_id for r in batch)
         new = {str(UUID(w)) for w in written if w}
