@@ -174,6 +174,15 @@ def test_round_trip_answers_the_same(
         assert not again_result.imported and again_result.unchanged == result.imported
         assert _counts(target_url, agent_id) == before
 
+        # the imported conversation goes on on the new server
+        late = {"message_id": "m3", "role": "user", "event_date": "2024-05-02T09:05:00Z",
+                "content": "Please also book a tea ceremony in Uji for our trip."}  # fmt: skip
+        appended = dst.append_messages(agent_id, "chat-1", [late])
+        assert appended.status == "appended", appended
+        assert dst.wait_for(appended.operation_id, timeout=120).status == "completed"
+        found = dst.search(agent_id, "tea ceremony in Uji", top_k=3).results
+        assert any("Uji" in hit.text for hit in found)
+
 
 def test_bad_files_name_the_line_and_leave_nothing(
     source: Topology, target: Topology, target_url: str, agent_id: str, tmp_path: Path
