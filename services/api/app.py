@@ -29,6 +29,7 @@ from services.api.routes import (
     graph,
     memories,
     operations,
+    portability,
     queues,
     simulation,
     webhooks,
@@ -108,6 +109,7 @@ def create_app(
         BodySizeLimit,
         max_bytes=settings.max_body_bytes,
         drain_bytes=settings.max_body_drain_bytes,
+        per_path={"/api/import": settings.max_import_bytes},
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.include_router(
@@ -122,6 +124,7 @@ def create_app(
         admin,
         graph,
         operations,
+        portability,
         queues,
         simulation,
         webhooks,

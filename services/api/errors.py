@@ -191,21 +191,29 @@ class BodySizeLimit:
     `Expect: 100-continue` is answered at once: it has not sent the body and will not.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, drain_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        drain_bytes: int = 64 * 1024 * 1024,
+        per_path: dict[str, int] | None = None,
+    ) -> None:
         self.app, self.max_bytes, self.drain_bytes = app, max_bytes, drain_bytes
+        self.per_path = per_path or {}  # paths with a limit of their own (imports)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.per_path.get(scope["path"], self.max_bytes)
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
             expects_answer_first = headers.get(b"expect", b"").lower() == b"100-continue"
             # A body larger than max_bytes + drain_bytes is not read at all: closed at once.
-            if not expects_answer_first and int(declared) <= self.max_bytes + self.drain_bytes:
+            if not expects_answer_first and int(declared) <= max_bytes + self.drain_bytes:
                 await self._drain(receive)
-            await self._reject(send)
+            await self._reject(send, max_bytes)
             return
         received = 0
         overflow: _TooLarge | None = None
@@ -215,7 +223,7 @@ class BodySizeLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > max_bytes:
                     overflow = _TooLarge(more=bool(message.get("more_body")))
                     raise overflow
             return message
@@ -230,7 +238,7 @@ class BodySizeLimit:
         if overflow is not None:
             if overflow.more:
                 await self._drain(receive)
-            await self._reject(send)
+            await self._reject(send, max_bytes)
 
     async def _drain(self, receive: Receive) -> None:
         """Reads and drops the rest of the body, `drain_bytes` at most."""
@@ -243,9 +251,9 @@ class BodySizeLimit:
             if not message.get("more_body"):
                 return
 
-    async def _reject(self, send: Send) -> None:
+    async def _reject(self, send: Send, max_bytes: int) -> None:
         response = JSONResponse(
-            error_body("payload_too_large", f"request body exceeds {self.max_bytes} bytes"),
+            error_body("payload_too_large", f"request body exceeds {max_bytes} bytes"),
             status_code=413,
             headers={"Connection": "close"},
         )

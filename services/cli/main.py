@@ -10,7 +10,18 @@ from __future__ import annotations
 
 import typer
 
-from services.cli import db, demo, jobs, operations, serve, simulation, status, tenants, worker
+from services.cli import (
+    db,
+    demo,
+    jobs,
+    operations,
+    portability,
+    serve,
+    simulation,
+    status,
+    tenants,
+    worker,
+)
 from services.cli.backfill import command as backfill
 from services.cli.bench import command as bench
 
@@ -26,6 +37,7 @@ simulation.register(app)  # seed FILE, mcp --agent ID
 serve.register(app)  # serve, migrate
 demo.register(app)  # demo
 bench.register(app)  # bench locomo|longmemeval FILE
+portability.register(app)  # export -o FILE [--agent ID], import FILE
 
 
 @app.callback()

@@ -8,11 +8,14 @@ built without one, and requests go to an `AppSlot` that a fixture fills with the
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
+import schemathesis
 from fastapi import FastAPI
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
 from schemathesis import checks
 from starlette.types import Receive, Scope, Send
 
@@ -34,6 +37,15 @@ FUZZ_SETTINGS = settings(
     phases=[Phase.explicit, Phase.generate],
     suppress_health_check=list(HealthCheck),
 )
+
+# POST /api/import takes an export file: NDJSON lines, here objects with some of the format's
+# fields (rarely a valid export), or any bytes
+_FIELDS = st.sampled_from(["type", "format", "version", "agent_id", "id", "counts", "text"])
+_VALUES = st.none() | st.integers() | st.text(max_size=12) | st.sampled_from(["header", "end"])
+_NDJSON = st.lists(st.dictionaries(_FIELDS, _VALUES, max_size=5), max_size=4).map(
+    lambda rows: "".join(json.dumps(r) + "\n" for r in rows).encode()
+)
+schemathesis.openapi.media_type("application/x-ndjson", _NDJSON | st.binary(max_size=64))
 
 
 class AppSlot:

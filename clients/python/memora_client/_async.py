@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from os import PathLike
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 from uuid import UUID
@@ -414,3 +415,37 @@ class AsyncMemoraClient:
     ) -> m.WebhookDeliveryList:
         """The endpoint's deliveries, newest first: status, attempts, the last answer."""
         return await self._request(c.webhook_deliveries(webhook_id, limit))
+
+    # ------------------------------------------------------------------ export and import
+    async def export_agent(self, agent_id: str | None, destination: str | PathLike[str]) -> int:
+        """Streams the export (NDJSON) of `agent_id`, or of every agent of the key's tenant
+        when None, into the file `destination`; returns the bytes written. The file is
+        complete when its last line is the `end` record (`import_file` checks)."""
+        path = c.export_path(agent_id)
+        written = 0
+        try:
+            async with self._http.stream("GET", path) as response:
+                if response.is_error:
+                    await response.aread()
+                    raise error_from(response)
+                with open(destination, "wb") as out:
+                    async for chunk in response.aiter_bytes():
+                        written += out.write(chunk)
+        except httpx.TransportError as exc:
+            raise MemoraConnectionError(f"GET {path}: {exc!r}") from exc
+        return written
+
+    async def import_file(self, source: str | PathLike[str]) -> m.ImportResult:
+        """Imports an export file (streamed, never held in memory) into the key's tenant: all
+        of it or, on an error naming the line, nothing. Importing it again changes nothing."""
+        try:
+            response = await self._http.post(
+                c.IMPORT_PATH,
+                content=c.afile_chunks(source),
+                headers={"Content-Type": c.NDJSON},
+            )
+        except httpx.TransportError as exc:
+            raise MemoraConnectionError(f"POST {c.IMPORT_PATH}: {exc!r}") from exc
+        if response.is_error:
+            raise error_from(response)
+        return m.ImportResult.model_validate(response.json())

@@ -3,8 +3,9 @@ read the answer), the retry policy, and the headers. No input or output happens 
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
@@ -59,6 +60,27 @@ def seg(value: str | UUID) -> str:
 
 def agent_path(agent_id: str, rest: str = "") -> str:
     return f"/api/agents/{seg(agent_id)}{rest}"
+
+
+NDJSON = "application/x-ndjson"
+IMPORT_PATH = "/api/import"
+CHUNK_BYTES = 1024 * 1024
+
+
+def export_path(agent_id: str | None) -> str:
+    """The export of one agent, or (None) of every agent of the key's tenant."""
+    return "/api/export" if agent_id is None else agent_path(agent_id, "/export")
+
+
+def file_chunks(path: str | os.PathLike[str]) -> Iterator[bytes]:
+    with open(path, "rb") as source:
+        while chunk := source.read(CHUNK_BYTES):
+            yield chunk
+
+
+async def afile_chunks(path: str | os.PathLike[str]) -> AsyncIterator[bytes]:
+    for chunk in file_chunks(path):
+        yield chunk
 
 
 def _priority(backfill: bool) -> dict[str, str] | None:

@@ -379,6 +379,12 @@ class AgentDeleted(Response):
     deleted: dict[str, int]
 
 
+class ImportResult(Response):
+    agents: list[str]
+    imported: dict[str, int]  # rows written, per record type
+    unchanged: dict[str, int]  # rows the server already held, per record type
+
+
 class OpinionVersion(Response):
     id: UUID
     text: str

@@ -41,6 +41,11 @@ REPLACEMENTS = [
     ("return self._request(", "return await self._request("),
     ("op = self.operation(", "op = await self.operation("),
     ("time.sleep(", "await asyncio.sleep("),
+    ("with self._http.stream(", "async with self._http.stream("),
+    ("response.read()", "await response.aread()"),
+    ("for chunk in response.iter_bytes()", "async for chunk in response.aiter_bytes()"),
+    ("response = self._http.post(", "response = await self._http.post("),
+    ("c.file_chunks(", "c.afile_chunks("),
 ]
 METHOD = re.compile(r"^    def (?!__init__\b)", re.MULTILINE)
 

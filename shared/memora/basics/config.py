@@ -180,6 +180,8 @@ class Settings(BaseSettings):
     # httpx) get the 413 instead of a reset connection; beyond it the connection is closed.
     max_body_drain_bytes: int = 64 * 1024 * 1024
     max_items_per_batch: int = 1000
+    # `POST /api/import` (an export file, NDJSON, spooled to disk as it arrives): its own limit
+    max_import_bytes: int = 2 * 1024 * 1024 * 1024
     max_content_chars: int = 200_000
 
     # --- LLM (any OpenAI-compatible endpoint) ---------------------------------------------------
