@@ -44,6 +44,26 @@ def candidates(conn: Connection[Any], agent_id: str, names: Sequence[str]) -> li
     ).fetchall()
 
 
+def people(
+    conn: Connection[Any], agent_id: str, firsts: Sequence[str], lasts: Sequence[str]
+) -> list[dict[str, Any]]:
+    """PERSON entities one of whose names (normalised or alias) begins with one of `firsts` or
+    ends with one of `lasts` (nicknames and short forms, memora.entities.person_names)."""
+    if not firsts and not lasts:
+        return []
+    return conn.execute(
+        """
+        SELECT id, normalized_name, aliases, entity_type, last_seen FROM entities
+        WHERE agent_id = %s AND entity_type = 'PERSON' AND EXISTS (
+            SELECT 1 FROM unnest(aliases || normalized_name) AS n(name)
+            WHERE split_part(n.name, ' ', 1) = ANY(%s)
+               OR regexp_replace(n.name, '^.* ', '') = ANY(%s))
+        LIMIT 200
+        """,
+        (agent_id, list(firsts), list(lasts)),
+    ).fetchall()
+
+
 def shared_memory_counts(
     conn: Connection[Any], entity_ids: Sequence[UUID], co_names: Sequence[str]
 ) -> dict[UUID, int]:
