@@ -201,3 +201,23 @@ def test_nicknames_and_short_forms_resolve_to_the_one_person_who_fits(
     with pool.connection() as conn:
         row = conn.execute("SELECT aliases FROM entities WHERE id = %s", (robert,)).fetchone()
     assert row is not None and set(row["aliases"]) == {"bob chen", "bobby"}
+
+
+def test_display_name_is_the_most_frequent_surface_form(pool: Any, agent_id: str) -> None:
+    (mel,) = _resolve_one(
+        pool, agent_id, "Melanie Brooks paints", Mention("Melanie Brooks", "PERSON")
+    )
+    for text in ("Melanie swam", "Melanie ran", "Melanie sang"):
+        assert _resolve_one(pool, agent_id, text, Mention("Melanie", "PERSON")) == [mel]
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT canonical_name, aliases, name_counts, mention_count FROM entities "
+            "WHERE id = %s",
+            (mel,),
+        ).fetchone()
+    assert row == {
+        "canonical_name": "Melanie",
+        "aliases": ["melanie"],
+        "name_counts": {"Melanie Brooks": 1, "Melanie": 3},
+        "mention_count": 4,
+    }
