@@ -121,7 +121,8 @@ def unlink_units(conn: Connection[Any], unit_ids: Sequence[UUID]) -> None:
 # those of `s` (this batch's (entity, mention, n)); `top` is the most frequent (ties: longer).
 _MERGED_NAMES = """
     SELECT t.entity_id, jsonb_object_agg(kv.name, kv.n) AS counts,
-           (array_agg(kv.name ORDER BY kv.n DESC, length(kv.name) DESC, kv.name))[1] AS top
+           (array_agg(kv.name ORDER BY kv.n DESC, length(kv.name) DESC,
+                      kv.name COLLATE "C"))[1] AS top
     FROM (SELECT DISTINCT entity_id FROM s) t
     JOIN entities e ON e.id = t.entity_id
     CROSS JOIN LATERAL (
