@@ -1,11 +1,11 @@
-"""Nicknames and short forms of people's names (memora.entities.person_names)."""
+"""Nicknames and short forms of people's names (memora.nlp.person_names)."""
 
 from __future__ import annotations
 
 import pytest
 
-from memora.entities.person_names import PersonName, lookup_keys, may_be_same_person
 from memora.nlp.names import normalize_name
+from memora.nlp.person_names import PersonName, lookup_keys, may_be_same_person
 
 
 @pytest.mark.parametrize(

@@ -22,9 +22,9 @@ from psycopg import Connection
 from rapidfuzz.distance import Levenshtein
 
 from memora.basics.config import Settings
-from memora.entities import person_names
 from memora.extraction.base import Mention
 from memora.extraction.cleaning import SpeakerNames, clean_mentions
+from memora.nlp import person_names
 from memora.nlp.language import ENTITY_TYPES, load_nlp
 from memora.nlp.names import normalize_name
 from memora.store import entities as store

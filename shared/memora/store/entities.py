@@ -48,7 +48,7 @@ def people(
     conn: Connection[Any], agent_id: str, firsts: Sequence[str], lasts: Sequence[str]
 ) -> list[dict[str, Any]]:
     """PERSON entities one of whose names (normalised or alias) begins with one of `firsts` or
-    ends with one of `lasts` (nicknames and short forms, memora.entities.person_names)."""
+    ends with one of `lasts` (nicknames and short forms, memora.nlp.person_names)."""
     if not firsts and not lasts:
         return []
     return conn.execute(

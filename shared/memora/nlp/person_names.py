@@ -75,6 +75,12 @@ def given_names_match(a: str, b: str) -> bool:
     return b in namer.nicknames_of(a) or a in namer.nicknames_of(b)
 
 
+def is_known_given_name(name: str) -> bool:
+    """Whether the nickname dataset knows `name` as a given name or a nickname of one."""
+    namer = _namer()
+    return bool(namer.nicknames_of(name) or namer.canonicals_of(name))
+
+
 def surnames_match(a: str, b: str) -> bool:
     return a == b or _initial_of(a, b) or _initial_of(b, a)
 
