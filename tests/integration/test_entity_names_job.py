@@ -31,6 +31,10 @@ OLD_MEMORIES = [
     ("Hmm, I think so", [("Hmm", "PERSON")]),
     ("See you Tues", [("Tues", "PERSON")]),
     ("Google's offices in Paris", [("Google's", "ORGANIZATION"), ("Paris", "LOCATION")]),
+    # speakers: the short form "Mel" and a "Caroline" the tagger typed OTHER are the speakers
+    ("Melanie: I painted a lake sunrise", [("Melanie", "PERSON")]),
+    ("Caroline: Mel, that is lovely", [("Mel", "PERSON")]),
+    ("Caroline: it reminds me of home", [("Caroline", "OTHER")]),
 ]
 
 
@@ -94,26 +98,34 @@ def test_entity_names_job_recleans_stored_entities_bounded_and_idempotent(
 ) -> None:
     _store_old(pool, agent_id)
     before = _entities(pool, agent_id)
-    assert {"Bye Caroline", "Caroline", "ya, Melanie", "Hmm", "Tues", "Google's"} <= set(before)
+    assert {"Bye Caroline", "Caroline", "ya, Melanie", "Hmm", "Tues", "Google's", "Mel"} <= set(
+        before
+    )
     merged_before = _changes("merged")
 
     small = settings.model_copy(update={"job_batch_size": 4})
-    first = _job(small, pool, agent_id)  # 7 entities: 4 now, 3 the next run
-    assert first.examined == 4
-    second = _job(small, pool, agent_id)
-    assert second.examined == 3
-    done = first.details | {k: first.details[k] + second.details[k] for k in first.details}
-    assert done == {"renamed": 2, "merged": 1, "removed": 2, "tidied": 0}
+    runs = [_job(small, pool, agent_id) for _ in range(3)]  # 10 entities: 4, 4, then 2
+    assert [r.examined for r in runs] == [4, 4, 2]
+    done = {k: sum(r.details[k] for r in runs) for k in runs[0].details}
+    assert done == {"renamed": 1, "merged": 4, "removed": 2, "tidied": 0}
 
     after = _entities(pool, agent_id)
     assert set(after) == {"Caroline", "Melanie", "Google", "Paris"}
     caroline = after["Caroline"]
-    assert caroline["name_counts"] == {"Caroline": 3}
-    assert caroline["mention_count"] == 3
-    assert caroline["mentions"] == ["Caroline", "Caroline", "Caroline"]
+    assert caroline["name_counts"] == {"Caroline": 4}
+    assert caroline["mention_count"] == 4
+    assert caroline["mentions"] == ["Caroline"] * 4
     assert caroline["links"] == 1  # moved from "Bye Caroline"
-    assert after["Melanie"]["normalized_name"] == "melanie"
-    assert after["Melanie"]["mentions"] == ["Melanie"]
+    melanie = after["Melanie"]
+    assert melanie["normalized_name"] == "melanie" and melanie["aliases"] == ["mel"]
+    assert melanie["mentions"] == ["Melanie"] * 3 and melanie["name_counts"] == {"Melanie": 3}
+    with pool.connection() as conn:
+        types = conn.execute(
+            "SELECT DISTINCT entity_type FROM entities WHERE agent_id = %s "
+            "AND canonical_name IN ('Caroline', 'Melanie')",
+            (agent_id,),
+        ).fetchall()
+    assert types == [{"entity_type": "PERSON"}]
     assert after["Google"]["name_counts"] == {"Google": 1}
     with pool.connection() as conn:
         left = conn.execute(
@@ -122,7 +134,7 @@ def test_entity_names_job_recleans_stored_entities_bounded_and_idempotent(
             (agent_id,),
         ).fetchone()
     assert left == {"n": 1}  # the link through "Hmm" went with it
-    assert _changes("merged") == merged_before + 1
+    assert _changes("merged") == merged_before + 4
 
     # the cursor wrapped: the next runs examine everything again and change nothing
     again = [_job(small, pool, agent_id) for _ in range(2)]

@@ -4,7 +4,7 @@ An entity keeps how often each surface form named it (`entities.name_counts`); i
 is the most frequent form, ties going to the longer (a full name over a first name), then the
 first in alphabetical order, the same rule the store applies as mentions accrue
 (memora.store.entities.link_units). `clean_counts` re-cleans forms stored by an older version
-with today's span cleaning and noise filter (memora.extraction.cleaning).
+with today's span cleaning, noise filter and speaker rule (memora.extraction.cleaning).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from psycopg import Connection
 
-from memora.extraction.cleaning import is_name, strip_span
+from memora.extraction.cleaning import SpeakerNames, is_name, strip_span
 from memora.nlp.names import normalize_name
 from memora.store import entity_names as store
 from memora.store.entity_names import StoredEntity
@@ -50,33 +50,51 @@ def aliases(counts: Mapping[str, int], key: str) -> list[str]:
 Change = Literal["renamed", "merged", "removed", "tidied"]
 
 
-def reclean(conn: Connection[Any], agent_key: str, e: StoredEntity) -> Change | None:
+def reclean(
+    conn: Connection[Any], agent_key: str, e: StoredEntity, speakers: SpeakerNames
+) -> Change | None:
     """Re-clean one stored entity (caller holds the agent's resolution lock and commits):
-    noise is removed with its references and links; an entity whose clean name another entity
-    of the agent already has is merged into it; else it takes its clean name, forms and
-    aliases. None when it is clean already."""
+    noise is removed with its references and links; a speaker's name or short form becomes
+    that speaker, a PERSON; an entity whose clean name another entity of the agent already has
+    is merged into it; else it takes its clean name, forms and aliases. None when it is clean
+    already."""
     raw = e.counts()
     clean = clean_counts(raw)
     if not clean:
         store.remove(conn, e.id)
         return "removed"
-    store.clean_mentions(conn, e.id, [(form, strip_span(form)) for form in raw])
-    own_aliases = [a for a in e.aliases if is_name(strip_span(a))]
-    key = normalize_name(display_name(clean))
-    other = store.namesake(conn, agent_key, e, key)
+    speaker = speakers.find(display_name(clean))
+
+    def final(form: str) -> str:
+        name = strip_span(form)
+        return speaker if speaker and speakers.find(name) == speaker else name
+
+    store.clean_mentions(conn, e.id, [(form, final(form)) for form in raw])
+    own_aliases = [a for a in [*e.aliases, *clean] if is_name(strip_span(a))]
+    clean = merged_counts(*({final(f): n} for f, n in clean.items()))
+    entity_type = "PERSON" if speaker else e.entity_type
+    other = store.namesake(conn, agent_key, e.id, entity_type, normalize_name(display_name(clean)))
     if other is not None:
         counts = merged_counts(clean_counts(other.counts()), clean)
-        store.merge(conn, e.id, other.id, _names(counts, [*other.aliases, *own_aliases]))
+        names = _names(counts, [*other.aliases, *own_aliases], other.entity_type)
+        store.merge(conn, e.id, other.id, names)
         return "merged"
-    names = _names(clean, own_aliases)
-    if names == store.Names(e.canonical_name, e.normalized_name, sorted(e.aliases), e.name_counts):
+    names = _names(clean, own_aliases, entity_type)
+    stored = store.Names(
+        e.canonical_name, e.normalized_name, sorted(e.aliases), e.name_counts, e.entity_type
+    )
+    if names == stored:
         return None
     store.rename(conn, e.id, names)
     return "renamed" if names.canonical != e.canonical_name else "tidied"
 
 
-def _names(counts: Mapping[str, int], extra_aliases: Sequence[str]) -> store.Names:
+def _names(
+    counts: Mapping[str, int], extra_aliases: Sequence[str], entity_type: str
+) -> store.Names:
     canonical = display_name(counts)
     normalized = normalize_name(canonical)
     forms = {normalize_name(strip_span(a)) for a in extra_aliases} | set(aliases(counts, ""))
-    return store.Names(canonical, normalized, sorted(forms - {normalized, ""}), dict(counts))
+    return store.Names(
+        canonical, normalized, sorted(forms - {normalized, ""}), dict(counts), entity_type
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from memora.basics import metrics
 from memora.entities.names import reclean
+from memora.extraction.cleaning import SpeakerNames
 from memora.jobs.base import JobContext, JobResult
 from memora.store import entities, evolution
 from memora.store import entity_names as store
@@ -23,12 +24,13 @@ def run(ctx: JobContext) -> JobResult:
             with conn.transaction():
                 entities.lock_agent(conn, key)
                 batch = store.batch(conn, key, evolution.get_cursor(conn, JOB, key), limit)
+                speakers = SpeakerNames.of(store.speakers(conn, key)) if batch else SpeakerNames()
                 for stored in batch:
                     current = store.get(conn, stored.id)
                     if current is None:
                         continue
                     result.examined += 1
-                    change = reclean(conn, key, current)
+                    change = reclean(conn, key, current, speakers)
                     if change is not None:
                         result.changed += 1
                         result.details[change] += 1

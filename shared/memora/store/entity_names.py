@@ -42,6 +42,7 @@ class Names:
     normalized: str
     aliases: list[str]
     counts: Mapping[str, int]
+    entity_type: str
 
 
 _COLUMNS = (
@@ -64,22 +65,36 @@ def batch(
     return [StoredEntity(**r) for r in rows]
 
 
+# A memory's speaker, as the entities stage reads it (memora.entities.resolution)
+_SPEAKER = r"^\s*([A-Z][\w.'\- ]{0,40}?)\s*:\s"
+
+
+def speakers(conn: Connection[Any], agent_key: str, limit: int = 1000) -> list[str]:
+    """The speakers named by the agent's memories ("Name: " prefixes)."""
+    rows = conn.execute(
+        "SELECT DISTINCT substring(text FROM %s) AS speaker FROM memory_units "
+        "WHERE agent_id = %s AND text ~ %s LIMIT %s",
+        (_SPEAKER, agent_key, _SPEAKER, limit),
+    ).fetchall()
+    return [r["speaker"] for r in rows]
+
+
 def get(conn: Connection[Any], entity_id: UUID) -> StoredEntity | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM entities WHERE id = %s", (entity_id,)).fetchone()
     return StoredEntity(**row) if row else None
 
 
 def namesake(
-    conn: Connection[Any], agent_key: str, e: StoredEntity, key: str
+    conn: Connection[Any], agent_key: str, entity_id: UUID, entity_type: str, key: str
 ) -> StoredEntity | None:
-    """Another entity of e's agent known under `key`, of e's type (or, for a named type, of
+    """Another entity of the agent known under `key`, of the type (or, for a named type, of
     any named type, as entity resolution matches); the most mentioned."""
-    named = list(NAMED_TYPES) if e.entity_type in NAMED_TYPES else [e.entity_type]
+    named = list(NAMED_TYPES) if entity_type in NAMED_TYPES else [entity_type]
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM entities WHERE agent_id = %s AND id <> %s "
         "AND entity_type = ANY(%s) AND (normalized_name = %s OR %s = ANY(aliases)) "
         "ORDER BY mention_count DESC, created_at, id LIMIT 1",
-        (agent_key, e.id, named, key, key),
+        (agent_key, entity_id, named, key, key),
     ).fetchone()
     return StoredEntity(**row) if row else None
 
@@ -87,8 +102,15 @@ def namesake(
 def rename(conn: Connection[Any], entity_id: UUID, names: Names) -> None:
     conn.execute(
         "UPDATE entities SET canonical_name = %s, normalized_name = %s, aliases = %s, "
-        "name_counts = %s WHERE id = %s",
-        (names.canonical, names.normalized, names.aliases, Jsonb(dict(names.counts)), entity_id),
+        "name_counts = %s, entity_type = %s WHERE id = %s",
+        (
+            names.canonical,
+            names.normalized,
+            names.aliases,
+            Jsonb(dict(names.counts)),
+            names.entity_type,
+            entity_id,
+        ),
     )
 
 
