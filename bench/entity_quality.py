@@ -9,6 +9,11 @@ side only: the database's fuzzy resolution is not run (it can merge "Bye Carolin
     --dump OUT      write every proposed entity (name, type, count, example) for labelling
     --stored        score the entities table instead, after the real pipeline (embedded
                     PostgreSQL, stages inline) ingested each session as a document
+    --db-dir DIR    with --stored: keep the database in DIR (to re-clean it later)
+    --reclean DIR   score the database an earlier `--stored --db-dir DIR` left (run with an
+                    older tree's `shared/` on PYTHONPATH: the entities an older version
+                    stored) after migrating it and running the entity_names job until it
+                    changes nothing (issue 32, item 5)
     --labels FILE   score against labels: {"speakers": {conv: [names]},
                     "entities": {normalised name: {"real": bool, "canonical": str | null}}}
 
@@ -111,7 +116,30 @@ def score(conv_id: str, found: dict[str, dict[str, Any]], labels: dict[str, Any]
     }
 
 
-def stored(convs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+def _table(pool: Any, agent: str) -> dict[str, dict[str, Any]]:
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT canonical_name, entity_type, mention_count FROM entities WHERE agent_id = %s",
+            (agent,),
+        ).fetchall()
+    return {
+        f"{r['canonical_name']} ({r['entity_type']})": {
+            "key": normalize_name(r["canonical_name"]),
+            "display": r["canonical_name"],
+            "type": r["entity_type"],
+            "count": r["mention_count"],
+        }
+        for r in rows
+    }
+
+
+def _agent(conv: dict[str, Any]) -> str:
+    return f"entity-quality-{conv['sample_id']}"
+
+
+def stored(
+    convs: list[dict[str, Any]], db_dir: Path | None = None
+) -> dict[str, dict[str, dict[str, Any]]]:
     """The entities table after the real pipeline (embedded PostgreSQL, stages inline) has
     ingested each session as a document: canonical name, type, mention count."""
     import tempfile
@@ -128,7 +156,7 @@ def stored(convs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
 
     out: dict[str, dict[str, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="entity-quality-") as tmp:
-        server = EmbeddedPostgres(Path(tmp) / "pg")
+        server = EmbeddedPostgres(db_dir or Path(tmp) / "pg")
         url = server.start()
         try:
             upgrade(url, 384)
@@ -137,7 +165,6 @@ def stored(convs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
             app = create_app(settings, pool=pool, backend=InlineBackend(Pipeline(settings, pool)))
             with TestClient(app) as api:
                 for conv in convs:
-                    agent = f"entity-quality-{conv['sample_id']}"
                     for n, items in enumerate(conversation_items(conv)):
                         body = [
                             {
@@ -149,28 +176,57 @@ def stored(convs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
                         ]
                         response = api.post(
                             "/api/memories/batch",
-                            json={"agent_id": agent, "items": body, "document_id": f"s{n}"},
+                            json={"agent_id": _agent(conv), "items": body, "document_id": f"s{n}"},
                         )
                         response.raise_for_status()
-                    with pool.connection() as conn:
-                        rows = conn.execute(
-                            "SELECT canonical_name, entity_type, mention_count FROM entities "
-                            "WHERE agent_id = %s",
-                            (agent,),
-                        ).fetchall()
-                    out[conv["sample_id"]] = {
-                        f"{r['canonical_name']} ({r['entity_type']})": {
-                            "key": normalize_name(r["canonical_name"]),
-                            "display": r["canonical_name"],
-                            "type": r["entity_type"],
-                            "count": r["mention_count"],
-                        }
-                        for r in rows
-                    }
+                    out[conv["sample_id"]] = _table(pool, _agent(conv))
             pool.close()
         finally:
             server.stop(quiet=True)
     return out
+
+
+def recleaned(
+    convs: list[dict[str, Any]], db_dir: Path
+) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, Any]]:
+    """The tables of a kept database after migrating it and running the entity_names job
+    until it changes nothing; and the job's totals per conversation."""
+    import tempfile
+
+    from memora.basics.config import Settings
+    from memora.db.migrate import upgrade
+    from memora.db.pool import make_pool
+    from memora.infra.embedded import EmbeddedPostgres
+    from memora.jobs import JOBS, JobContext, run_job
+    from memora.pipeline.backend import InlineBackend
+    from memora.pipeline.runner import Pipeline
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    runs: dict[str, Any] = {}
+    server = EmbeddedPostgres(db_dir)
+    url = server.start()
+    try:
+        upgrade(url, 384)
+        with tempfile.TemporaryDirectory(prefix="entity-quality-") as tmp:
+            settings = Settings(database_url=url, broker_url=None, data_dir=Path(tmp))
+            pool = make_pool(url, min_size=1, max_size=4, name="entity-quality")
+            backend = InlineBackend(Pipeline(settings, pool))
+            for conv in convs:
+                ctx = JobContext(settings, pool, backend, agent_key=_agent(conv))
+                totals: Counter[str] = Counter()
+                passes = 0
+                while True:
+                    result = run_job(JOBS["entity_names"], ctx)
+                    passes += 1
+                    totals.update(result.details)
+                    if result.changed == 0:
+                        break
+                runs[conv["sample_id"]] = {"passes": passes, **totals}
+                out[conv["sample_id"]] = _table(pool, _agent(conv))
+            pool.close()
+    finally:
+        server.stop(quiet=True)
+    return out, runs
 
 
 def main() -> None:
@@ -183,6 +239,8 @@ def main() -> None:
         action="store_true",
         help="score the entities table after the real pipeline, not the extractor's mentions",
     )
+    ap.add_argument("--db-dir", type=Path, help="with --stored: keep the database here")
+    ap.add_argument("--reclean", type=Path, metavar="DIR", help="re-clean a kept database")
     args = ap.parse_args()
     convs = json.loads(Path(args.data).read_text())
     if args.dump:
@@ -190,8 +248,14 @@ def main() -> None:
         Path(args.dump).write_text(json.dumps(out, indent=1, ensure_ascii=False))
         return
     labels = json.loads(Path(args.labels).read_text())
+    if args.reclean:
+        tables, runs = recleaned(convs, args.reclean)
+        scores = {k: score(k, v, labels) | {"job": runs[k]} for k, v in tables.items()}
+        json.dump(scores, sys.stdout, indent=1, ensure_ascii=False)
+        print()
+        return
     if args.stored:
-        tables = stored(convs)
+        tables = stored(convs, args.db_dir)
         scores = {k: score(k, v, labels) for k, v in tables.items()}
         json.dump(scores, sys.stdout, indent=1, ensure_ascii=False)
         print()

@@ -170,3 +170,54 @@ def test_the_same_name_under_another_named_type_is_one_entity(pool: Any, agent_i
         ("AI", "ORGANIZATION", 1),
         ("Alice", "PERSON", 3),
     ]
+
+
+def _resolve_one(pool: Any, agent_id: str, text: str, *mentions: Mention) -> list[UUID]:
+    (unit,) = _units(pool, agent_id, [text])
+    with pool.connection() as conn, conn.transaction():
+        result = resolve(
+            conn,
+            agent_id,
+            [UnitMentions(unit, T0, list(mentions))],
+            ResolutionWeights.from_settings(Settings()),
+        )
+    by_name = {m: e for _, e, m in result.links}
+    return [by_name[m.name] for m in mentions]
+
+
+def test_nicknames_and_short_forms_resolve_to_the_one_person_who_fits(
+    pool: Any, agent_id: str
+) -> None:
+    (robert,) = _resolve_one(pool, agent_id, "Robert Chen joined", Mention("Robert Chen", "PERSON"))
+    assert _resolve_one(pool, agent_id, "Bob Chen won", Mention("Bob Chen", "PERSON")) == [robert]
+    assert _resolve_one(pool, agent_id, "Bobby won", Mention("Bobby", "PERSON")) == [robert]
+    # another surname, another type: not him
+    (miller,) = _resolve_one(pool, agent_id, "Bob Miller", Mention("Bob Miller", "PERSON"))
+    (bakery,) = _resolve_one(pool, agent_id, "Bob's", Mention("Bob Bakery", "ORGANIZATION"))
+    assert robert not in (miller, bakery)
+    # "Robert" alone now fits two people: nobody's yet
+    (alone,) = _resolve_one(pool, agent_id, "Robert called", Mention("Robert", "PERSON"))
+    assert alone not in (robert, miller)
+    with pool.connection() as conn:
+        row = conn.execute("SELECT aliases FROM entities WHERE id = %s", (robert,)).fetchone()
+    assert row is not None and set(row["aliases"]) == {"bob chen", "bobby"}
+
+
+def test_display_name_is_the_most_frequent_surface_form(pool: Any, agent_id: str) -> None:
+    (mel,) = _resolve_one(
+        pool, agent_id, "Melanie Brooks paints", Mention("Melanie Brooks", "PERSON")
+    )
+    for text in ("Melanie swam", "Melanie ran", "Melanie sang"):
+        assert _resolve_one(pool, agent_id, text, Mention("Melanie", "PERSON")) == [mel]
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT canonical_name, aliases, name_counts, mention_count FROM entities "
+            "WHERE id = %s",
+            (mel,),
+        ).fetchone()
+    assert row == {
+        "canonical_name": "Melanie",
+        "aliases": ["melanie"],
+        "name_counts": {"Melanie Brooks": 1, "Melanie": 3},
+        "mention_count": 4,
+    }

@@ -69,6 +69,10 @@ def test_speakers_are_one_person_each_and_short_forms_resolve_to_them() -> None:
     assert speakers.find("Jon") == "Jon"
     assert speakers.find("Me") is None  # too short to be a short form
     assert speakers.find("Oscar") is None
+    assert speakers.find("Mell") == "Melanie"  # a typo of her name's beginning
+    assert speakers.find("Mark") is None  # a name of its own, not a typo of "Melanie"
+    assert SpeakerNames.of(["Robert", "Ann"]).find("Bob") == "Robert"
+    assert SpeakerNames.of(["Robert", "Roberta"]).find("Rob") is None  # either of them
     mentions = [
         Mention("Bye Caroline", "PERSON"),
         Mention("Caroline", "OTHER"),

@@ -353,6 +353,9 @@ class Settings(BaseSettings):
     reflect_interval_seconds: float = 3600.0
     graph_maintenance_interval_seconds: float = 604800.0
     cleanup_interval_seconds: float = 86400.0
+    # re-clean stored entity names (merge, rename, drop noise); each run examines
+    # job_batch_size entities per agent and goes on from there the next run
+    entity_names_interval_seconds: float = 86400.0
 
     # --- operations (docs/operations.md) ----------------------------------------------------
     # Logs on stderr: "text" (readable lines) or "json" (one object per line); the fields a

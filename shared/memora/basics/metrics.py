@@ -236,6 +236,12 @@ JOB_EXAMINED = Counter(
     "job_examined", "Rows a periodic job looked at", ["job"], namespace=NAMESPACE
 )
 JOB_CHANGED = Counter("job_changed", "Rows a periodic job changed", ["job"], namespace=NAMESPACE)
+ENTITY_NAME_CHANGES = Counter(
+    "entity_name_changes",
+    "Stored entities the entity_names job changed, by change (renamed, merged, removed, tidied)",
+    ["change"],
+    namespace=NAMESPACE,
+)
 JOB_DURATION = Histogram(
     "job_duration_seconds",
     "Run time of a periodic job",

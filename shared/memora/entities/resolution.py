@@ -24,6 +24,7 @@ from rapidfuzz.distance import Levenshtein
 from memora.basics.config import Settings
 from memora.extraction.base import Mention
 from memora.extraction.cleaning import SpeakerNames, clean_mentions
+from memora.nlp import person_names
 from memora.nlp.language import ENTITY_TYPES, load_nlp
 from memora.nlp.names import normalize_name
 from memora.store import entities as store
@@ -143,13 +144,24 @@ class ResolutionResult:
 
 
 def _load_candidates(
-    conn: Connection[Any], agent_id: str, names: list[str]
+    conn: Connection[Any], agent_id: str, names: list[str], people: list[str]
 ) -> dict[UUID, Candidate]:
+    """Entities whose names look like `names`, and the people that `people` (the names of
+    PERSON mentions) may be a nickname or short form of."""
+    firsts: set[str] = set()
+    lasts: set[str] = set()
+    for name in people:
+        f, la = person_names.lookup_keys(name)
+        firsts.update(f)
+        lasts.update(la)
+    rows = store.candidates(conn, agent_id, names) + store.people(
+        conn, agent_id, sorted(firsts), sorted(lasts)
+    )
     return {
         r["id"]: Candidate(
             r["id"], r["normalized_name"], set(r["aliases"]), r["entity_type"], r["last_seen"]
         )
-        for r in store.candidates(conn, agent_id, names)
+        for r in rows
     }
 
 
@@ -161,8 +173,11 @@ def resolve(
     all_names = sorted({normalize_name(m.name) for u in units for m in u.mentions} - {""})
     if not all_names:
         return result
+    people = sorted(
+        {normalize_name(m.name) for u in units for m in u.mentions if m.entity_type == "PERSON"}
+    )
     store.lock_agent(conn, agent_id)
-    candidates = _load_candidates(conn, agent_id, all_names)
+    candidates = _load_candidates(conn, agent_id, all_names, people)
     seen: dict[tuple[UUID, UUID], str] = {}
     for unit in units:
         unit_names = {normalize_name(m.name) for m in unit.mentions}
@@ -205,8 +220,21 @@ def _match(
         for cand in candidates.values():
             if cand.entity_type in GAZETTEER_TYPES and name in cand.names():
                 return cand
-    # Fuzzy: never merge with an entity that this same memory names separately.
-    fuzzy = [c for c in same_type if not (c.names() & (unit_names - {name}))]
+    # Never merge with an entity that this same memory names separately.
+    others = unit_names - {name}
+    same_type = [c for c in same_type if not (c.names() & others)]
+    if entity_type == "PERSON":
+        # Nicknames and short forms: merged when exactly one known person fits; when several
+        # do ("Sam" with a Samuel and a Samantha), the mention is nobody's yet.
+        fitting = [c for c in same_type if person_names.fits(name, c.names())]
+        if len(fitting) > 1:
+            return None
+        if fitting:
+            return fitting[0]
+        same_type = [
+            c for c in same_type if not person_names.surnames_conflict(name, c.normalized_name)
+        ]
+    fuzzy = same_type
     scored = [(c, name_similarity(name, c.normalized_name)) for c in fuzzy]
     scored = [(c, s) for c, s in scored if s >= 0.5]
     if not scored:

@@ -25,9 +25,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from rapidfuzz.distance import Levenshtein
 from spacy.lang.en.stop_words import STOP_WORDS
 
 from memora.extraction.base import Mention
+from memora.nlp import person_names
 from memora.nlp.names import normalize_name
 
 _INTERJECTIONS = """
@@ -135,14 +137,15 @@ class SpeakerNames:
 
     def find(self, name: str) -> str | None:
         """The speaker `name` refers to: the same name, or a short form of the first name
-        ("Mel", "Caro"); None when it is no speaker."""
+        ("Mel", "Caro", "Bob" for Robert, the typo "Mell" for Melanie); None when it is no
+        speaker or could be several."""
         key = normalize_name(name)
         if not key:
             return None
         if key in self.names:
             return self.names[key]
         if " " not in key and len(key) >= 3:
-            found = {s for k, s in self.names.items() if k.split()[0].startswith(key)}
+            found = {s for k, s in self.names.items() if _short_form(key, k.split()[0])}
             if len(found) == 1:
                 return found.pop()
         return None
@@ -150,6 +153,19 @@ class SpeakerNames:
     def mention(self, mention: Mention) -> Mention:
         speaker = self.find(mention.name)
         return Mention(speaker, "PERSON") if speaker else mention
+
+
+def _short_form(word: str, first: str) -> bool:
+    """`word` shortens the given name `first`: a prefix, a nickname (memora.nlp.person_names),
+    or, when `word` is no given name of its own, a prefix with one letter mistyped ("Mell")."""
+    if first.startswith(word) or person_names.given_names_match(word, first):
+        return True
+    return (
+        len(word) >= 4
+        and len(first) > len(word)
+        and not person_names.is_known_given_name(word)
+        and Levenshtein.distance(word, first[: len(word)]) <= 1
+    )
 
 
 def clean_mentions(mentions: Iterable[Mention], speakers: SpeakerNames) -> list[Mention]:

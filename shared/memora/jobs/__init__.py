@@ -12,6 +12,7 @@ from memora.jobs import (
     cleanup,
     consolidate,
     conversation_consistency,
+    entity_names,
     graph_maintenance,
     heartbeat,
     reconcile,
@@ -65,6 +66,12 @@ JOBS: dict[str, JobSpec] = {
             graph_maintenance.run,
             lambda s: s.graph_maintenance_interval_seconds,
             "prune weak links, recount entity mentions",
+        ),
+        JobSpec(
+            "entity_names",
+            entity_names.run,
+            lambda s: s.entity_names_interval_seconds,
+            "re-clean stored entity names: merge, rename, remove noise entities",
         ),
         JobSpec(
             "cleanup",

@@ -44,6 +44,26 @@ def candidates(conn: Connection[Any], agent_id: str, names: Sequence[str]) -> li
     ).fetchall()
 
 
+def people(
+    conn: Connection[Any], agent_id: str, firsts: Sequence[str], lasts: Sequence[str]
+) -> list[dict[str, Any]]:
+    """PERSON entities one of whose names (normalised or alias) begins with one of `firsts` or
+    ends with one of `lasts` (nicknames and short forms, memora.nlp.person_names)."""
+    if not firsts and not lasts:
+        return []
+    return conn.execute(
+        """
+        SELECT id, normalized_name, aliases, entity_type, last_seen FROM entities
+        WHERE agent_id = %s AND entity_type = 'PERSON' AND EXISTS (
+            SELECT 1 FROM unnest(aliases || normalized_name) AS n(name)
+            WHERE split_part(n.name, ' ', 1) = ANY(%s)
+               OR regexp_replace(n.name, '^.* ', '') = ANY(%s))
+        LIMIT 200
+        """,
+        (agent_id, list(firsts), list(lasts)),
+    ).fetchall()
+
+
 def shared_memory_counts(
     conn: Connection[Any], entity_ids: Sequence[UUID], co_names: Sequence[str]
 ) -> dict[UUID, int]:
@@ -97,11 +117,30 @@ def unlink_units(conn: Connection[Any], unit_ids: Sequence[UUID]) -> None:
     conn.execute("DELETE FROM unit_entities WHERE unit_id = ANY(%s)", (list(unit_ids),))
 
 
+# The entity's surface forms with their counts after some mentions: its stored counts plus
+# those of `s` (this batch's (entity, mention, n)); `top` is the most frequent (ties: longer).
+_MERGED_NAMES = """
+    SELECT t.entity_id, jsonb_object_agg(kv.name, kv.n) AS counts,
+           (array_agg(kv.name ORDER BY kv.n DESC, length(kv.name) DESC,
+                      kv.name COLLATE "C"))[1] AS top
+    FROM (SELECT DISTINCT entity_id FROM s) t
+    JOIN entities e ON e.id = t.entity_id
+    CROSS JOIN LATERAL (
+        SELECT f.name, sum(f.n)::int AS n FROM (
+            SELECT key AS name, value::int AS n FROM jsonb_each_text(e.name_counts)
+            UNION ALL SELECT s.mention, s.n FROM s WHERE s.entity_id = e.id
+        ) f GROUP BY f.name
+    ) kv
+    GROUP BY t.entity_id
+"""
+
+
 def link_units(
     conn: Connection[Any], links: Sequence[tuple[UUID, UUID, str]], unit_ids: Sequence[UUID]
 ) -> None:
-    """Write (unit, entity, mention) references and refresh the entities' counts, first and
-    last sightings and longest name from the units just linked."""
+    """Write (unit, entity, mention) references and refresh the entities' counts (all and per
+    surface form), first and last sightings, and display name (the most frequent form) from
+    the units just linked."""
     if not links:
         return
     with conn.cursor() as cur:
@@ -111,22 +150,26 @@ def link_units(
             links,
         )
     conn.execute(
-        """
-        UPDATE entities e SET
-            mention_count = e.mention_count + s.n,
-            first_seen = LEAST(e.first_seen, s.first_seen),
-            last_seen = GREATEST(e.last_seen, s.last_seen),
-            canonical_name = CASE WHEN length(s.longest) > length(e.canonical_name)
-                                  THEN s.longest ELSE e.canonical_name END
-        FROM (
-            SELECT ue.entity_id, count(*) AS n, min(u.event_date) AS first_seen,
-                   max(u.event_date) AS last_seen,
-                   (array_agg(ue.mention ORDER BY length(ue.mention) DESC))[1] AS longest
+        f"""
+        WITH s AS (
+            SELECT ue.entity_id, ue.mention, count(*)::int AS n, min(u.event_date) AS first_seen,
+                   max(u.event_date) AS last_seen
             FROM unit_entities ue JOIN memory_units u ON u.id = ue.unit_id
             WHERE ue.unit_id = ANY(%s)
-            GROUP BY ue.entity_id
-        ) s
-        WHERE e.id = s.entity_id
+            GROUP BY ue.entity_id, ue.mention
+        ), names AS ({_MERGED_NAMES})
+        UPDATE entities e SET
+            mention_count = e.mention_count + a.n,
+            first_seen = LEAST(e.first_seen, a.first_seen),
+            last_seen = GREATEST(e.last_seen, a.last_seen),
+            name_counts = names.counts,
+            canonical_name = names.top
+        FROM (
+            SELECT entity_id, sum(n)::int AS n, min(first_seen) AS first_seen,
+                   max(last_seen) AS last_seen
+            FROM s GROUP BY entity_id
+        ) a JOIN names ON names.entity_id = a.entity_id
+        WHERE e.id = a.entity_id
         """,
         (list(unit_ids),),
     )

@@ -23,6 +23,8 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.rows import tuple_row
 
+from memora.nlp.names import normalize_name
+
 MAX_NODES = 2000
 DEFAULT_NODES = 500
 MAX_DEPTH = 3
@@ -217,7 +219,8 @@ def _entities(
 
 
 def find_entity(conn: Connection[Any], agent_key: str, entity: str) -> dict[str, Any] | None:
-    """An entity of the agent by id, or by name (exact, then case-insensitive, most mentioned)."""
+    """An entity of the agent by id, or by name (exact, then case-insensitive or one of its
+    aliases, most mentioned)."""
     try:
         as_id: UUID | None = UUID(entity)
     except ValueError:
@@ -226,12 +229,13 @@ def find_entity(conn: Connection[Any], agent_key: str, entity: str) -> dict[str,
         """
         SELECT id, canonical_name, entity_type FROM entities
         WHERE agent_id = %(agent)s AND (id = %(id)s OR normalized_name = lower(%(name)s)
-              OR canonical_name = %(name)s)
+              OR canonical_name = %(name)s OR %(key)s = ANY(aliases)
+              OR normalized_name = %(key)s)
         ORDER BY (id = %(id)s) DESC NULLS LAST, (canonical_name = %(name)s) DESC,
                  mention_count DESC
         LIMIT 1
         """,
-        {"agent": agent_key, "id": as_id, "name": entity.strip()},
+        {"agent": agent_key, "id": as_id, "name": entity.strip(), "key": normalize_name(entity)},
     ).fetchone()
 
 
