@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 from fastapi import FastAPI
-from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from memora.infra.tracing import configure_tracing
 
@@ -18,6 +17,8 @@ def install_tracing(app: FastAPI, service_name: str) -> None:
     provider = configure_tracing(service_name)
     if provider is None:
         return
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor  # only when on
+
     FastAPIInstrumentor.instrument_app(
         app,
         tracer_provider=provider,

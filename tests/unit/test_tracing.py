@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 
 import psycopg
 import pytest
@@ -16,7 +19,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanKind, format_trace_id
 
 from memora.basics import logs
-from memora.infra import tracing
+from memora.infra import tracing, tracing_sdk
 
 OTEL_VARIABLES = (
     "OTEL_SDK_DISABLED",
@@ -43,14 +46,18 @@ def test_tracing_is_on_only_when_an_exporter_is_named(environ: dict[str, str], o
     assert tracing.tracing_requested(environ) is on
 
 
+def _exporters(environ: dict[str, str]) -> list[object]:
+    return list(tracing_sdk.exporters_from_env(tracing.exporter_names(environ), environ))
+
+
 def test_exporters_follow_otel_traces_exporter() -> None:
-    assert [type(e).__name__ for e in tracing.exporters_from_env({})] == ["OTLPSpanExporter"]
-    both = tracing.exporters_from_env({"OTEL_TRACES_EXPORTER": "otlp, console"})
+    assert [type(e).__name__ for e in _exporters({})] == ["OTLPSpanExporter"]
+    both = _exporters({"OTEL_TRACES_EXPORTER": "otlp, console"})
     assert isinstance(both[1], ConsoleSpanExporter) and len(both) == 2
     with pytest.raises(ValueError, match="grpc"):
-        tracing.exporters_from_env({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+        _exporters({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
     with pytest.raises(ValueError, match="zipkin"):
-        tracing.exporters_from_env({"OTEL_TRACES_EXPORTER": "zipkin"})
+        _exporters({"OTEL_TRACES_EXPORTER": "zipkin"})
 
 
 def test_off_by_default_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,9 +69,23 @@ def test_off_by_default_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> Non
     assert psycopg.connect is connect  # no PostgreSQL spans wrapped around connections
 
 
+def test_off_the_tracing_sdk_is_not_even_imported() -> None:
+    # (redis-py imports opentelemetry.sdk.metrics for its own observability: not ours)
+    code = (
+        "import sys, services.workers.tasks, services.api.app, services.api.query_app; "
+        "print(sorted(m for m in sys.modules if m.startswith(('opentelemetry.sdk.trace', "
+        "'opentelemetry.instrumentation', 'opentelemetry.exporter', 'memora.infra.tracing_sdk'))))"
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=environ
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def _provider() -> tuple[TracerProvider, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
-    provider = TracerProvider(sampler=tracing.QuietRoots(ALWAYS_ON))
+    provider = TracerProvider(sampler=tracing_sdk.QuietRoots(ALWAYS_ON))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider, exporter
 

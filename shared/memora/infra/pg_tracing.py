@@ -3,13 +3,13 @@
 The official opentelemetry-instrumentation-psycopg is not used: its newest release pins an
 opentelemetry-api older than the one FastAPI brings (see docs/operations.md, Tracing). This
 does the same small thing: connections made while tracing is on get a cursor class that wraps
-each `execute`, `executemany` and `stream` in a CLIENT span named after the statement's verb,
+each `execute` and `executemany` in a CLIENT span named after the statement's verb,
 with the semantic conventions' attributes (the statement's text, never its parameters).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -65,13 +65,6 @@ class TracedCursor(psycopg.Cursor[Any]):
             return super().executemany(query, params_seq, **kwargs)
         with _span(self, query):
             return super().executemany(query, params_seq, **kwargs)
-
-    def stream(self, query: Any, params: Any = None, **kwargs: Any) -> Iterator[Any]:
-        if _tracer is None:
-            yield from super().stream(query, params, **kwargs)
-            return
-        with _span(self, query):
-            yield from super().stream(query, params, **kwargs)
 
 
 def _traced_connect(
