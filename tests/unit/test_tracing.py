@@ -60,6 +60,15 @@ def test_exporters_follow_otel_traces_exporter() -> None:
         _exporters({"OTEL_TRACES_EXPORTER": "zipkin"})
 
 
+def test_settings_it_cannot_follow_are_refused_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    with pytest.raises(ValueError, match="http/protobuf"):
+        tracing.check_tracing_settings()
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    tracing.check_tracing_settings()  # off: nothing to follow
+
+
 def test_off_by_default_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in OTEL_VARIABLES:
         monkeypatch.delenv(name, raising=False)

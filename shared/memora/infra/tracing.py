@@ -47,6 +47,16 @@ def exporter_names(environ: Mapping[str, str] = os.environ) -> list[str]:
     return [name.strip().lower() for name in raw.split(",") if name.strip()]
 
 
+def check_tracing_settings() -> None:
+    """Raises ValueError when tracing is asked for with settings it cannot follow (an OTLP
+    protocol other than http/protobuf, an unknown exporter): for a process to stop at start
+    (a Celery worker's main process) rather than run untraced."""
+    if tracing_requested():
+        from memora.infra import tracing_sdk
+
+        tracing_sdk.exporters_from_env(exporter_names())
+
+
 @dataclass
 class _Tracing:
     provider: TracerProvider
