@@ -93,7 +93,8 @@ def load(url: str, n: int, embedder: Embedder, seed: int = 7) -> None:
                 copy.write_row((d, AGENT, f"conv-{i}", "-", "[]", PER_CONVERSATION, f"Chat {i}"))
         loading = time.monotonic()
         msg_cols = (
-            "id, agent_id, document_pk, message_id, position, role, occurred_at, text, content_hash"
+            "id, agent_id, document_pk, message_id, position, ordinal, role, occurred_at, text, "
+            "content_hash"
         )
         chunk_cols = (
             "agent_id, document_pk, message_pk, message_pks, chunk_index, generation, roles, "
@@ -113,7 +114,9 @@ def load(url: str, n: int, embedder: Embedder, seed: int = 7) -> None:
             cur.copy(f"COPY conversation_messages ({msg_cols}) FROM STDIN") as cp,
         ):
             for pk, doc, pos, role, when, text, _ in rows:
-                cp.write_row((pk, AGENT, doc, str(pos), pos, role, when, text, content_hash(text)))
+                cp.write_row(
+                    (pk, AGENT, doc, str(pos), pos, pos, role, when, text, content_hash(text))
+                )
         with (
             conn.cursor() as cur,
             cur.copy(f"COPY conversation_chunks ({chunk_cols}) FROM STDIN") as cp,
