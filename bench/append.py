@@ -40,12 +40,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
+from memora_client import MemoraClient, RateLimitedError, ServiceUnavailableError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import BenchStack, embedded_stack, seconds_after_post
+from common import BenchStack, api_client, embedded_stack, seconds_after_post
 from ingest import Session, generated_sessions, locomo_sessions, pct, wait_done
 
 from memora.basics.stages import INGEST_STAGES
@@ -66,23 +66,24 @@ class Conversation:
 
 @dataclass
 class Client:
-    """One HTTP client shared by the threads; counts what it had to retry."""
+    """One memora_client (without retries of its own) shared by the threads; counts what it
+    had to retry."""
 
-    http: httpx.Client
+    memora: MemoraClient
     retried: dict[int, int] = field(default_factory=dict)
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST until accepted; a 429 or 503 with Retry-After is waited out and sent again (safe:
         message ids and document ids make the retry idempotent)."""
         for _ in range(RETRIES):
-            r = self.http.post(path, json=body)
-            wait = r.headers.get("Retry-After")
-            if r.status_code in (429, 503) and wait is not None:
-                self.retried[r.status_code] = self.retried.get(r.status_code, 0) + 1
-                time.sleep(min(float(wait), 10.0))
+            try:
+                answer: dict[str, Any] = self.memora.request("POST", path, body)
+            except (RateLimitedError, ServiceUnavailableError) as exc:
+                if exc.retry_after is None:
+                    raise
+                self.retried[exc.status] = self.retried.get(exc.status, 0) + 1
+                time.sleep(min(exc.retry_after, 10.0))
                 continue
-            r.raise_for_status()
-            answer: dict[str, Any] = r.json()
             return answer
         raise RuntimeError(f"POST {path}: still refused after {RETRIES} attempts")
 
@@ -162,7 +163,7 @@ def cost_by_length(
         sent = time.time()
         answer = client.append(c, messages)
         if answer["operation_id"]:
-            [op] = wait_done(client.http, [(answer["operation_id"], sent, len(messages))], 600)
+            [op] = wait_done(client.memora, [(answer["operation_id"], sent, len(messages))], 600)
             done.append((position, op, sent))
         position += len(messages)
     failed = sum(1 for _, op, _ in done if op["status"] != "completed")
@@ -246,7 +247,7 @@ def post_whole(client: Client, conversations: list[Conversation], clients: int) 
 
 def throughput(client: Client, posted: list[Posted]) -> dict[str, Any]:
     """Messages per second from the first POST to the end of the last operation."""
-    ops = wait_done(client.http, posted)
+    ops = wait_done(client.memora, posted)
     ends = [datetime.fromisoformat(op["finished_at"]).timestamp() for op in ops]
     messages = sum(n for _, _, n in posted)
     span = max(ends) - posted[0][1]
@@ -264,8 +265,10 @@ def stored_in_order(client: Client, conversations: list[Conversation]) -> int:
     """Conversations whose document holds exactly their messages, in order."""
     ok = 0
     for c in conversations:
-        r = client.http.get(f"/api/agents/{c.agent_id}/documents/{c.conversation_id}")
-        ids = [item.get("message_id") for item in r.json().get("items", [])]
+        document = client.memora.request(
+            "GET", f"/api/agents/{c.agent_id}/documents/{c.conversation_id}"
+        )
+        ids = [item.get("message_id") for item in document.get("items", [])]
         ok += ids == [m["message_id"] for m in c.messages]
     return ok
 
@@ -315,7 +318,7 @@ def streaming(
     t0 = time.monotonic()
     posted = stream(client, paced, args.clients, rate)
     seconds = time.monotonic() - t0
-    ops = wait_done(client.http, posted)
+    ops = wait_done(client.memora, posted)
     sent = {o: at for o, at, _ in posted}
     searchable = seconds_after_post(ops, sent, "links")
     completed = seconds_after_post(ops, sent)
@@ -461,9 +464,9 @@ def main(argv: list[str] | None = None) -> None:
     windows = {"early": args.early, "late": args.late}
     with (
         embedded_stack(with_query="b" in args.parts) as stack,
-        httpx.Client(base_url=stack.url, timeout=120) as http,
+        api_client(stack.url) as memora,
     ):
-        client = Client(http)
+        client = Client(memora)
         if "a" in args.parts:
             results["length"] = cost_by_length(client, source, args.long_messages, windows)
         if "b" in args.parts:

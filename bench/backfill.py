@@ -29,10 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from common import api_client  # bench/common.py
 
 from memora.basics.config import Settings
 from memora.infra.embedded import free_port
@@ -151,7 +152,7 @@ class LiveProbe(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        with httpx.Client(base_url=self.base, timeout=60) as client:
+        with api_client(self.base, timeout=60) as memora:
             n = 0
             while not self.stop.wait(self.every):
                 n += 1
@@ -163,14 +164,9 @@ class LiveProbe(threading.Thread):
                     for i in range(3)
                 ]
                 sent = time.monotonic()
-                r = client.post(
-                    "/api/memories/batch",
-                    json={"agent_id": "live-probe", "document_id": f"live-{n}", "items": items},
-                )
-                op = r.json()["operation_id"]
+                op = memora.store_batch("live-probe", items, f"live-{n}").operation_id
                 while not self.stop.is_set():
-                    status = client.get(f"/api/operations/{op}").json()["status"]
-                    if status in ("completed", "failed", "superseded"):
+                    if memora.operation(op).finished:
                         self.latencies.append(time.monotonic() - sent)
                         break
                     time.sleep(0.1)
@@ -181,15 +177,11 @@ def searchable_check(query_base: str, archive: Path, samples: int = 20) -> float
     lines = archive.read_text().splitlines()
     rng = random.Random(11)
     hits = 0
-    with httpx.Client(base_url=query_base, timeout=60) as client:
+    with api_client(query_base, timeout=60) as memora:
         for line in rng.sample(lines, samples):
             record = json.loads(line)
-            r = client.post(
-                "/api/search",
-                json={"agent_id": record["agent_id"], "query": record["text"], "top_k": 10},
-            )
-            r.raise_for_status()
-            texts = [hit["text"] for hit in r.json()["results"]]
+            found = memora.search(record["agent_id"], record["text"], top_k=10)
+            texts = [hit.text for hit in found.results]
             hits += any(record["text"] in t for t in texts)
     return hits / samples
 

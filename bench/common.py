@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import psutil
 
 from memora.basics.config import Settings
 from memora.infra.embedded import free_port
+from memora_client import MemoraClient, MemoraError
 from services.cli.stack import Stack
 
 
@@ -77,3 +79,21 @@ def seconds_after_post(
         if at:
             out.append(datetime.fromisoformat(at).timestamp() - sent[op["id"]])
     return out
+
+
+def api_client(base: str, timeout: float = 120.0) -> MemoraClient:
+    """A memora_client of `base` for a benchmark: without retries, so that a refusal is seen as
+    it is and a timed request is one request."""
+    return MemoraClient(base, timeout=timeout, max_retries=0)
+
+
+def wait_ready(base: str, timeout: float = 180.0, path: str = "/health/ready") -> None:
+    """Until `base` answers `path` without an error."""
+    deadline = time.monotonic() + timeout
+    with api_client(base, timeout=5) as memora:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(MemoraError):
+                memora.request("GET", path)
+                return
+            time.sleep(0.5)
+    raise TimeoutError(f"{base} not ready after {timeout:.0f}s")

@@ -30,10 +30,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 
+from memora_client import MemoraClient
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from common import api_client  # bench/common.py
 
 from memora.basics.config import Settings
 from memora.db.pool import connect
@@ -90,7 +93,8 @@ def load(url: str, n: int, embedder: Embedder, seed: int = 7) -> None:
                 copy.write_row((d, AGENT, f"conv-{i}", "-", "[]", PER_CONVERSATION, f"Chat {i}"))
         loading = time.monotonic()
         msg_cols = (
-            "id, agent_id, document_pk, message_id, position, role, occurred_at, text, content_hash"
+            "id, agent_id, document_pk, message_id, position, ordinal, role, occurred_at, text, "
+            "content_hash"
         )
         chunk_cols = (
             "agent_id, document_pk, message_pk, message_pks, chunk_index, generation, roles, "
@@ -110,7 +114,9 @@ def load(url: str, n: int, embedder: Embedder, seed: int = 7) -> None:
             cur.copy(f"COPY conversation_messages ({msg_cols}) FROM STDIN") as cp,
         ):
             for pk, doc, pos, role, when, text, _ in rows:
-                cp.write_row((pk, AGENT, doc, str(pos), pos, role, when, text, content_hash(text)))
+                cp.write_row(
+                    (pk, AGENT, doc, str(pos), pos, pos, role, when, text, content_hash(text))
+                )
         with (
             conn.cursor() as cur,
             cur.copy(f"COPY conversation_chunks ({chunk_cols}) FROM STDIN") as cp,
@@ -159,16 +165,15 @@ def bench_search(n: int, count: int, warmup: int) -> dict[str, Any]:
         stack.wait_ready()
         base = f"http://{settings.host}:{settings.query_port}"
         latencies, found = [], 0
-        with httpx.Client(base_url=base, timeout=60) as client:
+        with api_client(base, timeout=60) as client:
             for i, q in enumerate(questions(count + warmup)):
                 body = {"agent_id": AGENT, "query": q, "limit": 5}
                 started = time.perf_counter()
-                response = client.post("/api/conversation_search", json=body)
+                answer = client.request("POST", "/api/conversation_search", body)
                 elapsed = (time.perf_counter() - started) * 1000
-                response.raise_for_status()
                 if i >= warmup:
                     latencies.append(elapsed)
-                    found += bool(response.json()["results"])
+                    found += bool(answer["results"])
     finally:
         stack.stop()
     return {"messages": n, **percentiles(latencies), "searches": len(latencies),
@@ -188,10 +193,10 @@ def conversation(n: int, seed: int = 3) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def wait_op(client: httpx.Client, op_id: str, timeout: float = 600) -> dict[str, Any]:
+def wait_op(client: MemoraClient, op_id: str, timeout: float = 600) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        op: dict[str, Any] = client.get(f"/api/operations/{op_id}").json()
+        op: dict[str, Any] = client.request("GET", f"/api/operations/{op_id}")
         if op["status"] in ("completed", "failed"):
             return op
         time.sleep(0.05)
@@ -225,17 +230,17 @@ def bench_sync(n: int, edits: int) -> dict[str, Any]:
         stack.start()
         stack.wait_ready()
         url = settings.require_database_url()
-        api = httpx.Client(base_url=f"http://{settings.host}:{settings.port}", timeout=60)
-        query = httpx.Client(base_url=f"http://{settings.host}:{settings.query_port}", timeout=60)
+        api = api_client(f"http://{settings.host}:{settings.port}", timeout=60)
+        query = api_client(f"http://{settings.host}:{settings.query_port}", timeout=60)
         body = {"agent_id": AGENT, "document_id": "long", "items": items, "title": "Long chat"}
         started = time.monotonic()
-        op = wait_op(api, api.post("/api/memories/batch", json=body).json()["operation_id"])
+        op = wait_op(api, api.request("POST", "/api/memories/batch", body)["operation_id"])
         ingest_s = round(time.monotonic() - started, 1)
         print(f"  {n} messages ingested in {ingest_s}s: {op['counts']}")
 
         def search(word: str) -> list[dict[str, Any]]:
             ask = {"agent_id": AGENT, "query": word, "min_score": 0.0, "limit": 5}
-            hits: list[dict[str, Any]] = query.post("/api/conversation_search", json=ask).json()[
+            hits: list[dict[str, Any]] = query.request("POST", "/api/conversation_search", ask)[
                 "results"
             ]
             return hits
@@ -249,17 +254,17 @@ def bench_sync(n: int, edits: int) -> dict[str, Any]:
             if k == 0:
                 before = table_writes(url)
             started = time.perf_counter()
-            response = api.patch(
+            edited = api.request(
+                "PATCH",
                 f"/api/agents/{AGENT}/documents/long/messages/m{i}",
-                json={"content": f"{items[i]['content']} Also, {word} sightings were reported."},
+                {"content": f"{items[i]['content']} Also, {word} sightings were reported."},
             )
-            response.raise_for_status()
             while not any(
                 h["message_id"] == f"m{i}" and word in h["snippet"] for h in search(word)
             ):
                 time.sleep(0.02)
             edit_ms.append((time.perf_counter() - started) * 1000)
-            done = wait_op(api, response.json()["operation_id"])
+            done = wait_op(api, edited["operation_id"])
             edit_ops.append(done["counts"])
             took = datetime.fromisoformat(done["finished_at"]) - datetime.fromisoformat(
                 done["created_at"]
@@ -269,17 +274,17 @@ def bench_sync(n: int, edits: int) -> dict[str, Any]:
                 writes["edit_one_message"] = delta(before, table_writes(url))
         for i in targets[edits:]:
             started = time.perf_counter()
-            api.delete(f"/api/agents/{AGENT}/documents/long/messages/m{i}").raise_for_status()
+            api.request("DELETE", f"/api/agents/{AGENT}/documents/long/messages/m{i}")
             while any(h["message_id"] == f"m{i}" for h in search(items[i]["content"])):
                 time.sleep(0.02)
             delete_ms.append((time.perf_counter() - started) * 1000)
         # For comparison: re-post the whole (current) conversation with one message changed.
-        current = api.get(f"/api/agents/{AGENT}/documents/long").json()["items"]
+        current = api.request("GET", f"/api/agents/{AGENT}/documents/long")["items"]
         current[0] = {**current[0], "content": current[0]["content"] + " Changed once more."}
         before = table_writes(url)
         started = time.monotonic()
         body = {**body, "items": current}
-        op = wait_op(api, api.post("/api/memories/batch", json=body).json()["operation_id"])
+        op = wait_op(api, api.request("POST", "/api/memories/batch", body)["operation_id"])
         repost_s = round(time.monotonic() - started, 2)
         writes["repost_whole_conversation"] = delta(before, table_writes(url))
     finally:

@@ -20,11 +20,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-import httpx
+from common import api_client, wait_ready  # bench/common.py
 
 from memora.infra.embedded import free_port
+from memora_client import APIError
 
 BATCH = {
     "agent_id": "first-hour",
@@ -35,16 +37,12 @@ BATCH = {
 }
 
 
-def _poll(url: str, timeout: float) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        try:
-            if httpx.get(url, timeout=5).status_code == 200:
-                return time.monotonic() - start
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(url)
+def _status(call: Callable[[], object]) -> int:
+    try:
+        call()
+    except APIError as exc:
+        return exc.status
+    return 200
 
 
 def one_run() -> dict[str, float]:
@@ -58,25 +56,24 @@ def one_run() -> dict[str, float]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        to_ready = _poll(f"{base}/health/ready", 300)
+        started = time.monotonic()
+        wait_ready(base, 300)
+        to_ready = time.monotonic() - started
+        client = api_client(base, timeout=30)
         refused, t0 = 0, time.monotonic()
         while True:
-            status = httpx.post(
-                f"{base}/api/search", json={"agent_id": "x", "query": "q"}
-            ).status_code
+            status = _status(lambda: client.search("x", "q"))
             if status != 503 or time.monotonic() - t0 > 30:
                 break
             refused += 1
             time.sleep(0.2)
         search_wait = time.monotonic() - t0
         t1 = time.monotonic()
-        op = httpx.post(f"{base}/api/memories/batch", json=BATCH, timeout=30).json()["operation_id"]
-        while httpx.get(f"{base}/api/operations/{op}").json()["status"] not in (
-            "completed",
-            "failed",
-        ):
+        op = client.store_batch(BATCH["agent_id"], BATCH["items"]).operation_id
+        while client.operation(op).status not in ("completed", "failed"):
             time.sleep(0.05)
         first_ingest = time.monotonic() - t1
+        client.close()
         return {
             "to_ready_s": to_ready,
             "search_503s": refused,

@@ -16,6 +16,7 @@ an idle machine; on a shared one the wall-clock figures include waiting for a co
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -27,8 +28,11 @@ from typing import Any
 import httpx
 import numpy as np
 
+from memora_client import MemoraError
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from common import api_client  # bench/common.py
 from search_latency import AGENT, DOING, PEOPLE, WHERE, load, sentence_pool
 
 from memora.basics.config import Settings
@@ -55,14 +59,13 @@ def add_mentions(url: str) -> None:
 def wait_live(base: str, stack: Stack, timeout: float = 120.0) -> None:
     """Until the API answers (not /health/ready: no workers run here, on purpose)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        stack.check_alive()
-        try:
-            if httpx.get(f"{base}/health/live", timeout=5).status_code == 200:
+    with api_client(base, timeout=5) as memora:
+        while time.monotonic() < deadline:
+            stack.check_alive()
+            with contextlib.suppress(MemoraError):
+                memora.request("GET", "/health/live")
                 return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
+            time.sleep(0.5)
     raise TimeoutError(f"the API did not start within {timeout:.0f}s")
 
 
@@ -108,6 +111,8 @@ def measure(base: str, requests: int, warmup: int, pids: list[int]) -> dict[str,
     rng = random.Random(5)
     per_kind: dict[str, list[float]] = {}
     sizes: dict[str, list[tuple[int, int, int, int]]] = {}
+    # httpx, not memora_client, for the timed requests: the figures include the wire size of
+    # each gzip-compressed answer, which only the raw HTTP response shows.
     with httpx.Client(base_url=base, timeout=60) as client:
         first = client.get("/api/graph", params={"agent_id": AGENT, "limit": 500}).json()
         cursor = first["next_cursor"]

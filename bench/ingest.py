@@ -27,12 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
+from memora_client import MemoraClient
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import embedded_stack, seconds_after_post
+from common import api_client, embedded_stack, seconds_after_post
 
 from memora.basics.config import Settings
 from memora.basics.stages import INGEST_STAGES
@@ -115,7 +115,7 @@ def bare_embedding_rate(texts: list[str], threads: int) -> float:
 
 
 def post_all(
-    client: httpx.Client, agent: str, sessions: list[Session], rate: float | None
+    client: MemoraClient, agent: str, sessions: list[Session], rate: float | None
 ) -> list[tuple[str, float, int]]:
     posted = []
     started = time.perf_counter()
@@ -126,25 +126,21 @@ def post_all(
             if (wait := due - time.perf_counter()) > 0:
                 time.sleep(wait)
         sent_at = time.time()
-        r = client.post(
-            "/api/memories/batch",
-            json={"agent_id": agent, "document_id": s.document_id, "items": s.items},
-        )
-        r.raise_for_status()
-        posted.append((r.json()["operation_id"], sent_at, len(s.items)))
+        accepted = client.store_batch(agent, s.items, s.document_id)
+        posted.append((str(accepted.operation_id), sent_at, len(s.items)))
         sent_turns += len(s.items)
     return posted
 
 
 def wait_done(
-    client: httpx.Client, posted: list[tuple[str, float, int]], timeout: float = 3600
+    client: MemoraClient, posted: list[tuple[str, float, int]], timeout: float = 3600
 ) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     results: dict[str, dict[str, Any]] = {}
     while len(results) < len(posted) and time.monotonic() < deadline:
         for op_id, _, _ in posted:
             if op_id not in results:
-                body = client.get(f"/api/operations/{op_id}").json()
+                body = client.request("GET", f"/api/operations/{op_id}")
                 if body["status"] in ("completed", "failed", "superseded"):
                     results[op_id] = body
                 else:
@@ -196,7 +192,7 @@ def main() -> None:
     knobs = ("STAGE_BATCH_SIZE", "STAGE_BATCH_WAIT_MS", "CONVERSATION_CHUNK_VECTORS")
     print("settings: " + ", ".join(f"{k}={getattr(Settings(), k.lower(), None)}" for k in knobs))
 
-    with embedded_stack() as stack, httpx.Client(base_url=stack.url, timeout=120) as client:
+    with embedded_stack() as stack, api_client(stack.url) as client:
         agent = f"bench-{uuid.uuid4().hex[:6]}"
         t0 = time.perf_counter()
         posted = post_all(client, agent, sessions, rate=None)

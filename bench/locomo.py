@@ -29,9 +29,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import psycopg
+
+from memora_client import MemoraClient
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -156,7 +157,7 @@ def baselines(data: list[dict[str, Any]], questions: list[Question], prefix: str
 
 
 # ----------------------------------------------------------------------------- through API
-def ingest(client: httpx.Client, path: Path, prefix: str) -> tuple[int, float]:
+def ingest(client: MemoraClient, path: Path, prefix: str) -> tuple[int, float]:
     started = time.monotonic()
     operations, items = [], 0
     for doc in read_documents(path, "locomo"):
@@ -165,12 +166,10 @@ def ingest(client: httpx.Client, path: Path, prefix: str) -> tuple[int, float]:
             "document_id": doc.document_id,
             "items": [i.model_dump(mode="json", exclude_none=True) for i in doc.items],
         }
-        response = client.post("/api/memories/batch", json=body)
-        response.raise_for_status()
-        operations.append(response.json()["operation_id"])
+        operations.append(client.request("POST", "/api/memories/batch", body)["operation_id"])
         items += len(doc.items)
     for op in operations:
-        while (status := client.get(f"/api/operations/{op}").json()["status"]) in (
+        while (status := client.request("GET", f"/api/operations/{op}")["status"]) in (
             "queued",
             "running",
         ):
@@ -193,7 +192,7 @@ def dia_ids(database_url: str, agent_ids: set[str]) -> dict[str, str]:
 Fate = locomo_trace.EvidenceFate
 
 
-def through_api(client: httpx.Client, questions: list[Question], reranker: str, reference: str,
+def through_api(client: MemoraClient, questions: list[Question], reranker: str, reference: str,
                 dia_of: dict[str, str] | None = None,
                 ) -> tuple[dict[str, Any], list[float], list[Fate]]:  # fmt: skip
     """Scores of the questions; with `dia_of` also each evidence turn's fate in the trace."""
@@ -206,13 +205,12 @@ def through_api(client: httpx.Client, questions: list[Question], reranker: str, 
         if reference == "conversation":
             body["reference_time"] = q.reference.isoformat()
         started = time.perf_counter()
-        response = client.post("/api/search", json=body)
+        found = client.request("POST", "/api/search", body)
         latencies.append((time.perf_counter() - started) * 1000)
-        response.raise_for_status()
-        ranked = [r["metadata"].get("dia_id", "") for r in response.json()["results"]]
+        ranked = [r["metadata"].get("dia_id", "") for r in found["results"]]
         rows.append((q, score(ranked, q.evidence)))
         if dia_of is not None:
-            trace = response.json()["trace"]
+            trace = found["trace"]
             fates += locomo_trace.fates(trace, dia_of, q.evidence, CATEGORIES[q.category])
     return summarise(rows), latencies, fates
 
@@ -306,7 +304,7 @@ def main() -> None:
     if args.analyse and not args.database_url:
         parser.error("--analyse with --url needs --database-url")
     try:
-        with httpx.Client(base_url=args.url, timeout=120) as client:
+        with MemoraClient(args.url, timeout=120, max_retries=0) as client:
             if not args.skip_ingest:
                 items, seconds = ingest(client, args.data, args.prefix)
                 report["ingest"] = {"items": items, "seconds": round(seconds, 1)}

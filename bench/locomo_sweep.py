@@ -30,8 +30,6 @@ from uuid import UUID
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import httpx
-
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.infra.embedded import free_port
@@ -39,6 +37,7 @@ from memora.nlp.embedding import get_embedder
 from memora.retrieval import Retriever
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.types import SearchParams
+from memora_client import MemoraClient
 
 sys.path.insert(0, str(Path(__file__).parent))
 import locomo
@@ -79,7 +78,9 @@ def hold(data: Path, prefix: str) -> None:
     stack.start()
     try:
         stack.wait_ready()
-        with httpx.Client(base_url=f"http://{settings.host}:{settings.port}", timeout=120) as c:
+        with MemoraClient(
+            f"http://{settings.host}:{settings.port}", timeout=120, max_retries=0
+        ) as c:
             items, seconds = locomo.ingest(c, data, prefix)
         print(f"ingested {items} turns in {seconds:.1f}s", flush=True)
         print(f"MEMORA_DATABASE_URL={settings.database_url}", flush=True)

@@ -38,10 +38,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 import psycopg
 import redis
+
+from memora_client import MemoraClient
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
@@ -183,7 +184,7 @@ def pids_of(stack: Stack, pg: EmbeddedPostgres, rd: EmbeddedRedis) -> dict[str, 
 
 
 def post_concurrently(
-    client: httpx.Client, jobs: list[tuple[str, Session]], threads: int = 4
+    client: MemoraClient, jobs: list[tuple[str, Session]], threads: int = 4
 ) -> list[tuple[str, float, int]]:
     """Posts (agent, session) pairs from a few threads, so that the API is not the limit."""
     posted: list[tuple[str, float, int]] = []
@@ -197,13 +198,9 @@ def post_concurrently(
                     return
                 agent, s = queue.pop(0)
             sent = time.time()
-            r = client.post(
-                "/api/memories/batch",
-                json={"agent_id": agent, "document_id": s.document_id, "items": s.items},
-            )
-            r.raise_for_status()
+            accepted = client.store_batch(agent, s.items, s.document_id)
             with lock:
-                posted.append((r.json()["operation_id"], sent, len(s.items)))
+                posted.append((str(accepted.operation_id), sent, len(s.items)))
 
     pool = [threading.Thread(target=worker) for _ in range(threads)]
     for t in pool:
@@ -252,7 +249,7 @@ def run_one(
             stack.wait_ready()
             wait_heartbeats(stack, [f"{s}-{i}" for s in STAGES for i in range(n)])
             base = f"http://{settings.host}:{settings.port}"
-            with httpx.Client(base_url=base, timeout=120) as client:
+            with MemoraClient(base, timeout=120, max_retries=0) as client:
                 warm = [(f"warm-{i}", s) for i, s in enumerate(sessions[: 2 * n])]
                 wait_done(client, post_concurrently(client, warm))
                 copies = n * args.copies_per_process

@@ -26,11 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import search_latency as bench  # bench/search_latency.py
+from common import api_client, wait_ready  # bench/common.py
 
 from memora.basics.config import Settings
 from memora.db.migrate import upgrade
@@ -78,18 +77,18 @@ def main() -> None:
         if not bases:
             return
         for base in bases.values():
-            bench.wait_ready(base)
+            wait_ready(base)
         filters = list(bench.FILTER_SETS) if args.filters else ["none"]
         pairs = [(name, f) for name in bases for f in filters]
         latency: dict[tuple[str, str], dict[int, float]] = {pair: {} for pair in pairs}
-        clients = {name: httpx.Client(base_url=base, timeout=60) for name, base in bases.items()}
+        clients = {name: api_client(base, timeout=60) for name, base in bases.items()}
         for i, question in enumerate(bench.questions(args.queries + args.warmup)):
             for name, f in pairs[i % len(pairs) :] + pairs[: i % len(pairs)]:
                 body: dict[str, Any] = {"agent_id": bench.AGENT, "query": question}
                 if bench.FILTER_SETS[f] is not None:  # older checkouts know no `filters`
                     body["filters"] = bench.FILTER_SETS[f]
                 started = time.perf_counter()
-                clients[name].post("/api/search", json=body).raise_for_status()
+                clients[name].request("POST", "/api/search", body)
                 if i >= args.warmup:
                     latency[(name, f)][i] = (time.perf_counter() - started) * 1000
         for f in filters:

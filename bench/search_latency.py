@@ -59,11 +59,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from common import api_client, wait_ready  # bench/common.py
 from cross_encoder import LOCOMO, minilm_shaped_model  # bench/cross_encoder.py
 
 from memora.basics.config import Settings
@@ -267,18 +267,6 @@ def questions(count: int, seed: int = 11) -> list[str]:
     return sorted(out, key=lambda _: rng.random())
 
 
-def wait_ready(base: str, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/health/ready", timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"{base} not ready after {timeout:.0f}s")
-
-
 def measure(
     targets: dict[str, tuple[str, dict[str, Any] | None]],
     qs: list[str],
@@ -300,7 +288,7 @@ def measure(
     traces: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
 
     def send(share: list[tuple[int, str]]) -> None:
-        http = {base: httpx.Client(base_url=base, timeout=120) for base, _ in targets.values()}
+        http = {base: api_client(base) for base, _ in targets.values()}
         try:
             for i, q in share:
                 traced = i % trace_every == 0
@@ -309,13 +297,12 @@ def measure(
                     body = {"agent_id": AGENT, "query": q, "trace": traced, "filters": filters,
                             "reranker": reranker}  # fmt: skip
                     started = time.perf_counter()
-                    response = http[base].post("/api/search", json=body)
+                    found = http[base].request("POST", "/api/search", body)
                     elapsed = (time.perf_counter() - started) * 1000
-                    response.raise_for_status()
                     if i < warmup:
                         continue
                     if traced:
-                        traces[name].append(response.json()["trace"])
+                        traces[name].append(found["trace"])
                     if not traced or trace_every == 1:
                         latencies[name][i] = elapsed
         finally:

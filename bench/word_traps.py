@@ -30,6 +30,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import httpx
 
+from memora_client import MemoraClient
+
 sys.path.insert(0, str(Path(__file__).parent))
 from common import embedded_stack
 
@@ -44,11 +46,9 @@ def first_rank(texts: list[str], wanted: list[str]) -> int | None:
     return next((i for i, t in enumerate(texts, 1) if any(w in t for w in wanted)), None)
 
 
-def ask(client: httpx.Client, q: dict[str, Any], top_k: int) -> dict[str, Any]:
+def ask(memora: MemoraClient, q: dict[str, Any], top_k: int) -> dict[str, Any]:
     body = {"agent_id": q["agent_id"], "query": q["question"], "top_k": top_k, "trace": True}
-    response = client.post("/api/search", json=body)
-    response.raise_for_status()
-    result = response.json()
+    result: dict[str, Any] = memora.request("POST", "/api/search", body)
     texts = [r["text"] for r in result["results"]]
     answer = first_rank(texts, q["answers"])
     distractor = first_rank(texts, q["distractors"]) if q["distractors"] else None
@@ -113,13 +113,15 @@ def main() -> None:
     questions = json.loads(args.questions.read_text())["questions"]
 
     def run(url: str, post: bool) -> list[dict[str, Any]]:
+        # the demo's posting helpers (services.cli.demo) take the httpx client under memora's
         with httpx.Client(base_url=url, timeout=120) as client:
             if post:
                 _, ops, _ = post_archive(client, args.archive)
                 states = wait_for_operations(client, ops)
                 if set(states.values()) != {"completed"}:
                     raise SystemExit(f"ingest did not complete: {states}")
-            return [ask(client, q, args.top_k) for q in questions]
+            memora = MemoraClient(http_client=client, max_retries=0)
+            return [ask(memora, q, args.top_k) for q in questions]
 
     if args.url:
         rows = run(args.url, post=False)

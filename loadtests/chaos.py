@@ -26,10 +26,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import psycopg
 
 from loadtests.corpus import turn
+from memora_client import MemoraClient, MemoraError
 from services.cli.stack import Stack
 
 WORKER_ROTATION = ("embed", "extract", "links", "entities")
@@ -163,7 +163,7 @@ class ChaosMonkey(threading.Thread):
         pending: str | None = None
         body: dict[str, Any] | None = None
         deadline = time.monotonic() + timeout
-        with httpx.Client(base_url=self.host, timeout=30) as client:
+        with MemoraClient(self.host, timeout=30, max_retries=0) as client:
             while pipeline_s is None and time.monotonic() < deadline and not self.stopping.is_set():
                 if pending is None:
                     if body is None:  # a failed post is retried with the same document
@@ -250,12 +250,13 @@ class _Outage:
         return None if self.recovered_at is None else round(self.recovered_at - since, 1)
 
 
-def _post(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+def _post(client: MemoraClient, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer, None when the request failed (no connection, an error status)."""
     try:
-        response = client.post(path, json=body)
-    except httpx.HTTPError:
+        answer: dict[str, Any] = client.request("POST", path, body)
+    except MemoraError:
         return None
-    return response.json() if response.status_code == 200 else None
+    return answer
 
 
 def _round(value: float | None) -> float | None:

@@ -12,8 +12,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import psycopg
+
+from memora_client import APIError, MemoraClient
 
 
 @dataclass
@@ -55,10 +56,12 @@ def check(host: str, db_url: str, conversations: list[list[Any]]) -> dict[str, A
             rows[(agent, document)].append((message, int(units)))
     totals: Counter[str] = Counter()
     problems: list[str] = []
-    with httpx.Client(base_url=host, timeout=60) as client:
+    with MemoraClient(host, timeout=60, max_retries=0) as client:
         for agent, conversation, acknowledged in conversations:
-            r = client.get(f"/api/agents/{agent}/documents/{conversation}")
-            items = r.json().get("items", []) if r.status_code == 200 else []
+            try:
+                items = client.get_document(agent, conversation).items
+            except APIError:
+                items = []
             db = rows.get((agent, conversation), [])
             views = {
                 "items": compare(acknowledged, [str(i.get("message_id")) for i in items]),

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import httpx
 import psycopg
 
 from loadtests import conversations
@@ -40,6 +39,7 @@ from loadtests.chaos import STACK_ENV, ChaosMonkey, Fault, backlog_recovery, sch
 from loadtests.corpus import turn
 from memora.basics.config import Settings
 from memora.infra.embedded import free_port
+from memora_client import MemoraClient
 from services.cli.stack import Stack
 
 SCENARIOS: dict[str, list[str]] = {
@@ -112,18 +112,16 @@ def seed(host: str, run_id: str, agents: int, batches: int, turns: int) -> dict[
     """Memories for the searches to find: `agents` × `batches` documents of `turns` turns."""
     rng = random.Random(run_id)
     ledger: dict[str, Any] = {"batches": {}, "items": {}, "documents": {}, "operations": []}
-    with httpx.Client(base_url=host, timeout=60) as client:
+    with MemoraClient(host, timeout=60, max_retries=0) as client:
         for a in range(agents):
             agent = f"lt-{run_id}-s{a}"
             for b in range(batches):
                 items = [{"content": f"Alice: {turn(rng)}"} for _ in range(turns)]
-                body = {"agent_id": agent, "document_id": f"seed-{b}", "items": items}
-                response = client.post("/api/memories/batch", json=body)
-                response.raise_for_status()
+                accepted = client.store_batch(agent, items, f"seed-{b}")
                 ledger["batches"][agent] = ledger["batches"].get(agent, 0) + 1
                 ledger["items"][agent] = ledger["items"].get(agent, 0) + turns
                 ledger["documents"][agent] = ledger["documents"].get(agent, 0) + 1
-                ledger["operations"].append(response.json()["operation_id"])
+                ledger["operations"].append(str(accepted.operation_id))
     return ledger
 
 

@@ -35,6 +35,7 @@ from services.api.routes import (
     webhooks,
 )
 from services.api.stack_health import stack_checks
+from services.api.tracing import install_tracing
 from services.api.upstream import install_upstream_handlers
 from services.api.webapp import install_ui
 from services.workers.celery_app import create_celery
@@ -136,4 +137,5 @@ def create_app(
     if settings.query_url:
         app.include_router(proxy_router(settings.query_url))
     mcp_running = mcp_server.install(app)  # /mcp/{agent_id}
+    install_tracing(app, "memora-api")
     return app

@@ -28,6 +28,7 @@ from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import health_router
 from services.api.metrics import install_metrics
 from services.api.routes import conversation_search, lifecycle, search, think
+from services.api.tracing import install_tracing
 from services.api.upstream import install_upstream_handlers
 from services.workers.celery_app import create_celery
 from services.workers.dispatch import CeleryBackend
@@ -79,6 +80,7 @@ def create_app(
     for module in (search, think, conversation_search, lifecycle):
         app.include_router(module.router)
     install_metrics(app, "query")
+    install_tracing(app, "memora-query")
     return app
 
 

@@ -25,6 +25,7 @@ from memora.basics.config import get_settings
 from memora.basics.errors import PermanentStageError
 from memora.basics.stages import Stage
 from memora.db.pool import make_pool
+from memora.infra.tracing import check_tracing_settings, configure_tracing
 from memora.jobs import JOBS, JobContext, JobSpec, run_job
 from memora.pipeline.batch import StageBatcher
 from memora.pipeline.context import StageContext, models_to_preload
@@ -104,8 +105,25 @@ def _preload_or_exit(sender: Any = None, **_: Any) -> None:
         raise SystemExit(f"memora worker cannot start: {exc}") from exc
 
 
+@worker_init.connect
+def _tracing_in_threads(sender: Any = None, **_: Any) -> None:
+    """A thread pool (batching on) runs tasks in this process and sends no
+    worker_process_init: tracing starts here. A prefork pool's children start their own; a
+    setting they could not follow stops the worker here, at start."""
+    try:
+        check_tracing_settings()
+    except ValueError as exc:
+        log.critical("worker cannot start: %s", exc)
+        raise SystemExit(f"memora worker cannot start: {exc}") from exc
+    pool = getattr(sender, "pool_cls", None)
+    name = pool if isinstance(pool, str) else getattr(pool, "__module__", "")
+    if "thread" in str(name):
+        configure_tracing("memora-worker")
+
+
 @worker_process_init.connect
 def _preload(**_: Any) -> None:
+    configure_tracing("memora-worker")  # after the fork: the provider's threads are this one's
     if _preloaded["names"]:
         pipeline().context.preload(_preloaded["names"])
 

@@ -4,6 +4,10 @@
 log pipeline. Either way the fields a call passes with `extra={...}` (operation, stage,
 attempt, job, …) are printed with the message, for Memora's own loggers and third-party ones
 alike: `log.info("stage done", extra={"stage": "embed", "operation": op_id})`.
+
+Each line carries the current trace's `trace_id` and `span_id` (memora.infra.tracing): JSON
+lines always (empty strings while no span is current, tracing off included), text lines when
+there is one.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import sys
 from typing import Literal
 
 import structlog
+from opentelemetry import trace
 from structlog.typing import Processor
 
 LogFormat = Literal["text", "json"]
@@ -37,6 +42,21 @@ def _drop_formatting_leftovers(
     return event
 
 
+def _trace_ids(always: bool) -> Processor:
+    def add(
+        _logger: object, _name: str, event: structlog.typing.EventDict
+    ) -> structlog.typing.EventDict:
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            event["trace_id"] = trace.format_trace_id(context.trace_id)
+            event["span_id"] = trace.format_span_id(context.span_id)
+        elif always:
+            event["trace_id"] = event["span_id"] = ""
+        return event
+
+    return add
+
+
 def formatter(fmt: LogFormat) -> structlog.stdlib.ProcessorFormatter:
     renderer: Processor = (
         structlog.processors.JSONRenderer()
@@ -50,6 +70,7 @@ def formatter(fmt: LogFormat) -> structlog.stdlib.ProcessorFormatter:
         structlog.stdlib.add_logger_name,
         structlog.stdlib.ExtraAdder(),  # the `extra=` fields
         _drop_formatting_leftovers,
+        _trace_ids(always=fmt == "json"),
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     if fmt == "json":
