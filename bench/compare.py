@@ -15,7 +15,8 @@ the checkout has it, and every question goes to both, which one first alternatin
 `--rounds` passes over the questions; every `--trace-every`-th request asks for the trace
 (not counted in the percentiles). Machine load hits both sides alike, so the ratios hold on
 a busy machine better than absolute figures do; docs/benchmarks.md records a run for every
-change to the read path.
+change to the read path. The searches are plain HTTP (httpx), not memora_client: the base
+commit's API may predate the client's models.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ import psutil
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import search_latency as bench  # bench/search_latency.py: the questions and wait_ready
+import search_latency as bench  # bench/search_latency.py: the agent and its questions
+from common import wait_ready  # bench/common.py
 
 from memora.infra.embedded import EmbeddedPostgres, free_port
 
@@ -258,7 +260,7 @@ def main() -> None:
             prepare(side, args.size)
             serve(side, args.row_security == "on")
         for side in sides:
-            bench.wait_ready(side.base_url)
+            wait_ready(side.base_url)
         questions = bench.questions(args.queries + args.warmup)
         run(sides, questions, args.warmup, args.rounds, args.trace_every)
         figures = report(*sides)
