@@ -46,6 +46,7 @@ GROUPED = {
     "role": frozenset({"occupation", "role"}),
     "occupation": frozenset({"occupation", "role"}),
     "work": frozenset({"employer", "occupation", "role"}),
+    "place": frozenset({"residence", "employer", "school", "affiliation"}),
 }
 # nouns that name an attribute of their possessor ("Jin's favourite band", "my e-mail address")
 ATTRIBUTE_NOUNS = {
@@ -516,13 +517,21 @@ def _verb(verb: Token, mode: Mode, ctx: _Context) -> list[_Found]:
         what = dobj if prep is None else _object(verb, prep)
         if what is None:
             return ended
+        certain = what.ent_type_ in {"ORG", "GPE", "LOC", "FAC"} or family in {"age"}
         if family in {"residence", "affiliation"}:
             family = _place(what) if family == "residence" else family
             if family == "affiliation" and _place(what) == "school":
                 family = "school"
+        if lemma in {"move", "relocate"} and family == "affiliation":
+            # NER often calls a city an organisation: without a "from" that says which, the
+            # older statement's attribute decides, and the LLM (when configured) has the word
+            came_from = origin.ent_type_ if origin is not None else ""
+            family = {"GPE": "residence", "LOC": "residence", "ORG": "affiliation"}.get(
+                came_from, "place"
+            )
+            certain = certain and family != "place"
         if lemma == "join" and what.lemma_.casefold() in GROUPS:
             return ended
-        certain = what.ent_type_ in {"ORG", "GPE", "LOC", "FAC"} or family in {"age"}
         return [_Found(family, _value(what), "change", certain), *ended]
     if lemma in STATES or lemma in {"study", "go", "eat"}:
         if mode == "state" and not _present(verb):
