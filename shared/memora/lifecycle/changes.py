@@ -245,8 +245,12 @@ def _subjects(verb: Token, ctx: _Context) -> list[str]:
             c for a in head.children if a.dep_ in {"aux", "auxpass"} for c in a.children
             if c.dep_ in {"nsubj", "nsubjpass"}
         ]  # fmt: skip
-        if not found and head.tag_ == "NNS":  # "Abby volunteers": a verb tagged as a noun
-            found = [c for c in head.children if c.dep_ == "compound"]
+        if not found:  # a name the parser hung on the verb as a modifier ("Zoltan/amod works")
+            found = [
+                c for c in head.lefts
+                if c.dep_ in {"compound", "amod", "advmod", "npadvmod", "nmod", "dep"}
+                and (c.pos_ == "PROPN" or (c.is_title and c.tag_ in {"JJ", "NN"}))
+            ]  # fmt: skip
         if found:
             subj = found[0]
             owner = _owner(subj)
