@@ -236,6 +236,29 @@ class _Context:
         return " ".join(t.text for t in [*parts, token]).casefold()
 
 
+_VERBS = frozenset({"study", "marry", "divorce", "date", "quit"})
+
+
+def _lemma(token: Token) -> str:
+    """The verb's lemma, also where the tagger took it for a plural noun ("Greta lives":
+    greta/NN life/NNS)."""
+    if token.tag_ == "NNS":
+        low = token.lower_
+        for form in (low[:-3] + "y", low[:-1], low[:-2]):
+            if form in STATES or form in CHANGES or form in ENDS or form in _VERBS:
+                return form
+    return str(token.lemma_).casefold()
+
+
+def _noun_verb(token: Token) -> bool:
+    """A relation verb the tagger took for a noun after a name ("Greta/ROOT lives/dobj")."""
+    return (
+        token.tag_ == "NNS"
+        and _lemma(token) != token.lemma_.casefold()
+        and (token.dep_ in _CLAUSES or token.head.is_title)
+    )
+
+
 def _subjects(verb: Token, ctx: _Context) -> list[str]:
     """The verb's subjects (both of "Samir and Leila"), inherited along conjunctions and
     complements ("Priya moved to Berlin and started working at SAP")."""
@@ -245,6 +268,8 @@ def _subjects(verb: Token, ctx: _Context) -> list[str]:
             c for a in head.children if a.dep_ in {"aux", "auxpass"} for c in a.children
             if c.dep_ in {"nsubj", "nsubjpass"}
         ]  # fmt: skip
+        if not found and _noun_verb(head) and head.dep_ != "ROOT" and head.head.is_title:
+            found = [head.head]  # "Greta/ROOT lives/dobj in Oslo"
         if not found:  # a name the parser hung on the verb as a modifier ("Zoltan/amod works")
             found = [
                 c for c in head.lefts
@@ -445,7 +470,7 @@ def _there(verb: Token) -> str | None:
 
 def _verb(verb: Token, mode: Mode, ctx: _Context) -> list[_Found]:
     """The attributes a (non-copula) verb sets, changes or ends."""
-    lemma = verb.lemma_.casefold()
+    lemma = _lemma(verb)
     particle = next(
         (c.lower_ for c in verb.children
          if c.dep_ == "prt" or (c.dep_ == "advmod" and c.lower_ in {"down", "off", "up"})),
@@ -597,7 +622,7 @@ def _clause(verb: Token, ctx: _Context, mode: Mode | None = None) -> list[Claim]
             return []  # a plain negation is another fact, not a change
         mode = "end"
     mode = mode or ("change" if adverbs & NOW else "state")
-    lemma = verb.lemma_.casefold()
+    lemma = _lemma(verb)
     inner = next(
         (c for c in verb.children if c.dep_ in {"xcomp", "pcomp", "dobj"} and c.tag_ == "VBG"),
         None,
@@ -640,7 +665,7 @@ def claims(text: str, at: datetime | None = None) -> tuple[Claim, ...]:
     found: list[Claim] = []
     for token in load_parser()(body):
         verb = token.pos_ in {"VERB", "AUX"} or (token.dep_ == "ROOT" and token.tag_ != "NN")
-        if verb and token.dep_ in _CLAUSES and not _governed(token):
+        if ((verb and token.dep_ in _CLAUSES) or _noun_verb(token)) and not _governed(token):
             made = _clause(token, ctx)
             found.extend(made)
             named = [c.subject for c in made if c.subject not in {"user", ctx.speaker}]
