@@ -235,10 +235,26 @@ def test_llm_decides_supersede(llm_api: Any, fake_llm: FakeOpenAI, agent_id: str
     first = remember(llm_api, agent_id, "Jack drives a red Toyota.")  # no candidates: no call
     fake_llm.script(Reply({"decision": "SUPERSEDE", "memory": 1, "reason": "new car"}),
                     when=CONFLICT_MARKER)  # fmt: skip
-    second = remember(llm_api, agent_id, "Jack sold his Toyota and now drives a blue Tesla.")
+    # the rules read no change here (ADD): the LLM decides
+    second = remember(llm_api, agent_id, "Jack's garage now holds a blue Tesla instead.")
     assert second["decision"] == "SUPERSEDE" and second["decided_by"] == "llm"
     assert second["superseded_id"] == first["memory_id"]
     assert "Jack drives a red Toyota." in fake_llm.requests_matching(CONFLICT_MARKER)[0].prompt
+
+
+def test_rules_decide_the_changes_they_are_sure_of(
+    llm_api: Any, fake_llm: FakeOpenAI, agent_id: str
+) -> None:
+    """A change the rules read with certainty is theirs (no LLM call), dated when it says."""
+    first = remember(llm_api, agent_id, "Lena lives in Graz.")
+    asked = len(fake_llm.requests_matching(CONFLICT_MARKER))
+    second = remember(llm_api, agent_id, "Lena moved to Salzburg in March 2024.")
+    assert second["decision"] == "SUPERSEDE" and second["decided_by"] == "rules"
+    assert second["superseded_id"] == first["memory_id"]
+    assert len(fake_llm.requests_matching(CONFLICT_MARKER)) == asked
+    view = llm_api.get(f"/api/agents/{agent_id}/memories/{first['memory_id']}").json()
+    [event] = [e for e in view["history"] if e["event"] == "superseded"]
+    assert event["details"]["effective_at"].startswith("2024-03-01")
 
 
 def test_search_params_default_excludes_inactive(api: Any, agent_id: str) -> None:

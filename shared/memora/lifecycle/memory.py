@@ -27,7 +27,7 @@ from memora.basics.models import utcnow
 from memora.basics.tenancy import Scope
 from memora.entities import resolution as entities
 from memora.extraction.base import Mention
-from memora.lifecycle import rules
+from memora.lifecycle import changes, rules
 from memora.lifecycle.rules import Decision, Statement, Thresholds, Verdict
 from memora.lifecycle.scores import clamp_importance, heuristic_importance
 from memora.nlp.embedding import TextEmbedder
@@ -89,10 +89,8 @@ def candidates(
     holding all its words (a restatement in other case or punctuation embeds differently), and
     for an attribute, the statements naming its subject (an earlier value, however phrased)."""
     rows = store.similar(conn, key, vector, nearest)
-    stated = rules.attribute(text)
     lookups = [(text, WORD_LOOKUP)]
-    if stated is not None and stated.subject != "user":
-        lookups.append((stated.subject, SUBJECT_LOOKUP))
+    lookups += [(subject, SUBJECT_LOOKUP) for subject in changes.subjects(text)[:2]]
     seen = {r.id for r in rows}
     for words, limit in lookups:
         for r in store.mentioning(conn, key, words, vector, limit):
@@ -135,11 +133,11 @@ class Memories:
             raise Invalid("content_too_long", f"at most {s.max_content_chars} characters")
         vector = self.embedder.embed([text])[0]
         found = mentions_of(text)
-        new = Statement(text, frozenset(m.name.casefold() for m in found))
+        now = utcnow()
+        new = Statement(text, frozenset(m.name.casefold() for m in found), at=now)
         level = clamp_importance(
             importance if importance is not None else heuristic_importance(text, len(found))
         )
-        now = utcnow()
         with self.pool.connection() as conn, conn.transaction():
             agents.ensure_agent(conn, scope, agent_id)
             store.lock_agent(conn, key)
@@ -148,7 +146,9 @@ class Memories:
             existing = [statement(r) for r in rows]
             verdict = rules.decide(new, existing, thresholds(s))
             by: Literal["rules", "llm"] = "rules"
-            if verdict.decision is Decision.ADD or verdict.decision is Decision.SUPERSEDE:
+            if verdict.decision is Decision.ADD or (
+                verdict.decision is Decision.SUPERSEDE and not verdict.certain
+            ):
                 asked = self._ask_llm(
                     text, rules.borderline(existing, thresholds(s), s.remember_candidates)
                 )
@@ -186,7 +186,7 @@ class Memories:
                 old = next(r for r in rows if r.id == verdict.target)
                 change = store.Supersession(
                     old.id, unit_id, old.text, text, verdict.reason, self._decider(by),
-                    until=since or now,
+                    until=since or now, effective_at=since,
                 )  # fmt: skip
                 if store.supersede(conn, key, change, actor, at=now):
                     superseded = verdict.target

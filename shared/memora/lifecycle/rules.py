@@ -3,9 +3,11 @@
 A new statement is compared with the agent's most similar memories:
 
 - SKIP: the same text once normalised (case, spacing, punctuation, quotes).
-- SUPERSEDE: both state the same attribute of the same subject (where someone lives or works,
-  their job, a favourite, their relationship status) with different values: the newer replaces
-  the older. Only similar memories are compared (`Thresholds.supersede_similarity`).
+- SUPERSEDE: the new statement changes or ends an attribute of the subject the older one states
+  (memora.lifecycle.changes: where someone lives or works, their job, a favourite, their
+  relationship status, e-mail, phone, car, age, school, diet, manager; "no longer", "left",
+  "sold"), read from the sentences' structure. Only similar memories are compared
+  (`Thresholds.supersede_similarity`).
 - MERGE: a near-duplicate: cosine similarity ≥ `Thresholds.merge_similarity`, the same named
   entities (each name found in either is in both texts), the same numbers and the same
   polarity (a "not" on one side only is a different fact). The richer text is kept, metadata
@@ -27,6 +29,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 from uuid import UUID
+
+from memora.lifecycle import changes
 
 
 class Decision(StrEnum):
@@ -51,6 +55,7 @@ class Statement:
     entities: frozenset[str] = field(default_factory=frozenset)
     id: UUID | None = None
     similarity: float = 1.0
+    at: datetime | None = None  # when it was said: dates a change ("last year")
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,8 @@ class Verdict:
     decision: Decision
     target: UUID | None = None  # the memory skipped to, merged into or superseded
     reason: str = ""
-    effective_at: datetime | None = None
+    effective_at: datetime | None = None  # when the change happened, if the statement says
+    certain: bool = False  # a SUPERSEDE the rules are sure of: no LLM is asked
 
 
 # ------------------------------------------------------------------------- normalisation
@@ -198,74 +204,12 @@ class Attribute:
     value: str
 
 
-_SUBJECT = r"(?P<subject>(?:[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2})|I|[Tt]he user|[Uu]ser|[Ww]e)"
-_VALUE = r"(?P<value>[^.,;!?]+?)"
-_END = r"(?:\s+(?:now|since|from|as of|these days|nowadays|anymore)\b.*)?\s*[.!]?\s*$"
-_LEAD = r"^(?:(?:now|currently|recently|today|these days|lately),?\s+)?"
-_ADVERB = r"(?:\s+(?:now|currently|recently|just|has|have|finally))*"
-# (attribute, pattern): the subject, then the verb phrase, then the value.
-_ATTRIBUTES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(_LEAD + _SUBJECT + _ADVERB + r"\s+(?:" + verbs + r")\s+" + _VALUE + _END))
-    for name, verbs in (
-        (
-            "residence",
-            r"(?:lives?|living|is living|resides?|moved|has moved|relocated|is based)"
-            r"(?:\s+(?:in|to|at))",
-        ),
-        (
-            "employer",
-            r"(?:works?|is working|started working|worked)\s+(?:at|for)|joined|"
-            r"(?:got|took|started)\s+(?:a\s+)?(?:new\s+)?job\s+(?:at|with)|is employed (?:at|by)",
-        ),
-        ("occupation", r"(?:works?|is working|started working)\s+as(?:\s+an?)?|is now an?"),
-        (
-            "relationship_status",
-            r"(?:is|got|became|am|are)(?=\s+(?:married|single|divorced|engaged|widowed|"
-            r"separated|dating|in a relationship)\b)",
-        ),
-    )
-)
-_FAVOURITE = re.compile(
-    _LEAD + _SUBJECT + r"(?:'s|s')?\s+(?:new\s+)?favou?rite\s+(?P<thing>[\w\s-]+?)\s+"
-    r"(?:is|are|was|has become|became|is now)\s+" + _VALUE + _END
-)
-_ARTICLE = re.compile(r"^(?:a|an|the|my|his|her|their)\s+")
-
-
-def _subject(raw: str) -> str:
-    s = raw.strip()
-    return "user" if s.casefold() in {"i", "the user", "user", "we"} else s.casefold()
-
-
-def _value(raw: str) -> str:
-    return _ARTICLE.sub("", normalise(raw))
-
-
 def attribute(text: str) -> Attribute | None:
-    """The single-valued attribute a statement sets, if it is one the rules know."""
-    sentence = text.strip()
-    match = _FAVOURITE.match(sentence)
-    if match:
-        return Attribute(
-            _subject(match["subject"]),
-            f"favourite {normalise(match['thing'])}",
-            _value(match["value"]),
-        )
-    for name, pattern in _ATTRIBUTES:
-        match = pattern.match(sentence)
-        if match:
-            return Attribute(_subject(match["subject"]), name, _value(match["value"]))
+    """The first attribute a statement sets (memora.lifecycle.changes reads it from the parse)."""
+    for claim in changes.claims(text):
+        if claim.value is not None and claim.mode != "end":
+            return Attribute(claim.subject, claim.family, claim.value)
     return None
-
-
-def conflicts(new: Attribute | None, old: Attribute | None) -> bool:
-    return (
-        new is not None
-        and old is not None
-        and new.subject == old.subject
-        and new.name == old.name
-        and new.value != old.value
-    )
 
 
 # ------------------------------------------------------------------------------ decision
@@ -276,8 +220,21 @@ def near_duplicate(new: Statement, old: Statement, t: Thresholds) -> bool:
         and not names_differ(new.text, old.text)
         and numbers(new.text) == numbers(old.text)
         and negated(new.text) == negated(old.text)
-        and not conflicts(attribute(new.text), attribute(old.text))
+        and changes.change(new.text, old.text) is None
     )
+
+
+def superseded(new: Statement, existing: Sequence[Statement], t: Thresholds) -> Verdict | None:
+    """SUPERSEDE of the first similar memory whose attribute `new` changes or ends."""
+    for old in existing:
+        if old.similarity < t.supersede_similarity:
+            continue
+        found = changes.change(new.text, old.text, new.at)
+        if found is not None:
+            return Verdict(
+                Decision.SUPERSEDE, old.id, found.reason, found.new.effective_at, found.certain
+            )
+    return None
 
 
 def decide(new: Statement, existing: Sequence[Statement], t: Thresholds = Thresholds()) -> Verdict:
@@ -287,15 +244,9 @@ def decide(new: Statement, existing: Sequence[Statement], t: Thresholds = Thresh
     for old in existing:
         if normalise(old.text) == key:
             return Verdict(Decision.SKIP, old.id, "the same text is already remembered")
-    new_attr = attribute(new.text)
-    for old in existing:
-        if old.similarity >= t.supersede_similarity and conflicts(new_attr, attribute(old.text)):
-            assert new_attr is not None
-            return Verdict(
-                Decision.SUPERSEDE,
-                old.id,
-                f"{new_attr.name} of {new_attr.subject} changed to {new_attr.value!r}",
-            )
+    changed = superseded(new, existing, t)
+    if changed is not None:
+        return changed
     for old in existing:
         if near_duplicate(new, old, t):
             return Verdict(Decision.MERGE, old.id, f"near-duplicate (cosine {old.similarity:.3f})")

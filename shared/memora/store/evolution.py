@@ -71,8 +71,8 @@ def statements_after(
     conn: Connection[Any], agent_key: str, position: Position | None, limit: int
 ) -> list[ActiveUnit]:
     """The agent's active statements that consolidation compares, in creation order after
-    `position`: facts stated through remember or extracted by the LLM (raw conversation turns,
-    which are episodes, are never merged)."""
+    `position`: facts stated through remember or extracted by the LLM, and conversation turns
+    with a speaker (episodes: never merged, but a turn stating a change supersedes)."""
     after = (position.created_at, position.id) if position is not None else (None, None)
     return fetch_all(
         conn,
@@ -85,7 +85,8 @@ def statements_after(
         FROM memory_units u
         WHERE u.agent_id = %(a)s AND u.status = 'active' AND u.fact_type = ANY(%(t)s)
           AND u.embedding IS NOT NULL
-          AND (u.metadata->>'source' = 'remember' OR u.metadata->>'extractor' = 'llm')
+          AND (u.metadata->>'source' = 'remember' OR u.metadata->>'extractor' = 'llm'
+               OR u.metadata ? 'speaker')
           AND (%(c)s::timestamptz IS NULL OR (u.created_at, u.id) > (%(c)s, %(i)s::uuid))
         ORDER BY u.created_at, u.id LIMIT %(k)s
         """,

@@ -161,6 +161,7 @@ class Supersession:
     reason: str
     decided_by: str  # "rules" or "llm:<model>"
     until: datetime  # when the change happened (as the newer statement says), else learned
+    effective_at: datetime | None = None  # the change's date, when the newer statement says it
 
 
 @dataclass(frozen=True)
@@ -473,7 +474,8 @@ def supersede(
         related_id=change.new_id,
         details={"decided_by": change.decided_by, "old_text": change.old_text,
                  "new_text": change.new_text, "valid_from": row["valid_from"].isoformat(),
-                 "valid_until": row["valid_until"].isoformat()},
+                 "valid_until": row["valid_until"].isoformat(),
+                 "effective_at": change.effective_at.isoformat() if change.effective_at else None},
     )  # fmt: skip
     return True
 
