@@ -166,14 +166,22 @@ def test_think_as_of_answers_from_the_old_fact_and_the_llm_decider_is_recorded(
     agent_id: str,
 ) -> None:  # fmt: skip
     lisbon = _remember(llm_query_api, agent_id, "Priya lives in Lisbon.")
-    fake_llm.script(Reply({"decision": "SUPERSEDE", "memory": 1, "reason": "she moved"}),
-                    when=CONFLICT_MARKER)  # fmt: skip
     berlin = _remember(llm_query_api, agent_id, "Priya lives in Berlin now.")
-    assert berlin["decision"] == "SUPERSEDE" and berlin["decided_by"] == "llm"
+    assert berlin["decision"] == "SUPERSEDE" and berlin["decided_by"] == "rules"  # sure: no LLM
     old = inline_api.get(f"/api/agents/{agent_id}/memories/{lisbon['memory_id']}").json()
-    event = old["history"][-1]
+
+    # a change the rules do not read with certainty is the LLM's; the audit names its model
+    cars = f"{agent_id}-cars"
+    toyota = _remember(llm_query_api, cars, "Priya drives a red Toyota.")
+    fake_llm.script(Reply({"decision": "SUPERSEDE", "memory": 1, "reason": "new car"}),
+                    when=CONFLICT_MARKER)  # fmt: skip
+    tesla = _remember(llm_query_api, cars, "Priya's garage now holds a blue Tesla instead.")
+    assert tesla["decision"] == "SUPERSEDE" and tesla["decided_by"] == "llm"
+    car = inline_api.get(f"/api/agents/{cars}/memories/{toyota['memory_id']}").json()
+    event = car["history"][-1]
     model = llm_settings.llm_background_model or llm_settings.llm_model
-    assert event["details"]["decided_by"] == f"llm:{model}" and event["reason"] == "she moved"
+    assert event["details"]["decided_by"] == f"llm:{model}" and event["reason"] == "new car"
+    assert car["valid_until"] is not None
 
     for when in (_between(old["valid_from"], old["valid_until"]), None):
         fake_llm.script(Reply("Priya's city."), when=THINK_MARKER)
