@@ -12,7 +12,9 @@ import json
 import re
 import shlex
 import subprocess
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,11 @@ DOCUMENTED = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 def served(
     settings: Settings, redis_url: str, data_dir: Path, fake_llm_server: Any
 ) -> Iterator[Any]:
-    env = {"MEMORA_LLM_BASE_URL": fake_llm_server.base_url, "MEMORA_EXTRACTOR": "local"}
+    env = {
+        "MEMORA_LLM_BASE_URL": fake_llm_server.base_url,
+        "MEMORA_EXTRACTOR": "local",
+        "MEMORA_WEBHOOK_ALLOW_PRIVATE": "true",  # the docs' receiver is a local one here
+    }
     s = settings.model_copy(update={"broker_url": redis_url, "data_dir": data_dir})
     with process_stack(s, "served", 6, data_dir / "served-logs", env=env) as stack:
         yield stack
@@ -100,9 +106,30 @@ def test_the_documented_commands_find_curl_commands() -> None:
     assert any("/api/memories/batch" in c and '"document_id"' in c for c in readme), readme
 
 
-def test_every_documented_curl_command_works(served: Any, tmp_path: Path) -> None:
+class _Receiver(BaseHTTPRequestHandler):
+    """A webhook receiver that accepts every delivery (the docs' hooks.example.com)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def receiver() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_every_documented_curl_command_works(served: Any, receiver: str, tmp_path: Path) -> None:
     """Run in the docs' order with the stack's port; `<operation_id>` is the latest one
-    returned. Only commands that need a file the docs ask the user to write are left out."""
+    returned, and the docs' webhook receiver is a local one. Only commands that need a file
+    the docs ask the user to write are left out."""
     base = f"{served.settings.host}:{served.settings.port}"
     last: dict[str, str] = {}
     ran: list[str] = []
@@ -110,8 +137,10 @@ def test_every_documented_curl_command_works(served: Any, tmp_path: Path) -> Non
         for command in documented_curls(path):
             if " -d @" in command:
                 continue  # a file of the user's (docs/mcp.md's cast.json)
-            line = command.replace("localhost:8080", base).replace(
-                "<operation_id>", last.get("op", "none")
+            line = (
+                command.replace("localhost:8080", base)
+                .replace("<operation_id>", last.get("op", "none"))
+                .replace("https://hooks.example.com", receiver)
             )
             out = tmp_path / "body"
             run = subprocess.run(
