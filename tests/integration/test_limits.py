@@ -188,3 +188,28 @@ def test_memora_evolve_runs_the_limits_job(
     assert line["job"] == "limits" and line["changed"] == 1
     assert state(pool, agent_id, dropped).status == "archived"
     assert state(pool, agent_id, kept).status == "active"
+
+
+def test_a_worker_runs_the_limits_job_beat_sends(
+    worker_stack: Any, pool: Any, settings: Settings, agent_id: str
+) -> None:
+    """As deployed: beat's task on the maintenance queue, a real worker, its own metrics."""
+    from services.workers.celery_app import create_celery
+    from services.workers.queues import job_task_name
+    from tests.conftest import wait_until
+    from tests.integration.metrics_support import value, worker_metrics
+
+    kept = unit(pool, settings, agent_id, "Lea plays chess on Sundays.", 6, 0)
+    dropped = unit(pool, settings, agent_id, "Lea mentioned it was sunny.", 1, 3)
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE agents SET limits = '{\"max_memories\": 1}' WHERE agent_id = %s", (agent_id,)
+        )
+    celery = create_celery(worker_stack.settings)
+    celery.send_task(job_task_name("limits"), **celery.conf.beat_schedule["limits"]["options"])
+    wait_until(lambda: state(pool, agent_id, dropped).status == "archived", timeout=120)
+    assert state(pool, agent_id, kept).status == "active"
+    assert [e["actor"] for e in events(pool, dropped)] == ["job:limits"]
+    samples = worker_metrics(worker_stack, "opinions")  # the worker of the maintenance queue
+    assert value(samples, "memora_limit_actions_total", action="archived_memory") >= 1
+    assert value(samples, "memora_job_runs_total", job="limits", outcome="ok") >= 1
