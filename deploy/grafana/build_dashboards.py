@@ -219,6 +219,16 @@ JOBS: list[tuple[str, list[Panel]]] = [
                 "s",
                 quantiles("memora_job_duration_seconds", "exported_job", window="1h"),
             ),
+            (
+                "Memories removed by the per-agent limits (last day)",
+                "short",
+                [
+                    (
+                        "sum by (action) (increase(memora_limit_actions_total[1d]))",
+                        "{{action}}",
+                    )
+                ],
+            ),
         ],
     ),
 ]

@@ -99,7 +99,9 @@ def repair(
 
 
 # The evolution worker's jobs (seed 002 §4.5), in the order `memora evolve` runs them.
-EVOLUTION_JOBS = ("consolidate", "attenuate", "reflect", "graph_maintenance", "cleanup")
+EVOLUTION_JOBS = (
+    "consolidate", "attenuate", "reflect", "graph_maintenance", "limits", "cleanup",
+)  # fmt: skip
 
 
 def evolve(

@@ -163,6 +163,9 @@ def test_think_and_profiles(client: MemoraClient, fake_llm: FakeOpenAI, agent_id
     )
     assert profile.personality["openness"] == 0.9 and profile.background == "A travel planner."
     assert client.get_profile(agent_id).background == "A travel planner."
+    limited = client.update_profile(agent_id, limits={"max_memories": 500, "max_reflections": None})
+    assert limited.limits == {"max_memories": 500, "max_reflections": None}
+    assert limited.background == "A travel planner."
     assert agent_id in [a.agent_id for a in client.list_agents().agents]
 
     opinion = {"statement": "Kyoto is best in autumn", "reasons": ["maple leaves"],

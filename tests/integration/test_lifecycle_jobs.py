@@ -171,7 +171,7 @@ def test_memora_evolve_runs_the_jobs(
     assert result.exit_code == 0, result.output
     lines = [json.loads(x) for x in result.stdout.splitlines() if x.startswith("{")]
     assert [x["job"] for x in lines] == [
-        "consolidate", "attenuate", "reflect", "graph_maintenance", "cleanup",
+        "consolidate", "attenuate", "reflect", "graph_maintenance", "limits", "cleanup",
     ]  # fmt: skip
     assert lines[0]["changed"] == 1
     bad = CliRunner().invoke(app, ["evolve", "--job", "nope"])

@@ -340,7 +340,10 @@ def get_profile(agent_id: str) -> Call[m.AgentProfile]:
 
 
 def update_profile(
-    agent_id: str, personality: m.Personality | Mapping[str, float] | None, background: str | None
+    agent_id: str,
+    personality: m.Personality | Mapping[str, float] | None,
+    background: str | None,
+    limits: Mapping[str, int | float | None] | None = None,
 ) -> Call[m.AgentProfile]:
     traits = (
         personality
@@ -348,12 +351,10 @@ def update_profile(
         else m.Personality.model_validate(dict(personality))
     )
     body = m.AgentUpdate(personality=traits, background=background)
-    return Call(
-        "PUT",
-        agent_path(agent_id),
-        m.AgentProfile.model_validate,
-        body.model_dump(mode="json", exclude_none=True),
-    )
+    payload = body.model_dump(mode="json", exclude_none=True)
+    if limits is not None:  # its nulls are meant: no limit
+        payload["limits"] = dict(limits)
+    return Call("PUT", agent_path(agent_id), m.AgentProfile.model_validate, payload)
 
 
 def opinions(agent_id: str, limit: int, offset: int) -> Call[m.OpinionList]:

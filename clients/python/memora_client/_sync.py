@@ -365,10 +365,12 @@ class MemoraClient:
         *,
         personality: m.Personality | Mapping[str, float] | None = None,
         background: str | None = None,
+        limits: Mapping[str, int | float | None] | None = None,
     ) -> m.AgentProfile:
-        """Creates or updates the agent: personality traits merge over the current ones,
+        """Creates or updates the agent: personality traits and `limits` (max_memories,
+        max_reflections, archive_retention_days; None: no limit) merge over the current ones,
         `background` replaces it."""
-        return self._request(c.update_profile(agent_id, personality, background))
+        return self._request(c.update_profile(agent_id, personality, background, limits))
 
     def opinions(self, agent_id: str, *, limit: int = 100, offset: int = 0) -> m.OpinionList:
         """The agent's current opinions (latest version of each), newest first."""

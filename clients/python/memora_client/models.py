@@ -152,6 +152,8 @@ class Personality(Request):
 class AgentUpdate(Request):
     personality: Personality | None = None
     background: str | None = None
+    # max_memories, max_reflections, archive_retention_days; null: no limit (docs/lifecycle.md)
+    limits: dict[str, int | float | None] | None = None
 
 
 # ----------------------------------------------------------------------------- responses
@@ -365,6 +367,7 @@ class AgentProfile(Response):
     agent_id: str
     personality: dict[str, float]
     background: str
+    limits: dict[str, int | float | None] = Field(default_factory=dict)  # those the agent set
     created_at: datetime
     updated_at: datetime
 

@@ -51,11 +51,14 @@ def get_profile(scope: ScopeDep, agent_id: AgentPath, conn: ConnDep) -> AgentPro
 def put_agent(
     scope: ScopeDep, agent_id: AgentPath, body: AgentUpdate, conn: ConnDep
 ) -> AgentProfile:
-    """Create or update; personality values merge over the current ones, background replaces."""
+    """Create or update; personality values and limits merge over the current ones (a limit
+    set to null: no limit), background replaces."""
     personality = body.personality.values() if body.personality else None
+    limits = body.limits.values() if body.limits else None
     updated = agents.update(
-        conn, scope, agent_id, personality=personality, background=body.background
-    )
+        conn, scope, agent_id, personality=personality, background=body.background,
+        limits=limits,
+    )  # fmt: skip
     return AgentProfile.model_validate(updated)
 
 

@@ -74,7 +74,8 @@ async def forget_route(
 async def restore_route(
     principal: PrincipalDep, agent_id: AgentPath, memory_id: UUID, memories: MemoriesDep
 ) -> dict[str, Any]:
-    """A forgotten memory (within the retention), an archived or a superseded one: active."""
+    """A forgotten or an archived memory (each within its retention), a superseded one:
+    active."""
     return await run_in_threadpool(
         memories.restore, principal.scope, agent_id, memory_id, actor=_actor(principal)
     )

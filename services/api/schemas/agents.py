@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from pydantic import (
@@ -43,11 +43,26 @@ class Personality(BaseModel):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
+class Limits(BaseModel):
+    """The agent's own limits (seed 002 §4.9; docs/lifecycle.md "Limits"); a key left out keeps
+    its current value (at first: the MEMORA_* default), null means no limit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_memories: int | None = Field(default=None, ge=0, le=100_000_000)
+    max_reflections: int | None = Field(default=None, ge=0, le=100_000_000)
+    archive_retention_days: float | None = Field(default=None, gt=0, le=36_500, allow_inf_nan=False)
+
+    def values(self) -> dict[str, Any]:
+        return self.model_dump(include=self.model_fields_set)
+
+
 class AgentUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     personality: Personality | None = None
     background: str | None = Field(default=None, max_length=MAX_BACKGROUND_CHARS)
+    limits: Limits | None = None
 
 
 class PersonalityUpdate(BaseModel):
@@ -72,6 +87,9 @@ class AgentProfile(BaseModel):
     agent_id: str
     personality: dict[str, float]
     background: str
+    limits: dict[str, int | float | None] = Field(
+        description="the limits this agent set; a key absent follows the MEMORA_* default"
+    )
     created_at: datetime
     updated_at: datetime
 

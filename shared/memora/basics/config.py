@@ -356,6 +356,14 @@ class Settings(BaseSettings):
     # re-clean stored entity names (merge, rename, drop noise); each run examines
     # job_batch_size entities per agent and goes on from there the next run
     entity_names_interval_seconds: float = 86400.0
+    # Limits (seed 002 §4.9; docs/lifecycle.md "Limits"): defaults for every agent, which an
+    # agent's own `limits` override. Over a maximum, the `limits` job archives the active
+    # memories (reflections) of lowest retention score first; archived memories past the
+    # archive retention are purged by `cleanup`. None: no limit (no purge).
+    max_memories: int | None = Field(default=1000, ge=0)
+    max_reflections: int | None = Field(default=100, ge=0)
+    archive_retention_days: float | None = Field(default=365.0, gt=0)
+    limits_interval_seconds: float = 86400.0
 
     # --- operations (docs/operations.md) ----------------------------------------------------
     # Logs on stderr: "text" (readable lines) or "json" (one object per line); the fields a
@@ -400,6 +408,13 @@ class Settings(BaseSettings):
     @classmethod
     def _unset_if_empty(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("max_memories", "max_reflections", "archive_retention_days", mode="before")
+    @classmethod
+    def _limit_off(cls, value: object) -> object:
+        """MEMORA_MAX_MEMORIES=off (or none, or empty): no limit."""
+        off = isinstance(value, str) and value.strip().lower() in ("", "off", "none")
+        return None if off else value
 
     @model_validator(mode="after")
     def _apply_providers(self) -> Settings:

@@ -242,6 +242,13 @@ ENTITY_NAME_CHANGES = Counter(
     ["change"],
     namespace=NAMESPACE,
 )
+LIMIT_ACTIONS = Counter(
+    "limit_actions",
+    "Memories the per-agent limits removed, by action (archived_memory: over max_memories, "
+    "archived_reflection: over max_reflections, purged_archived: archived past the retention)",
+    ["action"],
+    namespace=NAMESPACE,
+)
 JOB_DURATION = Histogram(
     "job_duration_seconds",
     "Run time of a periodic job",

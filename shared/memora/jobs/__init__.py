@@ -15,6 +15,7 @@ from memora.jobs import (
     entity_names,
     graph_maintenance,
     heartbeat,
+    limits,
     reconcile,
     reflection,
     webhooks,
@@ -74,10 +75,16 @@ JOBS: dict[str, JobSpec] = {
             "re-clean stored entity names: merge, rename, remove noise entities",
         ),
         JobSpec(
+            "limits",
+            limits.run,
+            lambda s: s.limits_interval_seconds,
+            "archive the lowest-retention memories (reflections) of agents over their limits",
+        ),
+        JobSpec(
             "cleanup",
             cleanup.run,
             lambda s: s.cleanup_interval_seconds,
-            "purge forgotten memories past the retention period",
+            "purge forgotten memories past the retention, archived ones past the archive's",
         ),
         JobSpec(
             "webhooks",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
@@ -28,11 +28,12 @@ from memora.basics.tenancy import Scope
 from memora.entities import resolution as entities
 from memora.extraction.base import Mention
 from memora.lifecycle import changes, rules
+from memora.lifecycle.limits import resolve as resolve_limits
 from memora.lifecycle.rules import Decision, Statement, Thresholds, Verdict
 from memora.lifecycle.scores import clamp_importance, heuristic_importance
 from memora.nlp.embedding import TextEmbedder
 from memora.nlp.llm import LLMClient
-from memora.store import agents, links
+from memora.store import agents, evolution, links
 from memora.store import entities as entity_store
 from memora.store import lifecycle as store
 from memora.store.units import Unresolved
@@ -352,9 +353,10 @@ class Memories:
     def restore(
         self, scope: Scope, agent_id: str, memory_id: UUID, *, actor: str = "api"
     ) -> dict[str, Any]:
-        """Back to active: a forgotten memory within the retention period, an archived or a
-        superseded one at any time. A superseded one's validity window opens again (its
-        `valid_until` cleared, recorded in the event): undoing a supersede."""
+        """Back to active: a forgotten memory within the retention period, an archived one
+        within the agent's archive retention, a superseded one at any time. A superseded
+        one's validity window opens again (its `valid_until` cleared, recorded in the event):
+        undoing a supersede."""
         key = scope.key(agent_id)
         retention = timedelta(days=self.settings.forget_retention_days)
         with self.pool.connection() as conn, conn.transaction():
@@ -371,6 +373,8 @@ class Memories:
                     "retention_expired",
                     f"forgotten more than {self.settings.forget_retention_days:g} days ago",
                 )
+            if row.status == "archived":
+                self._within_archive_retention(conn, key, row.status_at)
             store.set_status(conn, key, [memory_id], "active", reason=None, at=utcnow())
             cleared = row.valid_until.isoformat() if row.valid_until else None
             store.record(
@@ -379,6 +383,15 @@ class Memories:
                          "valid_until_cleared": cleared},
             )  # fmt: skip
         return {"id": memory_id, "status": "active", "restored": True, "was": row.status}
+
+    def _within_archive_retention(
+        self, conn: Connection[Any], key: str, archived_at: datetime | None
+    ) -> None:
+        """Gone when archived longer ago than the agent's archive retention (cleanup purges)."""
+        kept = resolve_limits(self.settings, evolution.agent_limits(conn, key))
+        days = kept.archive_retention_days
+        if days is not None and archived_at and archived_at < utcnow() - timedelta(days=days):
+            raise Gone("retention_expired", f"archived more than {days:g} days ago")
 
     # -------------------------------------------------------------------------------- link
     def link(

@@ -66,3 +66,10 @@ def reflection_due(new_importance_sum: float, threshold: float) -> bool:
     """Generative Agents' trigger: the summed importance of memories since the last
     reflection passes the threshold (150 on the 1–10 scale)."""
     return new_importance_sum >= threshold
+
+
+def retention_score(importance: float, days_since_access: float, rate: float) -> float:
+    """How much a memory is worth keeping when an agent is over its limits (seed 002 §4.9): its
+    attenuated importance, the number attenuation compares with the floor. The limits job
+    archives the lowest first (store.evolution.lowest_retention orders by its logarithm)."""
+    return attenuated(importance, days_since_access, rate)

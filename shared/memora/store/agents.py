@@ -16,7 +16,7 @@ from memora.store.purge import purge_agents
 
 TRAITS = ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism")
 DEFAULT_PERSONALITY: dict[str, float] = {t: 0.5 for t in TRAITS} | {"bias_strength": 0.5}
-_COLUMNS = "agent_id, personality, background, created_at, updated_at"
+_COLUMNS = "agent_id, personality, background, limits, created_at, updated_at"
 
 
 def _client(scope: Scope, row: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -67,8 +67,9 @@ def update_agent(
     *,
     personality: dict[str, float] | None = None,
     background: str | None = None,
+    limits: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Create or update; personality values are merged over the current ones."""
+    """Create or update; personality values and limits are merged over the current ones."""
     ensure_agent(conn, scope, agent_id)
     conn.execute(
         """
@@ -76,12 +77,15 @@ def update_agent(
             personality = CASE WHEN %(p)s::jsonb IS NULL THEN personality
                                ELSE personality || %(p)s::jsonb END,
             background  = COALESCE(%(b)s, background),
+            limits      = CASE WHEN %(l)s::jsonb IS NULL THEN limits
+                               ELSE limits || %(l)s::jsonb END,
             updated_at  = now()
         WHERE agent_id = %(a)s AND tenant_id = %(t)s
         """,
         {
             "p": Jsonb(personality) if personality is not None else None,
             "b": background,
+            "l": Jsonb(limits) if limits is not None else None,
             "a": scope.key(agent_id),
             "t": scope.tenant_id,
         },

@@ -62,6 +62,71 @@ def expired_forgotten(
     ]
 
 
+def expired_archived(
+    conn: Connection[Any], agent_key: str, before: datetime, limit: int
+) -> list[UUID]:
+    """The agent's memories archived before `before` (past its archive retention)."""
+    return [
+        r["id"]
+        for r in conn.execute(
+            "SELECT id FROM memory_units WHERE status = 'archived' AND status_at < %s "
+            "AND agent_id = %s ORDER BY status_at, id LIMIT %s",
+            (before, agent_key, limit),
+        )
+    ]
+
+
+def agent_limits(conn: Connection[Any], agent_key: str) -> dict[str, Any]:
+    """The limits the agent set for itself (memora.lifecycle.limits resolves the rest)."""
+    row = conn.execute("SELECT limits FROM agents WHERE agent_id = %s", (agent_key,)).fetchone()
+    return dict(row["limits"]) if row else {}
+
+
+# What each limit counts: active reflections, or every other active unit but opinions (which
+# attenuation leaves alone too: they are the agent's beliefs, revised by think).
+_OF_KIND = (
+    "CASE WHEN %(r)s THEN u.fact_type = 'reflection' "
+    "ELSE u.fact_type NOT IN ('reflection', 'opinion') END"
+)
+
+
+def count_active(conn: Connection[Any], agent_key: str, *, reflections: bool) -> int:
+    row = conn.execute(
+        f"SELECT count(*) AS n FROM memory_units u WHERE u.agent_id = %(a)s "
+        f"AND u.status = 'active' AND {_OF_KIND}",
+        {"a": agent_key, "r": reflections},
+    ).fetchone()
+    return int(row["n"]) if row else 0
+
+
+def lowest_retention(
+    conn: Connection[Any],
+    agent_key: str,
+    *,
+    reflections: bool,
+    now: datetime,
+    rate: float,
+    limit: int,
+) -> list[FadingUnit]:
+    """The agent's `limit` active memories (or reflections) of lowest retention score
+    (importance · e^(−rate·days since last access), memora.lifecycle.scores.retention_score),
+    lowest first; compared by its logarithm, which cannot underflow. Ties: least recently used."""
+    return fetch_all(
+        conn,
+        FadingUnit,
+        f"""
+        SELECT u.id, u.importance, coalesce(a.last_accessed_at, u.created_at) AS last_used
+        FROM memory_units u LEFT JOIN memory_access a ON a.unit_id = u.id
+        WHERE u.agent_id = %(a)s AND u.status = 'active' AND {_OF_KIND}
+        ORDER BY ln(greatest(u.importance, 1e-6)) - %(rate)s * greatest(0, extract(epoch FROM
+                 %(now)s - coalesce(a.last_accessed_at, u.created_at))::float8 / 86400),
+                 last_used, u.id
+        LIMIT %(k)s
+        """,
+        {"a": agent_key, "r": reflections, "now": now, "rate": rate, "k": limit},
+    )
+
+
 def purge(conn: Connection[Any], ids: Sequence[UUID]) -> dict[str, int]:
     """Delete these units for real (links, entity references, access counts, embeddings)."""
     return purge_units(conn, "SELECT unnest(%(ids)s::uuid[])", {"ids": list(ids)})

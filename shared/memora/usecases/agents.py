@@ -28,6 +28,7 @@ class AgentProfile:
     agent_id: str  # as the client names it
     personality: dict[str, float]  # every Big Five trait and bias_strength
     background: str
+    limits: dict[str, Any]  # the limits the agent set (others: MEMORA_* defaults); null: none
     created_at: datetime
     updated_at: datetime
 
@@ -37,6 +38,7 @@ class AgentProfile:
             row["agent_id"],
             full_personality(row["personality"]),
             row["background"] or "",
+            row["limits"],
             row["created_at"],
             row["updated_at"],
         )
@@ -61,11 +63,13 @@ def update(
     *,
     personality: dict[str, float] | None = None,
     background: str | None = None,
+    limits: dict[str, Any] | None = None,
 ) -> AgentProfile:
-    """Create or update: personality values merge over the current ones, background replaces."""
+    """Create or update: personality values and limits merge over the current ones,
+    background replaces."""
     with conn.transaction():
         row = agents.update_agent(
-            conn, scope, agent_id, personality=personality, background=background
+            conn, scope, agent_id, personality=personality, background=background, limits=limits
         )
     return AgentProfile.of(row)
 

@@ -1,0 +1,35 @@
+"""Per-agent limits: the MEMORA_* defaults (seed 002 §4.9), switching one off, an agent's own
+overriding key by key, and the retention score's order."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from memora.basics.config import Settings
+from memora.lifecycle.limits import AgentLimits, resolve
+from memora.lifecycle.scores import retention_score
+
+
+def test_defaults_follow_the_seed_and_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MAX_MEMORIES", "MAX_REFLECTIONS", "ARCHIVE_RETENTION_DAYS"):
+        monkeypatch.delenv(f"MEMORA_{name}", raising=False)
+    assert resolve(Settings(), {}) == AgentLimits(1000, 100, 365.0)
+    monkeypatch.setenv("MEMORA_MAX_MEMORIES", "off")
+    monkeypatch.setenv("MEMORA_ARCHIVE_RETENTION_DAYS", "30")
+    assert resolve(Settings(), {}) == AgentLimits(None, 100, 30.0)
+    monkeypatch.setenv("MEMORA_MAX_REFLECTIONS", "-1")
+    with pytest.raises(ValidationError):
+        Settings()
+
+
+def test_an_agents_own_limits_override_key_by_key() -> None:
+    s = Settings(max_memories=1000, max_reflections=100, archive_retention_days=365)
+    mine = {"max_memories": 50, "archive_retention_days": None}
+    assert resolve(s, mine) == AgentLimits(50, 100, None)
+
+
+def test_retention_score_weighs_importance_against_disuse() -> None:
+    rate = 0.1
+    assert retention_score(9, 30, rate) < retention_score(2, 0, rate) < retention_score(5, 2, rate)
+    assert retention_score(5, -3, rate) == 5  # a future access date does not inflate it
