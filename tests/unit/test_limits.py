@@ -11,9 +11,15 @@ from memora.lifecycle.limits import AgentLimits, resolve
 from memora.lifecycle.scores import retention_score
 
 
-def test_defaults_follow_the_seed_and_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_defaults_are_off_the_seeds_values_set_and_switched_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     for name in ("MAX_MEMORIES", "MAX_REFLECTIONS", "ARCHIVE_RETENTION_DAYS"):
         monkeypatch.delenv(f"MEMORA_{name}", raising=False)
+    assert resolve(Settings(), {}) == AgentLimits(None, None, None)
+    monkeypatch.setenv("MEMORA_MAX_MEMORIES", "1000")  # seed 002's values
+    monkeypatch.setenv("MEMORA_MAX_REFLECTIONS", "100")
+    monkeypatch.setenv("MEMORA_ARCHIVE_RETENTION_DAYS", "365")
     assert resolve(Settings(), {}) == AgentLimits(1000, 100, 365.0)
     monkeypatch.setenv("MEMORA_MAX_MEMORIES", "off")
     monkeypatch.setenv("MEMORA_ARCHIVE_RETENTION_DAYS", "30")

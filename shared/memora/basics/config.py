@@ -360,9 +360,10 @@ class Settings(BaseSettings):
     # agent's own `limits` override. Over a maximum, the `limits` job archives the active
     # memories (reflections) of lowest retention score first; archived memories past the
     # archive retention are purged by `cleanup`. None: no limit (no purge).
-    max_memories: int | None = Field(default=1000, ge=0)
-    max_reflections: int | None = Field(default=100, ge=0)
-    archive_retention_days: float | None = Field(default=365.0, gt=0)
+    # off by default (seed 002 §4.9 says 1000, 100 and 365: docs/lifecycle.md, Limits)
+    max_memories: int | None = Field(default=None, ge=0)
+    max_reflections: int | None = Field(default=None, ge=0)
+    archive_retention_days: float | None = Field(default=None, gt=0)
     limits_interval_seconds: float = 86400.0
 
     # --- operations (docs/operations.md) ----------------------------------------------------
