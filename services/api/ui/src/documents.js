@@ -5,8 +5,10 @@ import { api } from "./api.js";
 import { $, el, toast, when } from "./util.js";
 
 export class DocumentView {
-  constructor(state) {
+  // changed: called after an edit or a delete (the Agents view refreshes its documents' counts)
+  constructor(state, changed) {
     this.state = state;
+    this.changed = changed;
     this.documentId = null;
   }
 
@@ -85,6 +87,7 @@ export class DocumentView {
       return;
     }
     toast(result.operation_id ? `${done}; operation ${result.operation_id.slice(0, 8)} updates its memories` : done);
+    this.changed();
     await this.open(this.documentId);
   }
 }

@@ -105,7 +105,7 @@ function keyDialog(reason) {
 function init() {
   onKeyNeeded(keyDialog);
   views.graph = new GraphView(state);
-  views.documents = new DocumentView(state);
+  views.documents = new DocumentView(state, loadDocuments);
   views.search = new SearchView(state);
   views.operations = new OperationsView(state);
   views.queues = new QueuesView(state);
