@@ -5,7 +5,9 @@ stage on Redis, the suite's PostgreSQL, and the LLM extractor talking to the fak
 It checks that the page loads without console errors, the graph shows the nodes of an ingested
 conversation, a search shows its results and trace, and an operation that failed for real
 (invalid LLM answers) is listed, then retried from the UI to completion once the LLM answers
-well. Screenshots go to docs/ui/ (docs/ui.md). `.ci/install-browser` installs what it needs.
+well; and user control: a memory edited (a new version, history kept), forgotten and restored
+from its panel, a conversation's messages edited and deleted. Screenshots go to docs/ui/
+(docs/ui.md). `.ci/install-browser` installs what it needs.
 """
 
 from __future__ import annotations
