@@ -53,6 +53,7 @@ LIFECYCLE_PATHS = (
         for op in ("remember", "forget", "recall", "reflect", "link")
     ),
     ("POST", "/agents/{agent_id}/memories/{memory_id}/restore"),
+    ("PATCH", "/agents/{agent_id}/memories/{memory_id}"),
 )
 
 

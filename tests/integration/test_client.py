@@ -135,6 +135,12 @@ def test_remember_recall_link_forget_restore(client: MemoraClient, agent_id: str
     assert all(r.id != kept.memory_id for r in client.recall(agent_id, "window seats").memories)
     client.restore(agent_id, kept.memory_id)
     assert client.memory(agent_id, kept.memory_id).status == "active"
+    edited = client.edit(agent_id, kept.memory_id, "Maya prefers aisle seats on trains.")
+    assert edited.superseded_id == kept.memory_id
+    assert client.memory(agent_id, edited.memory_id).text == "Maya prefers aisle seats on trains."
+    assert client.memory(agent_id, kept.memory_id).status == "superseded"
+    with pytest.raises(errors.ConflictError):
+        client.edit(agent_id, kept.memory_id, "Maya prefers no seat at all.")
     with pytest.raises(errors.NotFoundError):
         client.forget(agent_id, uuid4())
 

@@ -86,6 +86,37 @@ def test_merge_counts_evidence_and_keeps_the_richer_text(api: Any, agent_id: str
     assert remember(api, agent_id, "Alice adopted 2 dogs named Rex.")["decision"] == "ADD"
 
 
+def test_edit_makes_a_new_version_and_keeps_the_old(api: Any, agent_id: str) -> None:
+    old = remember(api, agent_id, "Dana works as a nurse in Leeds.", category="work", importance=7)
+    url = f"/api/agents/{agent_id}/memories"
+    r = api.patch(
+        f"{url}/{old['memory_id']}", json={"content": "Dana works as a surgeon in Leeds."}
+    )
+    assert r.status_code == 200, r.text
+    new_id = r.json()["memory_id"]
+    assert new_id != old["memory_id"] and r.json()["superseded_id"] == old["memory_id"]
+    new = api.get(f"{url}/{new_id}").json()
+    assert new["text"] == "Dana works as a surgeon in Leeds." and new["status"] == "active"
+    assert (new["category"], new["importance"], new["replaced"]) == ("work", 7, [old["memory_id"]])
+    assert [(e["event"], e["reason"]) for e in new["history"]] == [("added", "edited by the user")]
+    before = api.get(f"{url}/{old['memory_id']}").json()
+    assert before["status"] == "superseded" and before["superseded_by"] == new_id
+    assert [e["event"] for e in before["history"]] == ["added", "superseded"]
+    assert before["history"][1]["details"]["new_text"] == new["text"]
+    assert new_id in search_ids(api, agent_id, "Dana surgeon Leeds")
+    assert old["memory_id"] not in search_ids(api, agent_id, "Dana nurse Leeds")
+    # refusals: a superseded version, the same text, empty text, an unknown id; nothing written
+    for target, body, status, code in (
+        (old["memory_id"], {"content": "Dana is a vet."}, 409, "memory_not_active"),
+        (new_id, {"content": " Dana works as a surgeon in Leeds. "}, 422, "unchanged"),
+        (new_id, {"content": "   "}, 422, "empty_content"),
+        ("6f1c1b0e-5a0e-4a43-9f39-1d0c2f1f6d11", {"content": "x"}, 404, "memory_not_found"),
+    ):
+        r = api.patch(f"{url}/{target}", json=body)
+        assert (r.status_code, r.json()["error"]["code"]) == (status, code), r.text
+    assert api.get(f"{url}/{new_id}").json()["history"] == new["history"]
+
+
 def test_forget_restore_and_purge(api: Any, agent_id: str, pool: Any, settings: Settings) -> None:
     from memora.jobs import JOBS, JobContext, run_job
     from memora.pipeline.backend import InlineBackend

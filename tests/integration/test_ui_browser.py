@@ -5,7 +5,9 @@ stage on Redis, the suite's PostgreSQL, and the LLM extractor talking to the fak
 It checks that the page loads without console errors, the graph shows the nodes of an ingested
 conversation, a search shows its results and trace, and an operation that failed for real
 (invalid LLM answers) is listed, then retried from the UI to completion once the LLM answers
-well. Screenshots go to docs/ui/ (docs/ui.md). `.ci/install-browser` installs what it needs.
+well; and user control: a memory edited (a new version, history kept), forgotten and restored
+from its panel, a conversation's messages edited and deleted. Screenshots go to docs/ui/
+(docs/ui.md). `.ci/install-browser` installs what it needs.
 """
 
 from __future__ import annotations
@@ -296,6 +298,131 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
             page.screenshot(path=str(SHOTS / "webhooks.png"))
         browser.close()
     assert not errors, errors
+
+
+CONTROL_AGENT = "ui-control"
+TRIP = [
+    ("m1", "user", "I booked the train from Vienna to Prague for June 3."),
+    ("m2", "assistant", "Noted: Vienna to Prague on June 3. Window seat?"),
+    ("m3", "user", "Yes, and my card number is 4111 1111 1111 1111."),
+]
+TRIP_FACTS = {
+    "facts": [
+        _fact(0, "Maya booked a train from Vienna to Prague for June 3, 2024.", "world",
+              [("Maya", "PERSON"), ("Vienna", "LOCATION"), ("Prague", "LOCATION")]),
+        _fact(0, "Maya likes window seats on trains.", "world", [("Maya", "PERSON")]),
+    ]
+}  # fmt: skip
+TAP_UNIT = """(text) => window.memoraUI.graph.cy.nodes('[kind = "unit"]')
+    .filter((n) => n.data('label').includes(text))[0].emit('tap')"""
+
+
+def _deliberate(message: str) -> bool:
+    """The browser's own log line for an answer the test asked to be refused."""
+    return message.startswith("Failed to load resource: the server responded with a status of 422")
+
+
+def test_user_control_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
+    """Edit a memory (a new version; history kept), forget and restore it from its panel; open a
+    conversation, edit one message and delete another; every change checked through the API."""
+    s = ui_stack.settings
+    base = f"http://{s.host}:{s.port}"
+    agent_url = f"{base}/api/agents/{CONTROL_AGENT}"
+    fake_llm.reset()
+    fake_llm.always(Reply(TRIP_FACTS), when=MARKER)
+    messages = [
+        {"message_id": m, "role": r, "content": c, "event_date": f"2024-05-20T10:0{i}:00Z"}
+        for i, (m, r, c) in enumerate(TRIP)
+    ]
+    r = httpx.post(
+        f"{agent_url}/conversations/trip-chat/messages", json={"messages": messages}, timeout=30
+    )
+    assert r.status_code == 202, r.text
+    assert _final_status(base, r.json()["operation_id"]) == "completed"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: d.accept())  # "Forget this memory?", "Delete message?"
+        page.goto(f"{base}/")
+        page.locator(f'#agents-table tr[data-agent="{CONTROL_AGENT}"]').click()
+
+        # A memory edited from its panel: the new version, the old one superseded, history kept
+        page.click('#tabs button[data-view="graph"]')
+        page.locator("#graph-status", has_text="nodes").wait_for()
+        page.evaluate(TAP_UNIT, "Vienna to Prague")
+        panel = page.locator("#node-panel")
+        panel.locator(".node-text", has_text="Vienna to Prague").wait_for()
+        old_id = page.evaluate("window.memoraUI.graph.memory.memory.id")
+        panel.locator("button", has_text="Edit").click()
+        text = panel.locator("#memory-edit textarea")
+        page.click("#memory-edit button[type=submit]")  # the same text: the API's refusal shown
+        panel.locator("#memory-error", has_text="current text").wait_for()
+        text.fill("Maya booked a train from Vienna to Budapest for June 3, 2024.")
+        page.click("#memory-edit button[type=submit]")
+        panel.locator(".node-text", has_text="Vienna to Budapest").wait_for()
+        new_id = page.evaluate("window.memoraUI.graph.memory.memory.id")
+        assert new_id != old_id
+        panel.locator(".history li", has_text="edited by the user").wait_for()
+        panel.locator(".versions li", has_text="Replaces").wait_for()
+        page.screenshot(path=str(SHOTS / "memory-edit.png"))
+        old = httpx.get(f"{agent_url}/memories/{old_id}", timeout=10).json()
+        assert (old["status"], old["superseded_by"]) == ("superseded", new_id)
+        new = httpx.get(f"{agent_url}/memories/{new_id}", timeout=10).json()
+        assert new["text"].endswith("to Budapest for June 3, 2024.") and new["replaced"] == [old_id]
+        # the earlier version, one click away, can be restored
+        panel.locator(".versions li", has_text="Replaces").locator("button").click()
+        panel.locator("dd", has_text="superseded").wait_for()
+        assert panel.locator("button", has_text="Restore").is_visible()
+        panel.locator(".versions li", has_text="Newer version").locator("button").click()
+        panel.locator(".node-text", has_text="Vienna to Budapest").wait_for()
+
+        # Forget (confirmed), then Restore
+        panel.locator("button", has_text="Forget").click()
+        panel.locator("dd", has_text="forgotten").wait_for()
+        assert httpx.get(f"{agent_url}/memories/{new_id}", timeout=10).json()["status"] == (
+            "forgotten"
+        )
+        panel.locator("button", has_text="Restore").click()
+        panel.locator(".history li", has_text="restored").wait_for()
+        assert panel.locator("button", has_text="Restore").count() == 0
+        history = httpx.get(f"{agent_url}/memories/{new_id}", timeout=10).json()["history"]
+        assert [e["event"] for e in history] == ["added", "forgotten", "restored"]
+        assert history[1]["reason"] == "forgotten in the web UI"
+
+        # A conversation's messages: one edited, one deleted
+        page.click('#tabs button[data-view="agents"]')
+        page.locator("#documents-list li", has_text="trip-chat").locator("button").click()
+        listed = page.locator("#messages-list li")
+        listed.nth(2).wait_for()
+        assert listed.count() == 3
+        m2 = page.locator('#messages-list li[data-message="m2"]')
+        m2.locator("button", has_text="Edit").click()
+        m2.locator("textarea").fill("   ")  # refused by the API: its error is shown
+        m2.locator("button", has_text="Save").click()
+        page.locator("#document-error").wait_for()
+        assert page.locator("#document-error").inner_text().strip()
+        m2.locator("textarea").fill("Noted: Vienna to Budapest on June 3. Window seat?")
+        m2.locator("button", has_text="Save").click()
+        m2.locator(".message-text", has_text="Vienna to Budapest").wait_for()
+        page.locator('#messages-list li[data-message="m3"]').locator(
+            "button", has_text="Delete"
+        ).click()
+        page.locator('#messages-list li[data-message="m3"]').wait_for(state="detached")
+        assert listed.count() == 2
+        page.locator("#documents-list li", has_text="2 items").wait_for()  # counts refreshed
+        page.screenshot(path=str(SHOTS / "messages.png"))
+        doc = httpx.get(f"{agent_url}/documents/trip-chat", timeout=10).json()
+        assert [(i["message_id"], i["content"]) for i in doc["items"]] == [
+            ("m1", TRIP[0][2]),
+            ("m2", "Noted: Vienna to Budapest on June 3. Window seat?"),
+        ]
+        browser.close()
+    assert not [e for e in errors if not _deliberate(e)], errors
 
 
 @pytest.fixture()

@@ -73,6 +73,8 @@ SAME_FIELDS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (m.TimeRange, conversations.TimeRange),
     (m.RememberRequest, lifecycle.RememberRequest),
     (m.RememberResponse, lifecycle.RememberResponse),
+    (m.EditRequest, lifecycle.EditRequest),
+    (m.EditResponse, lifecycle.EditResponse),
     (m.ForgetRequest, lifecycle.ForgetRequest),
     (m.ForgetResponse, lifecycle.ForgetResponse),
     (m.RecallRequest, lifecycle.RecallRequest),

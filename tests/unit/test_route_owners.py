@@ -78,6 +78,9 @@ def test_one_handler_serves_a_memory_in_full(apps: dict[str, FastAPI]) -> None:
     # its restore, the lifecycle's operation beside it, stays on the query service
     restore = f"{MEMORY}/restore"
     assert [_forwarding(r) for r in _handlers(apps["api"], "POST", restore)] == [True]
+    # and so does its edit (a new version: it embeds), on the same path as the view
+    assert [_forwarding(r) for r in _handlers(apps["api"], "PATCH", MEMORY)] == [True]
+    assert [_name(r) for r in _handlers(apps["query"], "PATCH", MEMORY)] == ["edit_route"]
     assert len(_handlers(apps["query"], "POST", restore)) == 1
 
 

@@ -309,6 +309,11 @@ class AsyncMemoraClient:
         the server's cap need `confirm`). Restorable for `restorable_for_days`."""
         return await self._request(c.forget(agent_id, memory_id, query, reason, dry_run, confirm))
 
+    async def edit(self, agent_id: str, memory_id: str | UUID, content: str) -> m.EditResponse:
+        """A corrected text for an active memory: a new version that supersedes it (the old one
+        keeps its history and can be restored)."""
+        return await self._request(c.edit(agent_id, memory_id, content))
+
     async def restore(self, agent_id: str, memory_id: str | UUID) -> dict[str, Any]:
         """A forgotten (within the retention), archived or superseded memory: active again."""
         return await self._request(c.restore(agent_id, memory_id))

@@ -282,6 +282,11 @@ def forget(
     return _call("POST", agent_path(agent_id, "/forget"), m.ForgetResponse, body)
 
 
+def edit(agent_id: str, memory_id: str | UUID, content: str) -> Call[m.EditResponse]:
+    body = m.EditRequest(content=content)
+    return _call("PATCH", agent_path(agent_id, f"/memories/{seg(memory_id)}"), m.EditResponse, body)
+
+
 def restore(agent_id: str, memory_id: str | UUID) -> Call[dict[str, Any]]:
     return Call("POST", agent_path(agent_id, f"/memories/{seg(memory_id)}/restore"), dict)
 

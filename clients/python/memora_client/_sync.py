@@ -307,6 +307,11 @@ class MemoraClient:
         the server's cap need `confirm`). Restorable for `restorable_for_days`."""
         return self._request(c.forget(agent_id, memory_id, query, reason, dry_run, confirm))
 
+    def edit(self, agent_id: str, memory_id: str | UUID, content: str) -> m.EditResponse:
+        """A corrected text for an active memory: a new version that supersedes it (the old one
+        keeps its history and can be restored)."""
+        return self._request(c.edit(agent_id, memory_id, content))
+
     def restore(self, agent_id: str, memory_id: str | UUID) -> dict[str, Any]:
         """A forgotten (within the retention), archived or superseded memory: active again."""
         return self._request(c.restore(agent_id, memory_id))

@@ -109,6 +109,10 @@ class RememberRequest(Request):
     related_to: list[UUID] = Field(default_factory=list)
 
 
+class EditRequest(Request):
+    content: str
+
+
 class ForgetRequest(Request):
     memory_id: UUID | None = None
     query: str | None = None
@@ -291,6 +295,11 @@ class RememberResponse(Response):
     superseded_id: UUID | None = None
     merged_into: UUID | None = None
     linked: list[UUID] = Field(default_factory=list)
+
+
+class EditResponse(Response):
+    memory_id: UUID  # the new version
+    superseded_id: UUID  # the edited memory, now superseded
 
 
 class ForgetResponse(Response):

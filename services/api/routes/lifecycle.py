@@ -1,6 +1,6 @@
-"""The memory lifecycle on the query service (seed 002 §4.4): remember, forget, restore, recall,
-reflect and link, the operations that embed or rank. One memory with its history is the write
-API's route (`GET /api/agents/{agent_id}/memories/{id}`, services.api.routes.memories). Thin:
+"""The memory lifecycle on the query service (seed 002 §4.4): remember, edit, forget, restore,
+recall, reflect and link, the operations that embed or rank. One memory with its history is the
+write API's route (`GET /api/agents/{agent_id}/memories/{id}`, services.api.routes.memories). Thin:
 the use cases are `memora.lifecycle`'s (`Memories`, `recall`, `reflect`), whose refusals become
 4xx JSON answers in services.api.errors."""
 
@@ -19,6 +19,8 @@ from services.api.auth import Principal
 from services.api.deps import MemoriesDep, PrincipalDep, RetrieverDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.schemas.lifecycle import (
+    EditRequest,
+    EditResponse,
     ForgetRequest,
     ForgetResponse,
     LinkRequest,
@@ -52,6 +54,23 @@ async def remember_route(
         actor=_actor(principal),
     )  # fmt: skip
     return RememberResponse.of(result)
+
+
+@router.patch("/memories/{memory_id}", response_model=EditResponse, responses=error_responses(409))
+async def edit_route(
+    principal: PrincipalDep,
+    agent_id: AgentPath,
+    memory_id: UUID,
+    body: EditRequest,
+    memories: MemoriesDep,
+) -> EditResponse:
+    """Edit an active memory's text: a new version (same fact type, importance, category) that
+    supersedes it, holding over its whole window; the old one keeps its history (restorable).
+    409 `memory_not_active` for one that is not active; 422 `unchanged` for the same text."""
+    new_id = await run_in_threadpool(
+        memories.edit, principal.scope, agent_id, memory_id, body.content, actor=_actor(principal)
+    )
+    return EditResponse(memory_id=new_id, superseded_id=memory_id)
 
 
 @router.post("/forget", response_model=ForgetResponse, responses=error_responses(409))

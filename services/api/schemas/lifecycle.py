@@ -57,6 +57,15 @@ class RememberResponse(BaseModel):
         )
 
 
+class EditRequest(Strict):
+    content: Annotated[StorableText, Field(min_length=1)]
+
+
+class EditResponse(BaseModel):
+    memory_id: UUID = Field(description="the new version")
+    superseded_id: UUID = Field(description="the edited memory, now superseded by the new one")
+
+
 class ForgetRequest(Strict):
     memory_id: UUID | None = None
     query: Annotated[StorableText | None, Field(min_length=1, max_length=2000)] = None

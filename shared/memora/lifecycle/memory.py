@@ -292,6 +292,55 @@ class Memories:
             return None
         return Verdict(decision, candidates[answer.memory - 1].id, answer.reason or "LLM")
 
+    # -------------------------------------------------------------------------------- edit
+    def edit(
+        self, scope: Scope, agent_id: str, memory_id: UUID, content: str, *, actor: str = "api"
+    ) -> UUID:
+        """The user's correction of an active memory: a new version with the new text (same
+        fact type, importance and category) that supersedes it, holding over the old one's
+        whole window; the old version stays, superseded, with its history (restorable).
+        Returns the new version's id."""
+        text = content.strip()
+        if not text:
+            raise Invalid("empty_content", "content must not be empty")
+        if len(text) > self.settings.max_content_chars:
+            raise Invalid(
+                "content_too_long", f"at most {self.settings.max_content_chars} characters"
+            )
+        key = scope.key(agent_id)
+        vector = self.embedder.embed([text])[0]
+        found = mentions_of(text)
+        now = utcnow()
+        with self.pool.connection() as conn, conn.transaction():
+            store.lock_agent(conn, key)
+            rows = store.get_units(conn, key, [memory_id])
+            if not rows:
+                raise NotFound("memory_not_found", f"memory {memory_id} not found")
+            old = rows[0]
+            if old.status != "active":
+                raise Conflict(
+                    "memory_not_active", f"memory {memory_id} is {old.status}; restore it first"
+                )
+            if text == old.text:
+                raise Invalid("unchanged", "the new text is the memory's current text")
+            unit_id = uuid.uuid4()
+            store.insert_unit(
+                conn, key, unit_id, text=text, vector=vector, fact_type=old.fact_type,
+                importance=old.importance, category=old.category,
+                metadata={**old.metadata, "source": "edit", "edit_of": str(memory_id)},
+                at=now, valid_from=old.valid_from,
+            )  # fmt: skip
+            self.index(conn, key, unit_id, found, now)
+            reason = "edited by the user"
+            store.record(conn, key, [unit_id], "added", actor, reason=reason,
+                         related_id=memory_id, details={"edit_of": str(memory_id)})  # fmt: skip
+            change = store.Supersession(
+                memory_id, unit_id, old.text, text, reason, "user", until=old.valid_from
+            )
+            store.supersede(conn, key, change, actor, at=now)
+            webhooks.memory_superseded(conn, key, [memory_id], unit_id, reason)
+        return unit_id
+
     # ------------------------------------------------------------------------------ forget
     def forget(
         self,

@@ -3,7 +3,8 @@
 import cytoscape from "cytoscape";
 import fcose from "cytoscape-fcose";
 import { api } from "./api.js";
-import { $, checkedValues, el, toast, when } from "./util.js";
+import { MemoryPanel } from "./memory.js";
+import { $, checkedValues, el, toast } from "./util.js";
 
 cytoscape.use(fcose);
 
@@ -87,6 +88,7 @@ export class GraphView {
     this.state = state;
     this.cursor = null;
     this.params = null;
+    this.memory = new MemoryPanel(state, this);
     this.cy = cytoscape({
       container: $("#cy"),
       style: STYLE,
@@ -214,47 +216,11 @@ export class GraphView {
       );
       return;
     }
-    panel.append(el("p", { class: "muted" }, "loading…"));
-    let memory;
-    try {
-      memory = await api(`/api/agents/${encodeURIComponent(this.state.agent)}/memories/${data.id}`);
-    } catch (error) {
-      panel.append(el("p", { class: "error" }, error.message));
-      return;
-    }
-    const changed = memory.status === "active" ? "" : ` ${when(memory.status_at)}`;
-    const rows = [
-      ["Fact type", el("span", { class: `pill ${memory.fact_type}` }, memory.fact_type)],
-      ["Status", `${memory.status}${changed}${memory.status_reason ? ` · ${memory.status_reason}` : ""}`],
-      ["Said", when(memory.event_date)],
-      ["Happened", memory.occurred_start
-        ? `${when(memory.occurred_start)}${memory.occurred_end ? ` → ${when(memory.occurred_end)}` : ""}`
-        : "—"],
-      ["Document", memory.document_id || "—"],
-      ["Context", memory.context || "—"],
-      ["Confidence", memory.confidence_score ?? "—"],
-      ["Accessed", memory.access_count],
-    ];
-    panel.replaceChildren(
-      el("h2", {}, "Memory"),
-      el("p", { class: "node-text" }, memory.text),
-      el("dl", {}, rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
-      el("h3", {}, `Entities (${memory.entities.length})`),
-      el("div", { class: "chips" }, memory.entities.map((e) =>
-        el("button", { class: "chip", title: e.entity_type, onclick: () => this.seedEntity({ id: e.id, label: e.name }) }, e.name))),
-      el("h3", {}, `Links (${memory.links.length})`),
-      el("ul", { class: "list links" }, memory.links.slice(0, 15).map((l) =>
-        el("li", {}, el("span", { class: "link-type", style: `border-color:${edgeColor(l.type)}` }, l.type),
-          ` ${l.weight.toFixed(2)} · ${l.label}${l.relationship ? ` (${l.relationship})` : ""}`))),
-      ...(memory.history.length ? [
-        el("h3", {}, `History (${memory.history.length})`),
-        el("ul", { class: "list history" }, memory.history.map((e) =>
-          el("li", {}, el("span", { class: "muted" }, when(e.at)), ` ${e.event}`,
-            e.reason ? ` · ${e.reason}` : "", el("span", { class: "muted" }, ` · ${e.actor}`)))),
-      ] : []),
-      el("div", { class: "actions" },
-        el("button", { onclick: () => this.expandUnit(node, memory) }, "Expand neighbours")),
-    );
+    await this.memory.show(data.id);
+  }
+
+  edgeColor(type) {
+    return edgeColor(type);
   }
 
   expandUnit(node, memory) {

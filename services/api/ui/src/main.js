@@ -1,7 +1,9 @@
-// Memora's web UI: agents, the memory graph, the search playground, the operations console,
+// Memora's web UI: agents and their documents' messages, the memory graph (a memory's edit,
+// forget and restore), the search playground, the operations console,
 // webhooks and benchmark results.
 
 import { api, apiKey, onKeyNeeded } from "./api.js";
+import { DocumentView } from "./documents.js";
 import { GraphView } from "./graph.js";
 import { OperationsView, QueuesView } from "./ops.js";
 import { ResultsView } from "./results.js";
@@ -32,6 +34,7 @@ function selectAgent(agent) {
   sessionStorage.setItem("memora.agent", agent);
   $("#agent-select").value = agent;
   $$("#agents-table tbody tr").forEach((r) => r.classList.toggle("selected", r.dataset.agent === agent));
+  views.documents.close();
   loadDocuments();
   views.graph.cy.elements().remove();
 }
@@ -72,9 +75,10 @@ async function loadDocuments() {
   try {
     const data = await api(`/api/agents/${encodeURIComponent(state.agent)}/documents`);
     list.replaceChildren(...data.documents.map((d) =>
-      el("li", {}, el("b", {}, d.document_id), " ",
+      el("li", { "data-document": d.document_id }, el("b", {}, d.document_id), " ",
         el("span", { class: `badge ${d.status || ""}` }, d.status || ""),
-        el("div", { class: "muted small" }, `${d.item_count} items · ${d.unit_count} memories · ${when(d.updated_at)}`))));
+        el("div", { class: "muted small" }, `${d.item_count} items · ${d.unit_count} memories · ${when(d.updated_at)}`),
+        el("button", { class: "small ghost", onclick: () => views.documents.open(d.document_id) }, "Messages"))));
     if (!data.documents.length) list.replaceChildren(el("li", { class: "muted" }, "no documents"));
   } catch (error) {
     toast(error.message, "error");
@@ -101,6 +105,7 @@ function keyDialog(reason) {
 function init() {
   onKeyNeeded(keyDialog);
   views.graph = new GraphView(state);
+  views.documents = new DocumentView(state, loadDocuments);
   views.search = new SearchView(state);
   views.operations = new OperationsView(state);
   views.queues = new QueuesView(state);
@@ -112,6 +117,7 @@ function init() {
     selectAgent(e.target.value);
     if (state.view === "graph") views.graph.load();
   });
+  $("#document-close").addEventListener("click", () => views.documents.close());
   $("#key-button").textContent = apiKey.get() ? "API key ✓" : "API key";
   $("#key-button").addEventListener("click", async () => {
     if (await keyDialog()) {
