@@ -151,7 +151,7 @@ Rules:
    other fact in "facts">, "type": "causes" | "caused_by" | "enables" | "prevents"}}.
 8. item: the number of the item the fact comes from.
 9. importance: how much the fact matters for knowing the person later, from 1 (mundane, e.g.
-   small talk) to 10 (core: identity, health, relationships, major decisions and plans).
+   small talk) to 10 (core: identity, relationships, major decisions and plans).
 10. category: one of preference, fact, decision, relationship, project.
 11. confidence: from 0 to 1, how certain you are that the fact is accurate as written.
 12. explicit: true when the user explicitly asked to remember it ("remember that...").{sensitive}"""
