@@ -116,6 +116,18 @@ def test_append_messages_and_conversation_search(client: MemoraClient, agent_id:
     assert conflict.value.code == "message_conflict"
 
 
+def test_a_temporary_chat_is_not_remembered(client: MemoraClient, agent_id: str) -> None:
+    kept = client.append_messages(agent_id, "open", MESSAGES)
+    client.wait_for(kept.operation_id, timeout=60)
+    secret = {"message_id": "t1", "role": "user", "content": "Our boat Sea Lark sails from Brest."}
+    done = client.append_messages(agent_id, "incognito", [secret], temporary=True)
+    client.wait_for(done.operation_id, timeout=60)
+    found = client.conversation_search(agent_id, "boat Sea Lark sails from Brest", min_score=0)
+    assert found.total_results >= 1 and {r.conversation_id for r in found.results} == {"open"}
+    hits = client.search(agent_id, "boat Sea Lark Brest", top_k=50)
+    assert not any("Sea Lark" in r.text for r in hits.results)
+
+
 def test_remember_recall_link_forget_restore(client: MemoraClient, agent_id: str) -> None:
     kept = client.remember(agent_id, "Maya prefers window seats on trains.", importance=7)
     assert kept.decision == "ADD"

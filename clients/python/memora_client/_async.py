@@ -123,14 +123,16 @@ class AsyncMemoraClient:
         title: str | None = None,
         update_mode: Literal["replace", "append"] = "replace",
         backfill: bool = False,
+        temporary: bool = False,
     ) -> m.BatchAccepted:
         """Stores raw items (`POST /api/memories/batch`); extraction runs in the background as
         the answer's `operation_id` (see `wait_for`). Items are `MemoryItem`s, dicts of their
         fields, or plain strings (the content). Idempotent per `document_id`: the same content
         again is `unchanged`, other content `replaced`; `update_mode="append"` adds the items
-        to the document as new messages. `backfill=True` processes on the backfill queues."""
+        to the document as new messages. `backfill=True` processes on the backfill queues.
+        `temporary=True`: a temporary chat, nothing remembered (docs/conversations.md)."""
         return await self._request(
-            c.store_batch(agent_id, items, document_id, title, update_mode, backfill)
+            c.store_batch(agent_id, items, document_id, title, update_mode, backfill, temporary)
         )
 
     async def append_messages(
@@ -141,12 +143,14 @@ class AsyncMemoraClient:
         *,
         title: str | None = None,
         backfill: bool = False,
+        temporary: bool = False,
     ) -> m.AppendAccepted:
         """Appends messages to a live conversation (created on first use). Each message needs
         `message_id` and `role`; an id already stored is skipped (safe retries), the same id
-        with other content is a `ConflictError` (`message_conflict`)."""
+        with other content is a `ConflictError` (`message_conflict`). `temporary=True`: nothing
+        remembered from these messages."""
         return await self._request(
-            c.append_messages(agent_id, conversation_id, messages, title, backfill)
+            c.append_messages(agent_id, conversation_id, messages, title, backfill, temporary)
         )
 
     async def operation(self, operation_id: str | UUID) -> m.Operation:

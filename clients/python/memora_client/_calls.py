@@ -121,6 +121,7 @@ def store_batch(
     title: str | None,
     update_mode: Literal["replace", "append"],
     backfill: bool,
+    temporary: bool = False,
 ) -> Call[m.BatchAccepted]:
     body = m.BatchRequest(
         agent_id=agent_id,
@@ -128,6 +129,7 @@ def store_batch(
         document_id=document_id,
         title=title,
         update_mode=update_mode,
+        temporary=temporary,
     )
     return _call("POST", "/api/memories/batch", m.BatchAccepted, body, headers=_priority(backfill))
 
@@ -138,8 +140,11 @@ def append_messages(
     messages: Sequence[MessageLike],
     title: str | None,
     backfill: bool,
+    temporary: bool = False,
 ) -> Call[m.AppendAccepted]:
-    body = m.AppendRequest(messages=[_message(x) for x in messages], title=title)
+    body = m.AppendRequest(
+        messages=[_message(x) for x in messages], title=title, temporary=temporary
+    )
     path = agent_path(agent_id, f"/conversations/{seg(conversation_id)}/messages")
     return _call("POST", path, m.AppendAccepted, body, headers=_priority(backfill))
 

@@ -40,6 +40,10 @@ class MemoryItem(Request):
         default=None, description="unique within its document; default: its position"
     )
     role: Role | None = None
+    remember: bool | None = Field(default=None, description="false: no memory from it")
+    searchable: bool | None = Field(
+        default=None, description="false: not in the conversation index; default: as remember"
+    )
 
 
 class Message(MemoryItem):
@@ -55,10 +59,12 @@ class BatchRequest(Request):
     document_id: str | None = None
     title: str | None = None
     update_mode: Literal["replace", "append"] = "replace"
+    temporary: bool = False
 
 
 class AppendRequest(Request):
     messages: list[Message]
+    temporary: bool = False
     title: str | None = None
 
 

@@ -22,10 +22,12 @@ from memora.basics.models import (
     Role,
     StorableText,
     aware,
+    temporary_items,
 )
 from memora.retrieval.conversation import MAX_LIMIT, ConversationHit, ConversationQuery
 from memora.usecases.conversations import MessagePatch, SyncResult
 from memora.usecases.ingest import AppendAccepted
+from services.api.schemas.memories import TEMPORARY
 
 
 class AppendedMessage(MemoryItem):
@@ -41,6 +43,13 @@ class AppendRequest(BaseModel):
 
     messages: list[AppendedMessage] = Field(min_length=1)
     title: StorableText | None = Field(default=None, max_length=500)
+    temporary: bool = Field(default=False, description=TEMPORARY)
+
+    @model_validator(mode="after")
+    def _temporary(self) -> AppendRequest:
+        if self.temporary:
+            self.messages = temporary_items(self.messages)
+        return self
 
     @model_validator(mode="after")
     def _unique_message_ids(self) -> AppendRequest:

@@ -20,8 +20,15 @@ from memora.basics.models import (
     MemoryItem,
     StorableText,
     message_ids,
+    temporary_items,
 )
 from memora.usecases.ingest import Accepted, AppendAccepted
+
+TEMPORARY = (
+    "a temporary chat: the items are stored as messages of their conversation (delete them when "
+    "your retention ends), no memory is extracted from them and they stay out of the "
+    "conversation index unless an item says `searchable: true`"
+)
 
 
 class BatchRequest(BaseModel):
@@ -35,6 +42,13 @@ class BatchRequest(BaseModel):
     # holds already are skipped (see POST /api/agents/{agent_id}/conversations/{id}/messages);
     # "replace" (the default, seed behaviour): the items become the document's whole content.
     update_mode: Literal["replace", "append"] = "replace"
+    temporary: bool = Field(default=False, description=TEMPORARY)
+
+    @model_validator(mode="after")
+    def _temporary(self) -> BatchRequest:
+        if self.temporary:
+            self.items = temporary_items(self.items)
+        return self
 
     @model_validator(mode="after")
     def _append_names_its_document(self) -> BatchRequest:

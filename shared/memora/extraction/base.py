@@ -36,12 +36,15 @@ class Fact:
     occurred_start: datetime | None = None
     occurred_end: datetime | None = None
     context: str | None = None
-    confidence: float | None = None  # opinions only
+    confidence: float | None = None  # 0–1: how sure the extractor is (docs/llm.md)
     metadata: dict[str, Any] = field(default_factory=dict)
     # None: let the entity stage run NER itself; a list (even empty): the extractor decided.
     mentions: list[Mention] | None = None
     relations: list[Relation] = field(default_factory=list)
     importance: float | None = None  # 1–10; None: the extract stage's heuristic decides
+    category: str | None = None  # memora.extraction.policy.CATEGORIES; None: guessed
+    sensitive: str | None = None  # the sensitive category the extractor tagged, if any
+    explicit: bool = False  # the user asked for it to be remembered
 
 
 @dataclass(frozen=True)

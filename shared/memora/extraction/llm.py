@@ -11,6 +11,8 @@ What it stores: only these facts become memory units (item_index = the item they
 seq numbered per item across chunks, event_date = mentioned_at = the item's time). Raw turns
 are not kept as units by this extractor; the raw items stay verbatim in `documents.items`.
 Causal relations are kept within a chunk (`Fact.relations` → causal links in the links stage).
+Each fact also carries the model's category, confidence, whether the user asked to remember it
+and the sensitive category it reveals, if any (what the extract stage keeps: extraction.policy).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from memora.basics.config import Settings
 from memora.extraction.base import CAUSAL_TYPES, Fact, Mention, Relation, SourceItem
+from memora.extraction.policy import CATEGORIES, DEFAULT_CATEGORY
 from memora.nlp.llm import LLMClient
 from memora.nlp.temporal import period_range, resolve_expression
 
@@ -84,6 +87,30 @@ class LLMFact(BaseModel):
     entities: list[LLMEntity] = Field(default_factory=list)
     relations: list[LLMRelation] = Field(default_factory=list)
     importance: float | None = Field(default=None, description="1 (mundane) to 10 (core)")
+    category: str = Field(default=DEFAULT_CATEGORY, description=", ".join(CATEGORIES))
+    confidence: float | None = Field(default=None, description="0 to 1")
+    sensitive: str | None = Field(default=None, description="a sensitive category, or null")
+    explicit: bool = Field(default=False, description="the user asked to remember it")
+
+    @field_validator("category", mode="before")
+    @classmethod
+    def _category(cls, value: Any) -> str:
+        key = str(value or "").strip().lower()
+        return key if key in CATEGORIES else DEFAULT_CATEGORY
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _confidence(cls, value: Any) -> float | None:
+        try:
+            return None if value is None else min(1.0, max(0.0, float(value)))
+        except (TypeError, ValueError):
+            return None
+
+    @field_validator("sensitive", mode="before")
+    @classmethod
+    def _sensitive(cls, value: Any) -> str | None:
+        key = str(value or "").strip().lower()
+        return None if key in ("", "none", "null", "false", "no") else key
 
     @field_validator("importance", mode="before")
     @classmethod
@@ -124,7 +151,13 @@ Rules:
    other fact in "facts">, "type": "causes" | "caused_by" | "enables" | "prevents"}}.
 8. item: the number of the item the fact comes from.
 9. importance: how much the fact matters for knowing the person later, from 1 (mundane, e.g.
-   small talk) to 10 (core: identity, health, relationships, major decisions and plans)."""
+   small talk) to 10 (core: identity, relationships, major decisions and plans).
+10. category: one of preference, fact, decision, relationship, project.
+11. confidence: from 0 to 1, how certain you are that the fact is accurate as written.
+12. explicit: true when the user explicitly asked to remember it ("remember that...").{sensitive}"""
+SENSITIVE_RULE = """
+13. sensitive: when the fact reveals {categories} information, that category's name, else
+    null."""
 
 
 @dataclass(frozen=True)
@@ -235,6 +268,7 @@ class LLMExtractor:
         self.chunk_chars = max(1000, settings.llm_chunk_chars)
         self.context_messages = settings.extraction_context_messages
         self.context_chars = settings.extraction_context_chars
+        self.sensitive = list(settings.sensitive_categories)
 
     def extract(
         self, agent_id: str, items: list[SourceItem], preceding: Sequence[SourceItem] = ()
@@ -267,6 +301,11 @@ class LLMExtractor:
             kept.append(item)
         return kept[::-1]
 
+    def system_prompt(self, agent_id: str) -> str:
+        named = " or ".join(f'"{c}"' for c in self.sensitive)
+        rule = SENSITIVE_RULE.format(categories=named) if self.sensitive else ""
+        return SYSTEM_PROMPT.format(marker=MARKER, agent=agent_id, sensitive=rule)
+
     def _messages(
         self, agent_id: str, chunk: list[Piece], context: Sequence[SourceItem] = ()
     ) -> list[dict[str, str]]:
@@ -282,7 +321,7 @@ class LLMExtractor:
                 f"them; they were processed before):\n\n{lines}\n\n"
             )
         return [
-            {"role": "system", "content": SYSTEM_PROMPT.format(marker=MARKER, agent=agent_id)},
+            {"role": "system", "content": self.system_prompt(agent_id)},
             {
                 "role": "user",
                 "content": f"{earlier}Extract the memories from these items:\n\n{body}",
@@ -326,6 +365,10 @@ class LLMExtractor:
                     metadata=metadata,
                     mentions=mentions,
                     importance=raw.importance,
+                    category=raw.category,
+                    confidence=raw.confidence,
+                    sensitive=raw.sensitive,
+                    explicit=raw.explicit,
                 )
             )
         for position, (raw, fact) in enumerate(zip(answer.facts, facts, strict=True)):

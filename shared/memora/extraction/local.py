@@ -3,7 +3,9 @@
 Turns are found by "Speaker: text" lines (or the item's `speaker`); spaCy splits sentences and
 finds entities; a turn made only of greetings, filler or fragments is dropped; dates such as
 "yesterday" or "last May" are normalised against the item's timestamp into occurred_start/end.
-Long passages without turns are cut into passages of a few sentences.
+Long passages without turns are cut into passages of a few sentences. Each unit gets a
+category guessed from its cue words (extraction.policy.guess_category) and confidence 1.0.
+It tags no sensitive category: only the LLM extractor does (docs/llm.md).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from memora.extraction.cleaning import (
     lower_case_words,
     strip_span,
 )
+from memora.extraction.policy import guess_category
 from memora.nlp.language import ENTITY_TYPES, TEMPORAL_LABELS, load_nlp, tagged_proper_noun
 from memora.nlp.names import normalize_name
 from memora.nlp.temporal import resolve_expression
@@ -31,6 +34,8 @@ if TYPE_CHECKING:
 TURN_LINE = re.compile(r"^\s*([A-Z][\w.'\- ]{0,40}?)\s*:\s+(\S.*)$")
 AGENT_SPEAKERS = frozenset({"assistant", "agent", "ai", "bot", "system"})
 PASSAGE_CHARS = 600
+# A unit is the speaker's own words, not an interpretation of them: nothing to be unsure of.
+VERBATIM_CONFIDENCE = 1.0
 
 _NOISE_TEXT = """
 hi hey hello hiya yo howdy thanks thank thx ty you ok okay k kk lol lmao haha hahaha
@@ -226,6 +231,8 @@ class LocalExtractor:
                         context=turn.item.context,
                         metadata=metadata,
                         mentions=list(dict.fromkeys(mentions)),
+                        category=guess_category(body),
+                        confidence=VERBATIM_CONFIDENCE,
                     )
                 )
         return facts

@@ -116,7 +116,7 @@ def open_group(
                (SELECT bool_and(length(o.text) < %(short)s) FROM conversation_messages o
                 WHERE o.id = ANY(c.message_pks)) AS all_short
         FROM (SELECT id FROM conversation_messages
-              WHERE document_pk = %(d)s AND position < %(p)s
+              WHERE document_pk = %(d)s AND position < %(p)s AND searchable
                 AND (role IS NULL OR role = ANY(%(roles)s))
               ORDER BY position DESC LIMIT 1) m
         JOIN conversation_chunks c ON c.message_pks @> ARRAY[m.id]
@@ -144,9 +144,10 @@ def pending(
     message_pks: Sequence[UUID] | None = None,
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Messages (of the roles indexed) that no chunk of `generation` covers, in conversation
-    order, each with its document's title and the message before it (prev_id, prev_text)."""
-    where = ["m.agent_id = %(a)s", "(m.role IS NULL OR m.role = ANY(%(roles)s))"]
+    """Searchable messages (of the roles indexed) that no chunk of `generation` covers, in
+    conversation order, each with its document's title and the message before it (prev_id;
+    prev_text only when that message is searchable too)."""
+    where = ["m.agent_id = %(a)s", "m.searchable", "(m.role IS NULL OR m.role = ANY(%(roles)s))"]
     if document_pk is not None:
         where.append("m.document_pk = %(d)s")
     if message_pks is not None:
@@ -154,10 +155,11 @@ def pending(
     return conn.execute(
         f"""
         SELECT m.id, m.document_pk, m.position, m.role, m.speaker, m.occurred_at, m.text,
-               m.content_hash, d.title, p.id AS prev_id, p.text AS prev_text
+               m.content_hash, d.title, p.id AS prev_id,
+               CASE WHEN p.searchable THEN p.text END AS prev_text
         FROM conversation_messages m JOIN documents d ON d.id = m.document_pk
         LEFT JOIN LATERAL (
-            SELECT id, text FROM conversation_messages q
+            SELECT id, text, searchable FROM conversation_messages q
             WHERE q.document_pk = m.document_pk AND q.position < m.position
             ORDER BY q.position DESC LIMIT 1
         ) p ON true
@@ -314,13 +316,13 @@ def stale(conn: Connection[Any], agent_key: str | None, limit: int) -> list[dict
 def unindexed(
     conn: Connection[Any], agent_key: str | None, roles: Sequence[str], limit: int
 ) -> list[dict[str, Any]]:
-    """Messages (of the roles indexed) that no chunk of their agent's live generation covers,
-    in documents no operation is working on (id, document_pk)."""
+    """Searchable messages (of the roles indexed) that no chunk of their agent's live
+    generation covers, in documents no operation is working on (id, document_pk)."""
     return conn.execute(
         f"""
         SELECT m.id, m.document_pk FROM conversation_messages m
         LEFT JOIN conversation_index_state s ON s.agent_id = m.agent_id
-        WHERE (m.role IS NULL OR m.role = ANY(%(roles)s))
+        WHERE m.searchable AND (m.role IS NULL OR m.role = ANY(%(roles)s))
           AND NOT EXISTS (SELECT 1 FROM conversation_chunks c WHERE c.message_pks @> ARRAY[m.id]
                           AND c.generation = coalesce(s.generation, 1))
           AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.document_pk = m.document_pk

@@ -20,7 +20,9 @@ from memora.basics.tenancy import Scope
 from memora.nlp.chunking import content_hash
 from memora.store.purge import purge_units
 
-_COLUMNS = "id, message_id, position, role, speaker, occurred_at, text, content_hash"
+_COLUMNS = (
+    "id, message_id, position, role, speaker, occurred_at, text, content_hash, remember, searchable"
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class MessageRow:
     speaker: str | None
     occurred_at: datetime | None  # None: the document's time
     text: str
+    remember: bool = True  # False: nothing extracted from it (a temporary chat)
+    searchable: bool = True  # False: kept out of the conversation index
 
     @property
     def hash(self) -> str:
@@ -39,6 +43,7 @@ class MessageRow:
     @classmethod
     def from_item(cls, message_id: str, position: int, item: dict[str, Any]) -> MessageRow:
         when = item.get("event_date")
+        remember = item.get("remember") is not False
         return cls(
             message_id,
             position,
@@ -46,6 +51,8 @@ class MessageRow:
             item.get("speaker"),
             datetime.fromisoformat(when) if when else None,
             item["content"],
+            remember,
+            bool(item.get("searchable", remember)),
         )
 
 
@@ -57,7 +64,10 @@ class Synced:
 
 
 def _state(row: dict[str, Any]) -> tuple[Any, ...]:
-    return (row["content_hash"], row["position"], row["role"], row["speaker"], row["occurred_at"])
+    return (
+        row["content_hash"], row["position"], row["role"], row["speaker"], row["occurred_at"],
+        row["remember"], row["searchable"],
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -98,16 +108,22 @@ def sync_document(
         if old is None:
             inserts.append(
                 (agent_key, document_pk, r.message_id, r.position, r.role, r.speaker, when,
-                 r.text, r.hash)
+                 r.text, r.hash, r.position, None, r.remember, r.searchable)
             )  # fmt: skip
-        elif _state(old) != (r.hash, r.position, r.role, r.speaker, when):
+        elif _state(old) != (
+            r.hash, r.position, r.role, r.speaker, when, r.remember, r.searchable
+        ):  # fmt: skip
             changed.append(old["id"])
-            updates.append((r.position, r.role, r.speaker, when, r.text, r.hash, old["id"]))
+            updates.append(
+                (r.position, r.role, r.speaker, when, r.text, r.hash, r.remember, r.searchable,
+                 old["id"])
+            )  # fmt: skip
     if updates:
         with conn.cursor() as cur:
             cur.executemany(
                 "UPDATE conversation_messages SET position = %s, role = %s, speaker = %s, "
-                "occurred_at = %s, text = %s, content_hash = %s, updated_at = now() WHERE id = %s",
+                "occurred_at = %s, text = %s, content_hash = %s, remember = %s, "
+                "searchable = %s, updated_at = now() WHERE id = %s",
                 updates,
             )
     _insert(conn, inserts)
@@ -115,18 +131,19 @@ def sync_document(
 
 
 def _insert(conn: Connection[Any], rows: Sequence[tuple[Any, ...]]) -> None:
-    """(agent, document pk, message id, position, role, speaker, occurred_at, text, hash[,
-    ordinal, claim]) rows; ordinal defaults to the position. One INSERT over arrays, not
-    COPY: this runs in the request's tenant session, and PostgreSQL refuses COPY FROM on a
-    table under row-level security."""
+    """(agent, document pk, message id, position, role, speaker, occurred_at, text, hash,
+    ordinal, claim, remember, searchable) rows. One INSERT over arrays, not COPY: this runs
+    in the request's tenant session, and PostgreSQL refuses COPY FROM on a table under
+    row-level security."""
     if not rows:
         return
-    rows = [r if len(r) == 11 else (*r, r[3], None) for r in rows]
     conn.execute(
         "INSERT INTO conversation_messages (agent_id, document_pk, message_id, position, "
-        "role, speaker, occurred_at, text, content_hash, ordinal, extracted_by) "
+        "role, speaker, occurred_at, text, content_hash, ordinal, extracted_by, remember, "
+        "searchable) "
         "SELECT * FROM unnest(%s::text[], %s::uuid[], %s::text[], %s::int[], %s::text[], "
-        "%s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::int[], %s::uuid[])",
+        "%s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::int[], %s::uuid[], "
+        "%s::boolean[], %s::boolean[])",
         [list(c) for c in zip(*rows, strict=True)],
     )
 
@@ -213,7 +230,8 @@ def append(
         conn,
         [
             (agent_key, document_pk, m.row.message_id, m.row.position, m.row.role, m.row.speaker,
-             m.occurred_at, m.row.text, m.row.hash, m.ordinal, operation_id)
+             m.occurred_at, m.row.text, m.row.hash, m.ordinal, operation_id, m.row.remember,
+             m.row.searchable)
             for m in new
         ],
     )  # fmt: skip

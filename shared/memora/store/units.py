@@ -23,7 +23,7 @@ from memora.store.rows import fetch_all, fetch_one
 _COPY_COLUMNS = (
     "id, agent_id, document_pk, item_index, seq, text, context, fact_type, event_date, "
     "occurred_start, occurred_end, mentioned_at, confidence_score, mentions, relations, "
-    "metadata, created_at, importance"
+    "metadata, created_at, importance, category"
 )
 
 
@@ -131,6 +131,7 @@ def _row(unit_id: UUID, agent_id: str, document_pk: UUID | None, f: Fact) -> tup
         Jsonb(f.metadata),
         utcnow(),
         f.importance if f.importance is not None else 5.0,
+        f.category,
     )
 
 

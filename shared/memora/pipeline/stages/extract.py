@@ -1,6 +1,9 @@
 """extract: the messages an operation claims become facts (local or LLM extractor; the
 verbatim one when the operation says its items are facts already: seeds, dialogue), each with
-an importance (the LLM's, else memora.lifecycle's heuristic).
+an importance (the LLM's, else memora.lifecycle's heuristic) and a category. Facts below
+the importance floor, and sensitive ones nobody asked to remember, are not stored
+(memora.extraction.policy; counted as `facts_dropped_*`). Messages marked `remember: false`
+(a temporary chat) are not extracted at all.
 
 Every ingest, append and edit operation claims the messages it extracts
 (`conversation_messages.extracted_by`): a whole post claims all of its document's, an append
@@ -12,12 +15,15 @@ its own, as context (`extraction_context_messages`)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from psycopg import Connection
 
 from memora.basics.tenancy import client_agent_id
+from memora.extraction import policy
 from memora.extraction.base import Extractor, Fact, SourceItem
+from memora.extraction.policy import guess_category
 from memora.extraction.verbatim import VerbatimExtractor
 from memora.lifecycle.scores import heuristic_importance
 from memora.pipeline.context import Job, StageContext, Writer
@@ -27,13 +33,30 @@ VERBATIM: Extractor = VerbatimExtractor()
 
 
 def _with_importance(facts: list[Fact]) -> list[Fact]:
-    """The LLM's importance when it gave one, else the heuristic's."""
+    """The LLM's importance and category when it gave them, else the heuristics'."""
     for fact in facts:
         if fact.importance is None:
             fact.importance = heuristic_importance(
                 fact.text, len(fact.mentions) if fact.mentions is not None else None
             )
+        if fact.category is None:
+            fact.category = guess_category(fact.text)
     return facts
+
+
+def _screen(
+    ctx: StageContext, extractor: Extractor, items: list[SourceItem], facts: list[Fact]
+) -> policy.Screened:
+    """What extraction keeps: the importance floor and the sensitive categories (docs/llm.md);
+    the verbatim extractor's items are kept as written."""
+    if extractor is VERBATIM:
+        return policy.Screened(facts, Counter())
+    return policy.screen(
+        facts,
+        importance_minimum=ctx.settings.importance_floor(extractor.name),
+        sensitive=ctx.settings.sensitive_categories,
+        explicit_items={i.index for i in items if policy.asks_to_remember(i.content)},
+    )
 
 
 def _source_item(message: dict[str, Any], raw: dict[str, Any]) -> SourceItem:
@@ -49,16 +72,22 @@ def _source_item(message: dict[str, Any], raw: dict[str, Any]) -> SourceItem:
 
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     doc = job.document
+    # a message marked `remember: false` (a temporary chat) reaches no extractor, not even
+    # as context; its units, if an earlier version had any, are replaced by none
     claimed = messages.claimed(conn, doc["id"], job.operation.id)
     window = ctx.settings.extraction_context_messages
     before = messages.preceding(conn, doc["id"], claimed[0]["position"], window) if claimed else []
+    claimed = [m for m in claimed if m["remember"]]
+    before = [m for m in before if m["remember"]]
     # context and metadata: what a message row does not hold
     extras = documents.item_extras(conn, doc["id"], [m["message_id"] for m in before + claimed])
     items = [_source_item(m, extras.get(m["message_id"], {})) for m in claimed]
     preceding = [_source_item(m, extras.get(m["message_id"], {})) for m in before]
     # The extractor sees the agent id as its client named it, not the stored key.
     extractor = VERBATIM if job.operation.payload.get("verbatim", False) else ctx.extractor
-    facts = _with_importance(extractor.extract(client_agent_id(job.agent_key), items, preceding))
+    found = _with_importance(extractor.extract(client_agent_id(job.agent_key), items, preceding))
+    screened = _screen(ctx, extractor, items, found)
+    facts = screened.kept
     pk_by_ordinal = {item.index: m["id"] for item, m in zip(items, claimed, strict=True)}
 
     def write(c: Connection[Any]) -> dict[str, int]:
@@ -71,6 +100,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
         )
         if replaced:
             entities.delete_orphans(c, job.agent_key)
-        return {"units": len(mine), "units_replaced": replaced}
+        dropped = {f"facts_dropped_{why}": n for why, n in screened.dropped.items()}
+        return {"units": len(mine), "units_replaced": replaced} | dropped
 
     return write

@@ -3,14 +3,14 @@
 not set follows the MEMORA_* default (memora.lifecycle.limits).
 
 Revision ID: 0019_limits
-Revises: 0017_entity_names
+Revises: 0018_privacy
 Create Date: 2026-11-26
 """
 
 from alembic import op
 
 revision = "0019_limits"
-down_revision = "0017_entity_names"
+down_revision = "0018_privacy"
 branch_labels = None
 depends_on = None
 
