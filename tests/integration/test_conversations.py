@@ -324,12 +324,13 @@ def test_filters_and_bad_input(inline_api: Any, query_api: TestClient, agent_id:
     )  # fmt: skip
     assert {h["message_id"] for h in early} == {"m1", "m2"}
     assert len(search(query_api, agent_id, "Kyoto", min_score=0.0, limit=1)) == 1
+    # seed 002 §7.5: a limit above 20 is taken as 20, not refused
+    assert search(query_api, agent_id, "Kyoto", min_score=0.0, limit=500) == everything
     assert search(query_api, agent_id, "Kyoto", min_score=1.0) == []
     assert search(query_api, "someone-else", "Kyoto", min_score=0.0) == []
     for bad in (
         {"query": ""},
         {"query": "   "},
-        {"query": "x", "limit": 21},
         {"query": "x", "limit": 0},
         {"query": "x", "roles": ["narrator"]},
         {"query": "x", "min_score": 1.5},
@@ -338,6 +339,32 @@ def test_filters_and_bad_input(inline_api: Any, query_api: TestClient, agent_id:
     ):
         response = query_api.post("/api/conversation_search", json={"agent_id": agent_id, **bad})
         assert response.status_code == 422, bad
+
+
+def test_highlight_marks_the_matched_words_only_when_asked(
+    inline_api: Any, query_api: TestClient, settings: Settings, pool: Any, agent_id: str
+) -> None:
+    ingest(inline_api, agent_id, TRIP)
+    plain = search(query_api, agent_id, "peanut allergies", min_score=0.0)
+    assert plain and all("highlights" not in h and "snippet_highlighted" not in h for h in plain)
+    marked = search(query_api, agent_id, "peanut allergies", min_score=0.0, highlight=True)
+    by_id = {h["message_id"]: h for h in marked}
+    m3 = by_id["m3"]  # "...allergic to peanuts...": stemmed as the keyword arm matches
+    words = [m3["snippet"][a:b] for a, b in m3["highlights"]]
+    assert words == ["peanuts"]
+    assert "**peanuts**" in m3["snippet_highlighted"]
+    assert m3["snippet_highlighted"].replace("**", "") == m3["snippet"]
+    m4 = by_id["m4"]  # "...rather than peanuts ... explains the allergy..."
+    assert [m4["snippet"][a:b] for a, b in m4["highlights"]] == ["peanuts", "allergy"]
+    assert all(h["highlights"] == [] for h in marked if h["message_id"] in {"m1", "m2"})
+    # MEMORA_CONVERSATION_HIGHLIGHT turns it on by default; `highlight: false` still wins
+    from services.api.query_app import create_app
+
+    on = settings.model_copy(update={"conversation_highlight": True})
+    with TestClient(create_app(on, pool=pool)) as client:
+        assert "highlights" in search(client, agent_id, "peanut allergies", min_score=0.0)[0]
+        off = search(client, agent_id, "peanut", min_score=0.0, highlight=False)
+        assert "highlights" not in off[0]
 
 
 # ------------------------------------------------------------------------------ tenancy
