@@ -38,7 +38,7 @@ class ThinkRequest(BaseModel):
         bool,
         Field(
             description="also search the agent's reflections (insights drawn by reflect) "
-            "and give them to the LLM; they are returned under based_on.reflection"
+            "and give them to the LLM; those found are returned under based_on.reflection"
         ),
     ] = True
 
@@ -80,10 +80,10 @@ class ThinkResponse(BaseModel):
         result = thought.result
         return cls(
             text=result.text,
-            based_on={
-                n: [BasedOn.model_validate(e) for e in result.based_on[n]]
+            based_on={  # the three networks always; reflections when some were found
+                n: [BasedOn.model_validate(e) for e in result.based_on.get(n, [])]
                 for n in (*NETWORKS, REFLECTION)
-                if n in result.based_on
+                if n in NETWORKS or result.based_on.get(n)
             },
             new_opinions=[NewOpinion.model_validate(o.model_dump()) for o in result.new_opinions],
             opinions_operation_id=thought.opinions_operation_id,
