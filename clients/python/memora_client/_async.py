@@ -272,12 +272,14 @@ class AsyncMemoraClient:
         time_range: c.TimeRangeLike = None,
         roles: Sequence[m.Role] | None = None,
         min_score: float | None = None,
+        highlight: bool | None = None,
     ) -> m.ConversationSearchResponse:
         """Hybrid search over the raw messages of the agent's conversations, one result per
-        message; `time_range` is a `TimeRange` or a `(start, end)` pair."""
+        message (`limit` at most 20); `time_range` is a `TimeRange` or a `(start, end)` pair;
+        `highlight`: each result's matched words (`highlights`, `snippet_highlighted`)."""
         return await self._request(
             c.conversation_search(
-                agent_id, query, limit, conversation_id, time_range, roles, min_score
+                agent_id, query, limit, conversation_id, time_range, roles, min_score, highlight
             )
         )
 

@@ -234,6 +234,7 @@ def conversation_search(
     time_range: TimeRangeLike,
     roles: Sequence[m.Role] | None,
     min_score: float | None,
+    highlight: bool | None = None,
 ) -> Call[m.ConversationSearchResponse]:
     body = m.ConversationSearchRequest(
         agent_id=agent_id,
@@ -243,6 +244,7 @@ def conversation_search(
         time_range=_time_range(time_range),
         roles=list(roles) if roles else None,
         min_score=min_score,
+        highlight=highlight,
     )
     return _call("POST", "/api/conversation_search", m.ConversationSearchResponse, body)
 

@@ -100,6 +100,7 @@ class ConversationSearchRequest(Request):
     time_range: TimeRange | None = None
     roles: list[Role] | None = None
     min_score: float | None = None
+    highlight: bool | None = None
 
 
 class RememberRequest(Request):
@@ -273,6 +274,8 @@ class ConversationResult(Response):
     snippet: str
     vector_score: float
     keyword_score: float
+    highlights: list[tuple[int, int]] | None = None  # with highlight: offsets in snippet
+    snippet_highlighted: str | None = None  # with highlight: matched words in **bold**
 
 
 class ConversationSearchResponse(Response):
