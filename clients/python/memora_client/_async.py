@@ -254,13 +254,14 @@ class AsyncMemoraClient:
         context: str | None = None,
         filters: c.Filters | None = None,
         as_of: datetime | None = None,
+        include_reflections: bool | None = None,
     ) -> m.ThinkResponse:
         """An answer in the agent's voice from its memories (needs the server's LLM), what it
         was `based_on` per network, and the opinions it formed; `as_of`: from what was true
-        then."""
-        return await self._request(
-            c.think(agent_id, query, thinking_budget, top_k, reranker, context, filters, as_of)
-        )
+        then; `include_reflections=False`: without the agent's reflections."""
+        call = c.think(agent_id, query, thinking_budget, top_k, reranker, context, filters, as_of,
+                       include_reflections)  # fmt: skip
+        return await self._request(call)
 
     async def conversation_search(
         self,

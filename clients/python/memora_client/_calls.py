@@ -212,6 +212,7 @@ def think(
     context: str | None,
     filters: Filters | None,
     as_of: datetime | None = None,
+    include_reflections: bool | None = None,
 ) -> Call[m.ThinkResponse]:
     body = m.ThinkRequest(
         agent_id=agent_id,
@@ -222,6 +223,7 @@ def think(
         context=context,
         filters=dict(filters) if filters is not None else None,
         as_of=as_of,
+        include_reflections=include_reflections,
     )
     return _call("POST", "/api/think", m.ThinkResponse, body)
 

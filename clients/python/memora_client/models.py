@@ -85,6 +85,7 @@ class ThinkRequest(Request):
     context: str | None = None
     filters: dict[str, Any] | None = None
     as_of: datetime | None = None
+    include_reflections: bool | None = None  # None: the API's default (true)
 
 
 class TimeRange(Request):
