@@ -110,6 +110,10 @@ def test_append_messages_and_conversation_search(client: MemoraClient, agent_id:
     assert found.results[0].message_id in ("m1", "m2") and found.results[0].snippet
     users = client.conversation_search(agent_id, "ryokan", roles=["user"])
     assert {r.role for r in users.results} <= {"user"}
+    marked = client.conversation_search(agent_id, "ryokan", limit=50, highlight=True)
+    assert found.results[0].highlights is None  # only when asked for
+    ryokan = [r for r in marked.results if "ryokan" in r.snippet.lower()]
+    assert ryokan and all("**" in (r.snippet_highlighted or "") for r in ryokan)
     changed = {**MESSAGES[0], "content": "Something else entirely."}
     with pytest.raises(errors.ConflictError) as conflict:
         client.append_messages(agent_id, "chat-1", [changed])

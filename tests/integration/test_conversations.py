@@ -324,12 +324,13 @@ def test_filters_and_bad_input(inline_api: Any, query_api: TestClient, agent_id:
     )  # fmt: skip
     assert {h["message_id"] for h in early} == {"m1", "m2"}
     assert len(search(query_api, agent_id, "Kyoto", min_score=0.0, limit=1)) == 1
+    # seed 002 §7.5: a limit above 20 is taken as 20, not refused
+    assert search(query_api, agent_id, "Kyoto", min_score=0.0, limit=500) == everything
     assert search(query_api, agent_id, "Kyoto", min_score=1.0) == []
     assert search(query_api, "someone-else", "Kyoto", min_score=0.0) == []
     for bad in (
         {"query": ""},
         {"query": "   "},
-        {"query": "x", "limit": 21},
         {"query": "x", "limit": 0},
         {"query": "x", "roles": ["narrator"]},
         {"query": "x", "min_score": 1.5},
@@ -338,6 +339,32 @@ def test_filters_and_bad_input(inline_api: Any, query_api: TestClient, agent_id:
     ):
         response = query_api.post("/api/conversation_search", json={"agent_id": agent_id, **bad})
         assert response.status_code == 422, bad
+
+
+def test_highlight_marks_the_matched_words_only_when_asked(
+    inline_api: Any, query_api: TestClient, settings: Settings, pool: Any, agent_id: str
+) -> None:
+    ingest(inline_api, agent_id, TRIP)
+    plain = search(query_api, agent_id, "peanut allergies", min_score=0.0)
+    assert plain and all("highlights" not in h and "snippet_highlighted" not in h for h in plain)
+    marked = search(query_api, agent_id, "peanut allergies", min_score=0.0, highlight=True)
+    by_id = {h["message_id"]: h for h in marked}
+    m3 = by_id["m3"]  # "...allergic to peanuts...": stemmed as the keyword arm matches
+    words = [m3["snippet"][a:b] for a, b in m3["highlights"]]
+    assert words == ["peanuts"]
+    assert "**peanuts**" in m3["snippet_highlighted"]
+    assert m3["snippet_highlighted"].replace("**", "") == m3["snippet"]
+    m4 = by_id["m4"]  # "...rather than peanuts ... explains the allergy..."
+    assert [m4["snippet"][a:b] for a, b in m4["highlights"]] == ["peanuts", "allergy"]
+    assert all(h["highlights"] == [] for h in marked if h["message_id"] in {"m1", "m2"})
+    # MEMORA_CONVERSATION_HIGHLIGHT turns it on by default; `highlight: false` still wins
+    from services.api.query_app import create_app
+
+    on = settings.model_copy(update={"conversation_highlight": True})
+    with TestClient(create_app(on, pool=pool)) as client:
+        assert "highlights" in search(client, agent_id, "peanut allergies", min_score=0.0)[0]
+        off = search(client, agent_id, "peanut", min_score=0.0, highlight=False)
+        assert "highlights" not in off[0]
 
 
 # ------------------------------------------------------------------------------ tenancy
@@ -402,6 +429,55 @@ def test_edit_and_delete_through_real_workers(
 
 
 # ------------------------------------------------------------------------------ turned off
+def test_exclude_patterns_keep_matching_messages_out_of_the_index(
+    inline_api: Any, settings: Settings, pool: Any, agent_id: str
+) -> None:
+    """Seed 002 §7.10 excludePatterns: matching messages are not indexed, not quoted as the
+    message before another, and a rebuild or an edit drops those indexed before."""
+    from pydantic import ValidationError
+
+    from memora.pipeline.backend import InlineBackend
+    from memora.pipeline.runner import Pipeline
+    from services.api.app import create_app
+    from services.api.query_app import create_app as create_query_app
+
+    with pytest.raises(ValidationError, match="exclude pattern"):
+        Settings(conversation_exclude_patterns=["(unclosed"])
+    ingest(inline_api, agent_id, TRIP)  # indexed before the patterns were set
+    assert set(chunk_ids(pool, agent_id)) == {"m1", "m2", "m3", "m4"}
+    hiding = settings.model_copy(update={"conversation_exclude_patterns": ["(?i)ALLERG"]})
+    backend = InlineBackend(Pipeline(hiding, pool))
+    with (
+        TestClient(create_app(hiding, pool=pool, backend=backend)) as api,
+        TestClient(create_query_app(hiding, pool=pool)) as query,
+    ):
+        rebuilt = api.post(f"/api/agents/{agent_id}/conversation-index/reindex")
+        op = api.get(f"/api/operations/{rebuilt.json()['operation_id']}").json()
+        assert op["status"] == "completed" and op["counts"]["chunks_written"] == 2, op
+        assert set(chunk_ids(pool, agent_id)) == {"m1", "m2"}
+        found = search(query, agent_id, "peanut allergy", min_score=0.0, limit=20)
+        assert {h["message_id"] for h in found} == {"m1", "m2"}
+        # an edit that matches leaves the index; one that no longer does enters it, quoting
+        # the message before it that is not excluded
+        operation(api, api.patch(message_path(agent_id, "m2"), json={"content": "No allergy."}))
+        calm = "Hanna loves matcha tea and the gardens of Ryoan-ji."
+        operation(api, api.patch(message_path(agent_id, "m3"), json={"content": calm}))
+        assert set(chunk_ids(pool, agent_id)) == {"m1", "m3"}
+        text = chunk_text(pool, agent_id, "m3")
+        assert "planning a trip to Kyoto" in text and "allergy" not in text.lower()
+        check = api.post(f"/api/agents/{agent_id}/consistency-check").json()
+        assert check["consistent"] is True, check
+        # later messages too
+        more = [
+            {"message_id": "m5", "role": "user", "content": "One more allergy question."},
+            {"message_id": "m6", "role": "user", "content": "And the tea ceremony?"},
+        ]
+        body = {"agent_id": agent_id, "document_id": "trip", "items": more}
+        appended = api.post("/api/memories/batch", json=body | {"update_mode": "append"})
+        assert appended.status_code == 200, appended.text
+        assert set(chunk_ids(pool, agent_id)) == {"m1", "m3", "m6"}
+
+
 def test_without_a_conversation_index_ingest_skips_it_and_search_says_so(
     settings: Settings, pool: Any, agent_id: str
 ) -> None:

@@ -16,6 +16,7 @@ from memora.basics.config import Settings
 from memora.lifecycle.memory import CONFLICT_MARKER
 from memora.lifecycle.reflect import REFLECT_MARKER
 from memora.retrieval import SearchParams
+from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
 from tests.fakes import FakeOpenAI, Reply
 from tests.integration.stack_support import Client, topology
 
@@ -260,6 +261,27 @@ def test_reflect_stores_linked_reflections(
         json={"query": "Ivy Python VS Code", "include_reflections": False},
     )
     assert made["id"] not in {m["id"] for m in without.json()["memories"]}
+    # /api/search: reflections when asked for by fact_type; the default searches the networks
+    query = {"agent_id": agent_id, "query": "Ivy Python VS Code"}
+    asked = llm_api.post("/api/search", json=query | {"fact_type": ["reflection"]}).json()
+    assert [(r["id"], r["fact_type"]) for r in asked["results"]] == [(made["id"], "reflection")]
+    default = llm_api.post("/api/search", json=query).json()["results"]
+    assert default and made["id"] not in {r["id"] for r in default}
+    # think: the reflection is searched and given to the LLM, unless include_reflections=false
+    fake_llm.always(Reply("I prefer Python in VS Code."), when=THINK_MARKER)
+    fake_llm.always(Reply({"opinions": []}), when=OPINION_MARKER)
+    thought = llm_api.post("/api/think", json=query | {"query": "Which tools does Ivy like?"})
+    assert thought.status_code == 200, thought.text
+    assert made["id"] in {e["id"] for e in thought.json()["based_on"]["reflection"]}
+    prompt = fake_llm.requests_matching(THINK_MARKER)[-1].content_of("user")
+    assert "MY REFLECTIONS" in prompt and "Ivy prefers Python development in VS Code." in prompt
+    plain = llm_api.post(
+        "/api/think",
+        json=query | {"query": "Which tools does Ivy like?", "include_reflections": False},
+    )
+    assert plain.status_code == 200 and "reflection" not in plain.json()["based_on"]
+    prompt = fake_llm.requests_matching(THINK_MARKER)[-1].content_of("user")
+    assert "MY REFLECTIONS" not in prompt
 
 
 def test_llm_decides_supersede(llm_api: Any, fake_llm: FakeOpenAI, agent_id: str) -> None:

@@ -254,6 +254,17 @@ def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
                 "forget", {"memory_id": str(out["moved"]["memory_id"]), "dry_run": True}
             )
         )
+        moved = {"memory_id": str(out["moved"]["memory_id"])}
+        out["unconfirmed"] = _data(await client.call_tool("forget", moved))
+        out["kept"] = _data(await client.call_tool("recall", {"query": "where does Maya live"}))
+        out["confirmed"] = _data(await client.call_tool("forget", moved | {"confirm": True}))
+        out["gone"] = _data(await client.call_tool("recall", {"query": "where does Maya live"}))
+        chat = {"query": "offsite venue river", "limit": 50}  # above 20: clamped, not refused
+        out["chat_all"] = _data(await client.call_tool("conversation_search", chat))
+        strict = chat | {"min_score": 1.0, "highlight": True}
+        out["chat_strict"] = _data(await client.call_tool("conversation_search", strict))
+        loose = chat | {"min_score": 0.0, "highlight": True}
+        out["chat_marked"] = _data(await client.call_tool("conversation_search", loose))
         out["reflect"] = await client.call_tool("reflect", {"topic": "Maya"})
         out["bad"] = await client.call_tool("forget", {"memory_id": "not-an-id"})
         return out
@@ -277,3 +288,15 @@ def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
         assert "Maya lives in Porto." in found and "Maya lives in Berlin." not in found
     assert out["dry"]["dry_run"] and len(out["dry"]["forgotten"]) == 1
     assert out["reflect"].is_error and out["bad"].is_error
+    # forget without confirm only lists; with confirm it forgets
+    assert out["unconfirmed"]["dry_run"] and len(out["unconfirmed"]["forgotten"]) == 1
+    kept = [m["id"] for m in out["kept"]["memories"]]
+    assert str(out["moved"]["memory_id"]) in kept
+    assert not out["confirmed"]["dry_run"]
+    gone = [m["id"] for m in out["gone"]["memories"]]
+    assert str(out["moved"]["memory_id"]) not in gone
+    # conversation_search: min_score, highlight, limit above 20
+    assert 1 <= out["chat_all"]["total_results"] <= 20
+    assert out["chat_strict"]["results"] == []
+    river = next(r for r in out["chat_marked"]["results"] if "m2" in r["message_ids"])
+    assert "**river**" in river["snippet_highlighted"]

@@ -108,7 +108,7 @@ def test_think_answers_from_memories_and_its_opinions_are_found_later(
     assert response.status_code == 200, response.json()
     body = response.json()
     assert body["text"] == "I think remote work is great for Alice."
-    assert set(body["based_on"]) == {"world", "agent", "opinion"}
+    assert set(body["based_on"]) == {"world", "agent", "opinion"}  # no reflection made yet
     world_texts = " ".join(f["text"] for f in body["based_on"]["world"])
     assert "remote work" in world_texts
     assert any("headphones" in f["text"] for f in body["based_on"]["agent"])
@@ -120,6 +120,7 @@ def test_think_answers_from_memories_and_its_opinions_are_found_later(
     assert "Personality influence strength: 90%" in prompt.content_of("user")
     assert "Don't be afraid to be biased" in prompt.content_of("system")
     assert "I am a coach." in prompt.content_of("user")
+    assert "MY REFLECTIONS" not in prompt.content_of("user")
 
     op = inline_api.get(f"/api/operations/{body['opinions_operation_id']}").json()
     assert op["status"] == "completed" and op["kind"] == "opinions"

@@ -17,7 +17,14 @@ from memora.think.personality import (
     describe_trait,
     personality_lines,
 )
-from memora.think.reasoning import OPINION_MARKER, THINK_MARKER, Evidence, Profile, think
+from memora.think.reasoning import (
+    OPINION_MARKER,
+    THINK_MARKER,
+    Evidence,
+    Profile,
+    think,
+    think_messages,
+)
 from tests.fakes import LLM_TEST_SETTINGS, Fail, FakeOpenAI, Reply
 
 
@@ -154,6 +161,20 @@ def test_prompt_carries_traits_and_bias_message(
     assert "I recommended remote-work tools to Alice" in user.split("WHAT I KNOW")[0]
     assert "Remote work improves productivity (2024-01-15) [confidence: 0.70]" in user
     assert "I am a creative software engineer." in user
+
+
+def test_reflections_have_their_part_after_the_opinions_only_when_found() -> None:
+    reflection = Evidence(uuid.uuid4(), "Alice works best without interruptions", "reflection",
+                          0.7, datetime(2024, 2, 3, tzinfo=UTC))  # fmt: skip
+    profile = Profile("a1", {})
+    plain = think_messages(profile, "q?", BASED_ON)[1]["content"]
+    assert "MY REFLECTIONS" not in plain
+    assert think_messages(profile, "q?", BASED_ON | {"reflection": []})[1]["content"] == plain
+    user = think_messages(profile, "q?", BASED_ON | {"reflection": [reflection]})[1]["content"]
+    part = user.split("MY REFLECTIONS (insights I drew from my memories):\n")[1]
+    assert part.startswith("- Alice works best without interruptions (2024-02-03)\n")
+    assert user.index("MY EXISTING OPINIONS") < user.index("MY REFLECTIONS")
+    assert user.index("MY REFLECTIONS") < user.index("Your personality traits:")
 
 
 def test_personality_lines_ignore_unknown_keys() -> None:

@@ -258,13 +258,14 @@ class AsyncMemoraClient:
         context: str | None = None,
         filters: c.Filters | None = None,
         as_of: datetime | None = None,
+        include_reflections: bool | None = None,
     ) -> m.ThinkResponse:
         """An answer in the agent's voice from its memories (needs the server's LLM), what it
         was `based_on` per network, and the opinions it formed; `as_of`: from what was true
-        then."""
-        return await self._request(
-            c.think(agent_id, query, thinking_budget, top_k, reranker, context, filters, as_of)
-        )
+        then; `include_reflections=False`: without the agent's reflections."""
+        call = c.think(agent_id, query, thinking_budget, top_k, reranker, context, filters, as_of,
+                       include_reflections)  # fmt: skip
+        return await self._request(call)
 
     async def conversation_search(
         self,
@@ -276,12 +277,14 @@ class AsyncMemoraClient:
         time_range: c.TimeRangeLike = None,
         roles: Sequence[m.Role] | None = None,
         min_score: float | None = None,
+        highlight: bool | None = None,
     ) -> m.ConversationSearchResponse:
         """Hybrid search over the raw messages of the agent's conversations, one result per
-        message; `time_range` is a `TimeRange` or a `(start, end)` pair."""
+        message (`limit` at most 20); `time_range` is a `TimeRange` or a `(start, end)` pair;
+        `highlight`: each result's matched words (`highlights`, `snippet_highlighted`)."""
         return await self._request(
             c.conversation_search(
-                agent_id, query, limit, conversation_id, time_range, roles, min_score
+                agent_id, query, limit, conversation_id, time_range, roles, min_score, highlight
             )
         )
 

@@ -217,6 +217,7 @@ def think(
     context: str | None,
     filters: Filters | None,
     as_of: datetime | None = None,
+    include_reflections: bool | None = None,
 ) -> Call[m.ThinkResponse]:
     body = m.ThinkRequest(
         agent_id=agent_id,
@@ -227,6 +228,7 @@ def think(
         context=context,
         filters=dict(filters) if filters is not None else None,
         as_of=as_of,
+        include_reflections=include_reflections,
     )
     return _call("POST", "/api/think", m.ThinkResponse, body)
 
@@ -239,6 +241,7 @@ def conversation_search(
     time_range: TimeRangeLike,
     roles: Sequence[m.Role] | None,
     min_score: float | None,
+    highlight: bool | None = None,
 ) -> Call[m.ConversationSearchResponse]:
     body = m.ConversationSearchRequest(
         agent_id=agent_id,
@@ -248,6 +251,7 @@ def conversation_search(
         time_range=_time_range(time_range),
         roles=list(roles) if roles else None,
         min_score=min_score,
+        highlight=highlight,
     )
     return _call("POST", "/api/conversation_search", m.ConversationSearchResponse, body)
 

@@ -91,6 +91,7 @@ class ThinkRequest(Request):
     context: str | None = None
     filters: dict[str, Any] | None = None
     as_of: datetime | None = None
+    include_reflections: bool | None = None  # None: the API's default (true)
 
 
 class TimeRange(Request):
@@ -106,6 +107,7 @@ class ConversationSearchRequest(Request):
     time_range: TimeRange | None = None
     roles: list[Role] | None = None
     min_score: float | None = None
+    highlight: bool | None = None
 
 
 class RememberRequest(Request):
@@ -285,6 +287,8 @@ class ConversationResult(Response):
     snippet: str
     vector_score: float
     keyword_score: float
+    highlights: list[tuple[int, int]] | None = None  # with highlight: offsets in snippet
+    snippet_highlighted: str | None = None  # with highlight: matched words in **bold**
 
 
 class ConversationSearchResponse(Response):

@@ -174,8 +174,12 @@ async def search(
     query: Query,
     top_k: TopK = 10,
     fact_types: Annotated[
-        list[Literal["world", "agent", "opinion"]] | None,
-        Field(min_length=1, description="networks: world facts, your experiences, opinions"),
+        list[Literal["world", "agent", "opinion", "reflection"]] | None,
+        Field(
+            min_length=1,
+            description="networks: world facts, your experiences, opinions, reflections "
+            "(insights drawn from your memories); default: the first three",
+        ),
     ] = None,
     filters: Filters = None,
     as_of: AsOf = None,
@@ -291,7 +295,7 @@ async def query_memory(ctx: Context, query: Query) -> dict[str, Any]:
 async def conversation_search(
     ctx: Context,
     query: Query,
-    limit: Annotated[int, Field(ge=1, le=20, description="how many messages to return")] = 5,
+    limit: Annotated[int, Field(ge=1, description="how many messages (default 5, max 20)")] = 5,
     document_id: Annotated[
         str | None, Field(min_length=1, max_length=256, description="one conversation only")
     ] = None,
@@ -301,16 +305,21 @@ async def conversation_search(
     ] = None,
     start: Annotated[datetime | None, Field(description="messages sent at or after")] = None,
     end: Annotated[datetime | None, Field(description="messages sent before")] = None,
+    min_score: Annotated[
+        float | None, Field(ge=0, le=1, description="least similarity, 0-1 (default 0.5)")
+    ] = None,
+    highlight: Annotated[
+        bool | None, Field(description="mark the words the query matched in each snippet")
+    ] = None,
 ) -> dict[str, Any]:
     """Search the raw messages of past conversations (what was actually said, word for word),
     not the facts extracted from them. Each result: conversation id and title, message id,
     role, time, a snippet and its score."""
     m = memory(ctx)
     body: dict[str, Any] = {"agent_id": m.agent_id, "query": query, "limit": limit}
-    if document_id is not None:
-        body["document_id"] = document_id
-    if roles:
-        body["roles"] = roles
+    optional = {"document_id": document_id, "roles": roles, "min_score": min_score,
+                "highlight": highlight}  # fmt: skip
+    body |= {k: v for k, v in optional.items() if v is not None}
     if start is not None or end is not None:
         body["time_range"] = {
             "start": start.isoformat() if start else None,
@@ -360,12 +369,18 @@ async def forget(
         str | None, Field(min_length=1, max_length=2000, description="forget what matches this")
     ] = None,
     reason: Annotated[str | None, Field(max_length=1000)] = None,
+    confirm: Annotated[
+        bool, Field(description="true: forget; false (default): only list what would be")
+    ] = False,
     dry_run: Annotated[bool, Field(description="only list what would be forgotten")] = False,
 ) -> dict[str, Any]:
-    """Forget a memory (by id) or the memories matching a query (try dry_run first). Forgotten
-    memories leave every search at once and can be restored for a while."""
+    """Forget a memory (by id) or the memories matching a query. Without confirm=true nothing
+    is forgotten: the answer lists what would be (check it, then call again with confirm).
+    Forgotten memories leave every search at once and can be restored for a while."""
     m = memory(ctx)
-    body = {"memory_id": memory_id, "query": query, "reason": reason, "dry_run": dry_run}
+    dry = dry_run or not confirm
+    body = {"memory_id": memory_id, "query": query, "reason": reason, "dry_run": dry}
+    body["confirm"] = confirm  # also lets a query forget more than the cap
     done: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/forget", body)
     return done
 

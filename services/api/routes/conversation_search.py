@@ -20,6 +20,7 @@ router = APIRouter(prefix="/api", tags=["conversations"])
 @router.post(
     "/conversation_search",
     response_model=ConversationSearchResponse,
+    response_model_exclude_unset=True,  # highlights only when asked for
     responses=error_responses(*AUTH_ERRORS, *BODY_ERRORS, 409),
 )
 async def conversation_search(

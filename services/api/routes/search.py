@@ -5,13 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
-from memora.basics.models import FACT_TYPES, FactType
+from memora.basics.models import FACT_TYPES
 from memora.basics.tenancy import Scope
 from memora.retrieval import Retriever
 from services.api.deps import RetrieverDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.schemas.search import (
     NetworkSearchRequest,
+    SearchableType,
     SearchRequest,
     SearchResponse,
     SearchResult,
@@ -22,7 +23,7 @@ RESPONSES = error_responses(*AUTH_ERRORS, *BODY_ERRORS, 503)
 
 
 async def run_search(
-    retriever: Retriever, scope: Scope, body: NetworkSearchRequest, fact_types: list[FactType]
+    retriever: Retriever, scope: Scope, body: NetworkSearchRequest, fact_types: list[SearchableType]
 ) -> SearchResponse:
     outcome = await run_in_threadpool(retriever.search, body.params(scope, fact_types))
     return SearchResponse(
@@ -33,7 +34,7 @@ async def run_search(
 
 @router.post("/search", response_model=SearchResponse, responses=RESPONSES)
 async def search(scope: ScopeDep, retriever: RetrieverDep, body: SearchRequest) -> SearchResponse:
-    """All networks, or those named in `fact_type`."""
+    """The three networks, or those named in `fact_type` ("reflection" included)."""
     return await run_search(retriever, scope, body, body.fact_type or list(FACT_TYPES))
 
 

@@ -148,12 +148,23 @@ class ConversationSearchRequest(BaseModel):
 
     agent_id: AgentId
     query: Annotated[StorableText, Field(min_length=1, max_length=2000)]
-    limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = 5
+    limit: Annotated[
+        int,
+        Field(ge=1, description=f"how many messages (default 5); above {MAX_LIMIT}: {MAX_LIMIT}"),
+        AfterValidator(lambda n: min(n, MAX_LIMIT)),
+    ] = 5
     document_id: Annotated[DocumentId | None, Field(description="one conversation only")] = None
     time_range: TimeRange | None = None
     roles: Annotated[list[Role] | None, Field(min_length=1)] = None
     min_score: Annotated[
         float | None, Field(ge=0, le=1, description="default: MEMORA_CONVERSATION_MIN_SCORE")
+    ] = None
+    highlight: Annotated[
+        bool | None,
+        Field(
+            description="give each result the words the query matched (`highlights`, "
+            "`snippet_highlighted`); default: MEMORA_CONVERSATION_HIGHLIGHT"
+        ),
     ] = None
 
     def to_query(self) -> ConversationQuery:
@@ -167,6 +178,7 @@ class ConversationSearchRequest(BaseModel):
             end=window.end,
             roles=self.roles,
             min_score=self.min_score,
+            highlight=self.highlight,
         )
 
     @model_validator(mode="after")
@@ -174,6 +186,15 @@ class ConversationSearchRequest(BaseModel):
         if not self.query.strip():
             raise ValueError("query must not be empty or whitespace")
         return self
+
+
+def bold(hit: ConversationHit) -> str:
+    """The snippet with its highlighted words between ** (Markdown bold)."""
+    text, out, at = hit.snippet, [], 0
+    for start, end in hit.highlights or []:
+        out += [text[at:start], "**", text[start:end], "**"]
+        at = end
+    return "".join([*out, text[at:]])
 
 
 class ConversationResult(BaseModel):
@@ -189,10 +210,17 @@ class ConversationResult(BaseModel):
     snippet: str
     vector_score: float
     keyword_score: float
+    highlights: Annotated[
+        list[tuple[int, int]] | None,
+        Field(description="with highlight: [start, end) offsets in snippet of matched words"),
+    ] = None
+    snippet_highlighted: Annotated[
+        str | None, Field(description="with highlight: the snippet, matched words in **bold**")
+    ] = None
 
     @classmethod
     def of(cls, rank: int, hit: ConversationHit) -> ConversationResult:
-        return cls(
+        result = cls(
             rank=rank,
             score=hit.score,
             conversation_id=hit.document_id,
@@ -206,6 +234,10 @@ class ConversationResult(BaseModel):
             vector_score=hit.vector_score,
             keyword_score=hit.keyword_score,
         )
+        if hit.highlights is not None:  # set only when asked for: the route leaves unset out
+            result.highlights = hit.highlights
+            result.snippet_highlighted = bold(hit)
+        return result
 
 
 class ConversationSearchResponse(BaseModel):

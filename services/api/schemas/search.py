@@ -23,6 +23,10 @@ from memora.basics.tenancy import Scope
 from memora.retrieval import SearchParams
 from memora.retrieval.filters import Filters
 
+# What /api/search finds: the three networks and, when asked for, the agent's reflections
+# (the insights reflect draws from its memories, seed 002 §4.4.4).
+SearchableType = FactType | Literal["reflection"]
+
 AsOf = Annotated[
     datetime | None,
     AfterValidator(aware),
@@ -63,7 +67,7 @@ class NetworkSearchRequest(BaseModel):
     ] = None
     as_of: AsOf = None
 
-    def params(self, scope: Scope, fact_types: list[FactType]) -> SearchParams:
+    def params(self, scope: Scope, fact_types: list[SearchableType]) -> SearchParams:
         return SearchParams(
             scope=scope,
             agent_id=self.agent_id,
@@ -81,7 +85,14 @@ class NetworkSearchRequest(BaseModel):
 
 
 class SearchRequest(NetworkSearchRequest):
-    fact_type: Annotated[list[FactType] | None, Field(min_length=1)] = None
+    fact_type: Annotated[
+        list[SearchableType] | None,
+        Field(
+            min_length=1,
+            description='the networks searched (default: "world", "agent" and "opinion"); '
+            '"reflection" adds the insights reflect stored',
+        ),
+    ] = None
 
 
 class SearchResult(BaseModel):
@@ -90,7 +101,7 @@ class SearchResult(BaseModel):
     context: str | None = None
     event_date: datetime | None = None
     weight: float
-    fact_type: FactType
+    fact_type: SearchableType
     metadata: dict[str, Any] | None = None
     occurred_start: datetime | None = None
     occurred_end: datetime | None = None

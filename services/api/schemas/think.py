@@ -16,7 +16,7 @@ from memora.basics.models import (
     AgentId,
 )
 from memora.retrieval.filters import Filters
-from memora.think.reasoning import NETWORKS
+from memora.think.reasoning import NETWORKS, REFLECTION
 from memora.usecases.think import ThinkQuery, Thought
 from services.api.schemas.search import AsOf
 
@@ -34,11 +34,18 @@ class ThinkRequest(BaseModel):
         Filters | None, Field(description="metadata filters of the searches (as /api/search)")
     ] = None
     as_of: AsOf = None
+    include_reflections: Annotated[
+        bool,
+        Field(
+            description="also search the agent's reflections (insights drawn by reflect) "
+            "and give them to the LLM; those found are returned under based_on.reflection"
+        ),
+    ] = True
 
     def to_query(self) -> ThinkQuery:
         return ThinkQuery(
             self.agent_id, self.query, self.thinking_budget, self.top_k, self.reranker,
-            self.context, self.filters, self.as_of,
+            self.context, self.filters, self.as_of, self.include_reflections,
         )  # fmt: skip
 
 
@@ -73,8 +80,10 @@ class ThinkResponse(BaseModel):
         result = thought.result
         return cls(
             text=result.text,
-            based_on={
-                n: [BasedOn.model_validate(e) for e in result.based_on.get(n, [])] for n in NETWORKS
+            based_on={  # the three networks always; reflections when some were found
+                n: [BasedOn.model_validate(e) for e in result.based_on.get(n, [])]
+                for n in (*NETWORKS, REFLECTION)
+                if n in NETWORKS or result.based_on.get(n)
             },
             new_opinions=[NewOpinion.model_validate(o.model_dump()) for o in result.new_opinions],
             opinions_operation_id=thought.opinions_operation_id,

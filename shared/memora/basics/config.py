@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -318,11 +319,16 @@ class Settings(BaseSettings):
     conversation_max_combined: int = 5  # maxCombinedMessages
     # includeRoles: roles indexed (messages without a role always are)
     conversation_roles: list[str] = Field(default_factory=lambda: ["user", "assistant"])
+    # excludePatterns: messages whose text matches one of these regular expressions (as
+    # PostgreSQL's `~` reads them: case-sensitive, `(?i)` first for not) are not indexed, nor
+    # shown as the message before another's chunk. docs/conversations.md
+    conversation_exclude_patterns: list[str] = Field(default_factory=list)
     conversation_include_title: bool = True
     conversation_include_timestamp: bool = True
     conversation_include_preceding: bool = True
     conversation_preceding_chars: int = 100
     conversation_min_score: float = 0.5  # minScore when a search gives none
+    conversation_highlight: bool = False  # highlightMatches when a search gives no `highlight`
     # "model": the score's distance in the embedding model's own unit, so that 0.5 is the
     # model's line between related and unrelated messages (memora.retrieval.calibration);
     # "off": the seed's 1 / (1 + L2) as it is. docs/conversations.md, "What min_score means"
@@ -432,6 +438,17 @@ class Settings(BaseSettings):
         if isinstance(value, list):
             return [str(v).strip().lower() for v in value if str(v).strip()]
         return value
+
+    @field_validator("conversation_exclude_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        """A pattern that is not a regular expression is refused at start, not at indexing."""
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"exclude pattern {pattern!r}: {exc}") from None
+        return patterns
 
     @model_validator(mode="after")
     def _apply_providers(self) -> Settings:

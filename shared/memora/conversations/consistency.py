@@ -14,6 +14,7 @@ covers. Nothing else is touched. Each kind is examined up to `limit` rows per ru
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from uuid import UUID
@@ -52,16 +53,23 @@ class Report:
 
 
 def check(
-    conn: Connection[Any], agent_key: str | None, roles: list[str] | None, limit: int = 10_000
+    conn: Connection[Any],
+    agent_key: str | None,
+    roles: list[str] | None,
+    limit: int = 10_000,
+    exclude: Sequence[str] = (),
 ) -> Report:
     """`roles`: those the conversation index covers (Settings.indexed_roles); None when the
-    index is turned off, so that messages no chunk covers are not findings."""
+    index is turned off, so that messages no chunk covers are not findings. Messages matching
+    an `exclude` pattern are not indexed, so not findings either."""
     return Report(
         {
             "orphaned_chunks": chunks.orphaned(conn, agent_key, limit),
             "orphaned_units": messages.orphaned_units(conn, agent_key, limit),
             "unindexed_messages": (
-                chunks.unindexed(conn, agent_key, roles, limit) if roles is not None else []
+                chunks.unindexed(conn, agent_key, roles, limit, exclude)
+                if roles is not None
+                else []
             ),
             "stale_chunks": chunks.stale(conn, agent_key, limit),
             "unembedded_units": [asdict(u) for u in units.unembedded(conn, agent_key, limit)],
@@ -70,11 +78,15 @@ def check(
 
 
 def repair(
-    conn: Connection[Any], agent_key: str | None, roles: list[str] | None, limit: int = 10_000
+    conn: Connection[Any],
+    agent_key: str | None,
+    roles: list[str] | None,
+    limit: int = 10_000,
+    exclude: Sequence[str] = (),
 ) -> Report:
     """Check, then fix what was found, in one transaction (committed by the caller); the
     caller enqueues the report's operations after the commit."""
-    report = check(conn, agent_key, roles, limit)
+    report = check(conn, agent_key, roles, limit, exclude)
     if report.clean:
         return report
     found = report.found

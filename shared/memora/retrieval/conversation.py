@@ -8,7 +8,8 @@ normalised to [0, 1); that score is then expressed in the embedding model's own 
 distance (`memora.retrieval.calibration`: a monotone map that puts 0.5 on the model's line
 between related and unrelated messages). The score stays within [0, 1], the ranking is the
 seed's, and `min_score` (default 0.5) means the same for every model. Results are
-deduplicated by message (its best chunk), best first.
+deduplicated by message (its best chunk), best first; `limit` above 20 is taken as 20. With
+`highlight`, each result also gives the offsets of the words the query matched in its snippet.
 
 `search_with_settings` is the core function the query service's route and the MCP tool call
 (`search_conversations` with its knobs from the settings).
@@ -17,7 +18,7 @@ deduplicated by message (its best chunk), best first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +44,7 @@ class ConversationQuery:
     end: datetime | None = None
     roles: Sequence[str] | None = None
     min_score: float | None = None  # None: the setting (the seed's 0.5, calibrated)
+    highlight: bool | None = None  # None: the setting (the seed's highlightMatches, off)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,46 @@ class ConversationHit:
     score: float
     vector_score: float
     keyword_score: float
+    # With highlight: the [start, end) offsets in `snippet` of the words the query matched
+    # (as the keyword arm matches them: stemmed, stop words left out); None without.
+    highlights: list[tuple[int, int]] | None = None
+
+
+START, STOP = "\x02", "\x03"  # ts_headline's marks (control characters: not in stored text)
+
+
+def spans(marked: str) -> list[tuple[int, int]]:
+    """The offsets, in the text without marks, of the words `ts_headline` marked."""
+    out: list[tuple[int, int]] = []
+    plain = 0
+    start = 0
+    for ch in marked:
+        if ch == START:
+            start = plain
+        elif ch == STOP:
+            out.append((start, plain))
+        else:
+            plain += 1
+    return out
+
+
+def highlight(
+    conn: Connection[Any], snippets: Sequence[str], terms: Sequence[str]
+) -> list[list[tuple[int, int]]]:
+    """Each snippet's matched words, found by PostgreSQL's `ts_headline` with the query's
+    lexemes over the whole snippet (a snippet holding a mark character gets none)."""
+    if not terms or not snippets:
+        return [[] for _ in snippets]
+    rows = conn.execute(
+        "SELECT ts_headline('english', s, %(q)s::tsquery, %(opts)s) AS marked "
+        "FROM unnest(%(s)s::text[]) WITH ORDINALITY AS t(s, n) ORDER BY n",
+        {"q": or_query(terms), "s": list(snippets),
+         "opts": f"StartSel={START}, StopSel={STOP}, HighlightAll=true"},
+    ).fetchall()  # fmt: skip
+    return [
+        [] if START in text or STOP in text else spans(r["marked"])
+        for text, r in zip(snippets, rows, strict=True)
+    ]
 
 
 def vector_score(cosine: float, calibration: Calibration = SEED) -> float:
@@ -202,7 +244,11 @@ def search_conversations(
             vector_score=round(vector_score(cosine, cal), 6),
             keyword_score=round(float(r["keyword"]), 6),
         )
-    return sorted(best.values(), key=lambda h: (-h.score, h.document_id, h.message_id))[:limit]
+    hits = sorted(best.values(), key=lambda h: (-h.score, h.document_id, h.message_id))[:limit]
+    if not q.highlight:
+        return hits
+    marks = highlight(conn, [h.snippet for h in hits], terms)
+    return [replace(h, highlights=m) for h, m in zip(hits, marks, strict=True)]
 
 
 def search_with_settings(
@@ -210,6 +256,8 @@ def search_with_settings(
     q: ConversationQuery,
 ) -> list[ConversationHit]:  # fmt: skip
     """`search_conversations` with the MEMORA_CONVERSATION_* settings."""
+    if q.highlight is None:
+        q = replace(q, highlight=settings.conversation_highlight)
     return search_conversations(
         conn,
         embedder,

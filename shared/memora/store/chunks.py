@@ -134,6 +134,10 @@ def delete_for_document(conn: Connection[Any], document_pk: UUID) -> int:
     return max(cur.rowcount, 0)
 
 
+# A message the index covers: its text matches none of the exclude patterns (`%(x)s`).
+_KEPT = "NOT (%s.text ~ ANY(%%(x)s::text[]))"
+
+
 def pending(
     conn: Connection[Any],
     agent_key: str,
@@ -143,11 +147,16 @@ def pending(
     document_pk: UUID | None = None,
     message_pks: Sequence[UUID] | None = None,
     limit: int | None = None,
+    exclude: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Searchable messages (of the roles indexed) that no chunk of `generation` covers, in
-    conversation order, each with its document's title and the message before it (prev_id;
-    prev_text only when that message is searchable too)."""
-    where = ["m.agent_id = %(a)s", "m.searchable", "(m.role IS NULL OR m.role = ANY(%(roles)s))"]
+    """Searchable messages (of the roles indexed, matching no `exclude` pattern) that no chunk
+    of `generation` covers, in conversation order, each with its document's title and the
+    message before it not excluded (prev_id; prev_text only when that message is searchable
+    too)."""
+    where = [
+        "m.agent_id = %(a)s", "m.searchable", "(m.role IS NULL OR m.role = ANY(%(roles)s))",
+        _KEPT % "m",
+    ]  # fmt: skip
     if document_pk is not None:
         where.append("m.document_pk = %(d)s")
     if message_pks is not None:
@@ -160,7 +169,7 @@ def pending(
         FROM conversation_messages m JOIN documents d ON d.id = m.document_pk
         LEFT JOIN LATERAL (
             SELECT id, text, searchable FROM conversation_messages q
-            WHERE q.document_pk = m.document_pk AND q.position < m.position
+            WHERE q.document_pk = m.document_pk AND q.position < m.position AND {_KEPT % "q"}
             ORDER BY q.position DESC LIMIT 1
         ) p ON true
         WHERE {" AND ".join(where)}
@@ -176,6 +185,7 @@ def pending(
             "m": list(message_pks or []),
             "g": generation,
             "limit": limit,
+            "x": list(exclude),
         },
     ).fetchall()
 
@@ -314,22 +324,27 @@ def stale(conn: Connection[Any], agent_key: str | None, limit: int) -> list[dict
 
 
 def unindexed(
-    conn: Connection[Any], agent_key: str | None, roles: Sequence[str], limit: int
+    conn: Connection[Any],
+    agent_key: str | None,
+    roles: Sequence[str],
+    limit: int,
+    exclude: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Searchable messages (of the roles indexed) that no chunk of their agent's live
-    generation covers, in documents no operation is working on (id, document_pk)."""
+    """Searchable messages (of the roles indexed, matching no `exclude` pattern) that no chunk
+    of their agent's live generation covers, in documents no operation is working on (id,
+    document_pk)."""
     return conn.execute(
         f"""
         SELECT m.id, m.document_pk FROM conversation_messages m
         LEFT JOIN conversation_index_state s ON s.agent_id = m.agent_id
-        WHERE m.searchable AND (m.role IS NULL OR m.role = ANY(%(roles)s))
+        WHERE m.searchable AND (m.role IS NULL OR m.role = ANY(%(roles)s)) AND {_KEPT % "m"}
           AND NOT EXISTS (SELECT 1 FROM conversation_chunks c WHERE c.message_pks @> ARRAY[m.id]
                           AND c.generation = coalesce(s.generation, 1))
           AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.document_pk = m.document_pk
                           AND o.status IN ('queued', 'running')){_agent(agent_key, "m.agent_id")}
         LIMIT %(n)s
         """,
-        {"a": agent_key, "roles": list(roles), "n": limit},
+        {"a": agent_key, "roles": list(roles), "n": limit, "x": list(exclude)},
     ).fetchall()
 
 

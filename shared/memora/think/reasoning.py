@@ -32,6 +32,7 @@ from memora.think.personality import (
 log = logging.getLogger("memora.think")
 
 NETWORKS = FACT_TYPES  # think searches each network on its own
+REFLECTION = "reflection"  # the lifecycle's insights (seed 002 §4.4.4), searched as a fourth
 THINK_MARKER = "You are an AI agent with your own memories"
 OPINION_MARKER = "You identify the opinions"
 
@@ -87,6 +88,11 @@ def think_messages(
         f"MY IDENTITY & EXPERIENCES:\n{_section(based_on.get('agent', []))}",
         f"WHAT I KNOW ABOUT THE WORLD:\n{_section(based_on.get('world', []))}",
         f"MY EXISTING OPINIONS & BELIEFS:\n{_section(based_on.get('opinion', []))}",
+    ]
+    if based_on.get(REFLECTION):  # the prompt of an agent without reflections is unchanged
+        parts.append(f"MY REFLECTIONS (insights I drew from my memories):\n"
+                     f"{_section(based_on[REFLECTION])}")  # fmt: skip
+    parts += [
         f"Your personality traits:\n{traits}",
         influence_line(personality),
         f"Your background:\n{profile.background.strip() or '(no background given)'}",

@@ -139,12 +139,13 @@ def repair_agents(
     """`repair` of one agent by its stored key, or of every agent (None: operators, `memora
     repair`); `dry_run` (or no backend) only checks."""
     roles = settings.indexed_roles
+    exclude = settings.conversation_exclude_patterns
     if dry_run or backend is None:
-        report = consistency.check(conn, agent_key, roles)
+        report = consistency.check(conn, agent_key, roles, exclude=exclude)
         conn.rollback()
         return report
     with conn.transaction():
-        report = consistency.repair(conn, agent_key, roles)
+        report = consistency.repair(conn, agent_key, roles, exclude=exclude)
     for operation_id, stage in report.operations:
         hand_off(backend, stage, operation_id)
     return report

@@ -27,7 +27,7 @@ from memora.retrieval.types import RerankerName
 from memora.store import agents
 from memora.think import opinions
 from memora.think.personality import full_personality
-from memora.think.reasoning import NETWORKS, Evidence, Profile, ThinkResult, think
+from memora.think.reasoning import NETWORKS, REFLECTION, Evidence, Profile, ThinkResult, think
 
 log = logging.getLogger("memora.think")
 
@@ -42,6 +42,7 @@ class ThinkQuery:
     context: str | None = None
     filters: Filters | None = None  # the searches' metadata filters (as /api/search)
     as_of: datetime | None = None  # answer from what was true then (as /api/search)
+    include_reflections: bool = True  # search the agent's reflections too (seed 002 §4.4)
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,10 @@ class Thinker:
     def think(self, scope: Scope, q: ThinkQuery) -> Thought:
         client = self.llm.get()  # not configured: refused before any work
         profile = self.profile(scope, q.agent_id)
-        with ThreadPoolExecutor(len(NETWORKS), thread_name_prefix="memora-think") as threads:
-            found = list(threads.map(lambda network: self.search(scope, q, network), NETWORKS))
-        based_on: dict[str, list[Evidence]] = dict(zip(NETWORKS, found, strict=True))
+        searched = (*NETWORKS, REFLECTION) if q.include_reflections else NETWORKS
+        with ThreadPoolExecutor(len(searched), thread_name_prefix="memora-think") as threads:
+            found = list(threads.map(lambda network: self.search(scope, q, network), searched))
+        based_on: dict[str, list[Evidence]] = dict(zip(searched, found, strict=True))
         based_on["opinion"] = self.current_opinions(scope, q.agent_id, based_on["opinion"])
         result = think(client, profile, q.query, based_on, q.context)
         operation_id: UUID | None = None

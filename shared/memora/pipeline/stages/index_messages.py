@@ -147,6 +147,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Prepared:
         roles,
         document_pk=None if scope is not None else job.document["id"],
         message_pks=scope,
+        exclude=ctx.settings.conversation_exclude_patterns,
     )
     chunk_plan = plan(ctx, conn, rows, derive=ctx.settings.conversation_chunk_vectors == "units")
 
@@ -177,7 +178,10 @@ def _rebuild(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     generation = chunks.start_build(conn, job.agent_key, model)
     conn.commit()
     built = 0
-    while rows := chunks.pending(conn, job.agent_key, generation, roles, limit=batch):
+    exclude = ctx.settings.conversation_exclude_patterns
+    while rows := chunks.pending(
+        conn, job.agent_key, generation, roles, limit=batch, exclude=exclude
+    ):
         with conn.transaction():
             built_plan = plan(ctx, conn, rows, derive=False)
             written = write_planned(conn, job.agent_key, generation, embedded(ctx, built_plan))
@@ -188,7 +192,7 @@ def _rebuild(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     def write(c: Connection[Any]) -> dict[str, int]:
         chunks.state(c, job.agent_key, model, dim, lock="update")
         # Messages indexed into the old generation while this one was being built.
-        late = chunks.pending(c, job.agent_key, generation, roles)
+        late = chunks.pending(c, job.agent_key, generation, roles, exclude=exclude)
         late_plan = embedded(ctx, plan(ctx, c, late, derive=False))
         written = built + write_planned(c, job.agent_key, generation, late_plan)
         retired = chunks.switch(c, job.agent_key, generation, model, dim)
