@@ -183,7 +183,7 @@ def search(
     agent_id: str,
     query: str,
     top_k: int,
-    fact_type: Sequence[m.FactType] | None,
+    fact_type: Sequence[m.SearchableType] | None,
     thinking_budget: int,
     reranker: m.Reranker,
     max_tokens: int | None,

@@ -216,7 +216,7 @@ class MemoraClient:
         query: str,
         top_k: int = 10,
         *,
-        fact_type: Sequence[m.FactType] | None = None,
+        fact_type: Sequence[m.SearchableType] | None = None,
         thinking_budget: int = 100,
         reranker: m.Reranker = "heuristic",
         max_tokens: int | None = None,
@@ -227,8 +227,8 @@ class MemoraClient:
     ) -> m.SearchResponse:
         """Fused retrieval over the agent's memories (`POST /api/search`): `results` with
         `id`, `text`, `weight`, `fact_type`, dates and metadata. `fact_type` limits it to some
-        networks; `filters` as the API's (metadata equality, `tags`, `time`); `as_of`: what
-        was true then, superseded memories included."""
+        networks (or adds "reflection"); `filters` as the API's (metadata equality, `tags`,
+        `time`); `as_of`: what was true then, superseded memories included."""
         return self._request(
             c.search(
                 agent_id,

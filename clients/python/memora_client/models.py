@@ -13,6 +13,8 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 FactType = Literal["world", "agent", "opinion"]
+# what a search finds: the three networks and, when asked for, the agent's reflections
+SearchableType = Literal["world", "agent", "opinion", "reflection"]
 Role = Literal["user", "assistant", "system", "tool"]
 Reranker = Literal["heuristic", "cross-encoder"]
 OperationStatus = Literal["queued", "running", "completed", "failed", "superseded"]
@@ -79,7 +81,7 @@ class SearchRequest(Request):
     reference_time: datetime | None = None
     filters: dict[str, Any] | None = None
     as_of: datetime | None = None
-    fact_type: list[FactType] | None = None
+    fact_type: list[SearchableType] | None = None
 
 
 class ThinkRequest(Request):
@@ -238,7 +240,7 @@ class SearchResult(Response):
     context: str | None = None
     event_date: datetime | None = None
     weight: float
-    fact_type: FactType
+    fact_type: SearchableType
     metadata: dict[str, Any] | None = None
     occurred_start: datetime | None = None
     occurred_end: datetime | None = None
