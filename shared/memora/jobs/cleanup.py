@@ -24,14 +24,15 @@ def run(ctx: JobContext) -> JobResult:
         for key in evolution.agent_keys(conn, ctx.agent_key):
             with conn.transaction():
                 store.lock_agent(conn, key)
-                forgotten = evolution.expired_forgotten(conn, key, forgotten_before,
-                                                        s.job_batch_size)  # fmt: skip
+                forgotten = evolution.expired(
+                    conn, key, "forgotten", forgotten_before, s.job_batch_size
+                )
                 retention = resolve(s, evolution.agent_limits(conn, key)).archive_retention_days
                 archived = (
                     []
                     if retention is None
-                    else evolution.expired_archived(
-                        conn, key, now - timedelta(days=retention), s.job_batch_size
+                    else evolution.expired(
+                        conn, key, "archived", now - timedelta(days=retention), s.job_batch_size
                     )
                 )
                 result.examined += len(forgotten) + len(archived)

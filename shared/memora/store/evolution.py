@@ -49,29 +49,17 @@ def agent_keys(conn: Connection[Any], only: str | None) -> list[str]:
     return [r["agent_id"] for r in conn.execute("SELECT agent_id FROM agents ORDER BY agent_id")]
 
 
-def expired_forgotten(
-    conn: Connection[Any], agent_key: str, before: datetime, limit: int
+def expired(
+    conn: Connection[Any], agent_key: str, status: str, before: datetime, limit: int
 ) -> list[UUID]:
+    """The agent's memories that took `status` (forgotten, archived) before `before`: past
+    their retention, oldest first."""
     return [
         r["id"]
         for r in conn.execute(
-            "SELECT id FROM memory_units WHERE status = 'forgotten' AND status_at < %s "
+            "SELECT id FROM memory_units WHERE status = %s AND status_at < %s "
             "AND agent_id = %s ORDER BY status_at, id LIMIT %s",
-            (before, agent_key, limit),
-        )
-    ]
-
-
-def expired_archived(
-    conn: Connection[Any], agent_key: str, before: datetime, limit: int
-) -> list[UUID]:
-    """The agent's memories archived before `before` (past its archive retention)."""
-    return [
-        r["id"]
-        for r in conn.execute(
-            "SELECT id FROM memory_units WHERE status = 'archived' AND status_at < %s "
-            "AND agent_id = %s ORDER BY status_at, id LIMIT %s",
-            (before, agent_key, limit),
+            (status, before, agent_key, limit),
         )
     ]
 
