@@ -36,6 +36,8 @@ from typing import Any
 
 import httpx
 import psutil
+import psycopg
+from psycopg.rows import dict_row
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -77,6 +79,7 @@ class Side:
     latency: list[float] = field(default_factory=list)
     traces: list[dict[str, Any]] = field(default_factory=list)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU ms per search, measured
+    statements: bool = False  # pg_stat_statements on: per-statement figures after the run
 
     def processes(self) -> dict[str, psutil.Process]:
         assert self.service is not None and self.postgres is not None
@@ -96,6 +99,32 @@ class Side:
                 total += t.user + t.system + t.children_user + t.children_system
             used[name] = total
         return used
+
+    def sql(self, query: str) -> list[dict[str, Any]]:
+        assert self.postgres is not None
+        with psycopg.connect(self.postgres.url, autocommit=True, row_factory=dict_row) as conn:
+            return conn.execute(query).fetchall()
+
+    def top_statements(self, count: int) -> None:
+        """The statements that took the database's time since the warm-up, per search."""
+        searches = len(self.latency) + len(self.traces)
+        rows = self.sql(
+            f"""
+            SELECT calls, total_exec_time AS exec, total_plan_time AS plan, rows,
+                   shared_blks_hit + shared_blks_read AS buffers, query
+            FROM pg_stat_statements
+            WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+            ORDER BY total_exec_time + total_plan_time DESC LIMIT {count}
+            """
+        )
+        print(f"\n{self.name}: statements by database time per search ({searches} searches)")
+        print(f"{'exec ms':>8s} {'plan ms':>8s} {'calls':>6s} {'buffers':>8s}  statement")
+        for r in rows:
+            query = " ".join(r["query"].split())
+            print(
+                f"{r['exec'] / searches:8.2f} {r['plan'] / searches:8.2f} "
+                f"{r['calls'] / searches:6.2f} {r['buffers'] / searches:8.0f}  {query[:110]}"
+            )
 
     def env(self) -> dict[str, str]:
         return os.environ | {
@@ -133,9 +162,20 @@ def data_key(tree: Path, size: int) -> str:
     return digest.hexdigest()[:16]
 
 
+STATEMENT_OPTIONS = (
+    "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top "
+    "-c pg_stat_statements.track_planning=on"
+)
+
+
 def prepare(side: Side, size: int) -> None:
-    side.postgres = EmbeddedPostgres(side.data)
+    side.postgres = EmbeddedPostgres(
+        side.data, options=STATEMENT_OPTIONS if side.statements else ""
+    )
     url = side.postgres.start()
+    if side.statements:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     marker = side.data / "loaded"
     if marker.exists():
         return
@@ -200,6 +240,8 @@ def run(sides: list[Side], questions: list[str], warmup: int, rounds: int, every
                     continue
                 if side.name not in cpu_before:
                     cpu_before[side.name] = side.cpu_seconds()
+                    if side.statements:
+                        side.sql("SELECT pg_stat_statements_reset()")
                 if traced:
                     side.traces.append(response.json()["trace"])
                 else:
@@ -212,24 +254,33 @@ def run(sides: list[Side], questions: list[str], warmup: int, rounds: int, every
 
 
 def report(base: Side, change: Side) -> dict[str, Any]:
-    rows: list[tuple[str, float, float]] = [
+    """The table (and its JSON): percentiles, each stage and retriever either side traced (a
+    retriever one side lacks shows there as "-"), CPU per search."""
+    rows: list[tuple[str, float | None, float | None]] = [
         (f"p{p}", percentile(base.latency, p), percentile(change.latency, p)) for p in PERCENTILES
     ]
     stages_base, stages_change = stage_medians(base.traces), stage_medians(change.traces)
     rows += [
-        (f"{stage} (median)", stages_base[stage], stages_change[stage])
-        for stage in stages_base
-        if stage in stages_change
+        (f"{stage} (median)", stages_base.get(stage), stages_change.get(stage))
+        for stage in [*stages_base, *(s for s in stages_change if s not in stages_base)]
     ]
     rows += [(f"{what} CPU per search", base.cpu[what], change.cpu[what]) for what in base.cpu]
-    print(f"\n{'':24s} {base.name:>14s} {change.name:>14s}  ratio")
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f} ms"
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return b / a if a and b is not None else None
+
+    print(f"\n{'':28s} {base.name:>12s} {change.name:>12s}  ratio")
     for label, a, b in rows:
-        print(f"{label:24s} {a:11.1f} ms {b:11.1f} ms  {b / a if a else float('nan'):5.2f}")
+        r = ratio(a, b)
+        print(f"{label:28s} {ms(a):>12s} {ms(b):>12s}  {'-' if r is None else f'{r:5.2f}'}")
     print(
         f"({len(base.latency)} timed and {len(base.traces)} traced searches per side; "
         "stages from the traces; CPU: the query service's and the database server's)"
     )
-    return {label: {"base_ms": a, "change_ms": b, "ratio": b / a if a else None}
+    return {label: {"base_ms": a, "change_ms": b, "ratio": ratio(a, b)}
             for label, a, b in rows}  # fmt: skip
 
 
@@ -245,6 +296,11 @@ def main() -> None:
     parser.add_argument("--row-security", choices=["on", "off"], default="on")
     parser.add_argument("--data-root", type=Path, default=Path("/tmp/memora-compare"))
     parser.add_argument("--out", type=Path, help="JSON of the figures")
+    parser.add_argument(
+        "--statements", type=int, default=0, metavar="N",
+        help="also print each side's N statements that took most database time per search "
+        "(pg_stat_statements, with planning time)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     trees = args.data_root / "trees"
@@ -252,7 +308,8 @@ def main() -> None:
     sides = []
     for name, spec in (("base", args.base), ("change", args.change)):
         tree = checkout(spec, trees)
-        sides.append(Side(name, tree, args.data_root / f"data-{data_key(tree, args.size)}"))
+        data = args.data_root / f"data-{data_key(tree, args.size)}"
+        sides.append(Side(name, tree, data, statements=args.statements > 0))
     if sides[0].data == sides[1].data:  # the same code: two loads, each its own HNSW graph
         sides[1].data = sides[1].data.with_name(sides[1].data.name + "-b")
     try:
@@ -264,6 +321,8 @@ def main() -> None:
         questions = bench.questions(args.queries + args.warmup)
         run(sides, questions, args.warmup, args.rounds, args.trace_every)
         figures = report(*sides)
+        for side in sides if args.statements else []:
+            side.top_statements(args.statements)
         if args.out:
             summary = {"args": vars(args) | {"data_root": None}, "figures": figures}
             args.out.write_text(json.dumps(summary, indent=2, default=str))

@@ -14,8 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from memora.jobs import JOBS, JobContext, run_job
+from memora.pipeline.backend import InlineBackend
+from memora.pipeline.runner import Pipeline
 from memora.retrieval.keyword import K1, B, KeywordIndex, or_query
 from memora.retrieval.types import SearchScope
+from memora.store import terms
 
 pytestmark = pytest.mark.integration
 
@@ -228,3 +232,76 @@ def test_a_new_word_matches_before_its_cached_counts_expire(conn: Any, agent_id:
         conn, SearchScope("default", agent_id, ("world",)), stats=stats, limit=10, match_budget=1000
     )
     assert unit in {u for u, _ in ranked}
+
+
+def _true_counts(conn: Any, agent_id: str) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT t.lexeme, count(*) AS n FROM memory_search s, unnest(s.search_vector) t "
+        "WHERE s.agent_id = %s GROUP BY t.lexeme",
+        (agent_id,),
+    ).fetchall()
+    n = conn.execute("SELECT count(*) AS n FROM memory_search WHERE agent_id = %s", (agent_id,))
+    return {r["lexeme"]: r["n"] for r in rows} | {terms.DOCUMENTS: n.fetchone()["n"]}
+
+
+def _counted(conn: Any, agent_id: str, truth: dict[str, int]) -> dict[str, int]:
+    lexemes = sorted({*truth, "never", "kayak"} - {terms.DOCUMENTS})  # two that no row holds
+    return {t: n for t, n in terms.frequencies(conn, agent_id, lexemes).items() if n}
+
+
+def test_the_term_counts_follow_every_change_and_survive_folding(
+    conn: Any, agent_id: str, settings: Any, pool: Any
+) -> None:
+    """memory_terms (migration 0020) equals a count over memory_search after inserts, edits,
+    un-embedding, deletes, a COPY and an update that changes no lexeme, before the
+    term_counts job folds it and after, while new deltas keep arriving."""
+    units = [_add(conn, agent_id, text, day) for day, text in enumerate(
+        ["Alice adopted a puppy", "the puppy chewed a shoe", "Bob sold his kayak",
+         "Alice and Bob went kayaking", "a new shoe for Alice"]
+    )]  # fmt: skip
+    conn.execute("UPDATE memory_units SET text = 'Bob sold a canoe' WHERE id = %s", (units[2],))
+    conn.execute("UPDATE memory_units SET embedding = NULL WHERE id = %s", (units[1],))
+    conn.execute("DELETE FROM memory_units WHERE id = %s", (units[4],))
+    conn.execute("UPDATE memory_search SET event_date = event_date + interval '1 day'")
+    with conn.cursor().copy(
+        "COPY memory_units (id, agent_id, text, embedding, fact_type, event_date, mentioned_at)"
+        " FROM STDIN"
+    ) as copy:
+        for day, text in ((7, "Chen plays chess with Alice"), (8, "Chen's puppy")):
+            when = START + timedelta(days=day)
+            copy.write_row((uuid.uuid4(), agent_id, text, _vector(day), "world", when, when))
+    conn.commit()
+    truth = _true_counts(conn, agent_id)
+    assert truth["alic"] == 3 and truth[terms.DOCUMENTS] == 5
+    assert _counted(conn, agent_id, truth) == truth
+
+    job = JOBS["term_counts"]
+    ctx = JobContext(settings, pool, InlineBackend(Pipeline(settings, pool)), agent_key=agent_id)
+    result = run_job(job, ctx)
+    assert result.details["agents"] == 1 and result.details["rows_written"] == len(truth)
+    assert _counted(conn, agent_id, truth) == truth
+    folded = conn.execute(
+        "SELECT count(*) AS n, bool_and(compacted) AS all_folded FROM memory_terms "
+        "WHERE agent_id = %s",
+        (agent_id,),
+    ).fetchone()
+    assert folded == {"n": len(truth), "all_folded": True}
+
+    _add(conn, agent_id, "Alice found the shoe", 9)  # deltas after folding add up too
+    conn.commit()
+    truth = _true_counts(conn, agent_id)
+    assert _counted(conn, agent_id, truth) == truth
+    assert run_job(job, ctx).details["rows_written"] == 4  # alic, found, shoe and N
+    assert run_job(job, ctx).details == {"agents": 0, "rows_folded": 0, "rows_written": 0}
+    assert _counted(conn, agent_id, truth) == truth
+
+
+def test_the_keyword_statistics_come_from_the_term_counts(conn: Any, agent_id: str) -> None:
+    for day in range(4):
+        _add(conn, agent_id, f"the lidar survey number {day}", day)
+    _add(conn, agent_id, "a quiet day", 5)
+    conn.commit()
+    index = KeywordIndex(ttl=300)
+    stats = index.stats(conn, agent_id, index.terms(conn, "lidar quiet"))
+    assert (stats.n_docs, stats.df) == (5, {"lidar": 4, "quiet": 1})
+    assert stats.idf["quiet"] == pytest.approx(math.log(1 + (5 - 1 + 0.5) / 1.5))

@@ -285,6 +285,10 @@ class Settings(BaseSettings):
     mmr_lambda: float = 0.7  # the seed's 0.5 is a setting away (docs/retrieval.md)
     keyword_stats_ttl_seconds: float = 300.0
     keyword_match_budget: int = 1000  # units the keyword retriever scores at most
+    # the term_counts job folds the keyword statistics' new counts (memory_terms), at most
+    # term_counts_batch_size lexemes per agent and transaction, ten transactions per run
+    term_counts_interval_seconds: float = 60.0
+    term_counts_batch_size: int = Field(default=5000, ge=1)
     access_flush_seconds: float = 1.0
     cross_encoder_model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     # "auto": torch fp16 on CUDA; on a CPU ONNX Runtime int8 when its ranking check passes at

@@ -59,6 +59,7 @@ class EmbeddedPostgres:
     # allocated as pages are first used; a search-heavy agent of 100k memories reads ~1 GB
     # of tables and indexes
     shared_buffers: str = "1GB"
+    options: str = ""  # more server options, e.g. "-c shared_preload_libraries=auto_explain"
     _run_as: str | None = field(default=None, init=False)
 
     @property
@@ -132,7 +133,8 @@ class EmbeddedPostgres:
         self.port = self.port or free_port(self.host)
         options = (
             f"-h {self.host} -p {self.port} -k {self.pgdata} -c max_connections=300 "
-            f"-c shared_buffers={self.shared_buffers} -c fsync=on -c synchronous_commit=off"
+            f"-c shared_buffers={self.shared_buffers} -c fsync=on -c synchronous_commit=off "
+            f"{self.options}"
         )
         try:
             self._run(

@@ -18,6 +18,7 @@ from memora.jobs import (
     limits,
     reconcile,
     reflection,
+    term_counts,
     webhooks,
 )
 from memora.jobs.base import JobContext, JobResult, JobSpec, run_job
@@ -73,6 +74,12 @@ JOBS: dict[str, JobSpec] = {
             entity_names.run,
             lambda s: s.entity_names_interval_seconds,
             "re-clean stored entity names: merge, rename, remove noise entities",
+        ),
+        JobSpec(
+            "term_counts",
+            term_counts.run,
+            lambda s: s.term_counts_interval_seconds,
+            "fold the keyword statistics' new counts (keyword search's document frequencies)",
         ),
         JobSpec(
             "limits",

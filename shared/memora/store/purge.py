@@ -71,8 +71,9 @@ def purge_agents(conn: Connection[Any], keys: list[str]) -> dict[str, int]:
         "DELETE FROM operations WHERE agent_id = ANY(%(k)s)", params
     ).rowcount
     counts |= purge_units(conn, "SELECT id FROM memory_units WHERE agent_id = ANY(%(k)s)", params)
-    # the lifecycle's audit trail and job cursors go too (not counted: they are bookkeeping)
-    for table in ("memory_events", "job_cursors"):
+    # the lifecycle's audit trail, job cursors and keyword statistics go too (not counted:
+    # they are bookkeeping)
+    for table in ("memory_events", "job_cursors", "memory_terms"):
         conn.execute(f"DELETE FROM {table} WHERE agent_id = ANY(%(k)s)", params)
     for table in (
         "conversation_chunks",
