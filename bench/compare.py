@@ -4,6 +4,7 @@ checkout, database and query service, questions alternating between them; prints
 
     python bench/compare.py --base 84899cc                    # base against this working tree
     python bench/compare.py --base main --change HEAD --size 100000 --queries 200
+    python bench/compare.py --alone --size 1000000        # this working tree by itself
     make bench-compare BASE=84899cc
 
 Each checkout loads its own copy of the benchmark's data with its own code (its migrations and
@@ -284,9 +285,24 @@ def report(base: Side, change: Side) -> dict[str, Any]:
             for label, a, b in rows}  # fmt: skip
 
 
+def report_alone(side: Side) -> dict[str, Any]:
+    rows = [(f"p{p}", percentile(side.latency, p)) for p in PERCENTILES]
+    rows += [(f"{stage} (median)", ms) for stage, ms in stage_medians(side.traces).items()]
+    rows += [(f"{what} CPU per search", ms) for what, ms in side.cpu.items()]
+    print(f"\n{'':28s} {side.name:>12s}")
+    for label, ms in rows:
+        print(f"{label:28s} {ms:9.1f} ms")
+    print(f"({len(side.latency)} timed and {len(side.traces)} traced searches)")
+    return {label: {"change_ms": ms} for label, ms in rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", required=True, help="a commit (or '.' for the working tree)")
+    parser.add_argument("--base", help="a commit (or '.' for the working tree)")
+    parser.add_argument(
+        "--alone", action="store_true",
+        help="no base: only --change, for absolute figures where two loads cost too much (1M)",
+    )  # fmt: skip
     parser.add_argument("--change", default=".", help="a commit, or '.' (the working tree)")
     parser.add_argument("--size", type=int, default=100_000, help="memories of the agent")
     parser.add_argument("--queries", type=int, default=200)
@@ -302,15 +318,20 @@ def main() -> None:
         "(pg_stat_statements, with planning time)",
     )  # fmt: skip
     args = parser.parse_args()
+    if (args.base is None) != args.alone:
+        parser.error("give --base, or --alone to measure --change by itself")
 
     trees = args.data_root / "trees"
     trees.mkdir(parents=True, exist_ok=True)
     sides = []
-    for name, spec in (("base", args.base), ("change", args.change)):
+    specs = (
+        [("change", args.change)] if args.alone else [("base", args.base), ("change", args.change)]
+    )
+    for name, spec in specs:
         tree = checkout(spec, trees)
         data = args.data_root / f"data-{data_key(tree, args.size)}"
         sides.append(Side(name, tree, data, statements=args.statements > 0))
-    if sides[0].data == sides[1].data:  # the same code: two loads, each its own HNSW graph
+    if len(sides) == 2 and sides[0].data == sides[1].data:  # the same code: two loads
         sides[1].data = sides[1].data.with_name(sides[1].data.name + "-b")
     try:
         for side in sides:
@@ -320,7 +341,7 @@ def main() -> None:
             wait_ready(side.base_url)
         questions = bench.questions(args.queries + args.warmup)
         run(sides, questions, args.warmup, args.rounds, args.trace_every)
-        figures = report(*sides)
+        figures = report(*sides) if len(sides) == 2 else report_alone(sides[0])
         for side in sides if args.statements else []:
             side.top_statements(args.statements)
         if args.out:

@@ -1,0 +1,101 @@
+"""The entity retriever's units query (`arms.entity_units`) on real PostgreSQL: an entity with
+few mentions has them ranked exactly, a common one through the HNSW index (an iterative scan
+until enough walked units mention it), and both agree with the exact ranking."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memora.retrieval import arms
+from memora.retrieval.types import SearchScope
+
+pytestmark = pytest.mark.integration
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+DIM = 384
+
+
+@pytest.fixture()
+def conn(pool: Any, agent_id: str) -> Iterator[Any]:
+    with pool.connection() as c:
+        c.execute("INSERT INTO agents (agent_id) VALUES (%s)", (agent_id,))
+        c.commit()
+        yield c
+        c.execute("DELETE FROM memory_units WHERE agent_id = %s", (agent_id,))
+        c.execute("DELETE FROM entities WHERE agent_id = %s", (agent_id,))
+        c.execute("DELETE FROM agents WHERE agent_id = %s", (agent_id,))
+        c.commit()
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+
+def _entity(conn: Any, agent_id: str, name: str) -> uuid.UUID:
+    row = conn.execute(
+        "INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,"
+        " first_seen, last_seen) VALUES (%s, %s, %s, 'PERSON', now(), now()) RETURNING id",
+        (agent_id, name, name.lower()),
+    ).fetchone()
+    return row["id"]  # type: ignore[no-any-return]
+
+
+def _mention(
+    conn: Any, agent_id: str, vector: np.ndarray, entity: uuid.UUID, day: int
+) -> uuid.UUID:
+    unit = uuid.uuid4()
+    when = START + timedelta(days=day)
+    conn.execute(
+        "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
+        " mentioned_at) VALUES (%s, %s, %s, %s, 'world', %s, %s)",
+        (unit, agent_id, f"memory {day}", vector, when, when),
+    )
+    conn.execute(
+        "INSERT INTO unit_entities (unit_id, entity_id, mention) VALUES (%s, %s, 'x')",
+        (unit, entity),
+    )
+    return unit
+
+
+def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
+    conn: Any, agent_id: str
+) -> None:
+    rng = np.random.default_rng(3)
+
+    def noise() -> np.ndarray:  # of length ~1
+        return rng.standard_normal(DIM) / np.sqrt(DIM)
+
+    query = _unit(noise())
+    common, rare = _entity(conn, agent_id, "Ana"), _entity(conn, agent_id, "Bo")
+    for day in range(60):  # Ana: 60 mentions, some close to the query
+        _mention(conn, agent_id, _unit(noise() + (day % 3) * query), common, day)
+    far = _mention(conn, agent_id, _unit(-query + 0.1 * noise()), rare, 61)
+    near = _mention(conn, agent_id, _unit(query + 0.1 * noise()), rare, 62)
+    conn.commit()
+    scope = SearchScope("default", agent_id, ("world",))
+
+    def ranked(entity: uuid.UUID, exact_max: int) -> list[tuple[uuid.UUID, float]]:
+        with conn.transaction():
+            return arms.entity_units(
+                conn, scope, entity_ids=[entity], vector=query, per_entity=10,
+                min_similarity=-1.0, exact_max=exact_max,
+            )  # fmt: skip
+
+    exact = ranked(common, exact_max=1000)
+    walked = ranked(common, exact_max=20)  # 60 mentions > 20: through the HNSW index
+    assert len(exact) == 10 and [u for u, _ in walked] == [u for u, _ in exact]
+    assert [s for _, s in exact] == sorted((s for _, s in exact), reverse=True)
+    # a rare entity's every mention, however far from the query, in order of similarity
+    assert [u for u, _ in ranked(rare, exact_max=20)] == [near, far]
+    floor = exact[5][1]  # both entities at once, with a similarity floor
+    both = arms.entity_units(
+        conn, scope, entity_ids=[common, rare], vector=query, per_entity=10,
+        min_similarity=floor, exact_max=20,
+    )  # fmt: skip
+    assert {u for u, _ in both} == {u for u, _ in exact[:6]} | {near}
