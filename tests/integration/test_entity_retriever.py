@@ -1,6 +1,7 @@
 """The entity retriever's units query (`arms.entity_units`) on real PostgreSQL: an entity with
-few mentions has them ranked exactly, a common one through the HNSW index (an iterative scan
-until enough walked units mention it), and both agree with the exact ranking."""
+few mentions has them ranked exactly, a common one by its mentions' signatures (migration
+0021) or, under filters, through the HNSW index; all agree with the exact ranking. The
+signatures follow the units' embeddings."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from psycopg.types.json import Jsonb
 
 from memora.retrieval import arms
+from memora.retrieval.filters import Filters, compile_filters
 from memora.retrieval.types import SearchScope
 
 pytestmark = pytest.mark.integration
@@ -53,9 +56,10 @@ def _mention(
     when = START + timedelta(days=day)
     conn.execute(
         "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
-        " mentioned_at) VALUES (%s, %s, %s, %s, 'world', %s, %s)",
-        (unit, agent_id, f"memory {day}", vector, when, when),
-    )
+        " mentioned_at, metadata) VALUES (%s, %s, %s, %s, 'world', %s, %s, %s)",
+        (unit, agent_id, f"memory {day}", vector, when, when,
+         Jsonb({"scene": "odd" if day % 2 else "even"})),
+    )  # fmt: skip
     conn.execute(
         "INSERT INTO unit_entities (unit_id, entity_id, mention) VALUES (%s, %s, 'x')",
         (unit, entity),
@@ -80,16 +84,27 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     conn.commit()
     scope = SearchScope("default", agent_id, ("world",))
 
-    def ranked(entity: uuid.UUID, exact_max: int) -> list[tuple[uuid.UUID, float]]:
+    def ranked(
+        entity: uuid.UUID, exact_max: int, within: SearchScope = scope
+    ) -> list[tuple[uuid.UUID, float]]:
         with conn.transaction():
             return arms.entity_units(
-                conn, scope, entity_ids=[entity], vector=query, per_entity=10,
+                conn, within, entity_ids=[entity], vector=query, per_entity=10,
                 min_similarity=-1.0, exact_max=exact_max,
             )  # fmt: skip
 
     exact = ranked(common, exact_max=1000)
-    walked = ranked(common, exact_max=20)  # 60 mentions > 20: through the HNSW index
-    assert len(exact) == 10 and [u for u, _ in walked] == [u for u, _ in exact]
+    by_signature = ranked(common, exact_max=20)  # 60 mentions > 20: by their signatures
+    assert len(exact) == 10 and [u for u, _ in by_signature] == [u for u, _ in exact]
+    even = SearchScope(
+        "default",
+        agent_id,
+        ("world",),
+        compile_filters(Filters.model_validate({"scene": "even"}), "m"),
+    )
+    walked = ranked(common, exact_max=20, within=even)  # filtered: through the HNSW index
+    assert [u for u, _ in walked] == [u for u, _ in ranked(common, 1000, even)]
+    assert len(walked) == 10 and walked != exact
     assert [s for _, s in exact] == sorted((s for _, s in exact), reverse=True)
     # a rare entity's every mention, however far from the query, in order of similarity
     assert [u for u, _ in ranked(rare, exact_max=20)] == [near, far]
@@ -99,3 +114,25 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
         min_similarity=floor, exact_max=20,
     )  # fmt: skip
     assert {u for u, _ in both} == {u for u, _ in exact[:6]} | {near}
+
+
+def test_a_mention_s_signature_follows_the_unit_s_embedding(conn: Any, agent_id: str) -> None:
+    rng = np.random.default_rng(5)
+    first, second = _unit(rng.standard_normal(DIM)), _unit(rng.standard_normal(DIM))
+    unit = _mention(conn, agent_id, first, _entity(conn, agent_id, "Cy"), 0)
+
+    def signature() -> str:
+        row = conn.execute(
+            "SELECT signature::text = binary_quantize(u.embedding)::text AS same, "
+            "signature IS NULL AS missing FROM unit_entities ue "
+            "JOIN memory_units u ON u.id = ue.unit_id WHERE ue.unit_id = %s",
+            (unit,),
+        ).fetchone()
+        return "missing" if row["missing"] else "same" if row["same"] else "stale"
+
+    assert signature() == "same"
+    conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (second, unit))
+    assert signature() == "same"
+    conn.execute("UPDATE memory_units SET embedding = NULL WHERE id = %s", (unit,))
+    assert signature() == "missing"
+    conn.commit()
