@@ -77,10 +77,15 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
 
     query = _unit(noise())
     common, rare = _entity(conn, agent_id, "Ana"), _entity(conn, agent_id, "Bo")
-    for day in range(60):  # Ana: 60 mentions, some close to the query
-        _mention(conn, agent_id, _unit(noise() + (day % 3) * query), common, day)
-    far = _mention(conn, agent_id, _unit(-query + 0.1 * noise()), rare, 61)
-    near = _mention(conn, agent_id, _unit(query + 0.1 * noise()), rare, 62)
+    closest = set()
+    for day in range(60):  # Ana: 60 mentions, 20 of them close to the query
+        unit = _mention(conn, agent_id, _unit(noise() + (day % 3) * query), common, day)
+        if day % 3 == 2:
+            closest.add(unit)
+    for day in range(60, 120):  # and 60 far from it
+        _mention(conn, agent_id, _unit(noise() - query), common, day)
+    far = _mention(conn, agent_id, _unit(-query + 0.1 * noise()), rare, 121)
+    near = _mention(conn, agent_id, _unit(query + 0.1 * noise()), rare, 122)
     conn.commit()
     scope = SearchScope("default", agent_id, ("world",))
 
@@ -90,12 +95,14 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
         with conn.transaction():
             return arms.entity_units(
                 conn, within, entity_ids=[entity], vector=query, per_entity=10,
-                min_similarity=-1.0, exact_max=exact_max,
+                min_similarity=-1.0, exact_max=exact_max, oversample=1,
             )  # fmt: skip
 
     exact = ranked(common, exact_max=1000)
-    by_signature = ranked(common, exact_max=20)  # 60 mentions > 20: by their signatures
-    assert len(exact) == 10 and [u for u, _ in by_signature] == [u for u, _ in exact]
+    # 120 mentions > 20 and > SIGNATURE_PAYOFF · 10 kept: the 10 best signatures, re-ranked
+    by_signature = ranked(common, exact_max=20)
+    assert len(exact) == 10 and {u for u, _ in exact} <= closest
+    assert len(by_signature) == 10 and {u for u, _ in by_signature} <= closest
     even = SearchScope(
         "default",
         agent_id,
