@@ -99,7 +99,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
             )  # fmt: skip
 
     exact = ranked(common, exact_max=1000)
-    # 120 mentions > 20 and > SIGNATURE_PAYOFF · 10 kept: the 10 best signatures, re-ranked
+    # 120 mentions > 20: the 10 best signatures (oversample 1), re-ranked exactly
     by_signature = ranked(common, exact_max=20)
     assert len(exact) == 10 and {u for u, _ in exact} <= closest
     assert len(by_signature) == 10 and {u for u, _ in by_signature} <= closest

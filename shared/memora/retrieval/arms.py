@@ -309,12 +309,10 @@ def query_entities(
 
 
 # The common entity's mentions compared with full embeddings: this many per unit wanted, the
-# best by their signatures' Hamming distance (1M memories, 50,000 mentions, 20 wanted: 1,000
-# of them kept 97 % of the exact list, 400 88 %, 200 79 %). Signatures are read only for an
-# entity with SIGNATURE_PAYOFF times more mentions than that: below, ranking every mention
-# exactly costs no more (100k memories, 5,000 mentions: exact 1.6 ms of database time).
-SIGNATURE_OVERSAMPLE = 50
-SIGNATURE_PAYOFF = 10
+# best by their signatures' Hamming distance. 20 wanted, 50,000 mentions (1M memories): 1,000
+# kept 97 % of the exact list, 400 88 % (the HNSW walk: 87 %), 200 79 %; 5,000 mentions (100k):
+# 1,000 99.9 %. Each kept one costs a read of its embedding by key (~10 µs).
+SIGNATURE_OVERSAMPLE = 20
 
 
 def entity_units(
@@ -333,11 +331,11 @@ def entity_units(
     passing the search's filters); a unit mentioning several keeps its similarity once. Best
     first.
 
-    An entity mentioned at most `exact_max` times (unfiltered: at most SIGNATURE_PAYOFF times
-    the units its signatures would keep) has its mentions ranked exactly (the order is by
-    similarity, not by the index's distance operator, so the planner never walks HNSW for
-    it). A commoner one (a main character of a long chat: ~50,000 mentions at 1M memories)
-    would cost a read of every mention's embedding: its mentions are ranked by their
+    An entity mentioned at most `exact_max` times has its mentions ranked exactly: each
+    mention's embedding read by its key (a LATERAL probe, so the planner neither walks HNSW
+    nor hashes the agent's every vector for it). A commoner one (a main character of a long
+    chat: ~5,000 mentions at 100k memories, ~50,000 at 1M) would cost a read of every
+    mention's embedding: its mentions are ranked by their
     signatures first (the binary quantisation of the embedding in `unit_entities`, migration
     0021), and the `oversample` · `per_entity` best are compared exactly. Under filters,
     which the signatures cannot check, it walks the HNSW index instead, an iterative scan
@@ -345,7 +343,6 @@ def entity_units(
     filters. One statement: a capped count of the mentions picks the way per entity."""
     where = scope.where
     kept = oversample * per_entity
-    cap = exact_max if where.sql else max(exact_max, SIGNATURE_PAYOFF * kept)
     if where.sql:
         conn.execute(
             "SELECT set_config('hnsw.ef_search', %s, true), "
@@ -378,16 +375,19 @@ def entity_units(
             ) mentions
         ) k
         CROSS JOIN LATERAL (
-            (SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
-             FROM unit_entities ue JOIN memory_vectors m ON m.unit_id = ue.unit_id
-             WHERE k.n < %(cap)s AND ue.entity_id = e.entity AND {vector_scope("m")} {where.sql}
-             ORDER BY sim DESC LIMIT %(per_entity)s)
+            (SELECT v.id, v.sim FROM unit_entities ue CROSS JOIN LATERAL (
+                 SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
+                 FROM memory_vectors m
+                 WHERE m.unit_id = ue.unit_id AND {vector_scope("m")} {where.sql} LIMIT 1
+             ) v
+             WHERE k.n < %(cap)s AND ue.entity_id = e.entity
+             ORDER BY v.sim DESC LIMIT %(per_entity)s)
             UNION ALL ({common})
         ) u GROUP BY u.id
         """,
         {
             "entities": list(entity_ids), "v": vector, "per_entity": per_entity,
-            "cap": cap + 1, "over": kept,
+            "cap": exact_max + 1, "over": kept,
             **scope.params, **where.params,
         },
         prepare=where.prepare,
