@@ -106,6 +106,19 @@ def agent_id() -> str:
     return f"agent-{uuid.uuid4().hex[:12]}"
 
 
+@pytest.fixture()
+def agent_conn(pool: Any, agent_id: str) -> Iterator[Any]:
+    """A pooled connection, with the agent `agent_id` stored; afterwards its memories, entities
+    and the agent itself are deleted."""
+    with pool.connection() as conn:
+        conn.execute("INSERT INTO agents (agent_id) VALUES (%s)", (agent_id,))
+        conn.commit()
+        yield conn
+        for table in ("memory_units", "entities", "agents"):
+            conn.execute(f"DELETE FROM {table} WHERE agent_id = %s", (agent_id,))
+        conn.commit()
+
+
 @pytest.fixture(scope="session")
 def inline_api(settings: Settings, pool: Any, pipeline: Any) -> Iterator[Any]:
     """The write API with stages run inline (no broker): fast, still real PostgreSQL."""

@@ -6,7 +6,6 @@ signatures follow the units' embeddings."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,15 +24,8 @@ DIM = 384
 
 
 @pytest.fixture()
-def conn(pool: Any, agent_id: str) -> Iterator[Any]:
-    with pool.connection() as c:
-        c.execute("INSERT INTO agents (agent_id) VALUES (%s)", (agent_id,))
-        c.commit()
-        yield c
-        c.execute("DELETE FROM memory_units WHERE agent_id = %s", (agent_id,))
-        c.execute("DELETE FROM entities WHERE agent_id = %s", (agent_id,))
-        c.execute("DELETE FROM agents WHERE agent_id = %s", (agent_id,))
-        c.commit()
+def conn(agent_conn: Any) -> Any:
+    return agent_conn
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:

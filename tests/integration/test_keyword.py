@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,14 +27,8 @@ WHEN = START
 
 
 @pytest.fixture()
-def conn(pool: Any, agent_id: str) -> Iterator[Any]:
-    with pool.connection() as c:
-        c.execute("INSERT INTO agents (agent_id) VALUES (%s)", (agent_id,))
-        c.commit()
-        yield c
-        c.execute("DELETE FROM memory_units WHERE agent_id = %s", (agent_id,))
-        c.execute("DELETE FROM agents WHERE agent_id = %s", (agent_id,))
-        c.commit()
+def conn(agent_conn: Any) -> Any:
+    return agent_conn
 
 
 def _vector(seed: int) -> np.ndarray:
