@@ -335,12 +335,12 @@ def entity_units(
     mention's embedding read by its key (a LATERAL probe, so the planner neither walks HNSW
     nor hashes the agent's every vector for it). A commoner one (a main character of a long
     chat: ~5,000 mentions at 100k memories, ~50,000 at 1M) would cost a read of every
-    mention's embedding: its mentions are ranked by their
-    signatures first (the binary quantisation of the embedding in `unit_entities`, migration
-    0021), and the `oversample` · `per_entity` best are compared exactly. Under filters,
-    which the signatures cannot check, it walks the HNSW index instead, an iterative scan
-    until `per_entity` walked units mention it and pass, as semantic.nearest does for broad
-    filters. One statement: a capped count of the mentions picks the way per entity."""
+    mention's embedding: its mentions are ranked by their signatures first (the binary
+    quantisation of the embedding in `unit_entities`, migration 0021), and the `oversample`
+    · `per_entity` best are compared exactly. Under filters, which the signatures cannot
+    check, it walks the HNSW index instead, an iterative scan until `per_entity` walked units
+    mention it and pass, as semantic.nearest does for broad filters. One statement: a capped
+    count of the mentions picks the way per entity."""
     where = scope.where
     kept = oversample * per_entity
     if where.sql:
