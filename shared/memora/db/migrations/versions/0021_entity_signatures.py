@@ -11,7 +11,7 @@ their 400 best 16 ms (88 %); at 100k (5,000 mentions), 400: 6.5 ms against 18 ms
 - Filled by a BEFORE INSERT trigger from the unit's embedding (the pipeline embeds before it
   resolves entities), kept in step by an AFTER UPDATE OF embedding trigger on `memory_units`
   (an edit re-embeds). Both ENABLE ALWAYS, like the tenant triggers, so bulk loads fill it.
-- `idx_unit_entities_signature (entity_id) INCLUDE (signature, tenant_id)` replaces
+- `idx_unit_entities_signature (entity_id) INCLUDE (unit_id, signature, tenant_id)` replaces
   `idx_unit_entities_entity`: it serves every lookup by entity, and the scan of an entity's
   signatures reads the index alone (the tenant policy's column included).
 
@@ -68,7 +68,7 @@ def upgrade() -> None:
     )
     op.execute(
         "CREATE INDEX idx_unit_entities_signature ON unit_entities (entity_id) "
-        "INCLUDE (signature, tenant_id)"
+        "INCLUDE (unit_id, signature, tenant_id)"
     )
     op.execute("DROP INDEX idx_unit_entities_entity")
     op.execute("ANALYZE unit_entities")
