@@ -75,6 +75,16 @@ def _chromium(playwright: Any) -> Any:
     )
 
 
+def _page(playwright: Any, errors: list[str]) -> tuple[Any, Any]:
+    """A browser and a desktop-sized page whose console errors and uncaught exceptions are
+    appended to `errors`, which the tests assert on."""
+    browser = _chromium(playwright)
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return browser, page
+
+
 def _fact(item: int, text: str, kind: str, entities: list[tuple[str, str]], **extra: Any) -> Any:
     return {
         "item": item,
@@ -205,10 +215,7 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
 
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = _chromium(p)
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        browser, page = _page(p, errors)
 
         # Agents, with counts and documents
         page.goto(f"{base}/")
@@ -351,10 +358,7 @@ def test_user_control_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> 
 
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = _chromium(p)
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        browser, page = _page(p, errors)
         page.on("dialog", lambda d: d.accept())  # "Forget this memory?", "Delete message?"
         page.goto(f"{base}/")
         page.locator(f'#agents-table tr[data-agent="{CONTROL_AGENT}"]').click()
@@ -470,10 +474,7 @@ def test_results_page_in_a_real_browser(bench_results: tuple[str, Path]) -> None
     base, uploaded = bench_results
     errors: list[str] = []
     with sync_playwright() as p:
-        browser = _chromium(p)
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        browser, page = _page(p, errors)
 
         # a file from the server's folder: figures, categories, questions with evidence
         page.goto(f"{base}/#results")
