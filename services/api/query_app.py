@@ -100,7 +100,7 @@ def _read_path(app: FastAPI, settings: Settings) -> None:
     """The embedder, the retriever and the use cases over them, on `app.state` (the routes'
     dependencies: services.api.deps)."""
     s, state = settings, app.state
-    state.embedder = embedder_for(s, s.embedding_batch_wait_ms / 1000)
+    state.embedder = embedder_for(s, s.embedding_batch_wait_ms / 1000, queries=True)
     with state.pool.connection() as conn:  # the database's own, should settings disagree
         check_dimension(state.embedder, schema_embedding_dim(conn) or s.embedding_dim)
     if s.conversation_index:  # a model outside the table is fitted now, not on a first search

@@ -3,6 +3,7 @@ and anything it cannot run falls back to torch (auto) or fails clearly (onnx).""
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -91,3 +92,53 @@ def test_micro_batched_queries_share_passes_and_get_their_own_vectors(tmp_path: 
     for mine, theirs in zip(shared, alone, strict=True):
         np.testing.assert_allclose(mine, theirs, atol=1e-5)
     assert embedder.passes - passes <= 2 < len(TEXTS)  # one or two shared encode calls
+
+
+def _pairs() -> list[dict[str, str]]:
+    path = Path(onnx_encoder.__file__).parent.parent / "data" / "similarity_pairs.json"
+    items: list[dict[str, str]] = json.loads(path.read_text())["items"]
+    return items
+
+
+def test_int8_queries_rank_as_fp32_and_memories_stay_fp32(
+    torch_embedder: Embedder, tmp_path: Path
+) -> None:
+    embedder = Embedder(DEFAULT_EMBEDDING_MODEL, backend="onnx", cache_dir=tmp_path,
+                        int8_queries=True)  # fmt: skip
+    assert embedder.query_precision == "int8"
+    assert len(list(tmp_path.glob("*.int8.onnx"))) == 1  # quantised once, beside the export
+    # memories (embed) are fp32, torch's vectors
+    np.testing.assert_allclose(embedder.embed(TEXTS), torch_embedder.embed(TEXTS), atol=1e-5)
+    queries, memories = embedder.embed_queries(TEXTS), embedder.embed(TEXTS)
+    cosine = np.sum(queries * memories, axis=1)
+    assert cosine.min() >= onnx_encoder.INT8_MIN_COSINE and cosine.max() < 1 - 1e-6
+    np.testing.assert_allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-6)
+    # a related message ranks above an unrelated one for the same queries as with fp32
+    pairs = _pairs()
+    related = embedder.embed([p["related"] for p in pairs])
+    unrelated = embedder.embed([p["unrelated"] for p in pairs])
+    asked = [p["query"] for p in pairs]
+    margins = [
+        np.sum(v * related, axis=1) - np.sum(v * unrelated, axis=1)
+        for v in (embedder.embed(asked), embedder.embed_queries(asked))
+    ]
+    agree = float(np.mean((margins[0] > 0) == (margins[1] > 0)))
+    assert agree >= 0.98, agree
+
+
+def test_int8_queries_fall_back_to_fp32_when_their_check_fails(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(onnx_encoder, "INT8_MIN_COSINE", 1.01)  # no int8 vector is that close
+    embedder = Embedder(DEFAULT_EMBEDDING_MODEL, backend="onnx", cache_dir=tmp_path,
+                        int8_queries=True)  # fmt: skip
+    assert embedder.query_precision == "fp32"
+    assert "queries embedded in fp32: int8 vectors differ" in caplog.text
+    np.testing.assert_array_equal(embedder.embed_queries(TEXTS), embedder.embed(TEXTS))
+
+
+def test_queries_are_fp32_unless_asked(tmp_path: Path) -> None:
+    embedder = Embedder(DEFAULT_EMBEDDING_MODEL, backend="onnx", cache_dir=tmp_path)
+    assert embedder.query_precision == "fp32"
+    assert not list(tmp_path.glob("*.int8.onnx"))
+    np.testing.assert_array_equal(embedder.embed_queries(TEXTS), embedder.embed(TEXTS))

@@ -49,6 +49,8 @@ class TextEmbedder(Protocol):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
     def embed_one(self, text: str) -> np.ndarray: ...
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
@@ -75,9 +77,12 @@ class Embedder:
         cache_dir: Path | None = None,
         batch_wait: float = 0.001,
         micro_batch: bool | None = None,
+        int8_queries: bool = False,
     ) -> None:
         """`micro_batch` (default: on CUDA) queues concurrent calls for shared forward passes,
-        each waiting at most `batch_wait` seconds for others to join."""
+        each waiting at most `batch_wait` seconds for others to join. `int8_queries`: on ONNX
+        Runtime, `embed_queries` runs the model quantised to int8 when its check passes
+        (`memora.nlp.onnx_encoder`)."""
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -106,8 +111,12 @@ class Embedder:
         self.passes = 0  # encode calls (of one or more batches) so far
         self._onnx: OnnxEncoder | None = None
         if backend == "onnx" or (backend == "auto" and device == "cpu"):
-            self._onnx = self._load_onnx(backend, cache_dir or default_cache_dir(), torch_threads)
+            self._onnx = self._load_onnx(
+                backend, cache_dir or default_cache_dir(), torch_threads, int8_queries
+            )
         self.backend = "onnx" if self._onnx is not None else "torch"
+        # what embeds search queries: int8 where it passed its check, else as memories
+        self.query_precision = self._onnx.query_precision if self._onnx is not None else "fp32"
         if self._onnx is not None:  # torch's copy of the weights is no longer read: ~90 MB
             self.model[0].auto_model.to("meta")
         self._batcher: MicroBatcher[str] | None = None
@@ -119,9 +128,11 @@ class Embedder:
                 name="memora-embedder",
             )
 
-    def _load_onnx(self, backend: Backend, cache_dir: Path, threads: int) -> OnnxEncoder | None:
+    def _load_onnx(
+        self, backend: Backend, cache_dir: Path, threads: int, int8_queries: bool
+    ) -> OnnxEncoder | None:
         try:
-            return OnnxEncoder(self.model, cache_dir, threads)
+            return OnnxEncoder(self.model, cache_dir, threads, int8_queries=int8_queries)
         except Exception as exc:  # ImportError, OnnxUnsupported, ONNX Runtime's own errors
             if backend == "onnx":
                 raise RuntimeError(
@@ -139,11 +150,18 @@ class Embedder:
             return self._batcher.submit(texts)
         return self._encode(texts)
 
-    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """`embed` for search queries, which are compared with stored vectors and never stored
+        themselves: on the int8 model when it passed its check (`query_precision`)."""
+        if self._onnx is None or self.query_precision != "int8" or not texts:
+            return self.embed(texts)
+        return self._encode(texts, queries=True)
+
+    def _encode(self, texts: Sequence[str], *, queries: bool = False) -> np.ndarray:
         with self._lock:  # torch modules are not re-entrant across threads
             started = time.perf_counter()
             if self._onnx is not None:
-                vectors = self._encode_onnx(self._onnx, texts)
+                vectors = self._encode_onnx(self._onnx, texts, queries)
             else:
                 vectors = self.model.encode(
                     list(texts),
@@ -156,13 +174,15 @@ class Embedder:
             metrics.observe_embedding(self.model_name, len(texts), time.perf_counter() - started)
         return np.asarray(vectors, dtype=np.float32)
 
-    def _encode_onnx(self, encoder: OnnxEncoder, texts: Sequence[str]) -> np.ndarray:
+    def _encode_onnx(
+        self, encoder: OnnxEncoder, texts: Sequence[str], queries: bool = False
+    ) -> np.ndarray:
         """Batches of similar length (less padding), in the caller's order, normalised."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
-            out[chunk] = encoder.encode([texts[i] for i in chunk])
+            out[chunk] = encoder.encode([texts[i] for i in chunk], queries=queries)
         return normalised(out)
 
     def embed_one(self, text: str) -> np.ndarray:
@@ -189,6 +209,7 @@ def get_embedder(
     backend: Backend = "auto",
     cache_dir: Path | None = None,
     batch_wait: float = 0.001,
+    int8_queries: bool = False,
 ) -> Embedder:
     return Embedder(
         model_name,
@@ -197,6 +218,7 @@ def get_embedder(
         backend=backend,
         cache_dir=cache_dir,
         batch_wait=batch_wait,
+        int8_queries=int8_queries,
     )
 
 
@@ -205,16 +227,19 @@ def check_dimension(embedder: TextEmbedder, expected: int) -> None:
         raise RuntimeError(dimension_mismatch(embedder.model_name, embedder.dim, expected))
 
 
-def embedder_for(settings: Settings, batch_wait: float = 0.001) -> TextEmbedder:
+def embedder_for(
+    settings: Settings, batch_wait: float = 0.001, *, queries: bool = False
+) -> TextEmbedder:
     """The process's embedder as the settings choose it (MEMORA_EMBEDDING_PROVIDER), its
     dimension checked against the schema's (MEMORA_EMBEDDING_DIM); a server is first validated
     (seed 001: it answers, has the model, embeds a test text). Raises RuntimeError naming the
-    setting to change."""
+    setting to change. `queries`: the process embeds search queries (the query service), on
+    int8 where MEMORA_QUERY_EMBEDDING_INT8 allows."""
     s = settings
     if s.embedding_provider == "local":
         local = get_embedder(
             s.embedding_model, s.torch_threads, s.embedding_batch_size, s.embedding_backend,
-            s.model_cache_dir, batch_wait,
+            s.model_cache_dir, batch_wait, queries and s.query_embedding_int8,
         )  # fmt: skip
         check_dimension(local, s.embedding_dim)
         return local

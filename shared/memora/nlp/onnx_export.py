@@ -86,10 +86,11 @@ def quantized(model: Path) -> Path:
 def _quiet_quantiser(record: logging.LogRecord) -> bool:
     """Drops what ONNX Runtime's quantiser logs on the root logger that asks nothing of an
     operator: a line per tensor at INFO ('Quantization parameters for tensor … not specified',
-    about 40 for a 6-layer BERT) and 'Please consider to run pre-processing before
-    quantization' (shape inference and graph optimisation run in the session anyway)."""
+    about 40 for a 6-layer BERT), 'Please consider to run pre-processing before quantization'
+    (shape inference and graph optimisation run in the session anyway) and 'Please check if the
+    model is already quantized' (it is not: it is the exported fp32 file)."""
     return record.levelno >= logging.WARNING and not record.getMessage().startswith(
-        "Please consider to run pre-processing"
+        ("Please consider to run pre-processing", "Please check if the model is already quantized")
     )
 
 

@@ -106,6 +106,10 @@ class RemoteEmbedder:
         metrics.observe_embedding(self.model_name, len(texts), time.perf_counter() - started)
         return normalised(np.asarray(rows, dtype=np.float32))
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Queries are embedded as memories are: the server's one model."""
+        return self.embed(texts)
+
     def embed_one(self, text: str) -> np.ndarray:
         vector: np.ndarray = self.embed([text])[0]
         return vector

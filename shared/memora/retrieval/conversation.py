@@ -216,7 +216,7 @@ def search_conversations(
     (default: the embedder's model's) sets the unit of the vector score."""
     cal = calibration if calibration is not None else calibration_for(embedder)
     agent_key = scope.key(q.agent_id)
-    vector = embedder.embed([q.query])[0]
+    vector = embedder.embed_queries([q.query])[0]
     terms = KeywordIndex.terms(conn, q.query)
     limit = max(1, min(q.limit, MAX_LIMIT))
     rows = candidates(conn, agent_key, q, vector, terms, max(per_arm, 4 * limit), match_budget)

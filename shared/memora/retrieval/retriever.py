@@ -129,7 +129,7 @@ class Retriever:
             entities = named.result()
             if entities.about is not None:
                 texts.append(entities.about)
-            vectors = self.embedder.embed(texts)
+            vectors = self.embedder.embed_queries(texts)
         except BaseException as exc:
             query_ready.set_exception(exc)
             raise
