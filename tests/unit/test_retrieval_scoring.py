@@ -249,3 +249,28 @@ def test_keyword_reads_the_rarest_terms_within_its_budget() -> None:
     assert stats.matching_terms(1000) == ["zzz", "lidar", "alice", "work"]
     assert stats.matching_terms(1) == ["zzz", "lidar"]  # the rarest held, whatever the budget
     assert TermStats(10, 1.0, {}, {"zzz": 0}).matching_terms(5) == ["zzz"]
+
+
+def test_the_unfiltered_walk_equals_the_checked_walk_when_everything_passes() -> None:
+    """Unfiltered searches take their own loop (every link followed, nothing to check): it
+    explores the same nodes with the same activations, in the same order, as the checked
+    walk when every node passes, over mixed link types (boosted, capped at the source)."""
+    rng = np.random.default_rng(11)
+    nodes = [uuid.UUID(int=i) for i in range(1, 1001)]
+    types = ["entity", "semantic", "temporal", "causes", "explicit", "unknown-type"]
+    graph: dict[uuid.UUID, list[Edge[uuid.UUID]]] = {
+        n: sorted(
+            ((nodes[int(j)], types[int(rng.integers(len(types)))], float(rng.random()))
+             for j in rng.choice(len(nodes), 12, replace=False)),
+            key=lambda e: -e[2],
+        )
+        for n in nodes
+    }  # fmt: skip
+    _, neighbours = _graph(graph)
+    entry = {nodes[0]: 1.0, nodes[1]: 0.7}
+    walked = spread_activation(entry, neighbours, 80, SpreadSettings())
+    checked = spread_activation(
+        entry, neighbours, 80, SpreadSettings(), admit=lambda ids: set(ids), fanout=12
+    )
+    assert len(walked) == 80
+    assert walked == checked
