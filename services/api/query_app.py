@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
-from memora.basics import logs
+from memora.basics import logs, metrics
 from memora.basics.config import Settings, get_settings, report_environment
 from memora.db.pool import Pool, make_pool
 from memora.lifecycle.memory import Memories
@@ -101,6 +101,7 @@ def _read_path(app: FastAPI, settings: Settings) -> None:
     dependencies: services.api.deps)."""
     s, state = settings, app.state
     state.embedder = embedder_for(s, s.embedding_batch_wait_ms / 1000, queries=True)
+    metrics.record_query_embedding(state.embedder.model_name, state.embedder.query_precision)
     with state.pool.connection() as conn:  # the database's own, should settings disagree
         check_dimension(state.embedder, schema_embedding_dim(conn) or s.embedding_dim)
     if s.conversation_index:  # a model outside the table is fitted now, not on a first search

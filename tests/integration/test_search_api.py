@@ -345,6 +345,29 @@ def test_unavailable_cross_encoder_is_a_503(settings: Settings, pool: Any) -> No
         assert ok.status_code == 200  # the heuristic path is unaffected
 
 
+def test_queries_are_embedded_on_int8_by_default_and_fp32_as_a_setting(
+    inline_api: Any, query_api: TestClient, settings: Settings, pool: Any, agent_id: str
+) -> None:
+    """The query service embeds search queries on the int8 model (its check passes for this
+    model), says so on /metrics, and finds what fp32 queries find; memories stay fp32."""
+    from services.api.query_app import create_app
+
+    _ingest(inline_api, agent_id, WORK)
+    body = {"agent_id": agent_id, "query": "Where does Alice work?", "top_k": 4}
+    assert query_api.app.state.embedder.query_precision == "int8"  # type: ignore[attr-defined]
+    scrape = query_api.get("/metrics").text
+    assert re.search(
+        r'memora_query_embedding_precision\{model="[^"]+",precision="int8"\} 1\.0', scrape
+    )
+    int8 = _search(query_api, **body)["results"]
+    changed = settings.model_copy(update={"query_embedding_int8": False})
+    with TestClient(create_app(changed, pool=pool)) as client:
+        assert client.app.state.embedder.query_precision == "fp32"  # type: ignore[attr-defined]
+        fp32 = _search(client, **body)["results"]
+    assert int8 and int8[0]["id"] == fp32[0]["id"]
+    assert {r["id"] for r in int8} == {r["id"] for r in fp32}
+
+
 def test_cross_encoder_runs_int8_on_a_cpu_by_default_and_fp32_as_torch(
     inline_api: Any, query_api: TestClient, settings: Settings, pool: Any, agent_id: str
 ) -> None:

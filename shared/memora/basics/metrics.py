@@ -208,6 +208,13 @@ CROSS_ENCODER_BACKEND = Gauge(
     namespace=NAMESPACE,
     multiprocess_mode="livemax",
 )
+QUERY_EMBEDDING = Gauge(
+    "query_embedding_precision",
+    "1 for what embeds the query service's search queries (int8, fp32), set when it loads",
+    ["model", "precision"],
+    namespace=NAMESPACE,
+    multiprocess_mode="livemax",
+)
 
 # ----------------------------------------------------------------------------- database
 DB_POOL_CONNECTIONS = Gauge(
@@ -311,6 +318,12 @@ def observe_job(job: str, outcome: str, seconds: float, examined: int, changed: 
     JOB_DURATION.labels(job).observe(seconds)
     JOB_EXAMINED.labels(job).inc(examined)
     JOB_CHANGED.labels(job).inc(changed)
+
+
+def record_query_embedding(model: str, precision: str) -> None:
+    """What embeds search queries in this process, once its embedder has loaded."""
+    QUERY_EMBEDDING.clear()
+    QUERY_EMBEDDING.labels(model, precision).set(1)
 
 
 def record_cross_encoder(model: str, backend: str) -> None:

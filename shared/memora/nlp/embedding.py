@@ -46,6 +46,7 @@ class TextEmbedder(Protocol):
     model_name: str
     dim: int
     backend: str
+    query_precision: str  # what embeds search queries: int8, fp32, or remote (the server's)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 

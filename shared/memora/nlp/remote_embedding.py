@@ -62,6 +62,7 @@ class RemoteEmbedder:
     over a server. `dim` is known once `validate` has run."""
 
     provider = ""
+    query_precision = "remote"  # queries are embedded as memories are, by the server
 
     def __init__(
         self,
