@@ -1,13 +1,15 @@
 """Query-embedding latency and batch throughput of the embedding model, torch against ONNX
-Runtime (`MEMORA_EMBEDDING_BACKEND`), in one process on the CPU.
+Runtime (`MEMORA_EMBEDDING_BACKEND`), and the query service's int8 queries
+(`MEMORA_QUERY_EMBEDDING_INT8`) against fp32, in one process on the CPU.
 
     python bench/embedding.py                       # 1 thread, the service's default
     python bench/embedding.py --threads 2
 
 Queries are the latency benchmark's natural-language questions, embedded one at a time (the
-query path); the batch figure embeds the LoCoMo dev turns in the workers' batch size. Reports
-p50/p95 per query, texts per second, and the largest difference between the two backends'
-vectors.
+query path), and as a search does, with a second text (the query without a name); the batch
+figure embeds the LoCoMo dev turns in the workers' batch size. Reports p50/p95 per query,
+texts per second, the largest difference between the two backends' vectors, and the cosine of
+int8 query vectors to fp32's.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +49,23 @@ def turns(path: Path, limit: int) -> list[str]:
     return out[:limit]
 
 
-def measure(embedder: Embedder, queries: list[str], batch: list[str]) -> dict[str, Any]:
+def query_times(
+    embed: Callable[[list[str]], np.ndarray], queries: list[str], texts: int
+) -> list[float]:
+    """ms per call of `texts` texts: the query, then itself without its first word."""
     for q in queries[:20]:
-        embedder.embed([q])
+        embed([q])
     times = []
     for q in queries[20:]:
+        batch = [q, q.split(" ", 1)[-1]][:texts]
         started = time.perf_counter()
-        embedder.embed([q])
+        embed(batch)
         times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def measure(embedder: Embedder, queries: list[str], batch: list[str]) -> dict[str, Any]:
+    times = query_times(embedder.embed, queries, 1)
     started = time.perf_counter()
     embedder.embed(batch)
     elapsed = time.perf_counter() - started
@@ -62,6 +74,20 @@ def measure(embedder: Embedder, queries: list[str], batch: list[str]) -> dict[st
         "query_p95_ms": round(float(np.percentile(times, 95)), 2),
         "batch_texts_per_s": round(len(batch) / elapsed, 1),
     }
+
+
+def int8_queries(embedder: Embedder, queries: list[str]) -> dict[str, Any]:
+    """The query service's path: fp32 (`embed`) against int8 (`embed_queries`), one and two
+    texts per call, and how close int8's vectors are to fp32's."""
+    out: dict[str, Any] = {"query_precision": embedder.query_precision}
+    for name, embed in (("fp32", embedder.embed), ("int8", embedder.embed_queries)):
+        for texts in (1, 2):
+            times = query_times(embed, queries, texts)
+            out[f"{name}_{texts}_text_p50_ms"] = round(statistics.median(times), 2)
+    cosine = np.sum(embedder.embed(queries) * embedder.embed_queries(queries), axis=1)
+    out["int8_cosine_min"] = round(float(cosine.min()), 4)
+    out["int8_cosine_median"] = round(float(np.median(cosine)), 4)
+    return out
 
 
 def main() -> None:
@@ -84,6 +110,11 @@ def main() -> None:
         vectors[backend] = embedder.embed(batch[:200])
         print(backend, report[backend], flush=True)
     report["max_abs_difference"] = float(np.abs(vectors["torch"] - vectors["onnx"]).max())
+    embedder = Embedder(
+        DEFAULT_EMBEDDING_MODEL, torch_threads=args.threads, backend="onnx", cache_dir=cache,
+        int8_queries=True,
+    )  # fmt: skip
+    report["queries"] = int8_queries(embedder, queries)
     print(json.dumps(report, indent=2))
 
 
