@@ -124,7 +124,7 @@ class Settings(BaseSettings):
     embedding_backend: Literal["auto", "torch", "onnx"] = "auto"
     # The query service embeds search queries with the model quantised to int8 (on ONNX
     # Runtime, when its vectors pass a check against fp32's): ~2x faster on a search's critical
-    # path. Memories are always embedded in fp32 (docs/retrieval.md, "Query embeddings")
+    # path. Memories are always embedded in fp32 (docs/retrieval.md, "Query embedding")
     query_embedding_int8: bool = True
     # on CUDA, concurrent embeddings (queries) share forward passes: how long one waits
     embedding_batch_wait_ms: float = 1.0

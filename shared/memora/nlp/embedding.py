@@ -154,7 +154,7 @@ class Embedder:
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """`embed` for search queries, which are compared with stored vectors and never stored
         themselves: on the int8 model when it passed its check (`query_precision`)."""
-        if self._onnx is None or self.query_precision != "int8" or not texts:
+        if self.query_precision != "int8" or not texts:
             return self.embed(texts)
         return self._encode(texts, queries=True)
 

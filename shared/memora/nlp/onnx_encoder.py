@@ -10,11 +10,12 @@ reproduce raises `OnnxUnsupported` so the caller can keep torch.
 
 With `int8_queries` the encoder also opens the model quantised to int8 (dynamic quantisation,
 `onnx_export.quantized`) for `encode(..., queries=True)`: the query service's search queries,
-embedded on every search's critical path (one short query 8.2 → 4.7 ms, two 9.9 → 4.5 ms on
-the 2-vCPU machine). Those vectors are compared with stored ones and never stored themselves;
-memories stay fp32. The int8 session is used only when its vectors of `QUERY_PROBES` are within
-`INT8_MIN_COSINE` of fp32's (seen: 0.983 at the least, 0.993 median, over the 399 texts of
-memora/data/similarity_pairs.json); otherwise queries stay fp32, with a warning.
+embedded on every search's critical path (`bench/embedding.py` on the 2-vCPU machine: one
+query 7.75 → 5.81 ms, the usual two texts 12.19 → 7.46 ms). Those vectors are compared with
+stored ones and never stored themselves; memories stay fp32. The int8 session is used only
+when its vectors of `QUERY_PROBES` are within `INT8_MIN_COSINE` of fp32's (seen: 0.983 at the
+least, 0.993 median, over the 399 texts of memora/data/similarity_pairs.json); otherwise
+queries stay fp32, with a warning.
 """
 
 from __future__ import annotations
