@@ -108,7 +108,7 @@ def spread_activation(
             count -= 1
             if target in explored:
                 continue
-            if admit is not None and target not in admitted:
+            if target not in admitted:  # only the checked walk comes here
                 holders.setdefault(target, []).append(source)
             offered = min(value * weight * weights.get(link_type, 1.0) * decay, value)
             if offered > pending.get(target, 0.0):
