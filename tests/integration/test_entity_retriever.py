@@ -1,6 +1,6 @@
 """The entity retriever's units query (`arms.entity_units`) on real PostgreSQL: an entity with
 few mentions has them ranked exactly, a common one by its mentions' signatures (migration
-0021) or, under filters, through the HNSW index; all agree with the exact ranking. The
+0021), under filters the best of them that pass; all agree with the exact ranking. The
 signatures follow the units' embeddings."""
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
         ("world",),
         compile_filters(Filters.model_validate({"scene": "even"}), "m"),
     )
-    walked = ranked(common, exact_max=20, within=even)  # filtered: through the HNSW index
+    walked = ranked(common, exact_max=20, within=even)  # filtered: the passing signatures
     assert [u for u, _ in walked] == [u for u, _ in ranked(common, 1000, even)]
     assert len(walked) == 10 and walked != exact
     assert [s for _, s in exact] == sorted((s for _, s in exact), reverse=True)

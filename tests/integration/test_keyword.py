@@ -1,7 +1,8 @@
 """The read path's narrow tables and keyword retrieval on real PostgreSQL: `memory_search`
 (migration 0005) and `memory_vectors` (0012: half-precision embeddings with the filter
-columns) follow `memory_units`, BM25 in SQL equals the formula, the match budget keeps the
-most recent matches, and tsqueries built from lexemes cannot be steered by their characters."""
+columns) follow `memory_units`, as do the postings (0022), BM25 in SQL equals the formula, the
+match budget keeps each term's strongest postings (the most recent among equals), and tsqueries
+built from lexemes cannot be steered by their characters."""
 
 from __future__ import annotations
 
@@ -189,7 +190,83 @@ def test_the_match_budget_keeps_the_most_recent_matches(conn: Any, agent_id: str
     ranked = index.search(
         conn, SearchScope("default", agent_id, ("world",)), stats=stats, limit=50, match_budget=5
     )
-    assert {u for u, _ in ranked} == set(units[-5:])
+    assert {u for u, _ in ranked} == set(units[-5:])  # equal weights: the newest
+
+
+def test_the_match_budget_keeps_each_terms_strongest_postings(conn: Any, agent_id: str) -> None:
+    """A common term's best postings are read, not its newest: the old short mentions of
+    "kayak" outrank newer long ones, and a unit holding both terms keeps both weights."""
+    filler = "with friends from the office after a long week of meetings and deadlines"
+    short = [_add(conn, agent_id, f"kayak trip {day}", day) for day in range(3)]
+    long = [_add(conn, agent_id, f"kayak trip {day} {filler}", 10 + day) for day in range(6)]
+    both = _add(conn, agent_id, "lidar kayak", 1)
+    conn.commit()
+    index = KeywordIndex(ttl=0.01)
+    stats = index.stats(conn, agent_id, index.terms(conn, "lidar kayak"))
+    scope = SearchScope("default", agent_id, ("world",))
+    ranked = index.search(conn, scope, stats=stats, limit=50, match_budget=4)
+    assert ranked[0][0] == both
+    assert {u for u, _ in ranked} == {both, *short}
+    exact = dict(index.search(conn, scope, stats=stats, limit=50, match_budget=100))
+    assert set(exact) == {both, *short, *long}
+    for unit, score in ranked:  # the weights read are summed exactly
+        assert score == pytest.approx(exact[unit])
+
+
+def _postings(conn: Any, agent_id: str) -> set[tuple[Any, ...]]:
+    rows = conn.execute(
+        "SELECT unit_id, lexeme, fact_type, event_date, tf, dl FROM memory_postings"
+        " WHERE agent_id = %s",
+        (agent_id,),
+    ).fetchall()
+    return {tuple(r.values()) for r in rows}
+
+
+def _postings_of_search_rows(conn: Any, agent_id: str) -> set[tuple[Any, ...]]:
+    rows = conn.execute(
+        "SELECT s.unit_id, t.lexeme, s.fact_type, s.event_date,"
+        " coalesce(array_length(t.positions, 1), 1) AS tf, length(s.search_vector) AS dl"
+        " FROM memory_search s, unnest(s.search_vector) t WHERE s.agent_id = %s",
+        (agent_id,),
+    ).fetchall()
+    return {tuple(r.values()) for r in rows}
+
+
+def test_the_postings_follow_every_change(conn: Any, agent_id: str) -> None:
+    """memory_postings (migration 0022) equals the postings of memory_search after inserts,
+    edits, un-embedding, a change of network, deletes, a COPY and an update of dates only."""
+    units = [_add(conn, agent_id, text, day) for day, text in enumerate(
+        ["Alice adopted a puppy", "the puppy chewed a shoe, puppy!", "Bob sold his kayak",
+         "Alice and Bob went kayaking", "a new shoe for Alice"]
+    )]  # fmt: skip
+    conn.execute("UPDATE memory_units SET text = 'Bob sold a canoe' WHERE id = %s", (units[2],))
+    conn.execute("UPDATE memory_units SET embedding = NULL WHERE id = %s", (units[1],))
+    conn.execute("UPDATE memory_units SET fact_type = 'agent' WHERE id = %s", (units[3],))
+    conn.execute("DELETE FROM memory_units WHERE id = %s", (units[4],))
+    conn.execute(
+        "UPDATE memory_search SET event_date = event_date + interval '1 day' WHERE agent_id = %s",
+        (agent_id,),
+    )
+    with conn.cursor().copy(
+        "COPY memory_units (id, agent_id, text, embedding, fact_type, event_date, mentioned_at)"
+        " FROM STDIN"
+    ) as copy:
+        for day, text in ((7, "Chen plays chess with Alice"), (8, "Chen's puppy")):
+            when = START + timedelta(days=day)
+            copy.write_row((uuid.uuid4(), agent_id, text, _vector(day), "world", when, when))
+    conn.commit()
+    expected = _postings_of_search_rows(conn, agent_id)
+    pairs = {(p[0], p[1]) for p in expected}
+    assert (units[3], "kayak") in pairs and (units[2], "kayak") not in pairs  # edited away
+    assert not any(p[0] in (units[1], units[4]) for p in expected)
+    assert _postings(conn, agent_id) == expected
+    impacts = conn.execute(
+        "SELECT lexeme, tf, impact FROM memory_postings WHERE unit_id = %s", (units[0],)
+    ).fetchall()
+    assert {r["lexeme"]: r["tf"] for r in impacts} == {"alic": 1, "adopt": 1, "puppi": 1}
+    dl = 3
+    weight = 1 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * dl / 12))
+    assert all(r["impact"] == pytest.approx(weight) for r in impacts)
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,11 @@ GIN index), and matches are ranked by true BM25 rather than `ts_rank`:
     idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))
 
 tf is the number of positions of the lexeme in the unit, dl the unit's number of distinct
-lexemes. Matching and scoring read `memory_search`, a narrow copy of every embedded unit's
-tsvector with a GIN index on (agent_id, search_vector) (migration 0005), not the wide
-`memory_units` rows.
+lexemes. An unfiltered search reads `memory_postings` (migration 0022): each (unit, lexeme)
+with its tf and dl, indexed by agent, lexeme and the lexeme's weight in the unit, so a term's
+strongest postings come from its index alone. Filtered searches and BM25 for given units
+(`lateral`) read `memory_search`, a narrow copy of every embedded unit's tsvector with a GIN
+index on (agent_id, search_vector) (migration 0005), not the wide `memory_units` rows.
 
 `ts_rank` knows no document frequency, so a question's rare, telling word ("lidar") counts
 no more than its common ones ("work"); BM25's idf is what makes the keyword list precise on
@@ -138,15 +140,59 @@ class KeywordIndex:
         match_budget: int,
     ) -> list[tuple[UUID, float]]:
         """The agent's embedded units that contain a query term, best BM25 over all terms
-        first. At most `match_budget` units are scored: those holding the rarest terms
-        (TermStats.matching_terms) and, when even the rarest term is that common, the most
-        recent of them. The search's filters (`scope.keyword_where`) apply before the
-        budget. The query is planned for its own tsquery every time (never prepared), so
-        that the planner sees its selectivity: for a rare term it reads the GIN index, for a
-        common one it walks the agent's units newest first and stops after `match_budget`
-        matches, a cost that does not grow with the agent's size. Prepared, after five runs
-        PostgreSQL may keep a generic plan that guesses 500 matches for any tsquery: at 100k
-        memories it then read and sorted all 9,434 units holding a common term (4,196
+        first, reading at most `match_budget` postings a term.
+
+        Unfiltered, each term's strongest `match_budget` postings (`memory_postings`,
+        migration 0022: by their BM25 weight at a reference length, the newest first among
+        equals) are read from their index alone and their exact weights summed: a term's
+        every posting when it is that rare, else its best. A unit left out of a common term's
+        best misses at most that term's weakest read weight, which a common term's small idf
+        keeps small. Under the search's filters (`scope.keyword_where`), which the postings
+        cannot check, the matches are read from `memory_search` instead (`_filtered`)."""
+        if not stats.idf:
+            return []
+        if scope.keyword_where.sql:
+            return self._filtered(conn, scope, stats=stats, limit=limit, match_budget=match_budget)
+        _, params = self.lateral(stats)
+        rows = conn.execute(
+            """
+            SELECT p.unit_id AS id, sum(t.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s
+                       * (1 - %(b)s + %(b)s * p.dl / %(avgdl)s))) AS bm25
+            FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS t(lexeme, idf)
+            CROSS JOIN LATERAL (
+                SELECT unit_id, tf, dl FROM memory_postings
+                WHERE agent_id = %(agent)s AND lexeme = t.lexeme AND fact_type = ANY(%(types)s)
+                ORDER BY impact DESC, event_date DESC LIMIT %(budget)s
+            ) p
+            GROUP BY p.unit_id ORDER BY bm25 DESC, p.unit_id LIMIT %(limit)s
+            """,
+            {
+                **params,
+                "budget": match_budget,
+                "agent": scope.agent_key,
+                "types": list(scope.fact_types),
+                "limit": limit,
+            },
+        ).fetchall()
+        return [(r["id"], float(r["bm25"])) for r in rows]
+
+    def _filtered(
+        self,
+        conn: Connection[Any],
+        scope: SearchScope,
+        *,
+        stats: TermStats,
+        limit: int,
+        match_budget: int,
+    ) -> list[tuple[UUID, float]]:
+        """`search` under filters: at most `match_budget` matching units are scored, those
+        holding the rarest terms (TermStats.matching_terms) and, when even the rarest term is
+        that common, the most recent of them. The filters apply before the budget. The query
+        is planned for its own tsquery every time (never prepared), so that the planner sees
+        its selectivity: for a rare term it reads the GIN index, for a common one it walks the
+        agent's units newest first and stops after `match_budget` matches. Prepared, after
+        five runs PostgreSQL may keep a generic plan that guesses 500 matches for any tsquery:
+        at 100k memories it then read and sorted all 9,434 units holding a common term (4,196
         buffers, 26 ms) where the custom plan stops after 1,000 (~600 buffers, 10 ms)."""
         match = stats.matching_terms(match_budget)
         if not match:

@@ -328,7 +328,7 @@ class Retriever:
             ranked = arms.entity_units(
                 conn, scope, entity_ids=list(named.entities), vector=vector,
                 per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
-                exact_max=s.filter_exact_scan_max, ef_search=max(64, 2 * s.entity_units_per_entity),
+                exact_max=s.filter_exact_scan_max,
             )  # fmt: skip
         ms = round(named.ms + (time.perf_counter() - started) * 1000, 2)
         return ArmResult("entity", ranked, ms=ms)
