@@ -233,28 +233,9 @@ def _postings_of_search_rows(conn: Any, agent_id: str) -> set[tuple[Any, ...]]:
 
 
 def test_the_postings_follow_every_change(conn: Any, agent_id: str) -> None:
-    """memory_postings (migration 0022) equals the postings of memory_search after inserts,
-    edits, un-embedding, a change of network, deletes, a COPY and an update of dates only."""
-    units = [_add(conn, agent_id, text, day) for day, text in enumerate(
-        ["Alice adopted a puppy", "the puppy chewed a shoe, puppy!", "Bob sold his kayak",
-         "Alice and Bob went kayaking", "a new shoe for Alice"]
-    )]  # fmt: skip
-    conn.execute("UPDATE memory_units SET text = 'Bob sold a canoe' WHERE id = %s", (units[2],))
-    conn.execute("UPDATE memory_units SET embedding = NULL WHERE id = %s", (units[1],))
-    conn.execute("UPDATE memory_units SET fact_type = 'agent' WHERE id = %s", (units[3],))
-    conn.execute("DELETE FROM memory_units WHERE id = %s", (units[4],))
-    conn.execute(
-        "UPDATE memory_search SET event_date = event_date + interval '1 day' WHERE agent_id = %s",
-        (agent_id,),
-    )
-    with conn.cursor().copy(
-        "COPY memory_units (id, agent_id, text, embedding, fact_type, event_date, mentioned_at)"
-        " FROM STDIN"
-    ) as copy:
-        for day, text in ((7, "Chen plays chess with Alice"), (8, "Chen's puppy")):
-            when = START + timedelta(days=day)
-            copy.write_row((uuid.uuid4(), agent_id, text, _vector(day), "world", when, when))
-    conn.commit()
+    """memory_postings (migration 0022) equals the postings of memory_search after every kind
+    of write (`_write_every_way`)."""
+    units = _write_every_way(conn, agent_id)
     expected = _postings_of_search_rows(conn, agent_id)
     pairs = {(p[0], p[1]) for p in expected}
     assert (units[3], "kayak") in pairs and (units[2], "kayak") not in pairs  # edited away
@@ -304,6 +285,32 @@ def test_a_new_word_matches_before_its_cached_counts_expire(conn: Any, agent_id:
     assert unit in {u for u, _ in ranked}
 
 
+def _write_every_way(conn: Any, agent_id: str) -> list[uuid.UUID]:
+    """Five units written, then an edit, an un-embedding, a change of network, a delete, an
+    update of the keyword rows' dates only and a COPY of two more; committed. The five."""
+    units = [_add(conn, agent_id, text, day) for day, text in enumerate(
+        ["Alice adopted a puppy", "the puppy chewed a shoe, puppy!", "Bob sold his kayak",
+         "Alice and Bob went kayaking", "a new shoe for Alice"]
+    )]  # fmt: skip
+    conn.execute("UPDATE memory_units SET text = 'Bob sold a canoe' WHERE id = %s", (units[2],))
+    conn.execute("UPDATE memory_units SET embedding = NULL WHERE id = %s", (units[1],))
+    conn.execute("UPDATE memory_units SET fact_type = 'agent' WHERE id = %s", (units[3],))
+    conn.execute("DELETE FROM memory_units WHERE id = %s", (units[4],))
+    conn.execute(
+        "UPDATE memory_search SET event_date = event_date + interval '1 day' WHERE agent_id = %s",
+        (agent_id,),
+    )
+    with conn.cursor().copy(
+        "COPY memory_units (id, agent_id, text, embedding, fact_type, event_date, mentioned_at)"
+        " FROM STDIN"
+    ) as copy:
+        for day, text in ((7, "Chen plays chess with Alice"), (8, "Chen's puppy")):
+            when = START + timedelta(days=day)
+            copy.write_row((uuid.uuid4(), agent_id, text, _vector(day), "world", when, when))
+    conn.commit()
+    return units
+
+
 def _true_counts(conn: Any, agent_id: str) -> dict[str, int]:
     rows = conn.execute(
         "SELECT t.lexeme, count(*) AS n FROM memory_search s, unnest(s.search_vector) t "
@@ -322,25 +329,10 @@ def _counted(conn: Any, agent_id: str, truth: dict[str, int]) -> dict[str, int]:
 def test_the_term_counts_follow_every_change_and_survive_folding(
     conn: Any, agent_id: str, settings: Any, pool: Any
 ) -> None:
-    """memory_terms (migration 0020) equals a count over memory_search after inserts, edits,
-    un-embedding, deletes, a COPY and an update that changes no lexeme, before the
-    term_counts job folds it and after, while new deltas keep arriving."""
-    units = [_add(conn, agent_id, text, day) for day, text in enumerate(
-        ["Alice adopted a puppy", "the puppy chewed a shoe", "Bob sold his kayak",
-         "Alice and Bob went kayaking", "a new shoe for Alice"]
-    )]  # fmt: skip
-    conn.execute("UPDATE memory_units SET text = 'Bob sold a canoe' WHERE id = %s", (units[2],))
-    conn.execute("UPDATE memory_units SET embedding = NULL WHERE id = %s", (units[1],))
-    conn.execute("DELETE FROM memory_units WHERE id = %s", (units[4],))
-    conn.execute("UPDATE memory_search SET event_date = event_date + interval '1 day'")
-    with conn.cursor().copy(
-        "COPY memory_units (id, agent_id, text, embedding, fact_type, event_date, mentioned_at)"
-        " FROM STDIN"
-    ) as copy:
-        for day, text in ((7, "Chen plays chess with Alice"), (8, "Chen's puppy")):
-            when = START + timedelta(days=day)
-            copy.write_row((uuid.uuid4(), agent_id, text, _vector(day), "world", when, when))
-    conn.commit()
+    """memory_terms (migration 0020) equals a count over memory_search after every kind of
+    write (`_write_every_way`), before the term_counts job folds it and after, while new
+    deltas keep arriving."""
+    _write_every_way(conn, agent_id)
     truth = _true_counts(conn, agent_id)
     assert truth["alic"] == 3 and truth[terms.DOCUMENTS] == 5
     assert _counted(conn, agent_id, truth) == truth
