@@ -8,8 +8,9 @@ A column added by a later migration travels without code changes; one the import
 database lacks is refused (`UnknownColumns`), never dropped silently.
 
 Derived tables are not carried: `memory_search` and `memory_vectors` follow `memory_units`
-through their triggers, so imported memories are searchable at once; operations (job
-history) and job cursors stay behind.
+through their triggers (and `memory_terms` and `memory_postings` follow `memory_search`), so
+imported memories are searchable at once; operations (job history) and job cursors stay
+behind.
 """
 
 from __future__ import annotations
