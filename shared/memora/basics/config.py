@@ -288,9 +288,8 @@ class Settings(BaseSettings):
     recency_formula: Literal["decay", "seed"] = "decay"
     mmr_lambda: float = 0.7  # the seed's 0.5 is a setting away (docs/retrieval.md)
     keyword_stats_ttl_seconds: float = 300.0
-    keyword_match_budget: int = (
-        1000  # postings a term the keyword retriever reads at most (units scored, filtered)
-    )
+    # postings a term the keyword retriever reads at most (filtered: matching units scored)
+    keyword_match_budget: int = 1000
     # the term_counts job folds the keyword statistics' new counts (memory_terms), at most
     # term_counts_batch_size lexemes per agent and transaction, ten transactions per run
     term_counts_interval_seconds: float = 60.0
