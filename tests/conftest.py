@@ -11,6 +11,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,31 @@ def postgres(data_dir: Path) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def pg_url(postgres: Any) -> str:
     return str(postgres.url)
+
+
+@contextmanager
+def own_database(pg_url: str, prefix: str, *, migrate: bool = True) -> Iterator[str]:
+    """A new database on the suite's server (migrated to head unless told not to), dropped
+    afterwards. For tests whose rows the suite's own must not see, or the other way round: the
+    suite's beat reconciles every operation of the main database onto the suite's workers."""
+    import psycopg
+    from psycopg import sql
+
+    from memora.db.migrate import upgrade
+
+    server = pg_url.rsplit("/", 1)[0]
+    db = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    name = sql.Identifier(db)
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(name))
+    url = f"{server}/{db}"
+    try:
+        if migrate:
+            upgrade(url, 384)
+        yield url
+    finally:
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(name))
 
 
 @pytest.fixture(scope="session")

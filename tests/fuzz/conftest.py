@@ -1,7 +1,7 @@
 """Fixtures for the schema fuzz tests: the apps in-process on a database of their own.
 
 The fuzzers post arbitrary agents, documents and profiles; they get their own database
-(`memora_fuzz`) on the suite's PostgreSQL server, migrated once, so nothing they write is
+(`memora_fuzz_…`) on the suite's PostgreSQL server, migrated once, so nothing they write is
 seen by the other tests.
 """
 
@@ -10,30 +10,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
 from memora.basics.config import Settings
 from memora.lifecycle.memory import CONFLICT_MARKER
 from memora.lifecycle.reflect import REFLECT_MARKER
 from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
+from tests.conftest import own_database
 from tests.fakes import LLM_TEST_SETTINGS, FakeOpenAI, Reply
 
-FUZZ_DB = "memora_fuzz"
 OPINION = {"statement": "Fuzzing finds bugs", "reasons": ["it did"], "confidence": 0.7}
 
 
 @pytest.fixture(scope="session")
-def fuzz_db_url(postgres: Any) -> str:
-    admin = f"postgresql://postgres@{postgres.host}:{postgres.port}/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{FUZZ_DB}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{FUZZ_DB}"')
-    from memora.db.migrate import upgrade
-
-    url = f"postgresql://postgres@{postgres.host}:{postgres.port}/{FUZZ_DB}"
-    upgrade(url, 384)
-    return url
+def fuzz_db_url(pg_url: str) -> Iterator[str]:
+    with own_database(pg_url, "memora_fuzz") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -15,41 +15,33 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
 from memora.basics.config import Settings
-from tests.conftest import WORKER_ENV, wait_until
+from tests.conftest import WORKER_ENV, own_database, wait_until
 
 pytestmark = pytest.mark.integration
-DB = "memora_broker_loss"
 
 
 @pytest.fixture(scope="module")
-def own_stack(postgres: Any, data_dir: Path) -> Iterator[Any]:
-    from memora.db.migrate import upgrade
+def own_stack(pg_url: str, data_dir: Path) -> Iterator[Any]:
     from services.cli.stack import Stack
 
-    admin = f"postgresql://postgres@{postgres.host}:{postgres.port}/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB}"')
-    url = f"postgresql://postgres@{postgres.host}:{postgres.port}/{DB}"
-    upgrade(url, 384)
-    settings = Settings(database_url=url, broker_url=None, data_dir=data_dir / "broker-loss")
-    stack = Stack(
-        settings,
-        with_api=False,
-        with_query=False,
-        log_dir=settings.data_dir / "logs",
-        extra_env=WORKER_ENV,
-    )
-    stack.start()
-    try:
-        yield stack
-    finally:
-        stack.stop()
+    with own_database(pg_url, "memora_broker_loss") as url:
+        settings = Settings(database_url=url, broker_url=None, data_dir=data_dir / "broker-loss")
+        stack = Stack(
+            settings,
+            with_api=False,
+            with_query=False,
+            log_dir=settings.data_dir / "logs",
+            extra_env=WORKER_ENV,
+        )
+        stack.start()
+        try:
+            yield stack
+        finally:
+            stack.stop()
 
 
 def _items(doc: int) -> list[dict[str, Any]]:

@@ -7,24 +7,22 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
 from memora.db.migrate import head_revision, schema_state, upgrade
+from tests.conftest import own_database
 
 pytestmark = pytest.mark.integration
-DB = "memora_db_wait"
 
 
 @pytest.fixture()
-def empty_db(postgres: Any) -> str:
-    admin = f"postgresql://postgres@{postgres.host}:{postgres.port}/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{DB}"')
-    return f"postgresql://postgres@{postgres.host}:{postgres.port}/{DB}"
+def empty_db(pg_url: str) -> Iterator[str]:
+    with own_database(pg_url, "memora_db_wait", migrate=False) as url:
+        yield url
 
 
 def _wait(url: str, *args: str) -> subprocess.Popen[str]:
@@ -77,7 +75,7 @@ def test_times_out_with_status_1(empty_db: str, postgres: Any) -> None:
     waiting = _wait(empty_db, "--timeout", "1")
     out, _ = waiting.communicate(timeout=60)
     assert waiting.returncode == 1 and "not at" in out
-    unreachable = f"postgresql://postgres@{postgres.host}:1/{DB}"  # nothing listens on port 1
+    unreachable = f"postgresql://postgres@{postgres.host}:1/memora"  # nothing listens on port 1
     waiting = _wait(unreachable, "--timeout", "1")
     out, _ = waiting.communicate(timeout=60)
     assert waiting.returncode == 1 and "unreachable" in out

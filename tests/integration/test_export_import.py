@@ -18,6 +18,7 @@ import pytest
 
 from memora.basics.config import Settings
 from memora_client import MemoraClient
+from tests.conftest import own_database
 from tests.integration.auth_support import auth_app, make_tenant
 from tests.integration.stack_support import Topology, topology
 
@@ -58,16 +59,8 @@ def source(settings: Settings, pool: Any, pipeline: Any) -> Iterator[Topology]:
 @pytest.fixture(scope="module")
 def target_url(pg_url: str) -> Iterator[str]:
     """A fresh database on the suite's server, migrated: the server an export moves to."""
-    from memora.db.migrate import upgrade
-
-    name = f"memora_import_{uuid.uuid4().hex[:8]}"
-    server = pg_url.rsplit("/", 1)[0]
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    upgrade(f"{server}/{name}", 384)
-    yield f"{server}/{name}"
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with own_database(pg_url, "memora_import") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

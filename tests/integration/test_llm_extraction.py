@@ -7,10 +7,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 
 from memora.basics.config import Settings
 from memora.extraction.llm import MARKER
-from tests.conftest import wait_until
+from tests.conftest import own_database, wait_until
 from tests.fakes import Fail, FakeOpenAI, Reply
 
 pytestmark = pytest.mark.integration
@@ -135,19 +136,41 @@ WORKER_LLM_ENV = {
 
 
 @pytest.fixture(scope="module")
+def llm_worker_db(pg_url: str) -> Iterator[tuple[str, Any]]:
+    """A database of its own: on the suite's, the suite's reconciler would hand an operation
+    still waiting for its retry to the suite's workers, which extract locally."""
+    from memora.db.pool import make_pool
+
+    with own_database(pg_url, "memora_llm_worker") as url:
+        own_pool = make_pool(url, min_size=1, max_size=4, name="llm-worker")
+        try:
+            yield url, own_pool
+        finally:
+            own_pool.close()
+
+
+@pytest.fixture(scope="module")
 def llm_worker_api(
-    settings: Settings, redis_url: str, data_dir: Any, fake_llm_server: FakeOpenAI, pool: Any
+    settings: Settings,
+    redis_url: str,
+    data_dir: Any,
+    fake_llm_server: FakeOpenAI,
+    llm_worker_db: tuple[str, Any],
 ) -> Iterator[Any]:
-    """An extract-only Celery worker using the LLM extractor, on its own Redis database so the
-    suite's other workers never take its tasks; the write API enqueues to it."""
+    """An extract-only Celery worker using the LLM extractor, on its own Redis and PostgreSQL
+    databases so the suite's other workers never take its tasks; the write API enqueues to it."""
     from fastapi.testclient import TestClient
 
     from services.api.app import create_app
     from services.cli.stack import Stack
 
+    url, own_pool = llm_worker_db
+    broker = redis_url.rsplit("/", 1)[0] + "/7"
+    redis.Redis.from_url(broker).flushdb()  # nothing an earlier test left for no worker
     stack_settings = settings.model_copy(
         update={
-            "broker_url": redis_url.rsplit("/", 1)[0] + "/7",
+            "database_url": url,
+            "broker_url": broker,
             "llm_base_url": fake_llm_server.base_url,
             # its own metrics and heartbeat files: the suite's extract worker has the same name
             "data_dir": data_dir / "llm-stack",
@@ -165,7 +188,7 @@ def llm_worker_api(
     )
     stack.start()
     try:
-        with TestClient(create_app(stack_settings, pool=pool)) as client:
+        with TestClient(create_app(stack_settings, pool=own_pool)) as client:
             yield client
     finally:
         stack.stop()
@@ -185,7 +208,11 @@ def _final(api: Any, op_id: str) -> dict[str, Any]:
     ids=["http-500", "http-429", "timeout"],
 )
 def test_unavailable_llm_fails_the_operation_after_bounded_retries(
-    llm_worker_api: Any, fake_llm: FakeOpenAI, pool: Any, agent_id: str, answer: Any
+    llm_worker_api: Any,
+    llm_worker_db: tuple[str, Any],
+    fake_llm: FakeOpenAI,
+    agent_id: str,
+    answer: Any,
 ) -> None:
     fake_llm.always(answer, when=MARKER)
     body = {"agent_id": agent_id, "items": ITEMS, "document_id": "storm"}
@@ -199,7 +226,7 @@ def test_unavailable_llm_fails_the_operation_after_bounded_retries(
     )  # each attempt: 1 + MEMORA_LLM_MAX_RETRIES
     docs = llm_worker_api.get(f"/api/agents/{agent_id}/documents").json()["documents"]
     assert [d["document_id"] for d in docs] == ["storm"] and docs[0]["status"] == "failed"
-    with pool.connection() as conn:
+    with llm_worker_db[1].connection() as conn:
         row = conn.execute(
             "SELECT count(*) AS n FROM memory_units WHERE agent_id = %s", (agent_id,)
         ).fetchone()

@@ -12,19 +12,15 @@ import pytest
 from psycopg.rows import dict_row
 
 from memora.db.migrate import downgrade, upgrade
+from tests.conftest import own_database
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture()
 def scratch_url(pg_url: str) -> Iterator[str]:
-    name = f"memora_migrate_{uuid.uuid4().hex[:8]}"
-    server = pg_url.rsplit("/", 1)[0]
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield f"{server}/{name}"
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with own_database(pg_url, "memora_migrate", migrate=False) as url:
+        yield url
 
 
 def _state(url: str) -> dict[str, object]:

@@ -15,6 +15,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from memora.db.migrate import downgrade, upgrade
+from tests.conftest import own_database
 
 pytestmark = pytest.mark.integration
 
@@ -25,13 +26,8 @@ CHANGED = datetime(2025, 1, 1, tzinfo=UTC)
 
 @pytest.fixture()
 def scratch_url(pg_url: str) -> Iterator[str]:
-    name = f"memora_validity_{uuid.uuid4().hex[:8]}"
-    server = pg_url.rsplit("/", 1)[0]
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield f"{server}/{name}"
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with own_database(pg_url, "memora_validity", migrate=False) as url:
+        yield url
 
 
 def _unit(conn: Any, occurred: datetime | None = None, **status: Any) -> uuid.UUID:

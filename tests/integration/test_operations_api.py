@@ -23,6 +23,7 @@ from memora.basics.tenancy import Scope
 from memora.extraction.llm import MARKER
 from memora.pipeline.monitoring import queue_depths
 from memora.store import operations
+from tests.conftest import own_database
 from tests.fakes import FakeOpenAI, Reply
 from tests.integration.auth_support import auth_app, make_tenant
 from tests.integration.test_llm_extraction import ANSWER, ITEMS
@@ -31,14 +32,32 @@ pytestmark = pytest.mark.integration
 MEMORA = str(Path(sys.executable).parent / "memora")
 
 
+@pytest.fixture(scope="module")
+def ops_db(pg_url: str) -> Iterator[tuple[str, Any]]:
+    """A database of its own: these tests leave operations queued on brokers no worker
+    consumes; on the suite's database its reconciler would hand them to the suite's workers."""
+    from memora.db.pool import make_pool
+
+    with own_database(pg_url, "memora_ops") as url:
+        own_pool = make_pool(url, min_size=1, max_size=4, name="ops")
+        try:
+            yield url, own_pool
+        finally:
+            own_pool.close()
+
+
 @pytest.fixture()
-def llm_api(llm_settings: Settings, pool: Any) -> Iterator[tuple[Any, Any]]:
+def ops_settings(llm_settings: Settings, ops_db: tuple[str, Any]) -> Settings:
+    return llm_settings.model_copy(update={"extractor": "llm", "database_url": ops_db[0]})
+
+
+@pytest.fixture()
+def llm_api(ops_settings: Settings, ops_db: tuple[str, Any]) -> Iterator[tuple[Any, Any]]:
     """The write API (auth on) whose inline pipeline extracts with the (fake) LLM."""
     from memora.pipeline.runner import Pipeline
 
-    settings = llm_settings.model_copy(update={"extractor": "llm"})
-    pipeline = Pipeline(settings, pool)
-    with auth_app(settings, pool, pipeline) as client:
+    pipeline = Pipeline(ops_settings, ops_db[1])
+    with auth_app(ops_settings, ops_db[1], pipeline) as client:
         yield client, pipeline
 
 
@@ -93,9 +112,10 @@ def test_failed_operation_is_listed_and_retried_from_its_failed_stage(
 
 
 def test_retry_is_idempotent_while_the_retry_is_under_way(
-    llm_api: Any, fake_llm: FakeOpenAI, pool: Any
+    llm_api: Any, fake_llm: FakeOpenAI
 ) -> None:
     api, pipeline = llm_api
+    pool = pipeline.pool
     tenant = make_tenant(api, "opsc")
     op_id = _failed_operation(api, pipeline, fake_llm, tenant.headers)
     with pool.connection() as conn, conn.transaction():  # a retry already queued
@@ -159,7 +179,7 @@ def _cli(*args: str, settings: Settings, broker: str) -> subprocess.CompletedPro
 
 
 def test_cli_lists_retries_and_status_names_failed_operations(
-    llm_api: Any, fake_llm: FakeOpenAI, llm_settings: Settings, redis_url: str
+    llm_api: Any, fake_llm: FakeOpenAI, ops_settings: Settings, redis_url: str
 ) -> None:
     api, pipeline = llm_api
     tenant = make_tenant(api, "opse")
@@ -167,28 +187,28 @@ def test_cli_lists_retries_and_status_names_failed_operations(
     broker = redis_url.rsplit("/", 1)[0] + "/9"  # a database no worker of the suite consumes
     redis.Redis.from_url(broker).flushdb()
 
-    listed = _cli("ops", "list", "--failed", "--json", settings=llm_settings, broker=broker)
+    listed = _cli("ops", "list", "--failed", "--json", settings=ops_settings, broker=broker)
     assert listed.returncode == 0, listed.stderr
     rows = {r["id"]: r for r in json.loads(listed.stdout)}
     assert op_id in rows and rows[op_id]["status"] == "failed"
     assert rows[op_id]["agent_id"].startswith(f"{tenant.tenant_id}/")
-    table = _cli("ops", "list", "--failed", "--limit", "500", settings=llm_settings, broker=broker)
+    table = _cli("ops", "list", "--failed", "--limit", "500", settings=ops_settings, broker=broker)
     assert table.returncode == 0 and op_id in table.stdout and "LLMInvalidOutput" in table.stdout
 
-    status = _cli("status", "--json", settings=llm_settings, broker=broker)
+    status = _cli("status", "--json", settings=ops_settings, broker=broker)
     assert status.returncode == 0, status.stderr
     assert op_id in {f["id"] for f in json.loads(status.stdout)["failed"]}
-    text = _cli("status", settings=llm_settings, broker=broker)
+    text = _cli("status", settings=ops_settings, broker=broker)
     assert "failed operations" in text.stdout and "memora ops retry" in text.stdout
 
-    retried = _cli("ops", "retry", op_id, settings=llm_settings, broker=broker)
+    retried = _cli("ops", "retry", op_id, settings=ops_settings, broker=broker)
     assert retried.returncode == 0, retried.stderr
     assert "re-queued" in retried.stderr
     op = api.get(f"/api/operations/{op_id}", headers=tenant.headers).json()
     assert op["status"] == "queued" and op["stage"] == "extract"
     assert queue_depths(redis.Redis.from_url(broker), ["extract"]) == {"extract": 1}
-    again = _cli("ops", "retry", op_id, settings=llm_settings, broker=broker)
+    again = _cli("ops", "retry", op_id, settings=ops_settings, broker=broker)
     assert again.returncode == 0 and "nothing to do" in again.stderr
     assert queue_depths(redis.Redis.from_url(broker), ["extract"]) == {"extract": 1}
-    missing = _cli("ops", "retry", str(uuid.uuid4()), settings=llm_settings, broker=broker)
+    missing = _cli("ops", "retry", str(uuid.uuid4()), settings=ops_settings, broker=broker)
     assert missing.returncode == 1 and "not found" in missing.stderr
