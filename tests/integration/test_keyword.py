@@ -13,10 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from psycopg.types.json import Jsonb
 
 from memora.jobs import JOBS, JobContext, run_job
 from memora.pipeline.backend import InlineBackend
 from memora.pipeline.runner import Pipeline
+from memora.retrieval.filters import Filters, compile_filters
 from memora.retrieval.keyword import K1, B, KeywordIndex, or_query
 from memora.retrieval.types import SearchScope
 from memora.store import terms
@@ -37,13 +39,28 @@ def _vector(seed: int) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def _add(conn: Any, agent_id: str, text: str, day: int, embedded: bool = True) -> uuid.UUID:
+def _add(
+    conn: Any,
+    agent_id: str,
+    text: str,
+    day: int,
+    embedded: bool = True,
+    metadata: dict[str, Any] | None = None,
+) -> uuid.UUID:
     unit = uuid.uuid4()
     when = START + timedelta(days=day)
     conn.execute(
         "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
-        " mentioned_at) VALUES (%s, %s, %s, %s, 'world', %s, %s)",
-        (unit, agent_id, text, _vector(day) if embedded else None, when, when),
+        " mentioned_at, metadata) VALUES (%s, %s, %s, %s, 'world', %s, %s, %s)",
+        (
+            unit,
+            agent_id,
+            text,
+            _vector(day) if embedded else None,
+            when,
+            when,
+            Jsonb(metadata or {}),
+        ),
     )
     return unit
 
@@ -211,6 +228,49 @@ def test_the_match_budget_keeps_each_terms_strongest_postings(conn: Any, agent_i
     assert set(exact) == {both, *short, *long}
     for unit, score in ranked:  # the weights read are summed exactly
         assert score == pytest.approx(exact[unit])
+
+
+def test_a_broad_filter_is_checked_against_the_best_scored_units(conn: Any, agent_id: str) -> None:
+    """Under a filter most units pass, the postings' best-scored units are checked against it
+    by key: the same units and scores as the narrow filters' way (the filter first, then BM25
+    of each match), and with a short list, its best that pass."""
+    ann, bob = {"speaker": "Ann"}, {"speaker": "Bob"}
+    filler = "with friends from the office after a long week of meetings and deadlines"
+    short = [_add(conn, agent_id, f"kayak trip {day}", day, metadata=ann) for day in range(3)]
+    failing = _add(conn, agent_id, "kayak trip", 5, metadata=bob)  # the strongest "kayak"
+    long = [
+        _add(conn, agent_id, f"kayak trip {day} {filler}", 10 + day, metadata=ann)
+        for day in range(6)
+    ]
+    both = _add(conn, agent_id, "lidar kayak", 1, metadata=ann)
+    conn.commit()
+    filters = Filters.model_validate({"speaker": "Ann"})
+    scope = SearchScope(
+        "default",
+        agent_id,
+        ("world",),
+        compile_filters(filters, "m"),
+        compile_filters(filters, "memory_search"),
+    )
+    index = KeywordIndex(ttl=0.01)
+    stats = index.stats(conn, agent_id, index.terms(conn, "lidar kayak"))
+
+    def search(limit: int, share: float) -> list[tuple[uuid.UUID, float]]:
+        return index.search(conn, scope, stats=stats, limit=limit, match_budget=100, share=share)
+
+    narrow, broad = dict(search(50, share=0.1)), search(50, share=0.9)
+    assert set(narrow) == {both, *short, *long}
+    assert dict(broad) == pytest.approx(narrow)
+    assert [u for u, _ in broad] == sorted(narrow, key=lambda u: (-narrow[u], str(u)))
+    # the best 5 are checked (3 · 1.25 / 0.9): the "lidar kayak" unit, the failing one, the
+    # short ones; the best 3 that pass are kept
+    unfiltered = SearchScope("default", agent_id, ("world",))
+    best = index.search(conn, unfiltered, stats=stats, limit=5, match_budget=100)
+    assert {u for u, _ in best} == {both, failing, *short}
+    kept = search(3, share=0.9)
+    assert kept[0][0] == both and len(kept) == 3 and {u for u, _ in kept} < {both, *short}
+    for unit, score in kept:
+        assert score == pytest.approx(narrow[unit])
 
 
 def _postings(conn: Any, agent_id: str) -> set[tuple[Any, ...]]:

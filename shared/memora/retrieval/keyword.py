@@ -10,8 +10,9 @@ GIN index), and matches are ranked by true BM25 rather than `ts_rank`:
 tf is the number of positions of the lexeme in the unit, dl the unit's number of distinct
 lexemes. An unfiltered search reads `memory_postings` (migration 0022): each (unit, lexeme)
 with its tf and dl, indexed by agent, lexeme and the lexeme's weight in the unit, so a term's
-strongest postings come from its index alone. Filtered searches and BM25 for given units
-(`lateral`) read `memory_search`, a narrow copy of every embedded unit's tsvector with a GIN
+strongest postings come from its index alone (under a filter most units pass, checked against
+it by key). Searches under narrower filters and BM25 for given units (`lateral`) read
+`memory_search`, a narrow copy of every embedded unit's tsvector with a GIN
 index on (agent_id, search_vector) (migration 0005), not the wide `memory_units` rows.
 
 `ts_rank` knows no document frequency, so a question's rare, telling word ("lidar") counts
@@ -33,6 +34,7 @@ from uuid import UUID
 from cachetools import TTLCache
 from psycopg import Connection
 
+from memora.retrieval.filters import BROAD_SHARE
 from memora.retrieval.types import SearchScope
 from memora.store import terms as term_counts
 
@@ -138,6 +140,7 @@ class KeywordIndex:
         stats: TermStats,
         limit: int,
         match_budget: int,
+        share: float = 1.0,
     ) -> list[tuple[UUID, float]]:
         """The agent's embedded units that contain a query term, best BM25 over all terms
         first, reading at most `match_budget` postings a term.
@@ -148,14 +151,17 @@ class KeywordIndex:
         every posting when it is that rare, else its best. A unit left out of a common term's
         best misses at most that term's weakest read weight, which a common term's small idf
         keeps small. Under the search's filters (`scope.keyword_where`), which the postings
-        cannot check, the matches are read from `memory_search` instead (`_filtered`)."""
+        do not hold, it depends on `share`, the part of the agent's units expected to pass
+        them (`semantic.filter_share`): from BROAD_SHARE up, the best-scored units are
+        checked against the filters by key, as many as `limit` needs at that share and a
+        quarter more (so a list can come out a little short, never wrong); below, where most
+        would fail, the filters select first (`_filtered`)."""
         if not stats.idf:
             return []
-        if scope.keyword_where.sql:
+        where = scope.keyword_where
+        if where.sql and share < BROAD_SHARE:
             return self._filtered(conn, scope, stats=stats, limit=limit, match_budget=match_budget)
-        _, params = self.lateral(stats)
-        rows = conn.execute(
-            """
+        best = """
             SELECT p.unit_id AS id, sum(t.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s
                        * (1 - %(b)s + %(b)s * p.dl / %(avgdl)s))) AS bm25
             FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS t(lexeme, idf)
@@ -164,15 +170,27 @@ class KeywordIndex:
                 WHERE agent_id = %(agent)s AND lexeme = t.lexeme AND fact_type = ANY(%(types)s)
                 ORDER BY impact DESC, event_date DESC LIMIT %(budget)s
             ) p
-            GROUP BY p.unit_id ORDER BY bm25 DESC, p.unit_id LIMIT %(limit)s
-            """,
+            GROUP BY p.unit_id ORDER BY bm25 DESC, p.unit_id LIMIT %(best)s"""
+        if where.sql:
+            best = f"""
+                SELECT b.id, b.bm25 FROM ({best}) b
+                WHERE EXISTS (SELECT 1 FROM memory_search
+                              WHERE memory_search.unit_id = b.id {where.sql})
+                ORDER BY b.bm25 DESC, b.id LIMIT %(limit)s"""
+        _, params = self.lateral(stats)
+        checked = min(math.ceil(1.25 * limit / share), 3 * limit) if where.sql else limit
+        rows = conn.execute(
+            best,
             {
                 **params,
                 "budget": match_budget,
                 "agent": scope.agent_key,
                 "types": list(scope.fact_types),
+                "best": checked,
                 "limit": limit,
+                **where.params,
             },
+            prepare=where.prepare,
         ).fetchall()
         return [(r["id"], float(r["bm25"])) for r in rows]
 

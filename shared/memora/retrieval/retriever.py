@@ -222,9 +222,10 @@ class Retriever:
         with self.pool.tenant_connection(scope.tenant_id) as conn:
             terms = self.keyword.terms(conn, query)
             stats = self.keyword.stats(conn, scope.agent_key, terms)
+            share = semantic.filter_share(conn, scope) if stats.idf else 1.0
             ranked = self.keyword.search(
                 conn, scope, stats=stats, limit=limit,
-                match_budget=self.settings.keyword_match_budget,
+                match_budget=self.settings.keyword_match_budget, share=share,
             )  # fmt: skip
         result = ArmResult("keyword", ranked, ms=round((time.perf_counter() - started) * 1000, 2))
         if not terms:
