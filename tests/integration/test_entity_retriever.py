@@ -104,6 +104,23 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     walked = ranked(common, exact_max=20, within=even)  # filtered: the passing signatures
     assert [u for u, _ in walked] == [u for u, _ in ranked(common, 1000, even)]
     assert len(walked) == 10 and walked != exact
+    # every unit that passes known (the semantic retriever's exact scan): the mentions among
+    # them, ranked exactly, both entities at once
+    passing = [
+        str(r["id"])
+        for r in conn.execute(
+            "SELECT id FROM memory_units WHERE agent_id = %s AND metadata->>'scene' = 'even'",
+            (agent_id,),
+        )
+    ]
+    among = arms.entity_units(
+        conn, even, entity_ids=[common, rare], vector=query, per_entity=10,
+        min_similarity=-1.0, exact_max=20, oversample=1, passing=passing,
+    )  # fmt: skip
+    exact_even = dict(ranked(common, 1000, even)) | dict(ranked(rare, 1000, even))
+    assert dict(among) == pytest.approx(exact_even)
+    assert [s for _, s in among] == sorted(exact_even.values(), reverse=True)
+    assert near in {u for u, _ in among} and far not in {u for u, _ in among}
     assert [s for _, s in exact] == sorted((s for _, s in exact), reverse=True)
     # a rare entity's every mention, however far from the query, in order of similarity
     assert [u for u, _ in ranked(rare, exact_max=20)] == [near, far]

@@ -73,6 +73,9 @@ def test_equality_applies_inside_every_path(
     assert {r["metadata"]["speaker"] for r in result["results"]} == {"Bob"}
     _every_path_only(result, bob)
     assert result["trace"]["paths"]["keyword"]["count"] >= 1
+    # "Pixel" is named: the entity retriever compares its mentions among the units that pass
+    # (the semantic retriever's exact scan knows them all)
+    assert result["trace"]["paths"]["entity"]["count"] >= 1
     assert result["trace"]["filters"] == {"speaker": "Bob"}
 
 

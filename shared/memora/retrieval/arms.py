@@ -11,7 +11,7 @@ every retriever applies), and the search's metadata filters (`scope.where`, comp
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -325,10 +325,16 @@ def entity_units(
     min_similarity: float,
     exact_max: int = 2000,
     oversample: int = SIGNATURE_OVERSAMPLE,
+    passing: Collection[str] | None = None,
 ) -> list[tuple[UUID, float]]:
     """For each entity, the `per_entity` units mentioning it most similar to `vector` (and
     passing the search's filters); a unit mentioning several keeps its similarity once. Best
     first.
+
+    `passing`: every unit that passes the filters (`Matching.complete`, after the semantic
+    retriever's exact scan), when known. Then the mentions among them are ranked exactly: the
+    entity's mentions read from their index, kept when in that set, compared by key (a main
+    character under a 5 % filter at 100k memories: ~250 of its 5,000 mentions).
 
     An entity mentioned at most `exact_max` times has its mentions ranked exactly: each
     mention's embedding read by its key (a LATERAL probe, so the planner neither walks HNSW
@@ -342,6 +348,11 @@ def entity_units(
     `per_entity` walked units both mention the entity and pass went on for thousands of
     units (a 5 % filter on a main character at 100k memories: 125 ms). One statement: a
     capped count of the mentions picks the way per entity."""
+    if passing is not None:
+        return _entity_units_among(
+            conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
+            min_similarity=min_similarity, passing=passing,
+        )  # fmt: skip
     where = scope.where
     kept = oversample * per_entity
     # the signatures' best mentions (under filters FILTERED_SCAN times as many), checked by
@@ -387,5 +398,39 @@ def entity_units(
         },
         prepare=where.prepare,
     ).fetchall()  # fmt: skip
+    return _best(rows, min_similarity)
+
+
+def _entity_units_among(
+    conn: Connection[Any],
+    scope: SearchScope,
+    *,
+    entity_ids: Sequence[UUID],
+    vector: np.ndarray,
+    per_entity: int,
+    min_similarity: float,
+    passing: Collection[str],
+) -> list[tuple[UUID, float]]:
+    """`entity_units` when every unit passing the filters is known (`passing`)."""
+    rows = conn.execute(
+        f"""
+        SELECT u.id, max(u.sim) AS sim FROM unnest(%(entities)s::uuid[]) AS e(entity)
+        CROSS JOIN LATERAL (
+            SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
+            FROM unit_entities ue JOIN memory_vectors m ON m.unit_id = ue.unit_id
+            WHERE ue.entity_id = e.entity AND ue.unit_id = ANY(%(passing)s::uuid[])
+              AND {vector_scope("m")}
+            ORDER BY sim DESC LIMIT %(per_entity)s
+        ) u GROUP BY u.id
+        """,
+        {
+            "entities": list(entity_ids), "v": vector, "per_entity": per_entity,
+            "passing": list(passing), **scope.params,
+        },
+    ).fetchall()  # fmt: skip
+    return _best(rows, min_similarity)
+
+
+def _best(rows: Sequence[Mapping[str, Any]], min_similarity: float) -> list[tuple[UUID, float]]:
     found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
     return sorted(found, key=lambda x: (-x[1], str(x[0])))

@@ -26,6 +26,7 @@ A search compiles its filters once, into its `types.SearchScope`, which every re
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
@@ -252,11 +253,13 @@ class Matching:
     """Which of the agent's units pass a search's filters, as far as the search knows: all of
     them (`complete`, when the semantic retriever ranked the filter exactly) or the verdicts on
     those checked so far (`known`, kept over a broad filter's graph steps: see `arms.passing`). Ids
-    as text."""
+    as text. `settled` is set once it is known whether `complete` will be (the semantic
+    retriever's exact scan done, or a walk planned), for the retrievers that wait to use it."""
 
     complete: frozenset[str] | None = None
     known: dict[str, bool] = field(default_factory=dict)
     share: float | None = None  # of the agent's units, by the planner's estimates
+    settled: threading.Event = field(default_factory=threading.Event)
 
     @property
     def broad(self) -> bool:

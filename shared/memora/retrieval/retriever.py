@@ -114,8 +114,9 @@ class Retriever:
 
         # the semantic retriever plans a filtered scan while the query is being embedded
         query_ready: Future[np.ndarray] = Future()
+        matching = Matching()  # who passes the filter, as far as known: for graph and entity
         semantic_graph = self._executor.submit(
-            self._semantic_then_graph, scope, query_ready, per_arm, budget
+            self._semantic_then_graph, scope, query_ready, per_arm, budget, matching
         )
         time_range = parse_query_range(p.query, reference)
         window = validity.window_of(p.as_of, time_range, reference)
@@ -145,7 +146,7 @@ class Retriever:
             else None
         )
         entity = (
-            self._executor.submit(self._entity_units, scope, entities, about_vec)
+            self._executor.submit(self._entity_units, scope, entities, about_vec, matching)
             if about_vec is not None
             else None
         )
@@ -233,7 +234,12 @@ class Retriever:
         return result, stats
 
     def _semantic_then_graph(
-        self, scope: SearchScope, query: Future[np.ndarray], limit: int, budget: int
+        self,
+        scope: SearchScope,
+        query: Future[np.ndarray],
+        limit: int,
+        budget: int,
+        matching: Matching,
     ) -> tuple[ArmResult, ArmResult]:
         """Semantic retrieval, then the graph from its best hits; started with the search, it
         takes a connection and plans a filtered scan (semantic.plan_scan) while `query` (the
@@ -242,30 +248,37 @@ class Retriever:
         An HNSW walk under a filter that most units fail goes on well past its first hits
         to find enough that pass; the graph then starts from those first hits (the walk's
         nearest) on a connection of its own while the walk goes on (10 % filter at 100k
-        memories: search 1.10 → 1.03 × the unfiltered time). Otherwise the graph follows."""
+        memories: search 1.10 → 1.03 × the unfiltered time). Otherwise the graph follows.
+        `matching` learns who passes the filter; its `settled` is set once it is known whether
+        it learns all of them (an exact scan, done) or not (a walk, planned)."""
         s = self.settings
         ef_search = min(1000, max(64, 2 * limit, budget))
-        matching = Matching()  # who passes the filter, as far as known: for the graph
         early: list[Future[ArmResult]] = []
 
         def start_graph(first: list[tuple[UUID, float]]) -> None:
             early.append(self._graph_executor.submit(self._graph, scope, first, matching, budget))
 
         with self.pool.tenant_connection(scope.tenant_id) as conn:
-            at_most = semantic.plan_scan(
-                conn, scope, limit=limit, exact_max=s.filter_exact_scan_max, matching=matching
-            )
-            narrow_walk = bool(scope.where.sql) and not at_most and not matching.broad
-            vector = query.result()
-            nearest = _timed(
-                "semantic",
-                lambda: semantic.nearest(
-                    conn, scope, vector=vector, limit=limit, ef_search=ef_search,
-                    min_similarity=s.semantic_min_similarity, exact_max=s.filter_exact_scan_max,
-                    matching=matching, at_most=at_most,
-                    first=start_graph if narrow_walk else None, first_count=s.graph_entry_points,
-                ),
-            )  # fmt: skip
+            try:
+                at_most = semantic.plan_scan(
+                    conn, scope, limit=limit, exact_max=s.filter_exact_scan_max, matching=matching
+                )
+                if not at_most:  # a walk: it will not learn every unit that passes
+                    matching.settled.set()
+                narrow_walk = bool(scope.where.sql) and not at_most and not matching.broad
+                vector = query.result()
+                nearest = _timed(
+                    "semantic",
+                    lambda: semantic.nearest(
+                        conn, scope, vector=vector, limit=limit, ef_search=ef_search,
+                        min_similarity=s.semantic_min_similarity,
+                        exact_max=s.filter_exact_scan_max, matching=matching, at_most=at_most,
+                        first=start_graph if narrow_walk else None,
+                        first_count=s.graph_entry_points,
+                    ),
+                )  # fmt: skip
+            finally:
+                matching.settled.set()
             if not early:
                 return nearest, self._graph(scope, nearest.ranked, matching, budget, conn)
         return nearest, early[0].result()
@@ -318,18 +331,22 @@ class Retriever:
         return NamedEntities(entities, expansion.without_names(query, matched), ms)
 
     def _entity_units(
-        self, scope: SearchScope, named: NamedEntities, vector: np.ndarray
+        self, scope: SearchScope, named: NamedEntities, vector: np.ndarray, matching: Matching
     ) -> ArmResult:
         """The entity retriever's second half: the units mentioning the named entities most
-        similar to the query without their names (`vector`). Its time in the trace is both
-        halves', not the wait for the embedding between them."""
+        similar to the query without their names (`vector`). Under a filter that the semantic
+        retriever ranks exactly it waits for that scan (`matching.settled`): every unit that
+        passes is then known, and only the mentions among them are compared. Its time in the
+        trace is both halves', not the waits between them."""
         s = self.settings
+        if scope.where.sql:
+            matching.settled.wait()
         started = time.perf_counter()
         with self.pool.tenant_connection(scope.tenant_id) as conn:
             ranked = arms.entity_units(
                 conn, scope, entity_ids=list(named.entities), vector=vector,
                 per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
-                exact_max=s.filter_exact_scan_max,
+                exact_max=s.filter_exact_scan_max, passing=matching.complete,
             )  # fmt: skip
         ms = round(named.ms + (time.perf_counter() - started) * 1000, 2)
         return ArmResult("entity", ranked, ms=ms)
