@@ -106,16 +106,16 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     assert len(walked) == 10 and walked != exact
     # every unit that passes known (the semantic retriever's exact scan): the mentions among
     # them, ranked exactly, both entities at once
-    passing = [
+    passing = ",".join(
         str(r["id"])
         for r in conn.execute(
             "SELECT id FROM memory_units WHERE agent_id = %s AND metadata->>'scene' = 'even'",
             (agent_id,),
         )
-    ]
+    )
     among = arms.entity_units(
         conn, even, entity_ids=[common, rare], vector=query, per_entity=10,
-        min_similarity=-1.0, exact_max=20, oversample=1, passing=passing,
+        min_similarity=-1.0, exact_max=20, oversample=1, passing_ids=passing,
     )  # fmt: skip
     exact_even = dict(ranked(common, 1000, even)) | dict(ranked(rare, 1000, even))
     assert dict(among) == pytest.approx(exact_even)

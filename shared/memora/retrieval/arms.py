@@ -11,7 +11,7 @@ every retriever applies), and the search's metadata filters (`scope.where`, comp
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -243,7 +243,7 @@ def _temporal_seeds(
         else None
     )
     if exact is not None:
-        near = [i for i, sim in exact[0] if sim >= seed_similarity]
+        near = [i for i, sim in exact.ranked if sim >= seed_similarity]
         rows = conn.execute(
             f"SELECT m.unit_id AS id, {_WHEN} FROM memory_vectors m WHERE m.unit_id = ANY(%(ids)s)",
             {"ids": near},
@@ -325,16 +325,17 @@ def entity_units(
     min_similarity: float,
     exact_max: int = 2000,
     oversample: int = SIGNATURE_OVERSAMPLE,
-    passing: Collection[str] | None = None,
+    passing_ids: str | None = None,
 ) -> list[tuple[UUID, float]]:
     """For each entity, the `per_entity` units mentioning it most similar to `vector` (and
     passing the search's filters); a unit mentioning several keeps its similarity once. Best
     first.
 
-    `passing`: every unit that passes the filters (`Matching.complete`, after the semantic
-    retriever's exact scan), when known. Then the mentions among them are ranked exactly: the
-    entity's mentions read from their index, kept when in that set, compared by key (a main
-    character under a 5 % filter at 100k memories: ~250 of its 5,000 mentions).
+    `passing_ids`: every unit that passes the filters, comma-separated
+    (`Matching.complete_ids`, after the semantic retriever's exact scan), when known. Then the
+    mentions among them are ranked exactly: the entity's mentions read from their index, kept
+    when in that set, compared by key (a main character under a 5 % filter at 100k memories:
+    ~250 of its 5,000 mentions).
 
     An entity mentioned at most `exact_max` times has its mentions ranked exactly: each
     mention's embedding read by its key (a LATERAL probe, so the planner neither walks HNSW
@@ -348,10 +349,10 @@ def entity_units(
     `per_entity` walked units both mention the entity and pass went on for thousands of
     units (a 5 % filter on a main character at 100k memories: 125 ms). One statement: a
     capped count of the mentions picks the way per entity."""
-    if passing is not None:
+    if passing_ids is not None:
         return _entity_units_among(
             conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
-            min_similarity=min_similarity, passing=passing,
+            min_similarity=min_similarity, passing_ids=passing_ids,
         )  # fmt: skip
     where = scope.where
     kept = oversample * per_entity
@@ -409,23 +410,23 @@ def _entity_units_among(
     vector: np.ndarray,
     per_entity: int,
     min_similarity: float,
-    passing: Collection[str],
+    passing_ids: str,
 ) -> list[tuple[UUID, float]]:
-    """`entity_units` when every unit passing the filters is known (`passing`)."""
+    """`entity_units` when every unit passing the filters is known (`passing_ids`)."""
     rows = conn.execute(
         f"""
         SELECT u.id, max(u.sim) AS sim FROM unnest(%(entities)s::uuid[]) AS e(entity)
         CROSS JOIN LATERAL (
             SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
             FROM unit_entities ue JOIN memory_vectors m ON m.unit_id = ue.unit_id
-            WHERE ue.entity_id = e.entity AND ue.unit_id = ANY(%(passing)s::uuid[])
-              AND {vector_scope("m")}
+            WHERE ue.entity_id = e.entity AND {vector_scope("m")}
+              AND ue.unit_id = ANY(string_to_array(%(passing)s, ',')::uuid[])
             ORDER BY sim DESC LIMIT %(per_entity)s
         ) u GROUP BY u.id
         """,
         {
             "entities": list(entity_ids), "v": vector, "per_entity": per_entity,
-            "passing": list(passing), **scope.params,
+            "passing": passing_ids, **scope.params,
         },
     ).fetchall()  # fmt: skip
     return _best(rows, min_similarity)

@@ -260,6 +260,12 @@ class Matching:
     known: dict[str, bool] = field(default_factory=dict)
     share: float | None = None  # of the agent's units, by the planner's estimates
     settled: threading.Event = field(default_factory=threading.Event)
+    complete_ids: str | None = None  # `complete` as the exact scan read it: comma-separated
+
+    def know_all(self, ids: str) -> None:
+        """Every unit that passes, comma-separated (`semantic.ExactScan.ids`)."""
+        self.complete = frozenset(ids.split(",")) if ids else frozenset()
+        self.complete_ids = ids
 
     @property
     def broad(self) -> bool:
