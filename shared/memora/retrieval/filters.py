@@ -253,12 +253,16 @@ class Matching:
     """Which of the agent's units pass a search's filters, as far as the search knows: all of
     them (`complete`, when the semantic retriever ranked the filter exactly) or the verdicts on
     those checked so far (`known`, kept over a broad filter's graph steps: see `arms.passing`). Ids
-    as text. `settled` is set once it is known whether `complete` will be (the semantic
-    retriever's exact scan done, or a walk planned), for the retrievers that wait to use it."""
+    as text. The semantic retriever sets `planned` once its scan is planned (`share` then
+    estimated, or left None for a filter few units pass) and `settled` once the few that pass
+    a narrow filter are known (its exact scan done), else as soon as the plan says otherwise:
+    the keyword and entity retrievers wait for them. (Retriever's executor has a worker for
+    every task of every search it admits, so a wait never holds up the task it waits for.)"""
 
     complete: frozenset[str] | None = None
     known: dict[str, bool] = field(default_factory=dict)
     share: float | None = None  # of the agent's units, by the planner's estimates
+    planned: threading.Event = field(default_factory=threading.Event)
     settled: threading.Event = field(default_factory=threading.Event)
     complete_ids: str | None = None  # `complete` as the exact scan read it: comma-separated
 

@@ -152,10 +152,10 @@ class KeywordIndex:
         best misses at most that term's weakest read weight, which a common term's small idf
         keeps small. Under the search's filters (`scope.keyword_where`), which the postings
         do not hold, it depends on `share`, the part of the agent's units expected to pass
-        them (`semantic.filter_share`): from BROAD_SHARE up, the best-scored units are
-        checked against the filters by key, as many as `limit` needs at that share and a
-        quarter more (so a list can come out a little short, never wrong); below, where most
-        would fail, the filters select first (`_filtered`)."""
+        them (`Matching.share`, from the semantic retriever's plan): from BROAD_SHARE up, the
+        best-scored units are checked against the filters by key, as many as `limit` needs at
+        that share and a quarter more (so a list can come out a little short, never wrong);
+        below, where most would fail, the filters select first (`_filtered`)."""
         if not stats.idf:
             return []
         where = scope.keyword_where

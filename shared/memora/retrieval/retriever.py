@@ -109,12 +109,13 @@ class Retriever:
         reference = p.reference_time or utcnow()
         per_arm = min(500, max(50, 3 * p.top_k))
         budget = p.thinking_budget
-        keyword = self._executor.submit(self._keyword, scope, p.query, per_arm)
+        # who passes the filter, as far as known: for keyword, graph and entity
+        matching = Matching()
+        keyword = self._executor.submit(self._keyword, scope, p.query, per_arm, matching)
         named = self._executor.submit(self._named_entities, scope, p.query)
 
         # the semantic retriever plans a filtered scan while the query is being embedded
         query_ready: Future[np.ndarray] = Future()
-        matching = Matching()  # who passes the filter, as far as known: for graph and entity
         semantic_graph = self._executor.submit(
             self._semantic_then_graph, scope, query_ready, per_arm, budget, matching
         )
@@ -218,12 +219,20 @@ class Retriever:
         )
 
     # ------------------------------------------------------------------ retrievers
-    def _keyword(self, scope: SearchScope, query: str, limit: int) -> tuple[ArmResult, TermStats]:
+    def _keyword(
+        self, scope: SearchScope, query: str, limit: int, matching: Matching
+    ) -> tuple[ArmResult, TermStats]:
+        """Under a filter, the keyword retriever's way depends on the share of the agent's
+        units the planner expects to pass it, estimated once a search by the semantic
+        retriever's plan (`matching.planned`; none: a filter few units pass)."""
         started = time.perf_counter()
         with self.pool.tenant_connection(scope.tenant_id) as conn:
             terms = self.keyword.terms(conn, query)
             stats = self.keyword.stats(conn, scope.agent_key, terms)
-            share = semantic.filter_share(conn, scope) if stats.idf else 1.0
+            share = 1.0
+            if scope.where.sql and stats.idf:
+                matching.planned.wait()
+                share = matching.share or 0.0
             ranked = self.keyword.search(
                 conn, scope, stats=stats, limit=limit,
                 match_budget=self.settings.keyword_match_budget, share=share,
@@ -258,11 +267,12 @@ class Retriever:
         def start_graph(first: list[tuple[UUID, float]]) -> None:
             early.append(self._graph_executor.submit(self._graph, scope, first, matching, budget))
 
-        with self.pool.tenant_connection(scope.tenant_id) as conn:
-            try:
+        try:
+            with self.pool.tenant_connection(scope.tenant_id) as conn:
                 at_most = semantic.plan_scan(
                     conn, scope, limit=limit, exact_max=s.filter_exact_scan_max, matching=matching
                 )
+                matching.planned.set()
                 if not at_most or at_most > s.filter_exact_scan_max:
                     matching.settled.set()  # a walk, or more units than the entity retriever uses
                 narrow_walk = bool(scope.where.sql) and not at_most and not matching.broad
@@ -277,11 +287,13 @@ class Retriever:
                         first_count=s.graph_entry_points,
                     ),
                 )  # fmt: skip
-            finally:
                 matching.settled.set()
-            if not early:
-                return nearest, self._graph(scope, nearest.ranked, matching, budget, conn)
-        return nearest, early[0].result()
+                if not early:
+                    return nearest, self._graph(scope, nearest.ranked, matching, budget, conn)
+            return nearest, early[0].result()
+        finally:  # also when the above failed: the retrievers waiting on them go on
+            matching.planned.set()
+            matching.settled.set()
 
     def _graph(
         self,

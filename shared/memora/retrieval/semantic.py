@@ -137,22 +137,10 @@ def _exact_scan_bound(
     if matching <= exact_max:
         return exact_max, None
     agent = _estimate(conn, scope, NO_FILTER)
-    share = _share(matching, agent)
+    share = min(matching / agent, 1.0) if agent else 1.0
     if matching <= EXACT_SCAN_CAP and matching**2 <= WALK_COST * limit * agent:
         return EXACT_SCAN_CAP, share
     return 0, share
-
-
-def filter_share(conn: Connection[Any], scope: SearchScope) -> float:
-    """The share of the agent's searchable units the planner expects to pass the scope's
-    filter (1 without one), no rows read: what the keyword retriever chooses its way by."""
-    if not scope.where.sql:
-        return 1.0
-    return _share(_estimate(conn, scope, scope.where), _estimate(conn, scope, NO_FILTER))
-
-
-def _share(matching: float, agent: float) -> float:
-    return min(matching / agent, 1.0) if agent else 1.0
 
 
 def _estimate(conn: Connection[Any], scope: SearchScope, where: Where) -> float:
