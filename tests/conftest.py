@@ -78,6 +78,19 @@ def own_database(pg_url: str, prefix: str, *, migrate: bool = True) -> Iterator[
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(name))
 
 
+@contextmanager
+def own_database_pool(pg_url: str, prefix: str) -> Iterator[tuple[str, Any]]:
+    """`own_database` (migrated) with a small pool on it: (url, pool)."""
+    from memora.db.pool import make_pool
+
+    with own_database(pg_url, prefix) as url:
+        pool = make_pool(url, min_size=1, max_size=4, name=prefix)
+        try:
+            yield url, pool
+        finally:
+            pool.close()
+
+
 @pytest.fixture(scope="session")
 def redis_server(data_dir: Path) -> Iterator[Any]:
     from memora.infra.embedded import EmbeddedRedis

@@ -11,7 +11,7 @@ import redis
 
 from memora.basics.config import Settings
 from memora.extraction.llm import MARKER
-from tests.conftest import own_database, wait_until
+from tests.conftest import own_database_pool, wait_until
 from tests.fakes import Fail, FakeOpenAI, Reply
 
 pytestmark = pytest.mark.integration
@@ -139,14 +139,8 @@ WORKER_LLM_ENV = {
 def llm_worker_db(pg_url: str) -> Iterator[tuple[str, Any]]:
     """A database of its own: on the suite's, the suite's reconciler would hand an operation
     still waiting for its retry to the suite's workers, which extract locally."""
-    from memora.db.pool import make_pool
-
-    with own_database(pg_url, "memora_llm_worker") as url:
-        own_pool = make_pool(url, min_size=1, max_size=4, name="llm-worker")
-        try:
-            yield url, own_pool
-        finally:
-            own_pool.close()
+    with own_database_pool(pg_url, "memora_llm_worker") as database:
+        yield database
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from memora.basics.tenancy import Scope
 from memora.extraction.llm import MARKER
 from memora.pipeline.monitoring import queue_depths
 from memora.store import operations
-from tests.conftest import own_database
+from tests.conftest import own_database_pool
 from tests.fakes import FakeOpenAI, Reply
 from tests.integration.auth_support import auth_app, make_tenant
 from tests.integration.test_llm_extraction import ANSWER, ITEMS
@@ -36,14 +36,8 @@ MEMORA = str(Path(sys.executable).parent / "memora")
 def ops_db(pg_url: str) -> Iterator[tuple[str, Any]]:
     """A database of its own: these tests leave operations queued on brokers no worker
     consumes; on the suite's database its reconciler would hand them to the suite's workers."""
-    from memora.db.pool import make_pool
-
-    with own_database(pg_url, "memora_ops") as url:
-        own_pool = make_pool(url, min_size=1, max_size=4, name="ops")
-        try:
-            yield url, own_pool
-        finally:
-            own_pool.close()
+    with own_database_pool(pg_url, "memora_ops") as database:
+        yield database
 
 
 @pytest.fixture()
