@@ -178,7 +178,7 @@ class KeywordIndex:
                               WHERE memory_search.unit_id = b.id {where.sql})
                 ORDER BY b.bm25 DESC, b.id LIMIT %(limit)s"""
         _, params = self.lateral(stats)
-        checked = min(math.ceil(1.25 * limit / share), 3 * limit) if where.sql else limit
+        checked = math.ceil(1.25 * limit / share) if where.sql else limit  # share ≥ BROAD_SHARE
         rows = conn.execute(
             best,
             {
