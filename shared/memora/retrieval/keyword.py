@@ -12,8 +12,8 @@ lexemes. An unfiltered search reads `memory_postings` (migration 0022): each (un
 with its tf and dl, indexed by agent, lexeme and the lexeme's weight in the unit, so a term's
 strongest postings come from its index alone (under a filter most units pass, checked against
 it by key). Searches under narrower filters and BM25 for given units (`lateral`) read
-`memory_search`, a narrow copy of every embedded unit's tsvector with a GIN
-index on (agent_id, search_vector) (migration 0005), not the wide `memory_units` rows.
+`memory_search`, a narrow copy of every embedded unit's tsvector with a GIN index on
+(agent_id, search_vector) (migration 0005), not the wide `memory_units` rows.
 
 `ts_rank` knows no document frequency, so a question's rare, telling word ("lidar") counts
 no more than its common ones ("work"); BM25's idf is what makes the keyword list precise on
@@ -140,7 +140,7 @@ class KeywordIndex:
         stats: TermStats,
         limit: int,
         match_budget: int,
-        share: float = 1.0,
+        share: float = 0.0,
     ) -> list[tuple[UUID, float]]:
         """The agent's embedded units that contain a query term, best BM25 over all terms
         first, reading at most `match_budget` postings a term.
@@ -155,7 +155,8 @@ class KeywordIndex:
         them (`Matching.share`, from the semantic retriever's plan): from BROAD_SHARE up, the
         best-scored units are checked against the filters by key, as many as `limit` needs at
         that share and a quarter more (so a list can come out a little short, never wrong);
-        below, where most would fail, the filters select first (`_filtered`)."""
+        below (or not estimated: 0), where most would fail, the filters select first
+        (`_filtered`)."""
         if not stats.idf:
             return []
         where = scope.keyword_where
@@ -177,7 +178,7 @@ class KeywordIndex:
                 WHERE EXISTS (SELECT 1 FROM memory_search
                               WHERE memory_search.unit_id = b.id {where.sql})
                 ORDER BY b.bm25 DESC, b.id LIMIT %(limit)s"""
-        _, params = self.lateral(stats)
+        params = self._params(stats)
         checked = math.ceil(1.25 * limit / share) if where.sql else limit  # share ≥ BROAD_SHARE
         rows = conn.execute(
             best,
