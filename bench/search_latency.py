@@ -16,7 +16,7 @@ text's), each memory's mention of its first sentence's person, temporal, entity 
 links (≈16 per memory), the HNSW index built after the load, then VACUUM (ANALYZE) as
 autovacuum would; then the query service in its own process, warmed up, and distinct
 natural-language questions sent one at a time. Reports p50/p95/p99 over HTTP and the
-server's per-stage median timings from a traced sample.
+server's per-stage and per-retriever median timings from a traced sample.
 
 `--row-security`: the query service confined by row-level security (`on`, the default: its
 searches run as `memora_tenant`), not (`off`: as the superuser login), or `both`: two query
@@ -323,7 +323,15 @@ def measure(
         pct = {f"p{p}": round(float(np.percentile(values, p)), 1) for p in (50, 95, 99)}
         s = [t["timings_ms"] for t in traces[name]]
         stage = {k: round(statistics.median(x[k] for x in s), 1) for k in s[0]}
-        report[name] = {**pct, "searches": len(values), "server_stage_median_ms": stage}
+        ran: dict[str, list[float]] = {}
+        for t in traces[name]:
+            for arm, path in (t.get("paths") or {}).items():
+                if path.get("ran", True) and isinstance(path.get("ms"), int | float):
+                    ran.setdefault(arm, []).append(path["ms"])
+        report[name] = {
+            **pct, "searches": len(values), "server_stage_median_ms": stage,
+            "retriever_median_ms": {k: round(statistics.median(v), 1) for k, v in ran.items()},
+        }  # fmt: skip
         if reranker == "cross-encoder":
             report[name]["reranker_backend"] = sorted(
                 {str(t.get("reranker_backend")) for t in traces[name]}
