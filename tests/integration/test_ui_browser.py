@@ -332,6 +332,21 @@ TAP_UNIT = """(text) => window.memoraUI.graph.cy.nodes('[kind = "unit"]')
     .filter((n) => n.data('label').includes(text))[0].emit('tap')"""
 
 
+# The page opens on AGENT, whose documents list is answered a second late: choosing
+# CONTROL_AGENT meanwhile must still show CONTROL_AGENT's list (the later answer is dropped).
+SLOW_FIRST_AGENT = """([agent]) => {
+    sessionStorage.setItem("memora.agent", agent);
+    const realFetch = window.fetch;
+    window.fetch = async (url, options) => {
+        const response = await realFetch(url, options);
+        if (String(url).includes(`/api/agents/${agent}/documents`)) {
+            await new Promise((resolve) => setTimeout(resolve, 1000));
+        }
+        return response;
+    };
+}"""
+
+
 def _deliberate(message: str) -> bool:
     """The browser's own log line for an answer the test asked to be refused."""
     return message.startswith("Failed to load resource: the server responded with a status of 422")
@@ -354,14 +369,21 @@ def test_user_control_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> 
     )
     assert r.status_code == 202, r.text
     assert _final_status(base, r.json()["operation_id"]) == "completed"
+    listed = httpx.get(f"{base}/api/graph/agents", timeout=10).json()["agents"]
+    if AGENT not in {a["agent_id"] for a in listed}:  # this test alone: the agent it opens on
+        assert _final_status(base, _ingest(base, "storm-chat")) == "completed"
     SHOTS.mkdir(parents=True, exist_ok=True)
 
     errors: list[str] = []
     with sync_playwright() as p:
         browser, page = _page(p, errors)
         page.on("dialog", lambda d: d.accept())  # "Forget this memory?", "Delete message?"
+        page.add_init_script(f"({SLOW_FIRST_AGENT})({json.dumps([AGENT])})")
         page.goto(f"{base}/")
         page.locator(f'#agents-table tr[data-agent="{CONTROL_AGENT}"]').click()
+        page.locator("#documents-list li", has_text="trip-chat").wait_for()
+        page.wait_for_timeout(1500)  # AGENT's list has come back by now, and was dropped
+        assert page.locator("#documents-list li", has_text="trip-chat").count() == 1
 
         # A memory edited from its panel: the new version, the old one superseded, history kept
         page.click('#tabs button[data-view="graph"]')

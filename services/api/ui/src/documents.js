@@ -32,9 +32,10 @@ export class DocumentView {
     try {
       doc = await api(this.path());
     } catch (error) {
-      this.fail(error);
+      if (this.documentId === documentId) this.fail(error);
       return;
     }
+    if (this.documentId !== documentId) return; // closed, or another one opened meanwhile
     $("#document-meta").textContent = `${doc.items.length} messages · ${doc.unit_count} memories · ${doc.status || ""}`;
     $("#messages-list").replaceChildren(...doc.items.map((item, position) =>
       this.message(item, item.message_id ?? String(position))));

@@ -88,6 +88,7 @@ export class GraphView {
     this.state = state;
     this.cursor = null;
     this.params = null;
+    this.loads = 0; // each load numbered: only the latest page is shown
     this.memory = new MemoryPanel(state, this);
     this.cy = cytoscape({
       container: $("#cy"),
@@ -134,15 +135,18 @@ export class GraphView {
       this.cursor = null;
     }
     const started = performance.now();
+    const load = ++this.loads;
     $("#graph-status").textContent = "loading…";
     let page;
     try {
       page = await api("/api/graph", { params: { ...this.params, cursor: this.cursor } });
     } catch (error) {
+      if (load !== this.loads) return;
       $("#graph-status").textContent = error.message;
       toast(error.message, "error");
       return;
     }
+    if (load !== this.loads) return;
     if (!more) this.cy.elements().remove();
     this.merge(page, { seeds: true });
     this.cursor = page.next_cursor;

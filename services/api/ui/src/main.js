@@ -68,12 +68,18 @@ async function loadAgents() {
   if (state.agent) selectAgent(state.agent);
 }
 
+// Each load is numbered: only the latest one's answer is shown (choosing another agent while a
+// list is on its way must not let the earlier agent's list land last).
+let documentsLoad = 0;
+
 async function loadDocuments() {
   const list = $("#documents-list");
+  const load = ++documentsLoad;
   $("#documents-hint").hidden = Boolean(state.agent);
   if (!state.agent) return list.replaceChildren();
   try {
     const data = await api(`/api/agents/${encodeURIComponent(state.agent)}/documents`);
+    if (load !== documentsLoad) return;
     list.replaceChildren(...data.documents.map((d) =>
       el("li", { "data-document": d.document_id }, el("b", {}, d.document_id), " ",
         el("span", { class: `badge ${d.status || ""}` }, d.status || ""),
