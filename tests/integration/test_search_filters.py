@@ -172,6 +172,40 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
         assert matching.complete == passing and len(passing) > 5, filters
 
 
+def test_the_agents_own_count_bounds_the_planners_guess(
+    settings: Settings, pool: Any, inline_api: Any, agent_id: str, monkeypatch: Any
+) -> None:
+    """For an agent its statistics do not single out, the planner guesses a table-wide
+    average: in a table of many agents, far more units than a new agent has. The agent's own
+    count bounds that guess, so a narrow filter on a small agent is still ranked exactly, with
+    no similarity floor; past `exact_max` the estimates decide, as before."""
+    from memora.nlp.embedding import get_embedder
+    from memora.retrieval import semantic
+    from memora.retrieval.filters import Filters, Matching, compile_filters
+    from memora.retrieval.types import SearchScope
+
+    _store_pets(inline_api, agent_id)
+    monkeypatch.setattr(semantic, "_estimate", lambda *_: 1_000_000.0)  # the planner's guess
+    vector = get_embedder(settings.embedding_model).embed(["Who am I?"])[0]
+    where = compile_filters(Filters.model_validate({"speaker": ["Bob"]}), "m")
+    scope = SearchScope("default", agent_id, ("world", "agent", "opinion"), where)
+    with pool.tenant_connection("default") as conn:
+        matching = Matching()
+        assert semantic.plan_scan(conn, scope, limit=5, matching=matching) > 0
+        assert matching.share is None  # not estimated: the agent alone is under exact_max
+        ranked = semantic.nearest(
+            conn, scope, vector=vector, limit=50, ef_search=64, min_similarity=0.99
+        )
+        wide = Matching()  # past exact_max the estimates decide, each at most the agent's 24
+        semantic.plan_scan(conn, scope, limit=5, exact_max=3, matching=wide)
+        assert wide.share == 1.0
+        bob = conn.execute(
+            f"SELECT m.id FROM memory_units m WHERE m.agent_id = %(agent)s {where.sql}",
+            {"agent": agent_id, **where.params},
+        ).fetchall()
+    assert {i for i, _ in ranked} == {r["id"] for r in bob} and len(bob) == 8
+
+
 def test_a_narrow_walk_starts_the_graph_from_its_first_hits(
     settings: Settings, pool: Any, inline_api: Any, agent_id: str, monkeypatch: Any
 ) -> None:

@@ -1,8 +1,8 @@
 """The semantic retriever: the agent's units nearest to the query's embedding, through the
 HNSW index of `memory_vectors` (migration 0012: the active embedded units' half-precision
 embeddings inline, with the filter columns), or for a filter that few units pass, an exact
-ranking of those units. `plan_scan` chooses between the two from the planner's estimates;
-the temporal retriever's seeds (`arms`) are chosen the same way.
+ranking of those units. `plan_scan` chooses between the two from the planner's estimates and
+the agent's own count; the temporal retriever's seeds (`arms`) are chosen the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from psycopg import Connection
 
 from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
 from memora.retrieval.types import SearchScope
+from memora.store import terms as term_counts
 
 # Filtered searches over at most this many units scan them exactly (see `nearest`;
 # MEMORA_FILTER_EXACT_SCAN_MAX; 0: never).
@@ -132,11 +133,18 @@ def _exact_scan_bound(
 ) -> tuple[int, float | None]:
     """How many units an exact scan may read for the scope's filter (0: walk HNSW instead),
     and the share of the agent's units expected to pass (None when not estimated: at most
-    `exact_max` pass)."""
-    matching = _estimate(conn, scope, scope.where)
+    `exact_max` pass). The agent's own count (the write path's, one index entry or a few)
+    bounds both estimates: for an agent the statistics do not single out, the planner
+    guesses a table-wide average, so in a table of many agents a new agent's narrow filter
+    could be taken for a broad one and walked, with the similarity floor, when its few
+    units should simply be ranked."""
+    units = term_counts.frequencies(conn, scope.agent_key, ())[term_counts.DOCUMENTS]
+    if units <= exact_max:
+        return exact_max, None
+    matching = min(_estimate(conn, scope, scope.where), units)
     if matching <= exact_max:
         return exact_max, None
-    agent = _estimate(conn, scope, NO_FILTER)
+    agent = min(_estimate(conn, scope, NO_FILTER), units)
     share = min(matching / agent, 1.0) if agent else 1.0
     if matching <= EXACT_SCAN_CAP and matching**2 <= WALK_COST * limit * agent:
         return EXACT_SCAN_CAP, share
