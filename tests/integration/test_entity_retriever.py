@@ -1,7 +1,7 @@
 """The entity retriever's units query (`arms.entity_units`) on real PostgreSQL: an entity with
 few mentions has them ranked exactly, a common one by its mentions' signatures (migration
 0021), under filters the best of them that pass; all agree with the exact ranking. The
-signatures follow the units' embeddings."""
+signatures follow the units' embeddings, and those held in memory follow every change."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 
 from memora.retrieval import arms
 from memora.retrieval.filters import Filters, compile_filters
+from memora.retrieval.mentions import MentionSignatures
 from memora.retrieval.types import SearchScope
 
 pytestmark = pytest.mark.integration
@@ -26,6 +27,10 @@ DIM = 384
 @pytest.fixture()
 def conn(agent_conn: Any) -> Any:
     return agent_conn
+
+
+def _mentions() -> MentionSignatures:
+    return MentionSignatures(1 << 20, 600.0)
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -87,7 +92,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
         with conn.transaction():
             return arms.entity_units(
                 conn, within, entity_ids=[entity], vector=query, per_entity=10,
-                min_similarity=-1.0, exact_max=exact_max, oversample=1,
+                min_similarity=-1.0, exact_max=exact_max, oversample=1, mentions=_mentions(),
             )  # fmt: skip
 
     exact = ranked(common, exact_max=1000)
@@ -116,6 +121,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     among = arms.entity_units(
         conn, even, entity_ids=[common, rare], vector=query, per_entity=10,
         min_similarity=-1.0, exact_max=20, oversample=1, passing_ids=passing,
+        mentions=_mentions(),
     )  # fmt: skip
     exact_even = dict(ranked(common, 1000, even)) | dict(ranked(rare, 1000, even))
     assert dict(among) == pytest.approx(exact_even)
@@ -127,7 +133,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     floor = exact[5][1]  # both entities at once, with a similarity floor
     both = arms.entity_units(
         conn, scope, entity_ids=[common, rare], vector=query, per_entity=10,
-        min_similarity=floor, exact_max=20,
+        min_similarity=floor, exact_max=20, mentions=_mentions(),
     )  # fmt: skip
     assert {u for u, _ in both} == {u for u, _ in exact[:6]} | {near}
 
@@ -152,3 +158,60 @@ def test_a_mention_s_signature_follows_the_unit_s_embedding(conn: Any, agent_id:
     conn.execute("UPDATE memory_units SET embedding = NULL WHERE id = %s", (unit,))
     assert signature() == "missing"
     conn.commit()
+
+
+def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent_id: str) -> None:
+    """The signatures held in memory are brought up to date on every read: a mention added
+    (also by a transaction that was still open at the last read, committed after it), a unit
+    re-embedded: each read gives what an empty cache would. A mention removed is checked."""
+    rng = np.random.default_rng(11)
+    query = _unit(rng.standard_normal(DIM))
+    ana = _entity(conn, agent_id, "Ana")
+    units = [_mention(conn, agent_id, _unit(rng.standard_normal(DIM)), ana, d) for d in range(30)]
+    conn.commit()
+    held = _mentions()
+    scope = SearchScope("default", agent_id, ("world",))
+
+    def ranked(mentions: MentionSignatures) -> list[tuple[uuid.UUID, float]]:
+        with conn.transaction():
+            return arms.entity_units(
+                conn, scope, entity_ids=[ana], vector=query, per_entity=5,
+                min_similarity=-1.0, exact_max=10, oversample=1, mentions=mentions,
+            )  # fmt: skip
+
+    def agrees() -> list[uuid.UUID]:
+        found = ranked(held)
+        assert found == ranked(_mentions())
+        return [u for u, _ in found]
+
+    first = agrees()
+    assert len(first) == 5
+    with pool.connection() as other:  # a mention committed after a read that began meanwhile
+        near = _mention(other, agent_id, _unit(query + 0.05 * rng.standard_normal(DIM)), ana, 40)
+        assert near not in agrees()
+        other.commit()
+    assert agrees()[0] == near
+    conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, units[7]))
+    conn.commit()
+    assert agrees()[0] == units[7]  # its new signature ranks it first
+    conn.execute("DELETE FROM unit_entities WHERE unit_id = %s", (units[7],))
+    conn.commit()
+    # a removed mention is never returned; until its entry is read again it takes one of the
+    # signatures' places (here 1 of 5; in a search 1 of 400 for 20 wanted)
+    after = [u for u, _ in ranked(held)]
+    assert units[7] not in after and len(after) == 4
+    assert set(after) < {u for u, _ in ranked(_mentions())}
+
+
+def test_a_query_is_packed_as_postgresql_packs_a_signature(conn: Any) -> None:
+    from psycopg.rows import tuple_row
+
+    from memora.retrieval.mentions import pack, query_signature
+
+    vectors = np.random.default_rng(13).standard_normal((3, DIM)).astype(np.float32)
+    with conn.cursor(binary=True, row_factory=tuple_row) as cur:
+        stored = [
+            cur.execute("SELECT binary_quantize(%s::vector)::bit(384)", (v,)).fetchone()[0]
+            for v in vectors
+        ]
+    assert (pack(stored) == np.stack([query_signature(v) for v in vectors])).all()

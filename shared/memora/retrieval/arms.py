@@ -24,6 +24,7 @@ from psycopg.rows import tuple_row
 from memora.nlp.temporal import QueryTimeRange
 from memora.retrieval.filters import NO_FILTER, Matching, Where, in_time_range, vector_scope
 from memora.retrieval.graph import Edge, SpreadSettings, spread_activation
+from memora.retrieval.mentions import MentionSignatures, query_signature
 from memora.retrieval.scoring import temporal_closeness
 from memora.retrieval.semantic import EXACT_SCAN_MAX, exact_scan, plan_scan
 from memora.retrieval.types import SearchScope
@@ -323,6 +324,7 @@ def entity_units(
     vector: np.ndarray,
     per_entity: int,
     min_similarity: float,
+    mentions: MentionSignatures,
     exact_max: int = 2000,
     oversample: int = SIGNATURE_OVERSAMPLE,
     passing_ids: str | None = None,
@@ -337,65 +339,59 @@ def entity_units(
     when in that set, compared by key (a main character under a 5 % filter at 100k memories:
     ~250 of its 5,000 mentions).
 
-    An entity mentioned at most `exact_max` times has its mentions ranked exactly: each
-    mention's embedding read by its key (a LATERAL probe, so the planner neither walks HNSW
-    nor hashes the agent's every vector for it). A commoner one (a main character of a long
-    chat: ~5,000 mentions at 100k memories, ~50,000 at 1M) would cost a read of every
-    mention's embedding: its mentions are ranked by their signatures first (the binary
-    quantisation of the embedding in `unit_entities`, migration 0021), and the `oversample`
-    · `per_entity` best are compared exactly. Under filters, which the signatures cannot
-    check, the `FILTERED_SCAN` times as many best are checked by their keys, in the
-    signatures' order, until that many pass: a bounded read, where an HNSW walk until
-    `per_entity` walked units both mention the entity and pass went on for thousands of
-    units (a 5 % filter on a main character at 100k memories: 125 ms). One statement: a
-    capped count of the mentions picks the way per entity."""
+    Otherwise the entities' mentions come from `mentions` (their signatures in memory, brought
+    up to date with what changed). An entity mentioned at most `exact_max` times has every
+    mention compared by key with the full embeddings. A commoner one (a main character of a
+    long chat: ~5,000 mentions at 100k memories, ~50,000 at 1M) has its mentions ranked by
+    their signatures' Hamming distance from the query's first, and the `oversample` ·
+    `per_entity` best are compared. Under filters, which the signatures cannot check, the
+    `FILTERED_SCAN` times as many best are checked by their keys, in the signatures' order,
+    until that many pass: a bounded read, where an HNSW walk until `per_entity` walked units
+    both mention the entity and pass went on for thousands of units (a 5 % filter on a main
+    character at 100k memories: 125 ms). One statement compares them all, and checks that
+    each unit still mentions its entity (a mention removed since its signature was read)."""
     if passing_ids is not None:
         return _entity_units_among(
             conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
             min_similarity=min_similarity, passing_ids=passing_ids,
         )  # fmt: skip
-    where = scope.where
     kept = oversample * per_entity
-    # the signatures' best mentions (under filters FILTERED_SCAN times as many), checked by
-    # their keys against the filters in the signatures' order until `kept` pass, then ranked
-    # exactly
-    common = f"""
-        SELECT id, sim FROM (
-            SELECT v.id, v.sim FROM (
-                SELECT ue.unit_id, ue.signature <~> (SELECT binary_quantize(%(v)s::halfvec)) AS d
-                FROM unit_entities ue WHERE k.n >= %(cap)s AND ue.entity_id = e.entity
-                ORDER BY d LIMIT %(scan)s
-            ) s CROSS JOIN LATERAL (
-                SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
-                FROM memory_vectors m
-                WHERE m.unit_id = s.unit_id AND {vector_scope("m")} {where.sql} LIMIT 1
-            ) v
-            ORDER BY s.d LIMIT %(over)s
-        ) best ORDER BY sim DESC LIMIT %(per_entity)s"""
+    scan = FILTERED_SCAN * kept if scope.where.sql else kept
+    query = query_signature(vector)
+    found = mentions.read(conn, scope.tenant_id, entity_ids)
+    entities, candidates, keep = [], [], []
+    for entity, listed in found.items():
+        common = len(listed.ids) > exact_max
+        if listed.ids:
+            entities.append(entity)
+            candidates.append(",".join(listed.nearest(query, scan) if common else listed.ids))
+            keep.append(kept if common else len(listed.ids))
+    if not entities:
+        return []
+    where = scope.where
     rows = conn.execute(
         f"""
-        SELECT u.id, max(u.sim) AS sim FROM unnest(%(entities)s::uuid[]) AS e(entity)
+        SELECT u.id, max(u.sim) AS sim
+        FROM unnest(%(entities)s::uuid[], %(candidates)s::text[], %(keep)s::int[])
+             AS e(entity, ids, keep)
         CROSS JOIN LATERAL (
-            SELECT count(*) AS n FROM (
-                SELECT 1 FROM unit_entities ue WHERE ue.entity_id = e.entity LIMIT %(cap)s
-            ) mentions
-        ) k
-        CROSS JOIN LATERAL (
-            (SELECT v.id, v.sim FROM unit_entities ue CROSS JOIN LATERAL (
-                 SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
-                 FROM memory_vectors m
-                 WHERE m.unit_id = ue.unit_id AND {vector_scope("m")} {where.sql} LIMIT 1
-             ) v
-             WHERE k.n < %(cap)s AND ue.entity_id = e.entity
-             ORDER BY v.sim DESC LIMIT %(per_entity)s)
-            UNION ALL ({common})
+            SELECT p.id, p.sim FROM (
+                SELECT v.id, v.sim
+                FROM unnest(string_to_array(e.ids, ',')::uuid[]) WITH ORDINALITY AS c(unit, rank)
+                CROSS JOIN LATERAL (
+                    SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
+                    FROM memory_vectors m
+                    WHERE m.unit_id = c.unit AND {vector_scope("m")} {where.sql} LIMIT 1
+                ) v
+                WHERE EXISTS (SELECT 1 FROM unit_entities ue
+                              WHERE ue.unit_id = c.unit AND ue.entity_id = e.entity)
+                ORDER BY c.rank LIMIT e.keep
+            ) p ORDER BY p.sim DESC LIMIT %(per_entity)s
         ) u GROUP BY u.id
         """,
         {
-            "entities": list(entity_ids), "v": vector, "per_entity": per_entity,
-            "cap": exact_max + 1, "over": kept,
-            "scan": FILTERED_SCAN * kept if where.sql else kept,
-            **scope.params, **where.params,
+            "entities": entities, "candidates": candidates, "keep": keep, "v": vector,
+            "per_entity": per_entity, **scope.params, **where.params,
         },
         prepare=where.prepare,
     ).fetchall()  # fmt: skip

@@ -36,6 +36,7 @@ from memora.retrieval.cross_encoder import PairScorer
 from memora.retrieval.filters import Matching
 from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.keyword import KeywordIndex, TermStats
+from memora.retrieval.mentions import MentionSignatures
 from memora.retrieval.rerank import Reranker, Rerankers
 from memora.retrieval.trace import Clock, trace
 from memora.retrieval.types import ArmResult, Candidate, SearchOutcome, SearchParams, SearchScope
@@ -72,6 +73,9 @@ class Retriever:
     ) -> None:
         self.settings, self.pool, self.embedder = settings, pool, embedder
         self.keyword = KeywordIndex(ttl=settings.keyword_stats_ttl_seconds)
+        self.mentions = MentionSignatures(
+            settings.entity_signature_cache_mb << 20, settings.entity_signature_ttl_seconds
+        )
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
         self.spread = SpreadSettings.from_settings(settings)
         self.rerankers = Rerankers(settings)
@@ -362,7 +366,7 @@ class Retriever:
             ranked = arms.entity_units(
                 conn, scope, entity_ids=list(named.entities), vector=vector,
                 per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
-                exact_max=s.filter_exact_scan_max, passing_ids=passing,
+                mentions=self.mentions, exact_max=s.filter_exact_scan_max, passing_ids=passing,
             )  # fmt: skip
         ms = round(named.ms + (time.perf_counter() - started) * 1000, 2)
         return ArmResult("entity", ranked, ms=ms)
