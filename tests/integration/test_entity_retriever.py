@@ -5,6 +5,7 @@ signatures follow the units' embeddings, and those held in memory follow every c
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -163,7 +164,8 @@ def test_a_mention_s_signature_follows_the_unit_s_embedding(conn: Any, agent_id:
 def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent_id: str) -> None:
     """The signatures held in memory are brought up to date on every read: a mention added
     (also by a transaction that was still open at the last read, committed after it), a unit
-    re-embedded: each read gives what an empty cache would. A mention removed is checked."""
+    re-embedded, a unit forgotten: each read gives what an empty cache would. A mention
+    removed from a unit that stays is followed until the entry expires."""
     rng = np.random.default_rng(11)
     query = _unit(rng.standard_normal(DIM))
     ana = _entity(conn, agent_id, "Ana")
@@ -194,19 +196,23 @@ def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent
     conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, units[7]))
     conn.commit()
     assert agrees()[0] == units[7]  # its new signature ranks it first
-    conn.execute("DELETE FROM unit_entities WHERE unit_id = %s", (units[7],))
+    conn.execute("UPDATE memory_units SET status = 'forgotten' WHERE id = %s", (units[7],))
     conn.commit()
-    # a removed mention is never returned; until its entry is read again it takes one of the
-    # signatures' places (here 1 of 5; in a search 1 of 400 for 20 wanted)
-    after = [u for u, _ in ranked(held)]
-    assert units[7] not in after and len(after) == 4
-    assert set(after) < {u for u, _ in ranked(_mentions())}
+    assert units[7] not in agrees()  # a unit forgotten (or purged) leaves at once
+    conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, units[3]))
+    conn.commit()
+    brief = MentionSignatures(1 << 20, 0.2)
+    assert agrees()[0] == units[3] and ranked(brief)[0][0] == units[3]
+    conn.execute("DELETE FROM unit_entities WHERE unit_id = %s", (units[3],))
+    conn.commit()  # a mention removed from a unit that stays: followed until read whole again
+    time.sleep(0.3)
+    assert units[3] not in [u for u, _ in ranked(brief)]
 
 
 def test_a_query_is_packed_as_postgresql_packs_a_signature(conn: Any) -> None:
     from psycopg.rows import tuple_row
 
-    from memora.retrieval.mentions import pack, query_signature
+    from memora.retrieval.mentions import query_signature, unpack
 
     vectors = np.random.default_rng(13).standard_normal((3, DIM)).astype(np.float32)
     with conn.cursor(binary=True, row_factory=tuple_row) as cur:
@@ -214,4 +220,4 @@ def test_a_query_is_packed_as_postgresql_packs_a_signature(conn: Any) -> None:
             cur.execute("SELECT binary_quantize(%s::vector)::bit(384)", (v,)).fetchone()[0]
             for v in vectors
         ]
-    assert (pack(stored) == np.stack([query_signature(v) for v in vectors])).all()
+    assert (unpack(b"".join(stored), 3) == np.stack([query_signature(v) for v in vectors])).all()

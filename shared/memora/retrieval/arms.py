@@ -348,8 +348,10 @@ def entity_units(
     `FILTERED_SCAN` times as many best are checked by their keys, in the signatures' order,
     until that many pass: a bounded read, where an HNSW walk until `per_entity` walked units
     both mention the entity and pass went on for thousands of units (a 5 % filter on a main
-    character at 100k memories: 125 ms). One statement compares them all, and checks that
-    each unit still mentions its entity (a mention removed since its signature was read)."""
+    character at 100k memories: 125 ms). One statement compares them all. A unit purged or
+    forgotten since is never returned (it left `memory_vectors`); one whose mention was
+    removed while the unit stayed (an entity re-cleaned or merged) may be, until the
+    entity's signatures are read whole again (`mentions`' TTL)."""
     if passing_ids is not None:
         return _entity_units_among(
             conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
@@ -383,8 +385,6 @@ def entity_units(
                     FROM memory_vectors m
                     WHERE m.unit_id = c.unit AND {vector_scope("m")} {where.sql} LIMIT 1
                 ) v
-                WHERE EXISTS (SELECT 1 FROM unit_entities ue
-                              WHERE ue.unit_id = c.unit AND ue.entity_id = e.entity)
                 ORDER BY c.rank LIMIT e.keep
             ) p ORDER BY p.sim DESC LIMIT %(per_entity)s
         ) u GROUP BY u.id

@@ -10,10 +10,11 @@ the same ranking is a popcount over an array (numpy: ~0.2 ms and ~2 ms).
 They stay exact: each search first reads what changed since the entity's signatures were
 last read, the rows written at or after that read's snapshot xmin (`unit_entities.written`,
 migration 0023: every transaction that snapshot could not see has an id at least that), one
-index range a search. A mention that went away (its unit deleted, the entity merged) may stay
-listed until the entry expires (`ttl`), so the probe that compares the embeddings checks that
-each unit still mentions the entity. Entries are immutable: a refresh builds a new one and
-puts it in place only if no other refresh did meanwhile.
+index range a search. Removals are not read: a unit purged or forgotten drops out where the
+embeddings are compared (it left `memory_vectors`); a mention removed from a unit that stays
+(an entity re-cleaned or merged) is followed until the entry is read whole again (`ttl`).
+Entries are immutable: a refresh builds a new one and puts it in place only if no other
+refresh did meanwhile.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from uuid import UUID
 
 import numpy as np
 from cachetools import TTLCache
-from psycopg import Connection
+from psycopg import Connection, sql
 from psycopg.rows import tuple_row
 
 VARBIT_HEADER = 4  # PostgreSQL's binary form of a bit string: its length (int4), then the bits
@@ -44,11 +45,8 @@ class Mentions:
     horizon: int
 
     @classmethod
-    def read(cls, rows: Sequence[tuple[str, bytes]], horizon: int) -> Mentions:
-        ids = tuple(dict.fromkeys(r[0] for r in rows))
-        if len(ids) < len(rows):  # an id twice (not from one snapshot): keep its last
-            return cls((), {}, pack([]), horizon).merged(rows, horizon)
-        return cls(ids, {u: i for i, u in enumerate(ids)}, pack([r[1] for r in rows]), horizon)
+    def read(cls, ids: Sequence[str], bits: np.ndarray, horizon: int) -> Mentions:
+        return cls(tuple(ids), {u: i for i, u in enumerate(ids)}, bits, horizon)
 
     @property
     def nbytes(self) -> int:
@@ -67,31 +65,33 @@ class Mentions:
             top = np.argsort(distance, kind="stable")
         return [self.ids[i] for i in top]
 
-    def merged(self, rows: Sequence[tuple[str, bytes]], horizon: int) -> Mentions:
-        """These mentions with `rows` (id, signature) added or, for an id already here,
-        replaced, as read in a snapshot whose xmin was `horizon`."""
-        if not rows:
+    def merged(self, ids: Sequence[str], bits: np.ndarray, horizon: int) -> Mentions:
+        """These mentions with `ids` (their signatures: `bits`) added or, for an id already
+        here, replaced, as read in a snapshot whose xmin was `horizon`."""
+        if not ids:
             return Mentions(self.ids, self.positions, self.bits, horizon)
-        latest = dict(zip((r[0] for r in rows), pack([r[1] for r in rows]), strict=True))
-        bits = self.bits.copy() if self.ids else pack([])
-        new = [u for u in latest if u not in self.positions]
-        for unit in latest.keys() & self.positions.keys():
-            bits[self.positions[unit]] = latest[unit]
+        if not self.ids:
+            return Mentions.read(ids, bits, horizon)
+        merged = self.bits.copy()
+        new = [i for i, u in enumerate(ids) if u not in self.positions]
+        for i, unit in enumerate(ids):
+            if unit in self.positions:
+                merged[self.positions[unit]] = bits[i]
         if not new:
-            return Mentions(self.ids, self.positions, bits, horizon)
-        added = np.stack([latest[u] for u in new])
-        bits = np.concatenate([bits, added]) if len(bits) else added
-        positions = self.positions | {u: len(self.ids) + i for i, u in enumerate(new)}
-        return Mentions(self.ids + tuple(new), positions, bits, horizon)
+            return Mentions(self.ids, self.positions, merged, horizon)
+        added = tuple(ids[i] for i in new)
+        positions = self.positions | {u: len(self.ids) + i for i, u in enumerate(added)}
+        return Mentions(self.ids + added, positions, np.concatenate([merged, bits[new]]), horizon)
 
 
-def pack(signatures: Sequence[bytes]) -> np.ndarray:
-    """Signatures in PostgreSQL's binary form, as rows of 64-bit words (a multiple of 64 bits,
-    as the embeddings' dimensions are: 384)."""
-    if not signatures:
+def unpack(signatures: bytes, count: int) -> np.ndarray:
+    """`count` signatures in PostgreSQL's binary form, one after another (`varbit_send`: the
+    length in bits as an int4, then the bits), as rows of 64-bit words (the embeddings'
+    dimensions are a multiple of 64: 384)."""
+    if not count:
         return np.zeros((0, 0), dtype=np.uint64)
-    raw = b"".join(s[VARBIT_HEADER:] for s in signatures)
-    return np.frombuffer(raw, dtype=np.uint64).reshape(len(signatures), -1)
+    rows = np.frombuffer(signatures, dtype=np.uint8).reshape(count, -1)[:, VARBIT_HEADER:]
+    return np.ascontiguousarray(rows).view(np.uint64)
 
 
 def query_signature(vector: np.ndarray) -> np.ndarray:
@@ -102,7 +102,7 @@ def query_signature(vector: np.ndarray) -> np.ndarray:
 
 class MentionSignatures:
     """The signatures of the entities searches name, per (tenant, entity), at most `max_bytes`
-    in all, each entry read afresh after `ttl` seconds."""
+    in all, each entry read whole again after `ttl` seconds."""
 
     def __init__(self, max_bytes: int, ttl: float) -> None:
         self._entries: TTLCache[tuple[str, UUID], Mentions] = TTLCache(
@@ -119,16 +119,15 @@ class MentionSignatures:
         with self._lock:
             held = {e: self._entries.get((tenant_id, e)) for e in wanted}
         known = {e: m for e, m in held.items() if m is not None}
-        missing = [e for e in wanted if e not in known]
         found: dict[UUID, Mentions] = {}
         if known:
-            horizon, rows = _changed(conn, known)
-            for entity, mentions in known.items():
-                found[entity] = mentions.merged(rows.get(entity, []), horizon)
+            since = [m.horizon for m in known.values()]
+            for entity, (ids, bits, horizon) in _read(conn, list(known), since).items():
+                found[entity] = known[entity].merged(ids, bits, horizon)
+        missing = [e for e in wanted if e not in known]
         if missing:
-            horizon, rows = _all(conn, missing)
-            for entity in missing:
-                found[entity] = Mentions.read(rows.get(entity, []), horizon)
+            for entity, (ids, bits, horizon) in _read(conn, missing, None).items():
+                found[entity] = Mentions.read(ids, bits, horizon)
         with self._lock:
             for entity, mentions in found.items():
                 key = (tenant_id, entity)
@@ -138,49 +137,32 @@ class MentionSignatures:
         return found
 
 
-def _grouped(rows: Sequence[Any]) -> tuple[int, dict[UUID, list[tuple[str, bytes]]]]:
-    """(the snapshot's xmin, entity → its rows), from rows of (xmin, entity, unit, signature)
-    with a row of NULLs for an entity that has none."""
-    grouped: dict[UUID, list[tuple[str, bytes]]] = {}
-    for _, entity, unit, signature in rows:
-        if unit is not None and signature is not None:
-            grouped.setdefault(entity, []).append((unit, signature))
-    return int(rows[0][0]), grouped
+# One row an entity: its mentions' ids as one text and their signatures as one bytea (both
+# aggregates see the rows in the same order), and the xmin of the statement's snapshot.
+# Whole: every mention; since: those written at or after the entity's `since` (an index range).
+_READ = """
+    SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8, e.entity, count(ue.unit_id),
+           coalesce(string_agg(ue.unit_id::text, ','), ''),
+           coalesce(string_agg(varbit_send(ue.signature), ''::bytea), ''::bytea)
+    FROM unnest(%(entities)s::uuid[], %(since)s::int8[]) AS e(entity, since)
+    LEFT JOIN unit_entities ue ON ue.entity_id = e.entity AND ue.signature IS NOT NULL {since}
+    GROUP BY e.entity
+"""
+_WHOLE = sql.SQL(_READ.format(since=""))
+_SINCE = sql.SQL(_READ.format(since="AND ue.written >= e.since::text::xid8"))
 
 
-def _all(
-    conn: Connection[Any], entities: Sequence[UUID]
-) -> tuple[int, dict[UUID, list[tuple[str, bytes]]]]:
-    """Every mention of the entities, and the xmin of the snapshot they were read in."""
+def _read(
+    conn: Connection[Any], entities: list[UUID], since: list[int] | None
+) -> dict[UUID, tuple[list[str], np.ndarray, int]]:
+    """Entity → (ids, signatures, the snapshot's xmin): every mention (`since` None) or those
+    written at or after each entity's `since`."""
     with conn.cursor(binary=True, row_factory=tuple_row) as cur:
         rows = cur.execute(
-            """
-            SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8, e.entity,
-                   ue.unit_id::text, ue.signature
-            FROM unnest(%(entities)s::uuid[]) AS e(entity)
-            LEFT JOIN unit_entities ue ON ue.entity_id = e.entity
-            """,
-            {"entities": list(entities)},
+            _WHOLE if since is None else _SINCE,
+            {"entities": entities, "since": since or [0] * len(entities)},
         ).fetchall()
-    return _grouped(rows)
-
-
-def _changed(
-    conn: Connection[Any], held: dict[UUID, Mentions]
-) -> tuple[int, dict[UUID, list[tuple[str, bytes]]]]:
-    """The mentions of the held entities written at or after each one's horizon (one index
-    range each), and the xmin of the snapshot they were read in."""
-    with conn.cursor(binary=True, row_factory=tuple_row) as cur:
-        rows = cur.execute(
-            """
-            SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8, e.entity,
-                   ue.unit_id::text, ue.signature
-            FROM unnest(%(entities)s::uuid[], %(since)s::int8[]) AS e(entity, since)
-            LEFT JOIN LATERAL (
-                SELECT unit_id, signature FROM unit_entities
-                WHERE entity_id = e.entity AND written >= e.since::text::xid8
-            ) ue ON true
-            """,
-            {"entities": list(held), "since": [m.horizon for m in held.values()]},
-        ).fetchall()
-    return _grouped(rows)
+    return {
+        entity: (ids.split(",") if count else [], unpack(bits, count), int(horizon))
+        for horizon, entity, count, ids, bits in rows
+    }
