@@ -268,7 +268,7 @@ class Settings(BaseSettings):
     # long an entity's are kept before they are read whole again (in between: what changed;
     # a mention removed from a unit that stays may be followed until then)
     entity_signature_cache_mb: int = 256
-    entity_signature_ttl_seconds: float = 120.0
+    entity_signature_ttl_seconds: float = 600.0
     # what the semantic signal compares a unit with when the query names entities
     entity_relevance: Literal["query", "mentions", "about"] = "mentions"
     temporal_seed_similarity: float = 0.4

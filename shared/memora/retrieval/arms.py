@@ -351,7 +351,7 @@ def entity_units(
     character at 100k memories: 125 ms). One statement compares them all. A unit purged or
     forgotten since is never returned (it left `memory_vectors`); one whose mention was
     removed while the unit stayed (an entity re-cleaned or merged) may be, until the
-    entity's signatures are read whole again (`mentions`' TTL)."""
+    entity's signatures are read whole again (`MEMORA_ENTITY_SIGNATURE_TTL_SECONDS`)."""
     if passing_ids is not None:
         return _entity_units_among(
             conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,

@@ -161,6 +161,7 @@ def _read(
         rows = cur.execute(
             _WHOLE if since is None else _SINCE,
             {"entities": entities, "since": since or [0] * len(entities)},
+            prepare=True,  # planned once (~1.3 ms a time)
         ).fetchall()
     return {
         entity: (ids.split(",") if count else [], unpack(bits, count), int(horizon))
