@@ -5,7 +5,6 @@ signatures follow the units' embeddings, and those held in memory follow every c
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from memora.retrieval import arms
 from memora.retrieval.filters import Filters, compile_filters
-from memora.retrieval.mentions import MentionSignatures
+from memora.retrieval.mentions import MentionSignatures, query_signature
 from memora.retrieval.types import SearchScope
 
 pytestmark = pytest.mark.integration
@@ -164,8 +163,8 @@ def test_a_mention_s_signature_follows_the_unit_s_embedding(conn: Any, agent_id:
 def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent_id: str) -> None:
     """The signatures held in memory are brought up to date on every read: a mention added
     (also by a transaction that was still open at the last read, committed after it), a unit
-    re-embedded, a unit forgotten: each read gives what an empty cache would. A mention
-    removed from a unit that stays is followed until the entry expires."""
+    re-embedded, a unit forgotten, a mention removed or moved to another entity: each read
+    gives what an empty cache would."""
     rng = np.random.default_rng(11)
     query = _unit(rng.standard_normal(DIM))
     ana = _entity(conn, agent_id, "Ana")
@@ -175,13 +174,19 @@ def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent
     scope = SearchScope("default", agent_id, ("world",))
 
     def ranked(mentions: MentionSignatures) -> list[tuple[uuid.UUID, float]]:
-        with conn.transaction():
+        with conn.transaction():  # 35 kept: every mention compared (signature ties aside)
             return arms.entity_units(
                 conn, scope, entity_ids=[ana], vector=query, per_entity=5,
-                min_similarity=-1.0, exact_max=10, oversample=1, mentions=mentions,
+                min_similarity=-1.0, exact_max=10, oversample=7, mentions=mentions,
             )  # fmt: skip
 
+    def signatures(mentions: MentionSignatures) -> dict[str, bytes]:
+        with conn.transaction():
+            [listed] = mentions.read(conn, "default", [ana]).values()
+        return {u: listed.bits[i].tobytes() for u, i in listed.positions.items()}
+
     def agrees() -> list[uuid.UUID]:
+        assert signatures(held) == signatures(_mentions())  # what a whole read gives
         found = ranked(held)
         assert found == ranked(_mentions())
         return [u for u, _ in found]
@@ -195,24 +200,30 @@ def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent
     assert agrees()[0] == near
     conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, units[7]))
     conn.commit()
-    assert agrees()[0] == units[7]  # its new signature ranks it first
+    assert agrees()[0] == units[7]
+    with conn.transaction():  # its new signature is the nearest
+        [listed] = held.read(conn, "default", [ana]).values()
+    assert listed.nearest(query_signature(query), 1) == [str(units[7])]
     conn.execute("UPDATE memory_units SET status = 'forgotten' WHERE id = %s", (units[7],))
     conn.commit()
     assert units[7] not in agrees()  # a unit forgotten (or purged) leaves at once
-    conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, units[3]))
+    for unit in units[3], units[4]:
+        conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, unit))
     conn.commit()
-    brief = MentionSignatures(1 << 20, 0.2)
-    assert agrees()[0] == units[3] and ranked(brief)[0][0] == units[3]
+    assert set(agrees()[:2]) == {units[3], units[4]}
     conn.execute("DELETE FROM unit_entities WHERE unit_id = %s", (units[3],))
-    conn.commit()  # a mention removed from a unit that stays: followed until read whole again
-    time.sleep(0.3)
-    assert units[3] not in [u for u, _ in ranked(brief)]
+    conn.commit()  # a mention removed from a unit that stays
+    assert agrees()[0] == units[4]
+    bo = _entity(conn, agent_id, "Bo")
+    conn.execute("UPDATE unit_entities SET entity_id = %s WHERE unit_id = %s", (bo, units[4]))
+    conn.commit()  # a mention moved to another entity
+    assert units[4] not in agrees()
 
 
 def test_a_query_is_packed_as_postgresql_packs_a_signature(conn: Any) -> None:
     from psycopg.rows import tuple_row
 
-    from memora.retrieval.mentions import query_signature, unpack
+    from memora.retrieval.mentions import unpack
 
     vectors = np.random.default_rng(13).standard_normal((3, DIM)).astype(np.float32)
     with conn.cursor(binary=True, row_factory=tuple_row) as cur:

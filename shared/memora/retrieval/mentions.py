@@ -7,14 +7,14 @@ from PostgreSQL on every search, a main character's signatures cost ~8 ms of dat
 100k memories (5,000 mentions) and ~25 ms at 1M (57,000); held here as packed 64-bit words,
 the same ranking is a popcount over an array (numpy: ~0.2 ms and ~2 ms).
 
-They stay exact: each search first reads what changed since the entity's signatures were
-last read, the rows written at or after that read's snapshot xmin (`unit_entities.written`,
-migration 0023: every transaction that snapshot could not see has an id at least that), one
-index range a search. Removals are not read: a unit purged or forgotten drops out where the
-embeddings are compared (it left `memory_vectors`); a mention removed from a unit that stays
-(an entity re-cleaned or merged) is followed until the entry is read whole again (`ttl`).
-Entries are immutable: a refresh builds a new one and puts it in place only if no other
-refresh did meanwhile.
+They stay exact. Each search first reads what was written since the entity's signatures
+were last read: the rows written at or after that read's snapshot xmin
+(`unit_entities.written`, migration 0023: every transaction that snapshot could not see has
+an id at least that), one index range. In the same statement it learns whether the entity
+lost a mention since (`entities.mentions_removed`, set by the triggers of 0023 when a row is
+deleted or moved); then the entity's mentions are read whole again, as they are when it is
+first named and after `ttl`. Entries are immutable: a refresh builds a new one and puts it
+in place only if no other refresh did meanwhile.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ def query_signature(vector: np.ndarray) -> np.ndarray:
 
 class MentionSignatures:
     """The signatures of the entities searches name, per (tenant, entity), at most `max_bytes`
-    in all, each entry read whole again after `ttl` seconds."""
+    in all (the least recently used go first), each entry read whole again after `ttl`
+    seconds."""
 
     def __init__(self, max_bytes: int, ttl: float) -> None:
         self._entries: TTLCache[tuple[str, UUID], Mentions] = TTLCache(
@@ -114,7 +115,8 @@ class MentionSignatures:
         self, conn: Connection[Any], tenant_id: str, entity_ids: Iterable[UUID]
     ) -> dict[UUID, Mentions]:
         """Each entity's mentions as they stand in `conn`'s snapshot: those held here brought
-        up to date with what changed since, the others read whole (one statement each way)."""
+        up to date with what was written since, the others, and those that lost a mention
+        since, read whole."""
         wanted = list(dict.fromkeys(entity_ids))
         with self._lock:
             held = {e: self._entries.get((tenant_id, e)) for e in wanted}
@@ -122,11 +124,12 @@ class MentionSignatures:
         found: dict[UUID, Mentions] = {}
         if known:
             since = [m.horizon for m in known.values()]
-            for entity, (ids, bits, horizon) in _read(conn, list(known), since).items():
-                found[entity] = known[entity].merged(ids, bits, horizon)
-        missing = [e for e in wanted if e not in known]
+            for entity, (ids, bits, horizon, removed) in _read(conn, list(known), since).items():
+                if not removed:
+                    found[entity] = known[entity].merged(ids, bits, horizon)
+        missing = [e for e in wanted if e not in found]
         if missing:
-            for entity, (ids, bits, horizon) in _read(conn, missing, None).items():
+            for entity, (ids, bits, horizon, _) in _read(conn, missing, None).items():
                 found[entity] = Mentions.read(ids, bits, horizon)
         with self._lock:
             for entity, mentions in found.items():
@@ -138,25 +141,28 @@ class MentionSignatures:
 
 
 # One row an entity: its mentions' ids as one text and their signatures as one bytea (both
-# aggregates see the rows in the same order), and the xmin of the statement's snapshot.
-# Whole: every mention; since: those written at or after the entity's `since` (an index range).
+# aggregates see the rows in the same order), the xmin of the statement's snapshot, and
+# whether the entity lost a mention at or after `since` (or is gone). Whole: every mention;
+# since: those written at or after the entity's `since` (an index range).
 _READ = """
-    SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8, e.entity, count(ue.unit_id),
-           coalesce(string_agg(ue.unit_id::text, ','), ''),
+    SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8, e.entity,
+           coalesce((SELECT coalesce(n.mentions_removed >= e.since, false)
+                     FROM entities n WHERE n.id = e.entity), true),
+           count(ue.unit_id), coalesce(string_agg(ue.unit_id::text, ','), ''),
            coalesce(string_agg(varbit_send(ue.signature), ''::bytea), ''::bytea)
     FROM unnest(%(entities)s::uuid[], %(since)s::int8[]) AS e(entity, since)
     LEFT JOIN unit_entities ue ON ue.entity_id = e.entity AND ue.signature IS NOT NULL {since}
-    GROUP BY e.entity
+    GROUP BY e.entity, e.since
 """
 _WHOLE = sql.SQL(_READ.format(since=""))
-_SINCE = sql.SQL(_READ.format(since="AND ue.written >= e.since::text::xid8"))
+_SINCE = sql.SQL(_READ.format(since="AND ue.written >= e.since"))
 
 
 def _read(
     conn: Connection[Any], entities: list[UUID], since: list[int] | None
-) -> dict[UUID, tuple[list[str], np.ndarray, int]]:
-    """Entity → (ids, signatures, the snapshot's xmin): every mention (`since` None) or those
-    written at or after each entity's `since`."""
+) -> dict[UUID, tuple[list[str], np.ndarray, int, bool]]:
+    """Entity → (ids, signatures, the snapshot's xmin, whether it lost a mention since):
+    every mention (`since` None) or those written at or after each entity's `since`."""
     with conn.cursor(binary=True, row_factory=tuple_row) as cur:
         rows = cur.execute(
             _WHOLE if since is None else _SINCE,
@@ -164,6 +170,6 @@ def _read(
             prepare=True,  # planned once (~1.3 ms a time)
         ).fetchall()
     return {
-        entity: (ids.split(",") if count else [], unpack(bits, count), int(horizon))
-        for horizon, entity, count, ids, bits in rows
+        entity: (ids.split(",") if count else [], unpack(bits, count), int(horizon), removed)
+        for horizon, entity, removed, count, ids, bits in rows
     }

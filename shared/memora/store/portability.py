@@ -53,7 +53,13 @@ TABLES: tuple[Table, ...] = (
     Table("profile", "agents", _BY_AGENT, "t.agent_id", key=("agent_id",)),
     Table("document", "documents", _BY_AGENT, "t.created_at, t.id"),
     Table("message", "conversation_messages", _BY_AGENT, "t.document_pk, t.position, t.id"),
-    Table("entity", "entities", _BY_AGENT, "t.created_at, t.id"),
+    Table(
+        "entity",
+        "entities",
+        _BY_AGENT,
+        "t.created_at, t.id",
+        skip=("mentions_removed",),  # a transaction id of the exporting database (0023)
+    ),
     Table(
         "memory",
         "memory_units",
