@@ -265,8 +265,7 @@ class Settings(BaseSettings):
     entity_units_per_entity: int = 20
     entity_min_similarity: float = 0.2
     # the named entities' mention signatures a query process keeps in memory (in all), and how
-    # long an entity's are kept before they are read whole again (in between: what changed;
-    # a mention removed from a unit that stays may be followed until then)
+    # long an entity's are kept before they are read whole again (in between: what changed)
     entity_signature_cache_mb: int = 256
     entity_signature_ttl_seconds: float = 600.0
     # what the semantic signal compares a unit with when the query names entities

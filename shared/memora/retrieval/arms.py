@@ -348,10 +348,7 @@ def entity_units(
     `FILTERED_SCAN` times as many best are checked by their keys, in the signatures' order,
     until that many pass: a bounded read, where an HNSW walk until `per_entity` walked units
     both mention the entity and pass went on for thousands of units (a 5 % filter on a main
-    character at 100k memories: 125 ms). One statement compares them all. A unit purged or
-    forgotten since is never returned (it left `memory_vectors`); one whose mention was
-    removed while the unit stayed (an entity re-cleaned or merged) may be, until the
-    entity's signatures are read whole again (`MEMORA_ENTITY_SIGNATURE_TTL_SECONDS`)."""
+    character at 100k memories: 125 ms). One statement compares them all."""
     if passing_ids is not None:
         return _entity_units_among(
             conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
