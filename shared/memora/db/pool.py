@@ -93,17 +93,26 @@ class Pool(ConnectionPool):
             ConnectionPool.check_connection(conn)
 
     @contextmanager
-    def tenant_connection(self, tenant_id: str) -> Iterator[psycopg.Connection[Any]]:
-        """A connection that sees and writes only `tenant_id`'s rows (row-level security)."""
+    def tenant_connection(
+        self, tenant_id: str, *, autocommit: bool = False
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """A connection that sees and writes only `tenant_id`'s rows (row-level security).
+
+        `autocommit`: each statement its own transaction, for reads that need no common one
+        (the read path's retrievers): no BEGIN and COMMIT, two round trips of each lending."""
         token = _lending_to.set(tenant_id)
         try:
             conn = self.getconn()  # its check switches it to the tenant
         finally:
             _lending_to.reset(token)
         try:
+            if autocommit:
+                conn.autocommit = True
             with conn:  # as `connection()`: commit, or roll back on an error
                 yield conn
         finally:
+            if autocommit and not conn.closed:  # the next borrower's transactions
+                conn.autocommit = False
             self.putconn(conn)
 
 

@@ -7,8 +7,8 @@ query of the stage; `fuse` runs the stage for one search.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 from uuid import UUID
 
 import numpy as np
@@ -22,18 +22,19 @@ from memora.retrieval.types import ArmResult, Candidate, SearchParams, SearchSco
 from memora.retrieval.validity import Window, holding, status_where
 
 RRF_K = 60
+Id = TypeVar("Id", bound=Hashable)
 EntityRelevance = Literal["query", "mentions", "about"]
 
 
 def rrf(
-    ranked: Mapping[str, Sequence[UUID]],
+    ranked: Mapping[str, Sequence[Id]],
     k: int = RRF_K,
     weights: Mapping[str, float] | None = None,
-) -> dict[UUID, float]:
+) -> dict[Id, float]:
     """Σ over lists of weight / (k + rank), rank 1-based; an id missing from a list adds 0.
 
     With no `weights` every list counts 1: the formula of seed 000 §3.2."""
-    scores: dict[UUID, float] = {}
+    scores: dict[Id, float] = {}
     for name, ids in ranked.items():
         w = 1.0 if weights is None else weights.get(name, 1.0)
         if w == 0:
@@ -79,15 +80,18 @@ def fuse(
     period the query names: `validity`), superseded memories in it are candidates too, and
     under as_of only memories that held then are."""
     s = settings
+    # keyed by the ids' integers: a UUID hashes in a Python call, an int in C (thousands of
+    # ids a search); integer order is the ids' text order, which breaks ties
+    ids = {i.int: i for r in results.values() for i, _ in r.ranked}
     fused = rrf(
-        {n: [i for i, _ in r.ranked] for n, r in results.items()},
+        {n: [i.int for i, _ in r.ranked] for n, r in results.items()},
         k=s.rrf_k,
         weights=s.rrf_weights or None,
     )
     cap = max(s.rerank_candidates, p.top_k)
     context_vec = query_vec if s.entity_relevance == "query" else about_vec
-    ordered = sorted(fused, key=lambda i: (-fused[i], str(i)))
-    with pool.tenant_connection(scope.tenant_id) as conn:
+    ordered = [ids[k] for k in sorted(fused, key=lambda k: (-fused[k], k))]
+    with pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
         if window is not None and window.strict and ordered:
             held = holding(conn, scope, window, ordered)
             ordered = [i for i in ordered if i in held]
@@ -97,14 +101,17 @@ def fuse(
             entity_ids=entity_ids, answer=answer_type(p.query), window=window,
         )  # fmt: skip
     candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
-    ranks = {n: {i: k for k, (i, _) in enumerate(r.ranked, 1)} for n, r in results.items()}
     for c in candidates:
         c.semantic = entity_aware_similarity(
             float(c.embedding @ query_vec), float(c.embedding @ about_vec), c.names_entity,
             s.entity_relevance,
         )  # fmt: skip
-        c.rrf = fused[c.id]
-        c.ranks = {n: r[c.id] for n, r in ranks.items() if c.id in r}
+        c.rrf = fused[c.id.int]
+    wanted = {c.id.int: c for c in candidates}
+    for name, r in results.items():
+        for rank, (i, _) in enumerate(r.ranked, 1):
+            if (ranked := wanted.get(i.int)) is not None:
+                ranked.ranks[name] = rank
     return candidates
 
 
@@ -147,13 +154,15 @@ def hydrate(
     their document, whether they mention one of `entity_ids`, and whether they hold an answer
     of the kind `answer` asks for: an entity of its types other than those the question names
     and the turn's own speaker (a person's every turn names them), or, for a time, a date the
-    memory states (its occurred date). Read in binary, which spares parsing the embeddings'
-    text form."""
+    memory states (its occurred date). Read in binary, the embeddings as their wire form (one
+    numpy view each, not pgvector's objects), the metadata as text, parsed for the kept hits
+    only (`Candidate.hit`)."""
     lateral, params = keyword
     rows = conn.execute(
         f"""
         SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
-               m.occurred_end, m.metadata, m.embedding, coalesce(a.access_count, 0) AS access_count,
+               m.occurred_end, m.metadata::text AS metadata, vector_send(m.embedding) AS embedding,
+               coalesce(a.access_count, 0) AS access_count,
                m.importance, m.category, coalesce(a.last_accessed_at, m.created_at) AS last_used,
                coalesce(kw.bm25, 0) AS bm25, coalesce(ctx.sim, 0) AS context_sim,
                EXISTS (SELECT 1 FROM unit_entities ue WHERE ue.unit_id = m.id
@@ -192,9 +201,9 @@ def hydrate(
             event_date=r["event_date"],
             occurred_start=r["occurred_start"],
             occurred_end=r["occurred_end"],
-            metadata=r["metadata"] or {},
+            metadata_json=r["metadata"] or "{}",
             access_count=int(r["access_count"]),
-            embedding=np.asarray(r["embedding"].to_numpy(), dtype=np.float32),
+            embedding=np.frombuffer(r["embedding"], ">f4", offset=4).astype(np.float32),
             keyword=float(r["bm25"]),
             neighbours=float(r["context_sim"]),
             importance=float(r["importance"]),

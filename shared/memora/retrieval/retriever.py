@@ -230,7 +230,7 @@ class Retriever:
         units the planner expects to pass it, estimated once a search by the semantic
         retriever's plan (`matching.planned`; none: a filter few units pass)."""
         started = time.perf_counter()
-        with self.pool.tenant_connection(scope.tenant_id) as conn:
+        with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
             terms = self.keyword.terms(conn, query)
             stats = self.keyword.stats(conn, scope.agent_key, terms)
             share = 1.0
@@ -338,7 +338,7 @@ class Retriever:
         names = expansion.phrases(query)
         if not names:
             return NamedEntities(note="no names in the query")
-        with self.pool.tenant_connection(scope.tenant_id) as conn:
+        with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
             entities = arms.query_entities(conn, scope, names=names)
         if not entities:
             return NamedEntities()
@@ -362,7 +362,7 @@ class Retriever:
         few = matching.complete is not None and len(matching.complete) <= s.filter_exact_scan_max
         passing = matching.complete_ids if few else None
         started = time.perf_counter()
-        with self.pool.tenant_connection(scope.tenant_id) as conn:
+        with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
             ranked = arms.entity_units(
                 conn, scope, entity_ids=list(named.entities), vector=vector,
                 per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
@@ -374,7 +374,7 @@ class Retriever:
     def _history(
         self, scope: SearchScope, window: validity.Window, vector: np.ndarray, limit: int
     ) -> ArmResult:
-        with self.pool.tenant_connection(scope.tenant_id) as conn:
+        with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
             return _timed(
                 "history",
                 lambda: validity.history(

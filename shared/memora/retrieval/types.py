@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -92,7 +93,7 @@ class Candidate:
     event_date: datetime
     occurred_start: datetime | None
     occurred_end: datetime | None
-    metadata: dict[str, Any]
+    metadata_json: str  # parsed for the hits only
     access_count: int
     embedding: np.ndarray
     semantic: float = 0.0  # cosine similarity to the query
@@ -117,7 +118,7 @@ class Candidate:
             event_date=self.event_date,
             weight=round(self.score, 6),
             fact_type=self.fact_type,
-            metadata=self.metadata,
+            metadata=json.loads(self.metadata_json),
             occurred_start=self.occurred_start,
             occurred_end=self.occurred_end,
         )
