@@ -172,6 +172,33 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
         assert matching.complete == passing and len(passing) > 5, filters
 
 
+def test_the_walks_settings_hold_for_the_walk_sent_with_them(
+    settings: Settings, pool: Any, inline_api: Any, agent_id: str
+) -> None:
+    """The unfiltered walk sends its transaction's start, its HNSW settings and itself in one
+    pipeline: the settings are the walk's (its transaction's), not the session's."""
+    from memora.nlp.embedding import get_embedder
+    from memora.retrieval import semantic
+    from memora.retrieval.types import SearchScope
+
+    _store_pets(inline_api, agent_id)
+    vector = get_embedder(settings.embedding_model).embed(["Which pet did they discuss?"])[0]
+    scope = SearchScope("default", agent_id, ("world", "agent", "opinion"))
+    with pool.tenant_connection("default") as conn:
+        found = semantic.nearest(
+            conn, scope, vector=vector, limit=50, ef_search=321, min_similarity=0.0
+        )
+        held = conn.execute(
+            "SELECT current_setting('hnsw.ef_search') AS ef,"
+            " current_setting('hnsw.iterative_scan') AS scan"
+        ).fetchone()
+    with pool.tenant_connection("default") as conn:
+        after = conn.execute("SELECT current_setting('hnsw.ef_search', true) AS ef").fetchone()
+    assert len(found) == 24  # every unit of the agent, past the default ef_search's reach
+    assert held == {"ef": "321", "scan": "relaxed_order"}
+    assert after is not None and after["ef"] != "321"
+
+
 def test_the_agents_own_count_bounds_the_planners_guess(
     settings: Settings, pool: Any, inline_api: Any, agent_id: str, monkeypatch: Any
 ) -> None:

@@ -165,8 +165,7 @@ def hydrate(
                coalesce(a.access_count, 0) AS access_count,
                m.importance, m.category, coalesce(a.last_accessed_at, m.created_at) AS last_used,
                coalesce(kw.bm25, 0) AS bm25, coalesce(ctx.sim, 0) AS context_sim,
-               EXISTS (SELECT 1 FROM unit_entities ue WHERE ue.unit_id = m.id
-                       AND ue.entity_id = ANY(%(entities)s)) AS names_entity,
+               named.unit_id IS NOT NULL AS names_entity,
                (%(answer_time)s AND m.occurred_start IS NOT NULL)
                OR (cardinality(%(answer_types)s::text[]) > 0 AND EXISTS (
                    SELECT 1 FROM unit_entities ue JOIN entities e ON e.id = ue.entity_id
@@ -175,6 +174,10 @@ def hydrate(
                      AND ue.mention IS DISTINCT FROM m.metadata->>'speaker')) AS answer_type
         FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
         LEFT JOIN LATERAL {lateral} kw ON true
+        LEFT JOIN LATERAL (  -- a probe a candidate: as EXISTS it may be planned as a hash of
+            SELECT ue.unit_id FROM unit_entities ue  -- the entities' every mention
+            WHERE ue.unit_id = m.id AND ue.entity_id = ANY(%(entities)s) LIMIT 1
+        ) named ON true
         LEFT JOIN LATERAL (
             SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
         ) ctx ON true
