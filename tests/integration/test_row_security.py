@@ -156,6 +156,50 @@ def test_without_a_tenant_setting_the_tenant_role_sees_nothing(
             assert conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"] == 0
 
 
+def test_a_connection_is_switched_only_when_lent_another_way(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool switches a connection's role and tenant on checkout only when it was last
+    lent another way; lent the same way again it keeps its session, and it is checked with an
+    empty query only when it came back longer than ALIVE_WINDOW ago. Autocommit lendings
+    leave the next borrower a transaction."""
+    from psycopg_pool import ConnectionPool
+
+    from memora.db import pool as pools
+
+    switches: list[tuple[str, str]] = []
+    checks: list[object] = []
+    switch = pools._switch
+    monkeypatch.setattr(
+        pools, "_switch", lambda conn, *how: switches.append(how) or switch(conn, *how)
+    )
+    monkeypatch.setattr(ConnectionPool, "check_connection", staticmethod(checks.append))
+    p = pools.make_pool(pg_url, min_size=1, max_size=1, name="lendings")
+    try:
+
+        def session(**lend: Any) -> dict[str, Any]:
+            where = p.tenant_connection(**lend) if lend else p.connection()
+            with where as conn:
+                row = conn.execute(
+                    "SELECT current_user AS role, current_setting('memora.tenant') AS tenant"
+                ).fetchone()
+                return {**row, "autocommit": conn.autocommit}
+
+        switches.clear()
+        assert session(tenant_id="t1") == {"role": TENANT_ROLE, "tenant": "t1", "autocommit": False}
+        assert session(tenant_id="t1", autocommit=True)["autocommit"] is True
+        assert session(tenant_id="t1") == {"role": TENANT_ROLE, "tenant": "t1", "autocommit": False}
+        assert switches == [(TENANT_ROLE, "t1")] and checks == []  # back within the window
+        assert session(tenant_id="t2")["tenant"] == "t2"
+        assert session()["role"] == SYSTEM_ROLE
+        assert switches[1:] == [(TENANT_ROLE, "t2"), (SYSTEM_ROLE, "")]
+        monkeypatch.setattr(pools, "ALIVE_WINDOW", 0.0)
+        assert session()["role"] == SYSTEM_ROLE
+        assert len(checks) == 1 and len(switches) == 3  # checked, not switched
+    finally:
+        p.close()
+
+
 def test_every_tenant_scoped_table_is_under_row_security(pool: Any) -> None:
     """A table with an agent, unit or tenant column must have a tenant_id column, RLS enabled
     and forced, and the tenant_isolation policy (docs/security.md, for new tables)."""

@@ -5,18 +5,24 @@ A pool's connections work as `memora_system` (cross-tenant work; it bypasses row
 `Pool.tenant_connection` lends one as `memora_tenant` with the `memora.tenant` setting, which
 PostgreSQL confines to that tenant's rows whatever the query. The switch is committed at
 once (autocommit), so a rollback by the borrower cannot undo it. It is made by the pool's
-connection check, the round trip every checkout makes anyway (a connection lent to a tenant
-is switched back on its next checkout), so confinement costs no extra round trip. Off
-(`row_security=False`), connections keep the login role: for a superuser login that should
-not be confined (benchmarks, comparisons).
+connection check on checkout, only when the connection is not already switched that way (a
+connection lent to a tenant is switched back on its next checkout for other work). A
+connection that needs no switch is checked with an empty query, unless it came back less
+than `ALIVE_WINDOW` seconds ago: the read path lends five connections a search, and a round
+trip each to ask whether a connection used a moment ago still works was a tenth of a
+search's time. Off (`row_security=False`), connections keep the login role: for a superuser
+login that should not be confined (benchmarks, comparisons).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -27,6 +33,7 @@ from memora.basics.config import Settings
 
 TENANT_ROLE = "memora_tenant"
 SYSTEM_ROLE = "memora_system"
+ALIVE_WINDOW = 0.5  # seconds: a connection given back more recently is not checked again
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
@@ -67,30 +74,41 @@ def connect_system(settings: Settings) -> psycopg.Connection[Any]:
 _lending_to: ContextVar[str | None] = ContextVar("memora_lending_to", default=None)
 
 
+@dataclass
+class _Lending:
+    tenant: str | None = None  # whose rows the session is confined to (None: cross-tenant)
+    returned: float = float("-inf")  # time.monotonic() when last given back
+
+
 class Pool(ConnectionPool):
     """A pool whose connections are cross-tenant (`memora_system`) unless lent for a tenant."""
 
     def __init__(self, url: str, *, row_security: bool = True, **kwargs: Any) -> None:
         self.row_security = row_security
-        self._tenant_lent: set[int] = set()  # ids of connections last lent to a tenant
+        self._lendings: WeakKeyDictionary[psycopg.Connection[Any], _Lending] = WeakKeyDictionary()
         super().__init__(url, configure=self._setup, check=self._check, **kwargs)
 
     def _setup(self, conn: psycopg.Connection[Any]) -> None:
         _configure(conn)
         if self.row_security:
             _switch(conn, SYSTEM_ROLE)
+        self._lendings[conn] = _Lending()
 
     def _check(self, conn: psycopg.Connection[Any]) -> None:
-        """On every checkout: that the connection works, and the role it is lent with."""
+        """On every checkout: the role it is lent with, and that it works."""
         tenant = _lending_to.get() if self.row_security else None
-        if tenant is not None:
-            self._tenant_lent.add(id(conn))
-            _switch(conn, TENANT_ROLE, tenant)
-        elif id(conn) in self._tenant_lent:
-            self._tenant_lent.discard(id(conn))
-            _switch(conn, SYSTEM_ROLE)
-        else:
+        lending = self._lendings.get(conn)
+        if self.row_security and (lending is None or lending.tenant != tenant):
+            self._lendings.pop(conn, None)  # unknown until the switch is through
+            _switch(conn, SYSTEM_ROLE if tenant is None else TENANT_ROLE, tenant or "")
+            self._lendings[conn] = _Lending(tenant)
+        elif lending is None or time.monotonic() - lending.returned > ALIVE_WINDOW:
             ConnectionPool.check_connection(conn)
+
+    def putconn(self, conn: psycopg.Connection[Any]) -> None:
+        if (lending := self._lendings.get(conn)) is not None:
+            lending.returned = time.monotonic()
+        super().putconn(conn)
 
     @contextmanager
     def tenant_connection(
