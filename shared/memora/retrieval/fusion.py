@@ -101,11 +101,13 @@ def fuse(
             entity_ids=entity_ids, answer=answer_type(p.query), window=window,
         )  # fmt: skip
     candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
-    for c in candidates:
+    if not candidates:
+        return []
+    sims = np.stack([c.embedding for c in candidates]) @ np.stack([query_vec, about_vec]).T
+    for c, (query_sim, about_sim) in zip(candidates, sims.tolist(), strict=True):
         c.semantic = entity_aware_similarity(
-            float(c.embedding @ query_vec), float(c.embedding @ about_vec), c.names_entity,
-            s.entity_relevance,
-        )  # fmt: skip
+            query_sim, about_sim, c.names_entity, s.entity_relevance
+        )
         c.rrf = fused[c.id.int]
     wanted = {c.id.int: c for c in candidates}
     for name, r in results.items():
