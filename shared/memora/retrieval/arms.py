@@ -10,7 +10,6 @@ every retriever applies), and the search's metadata filters (`scope.where`, comp
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -72,40 +71,45 @@ def links(
     """Each unit's strongest `limit` links to active units (links join units of one agent
     only), strongest first, read by the index alone; with `where`, those of them to units
     that pass it, checked in the same query by one primary-key probe each. Ids travel as
-    text (one comma-separated text out, which PostgreSQL parses faster than a text[]) and
-    rows as tuples: graph retrieval reads thousands of links per search, and UUID objects
-    and dict rows were most of its cost. Filtered, the query is prepared, unlike the other
-    filtered ones: led by the ids, its plan is the same whatever the filter matches, and
-    planning it cost as much as running it."""
+    text (one comma-separated text out, which PostgreSQL parses faster than a text[]), and
+    each unit's links come back as one row of three arrays, in binary: graph retrieval reads
+    thousands of links per search, and a row, a UUID object or a parsed float per link were
+    most of its cost. Weights are the stored REAL's exact value. Filtered, the query is
+    prepared, unlike the other filtered ones: led by the ids, its plan is the same whatever
+    the filter matches, and planning it cost as much as running it."""
     check = (
         f"CROSS JOIN LATERAL (SELECT 1 FROM memory_vectors m WHERE m.unit_id = l.to_unit"
         f" {where.sql} LIMIT 1) AS passes"
         if where.sql
         else ""
     )
+    strongest = "ORDER BY l.weight DESC, l.to_unit"
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(
             f"""
-            SELECT l.from_unit::text, l.to_unit::text, l.link_type, l.weight
+            SELECT f.id::text, array_agg(l.to_unit::text {strongest}),
+                   array_agg(l.link_type {strongest}), array_agg(l.weight::float8 {strongest})
             FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) AS f(id)
             CROSS JOIN LATERAL (
-                SELECT from_unit, to_unit, link_type, weight FROM memory_links
+                SELECT to_unit, link_type, weight FROM memory_links
                 WHERE from_unit = f.id AND NOT EXISTS (
                     SELECT 1 FROM memory_units x WHERE x.id = to_unit AND x.status <> 'active'
                 )  -- the few inactive units: a small partial index
                 ORDER BY weight DESC, to_unit LIMIT %(limit)s
             ) l {check}
+            GROUP BY f.id
             """,
             {"ids": ",".join(ids), "limit": limit, **where.params},
             prepare=True if where.sql else None,
+            binary=True,
         )
         .fetchall()
     )
-    out: dict[str, list[Edge[str]]] = defaultdict(list)
-    for source, target, link_type, weight in rows:  # each source's links, strongest first
-        out[source].append((target, link_type, weight))
-    return out
+    return {
+        source: list(zip(targets, types, weights, strict=True))
+        for source, targets, types, weights in rows
+    }
 
 
 def neighbours(
