@@ -83,28 +83,25 @@ class Fusion:
     entity_ids: list[UUID]
     keyword: tuple[str, dict[str, Any]]
     window: Window | None = None
-    _asked: set[UUID] = field(default_factory=set)  # read already, found or not
-    _found: dict[UUID, Candidate] = field(default_factory=dict)
-    _fused: dict[int, float] = field(default_factory=dict)  # the last fusion's scores
+    _asked: set[UUID] = field(default_factory=set, init=False)  # read already, found or not
+    _found: dict[UUID, Candidate] = field(default_factory=dict, init=False)
+    _fused: dict[int, float] = field(default_factory=dict, init=False)  # the last RRF scores
 
     def prefetch(self, results: Mapping[str, ArmResult]) -> None:
         """Read the best candidates of these lists (skipped under as_of, whose check of what
         held then would come twice)."""
-        if self.window is not None and self.window.strict:
-            return
-        shortlist = self._ordered(results)[: self._cap]
-        with self.pool.tenant_connection(self.scope.tenant_id, autocommit=True) as conn:
-            self._read(conn, shortlist)
+        if self.window is None or not self.window.strict:
+            self._read(self._ordered(results)[: self._cap])
 
     def fuse(self, results: Mapping[str, ArmResult]) -> list[Candidate]:
         s = self.settings
         ordered, fused = self._ordered(results), self._fused
-        with self.pool.tenant_connection(self.scope.tenant_id, autocommit=True) as conn:
-            if self.window is not None and self.window.strict and ordered:
+        if self.window is not None and self.window.strict and ordered:
+            with self.pool.tenant_connection(self.scope.tenant_id, autocommit=True) as conn:
                 held = holding(conn, self.scope, self.window, ordered)
-                ordered = [i for i in ordered if i in held]
-            shortlist = ordered[: self._cap]
-            self._read(conn, [i for i in shortlist if i not in self._asked])
+            ordered = [i for i in ordered if i in held]
+        shortlist = ordered[: self._cap]
+        self._read([i for i in shortlist if i not in self._asked])
         found = self._found
         candidates = [found[i] for i in shortlist if i in found and _wanted(self.p, found[i])]
         if not candidates:
@@ -139,16 +136,17 @@ class Fusion:
         )
         return [ids[k] for k in sorted(fused, key=lambda k: (-fused[k], k))]
 
-    def _read(self, conn: Connection[Any], ids: list[UUID]) -> None:
+    def _read(self, ids: list[UUID]) -> None:
+        """Hydrate these candidates, on a connection held for that read only."""
         if not ids:
             return
-        context_vec = (
-            self.query_vec if self.settings.entity_relevance == "query" else self.about_vec
-        )
-        self._found |= hydrate(
-            conn, self.scope, ids=ids, vector=context_vec, keyword=self.keyword,
-            entity_ids=self.entity_ids, answer=answer_type(self.p.query), window=self.window,
-        )  # fmt: skip
+        relevance = self.settings.entity_relevance
+        context_vec = self.query_vec if relevance == "query" else self.about_vec
+        with self.pool.tenant_connection(self.scope.tenant_id, autocommit=True) as conn:
+            self._found |= hydrate(
+                conn, self.scope, ids=ids, vector=context_vec, keyword=self.keyword,
+                entity_ids=self.entity_ids, answer=answer_type(self.p.query), window=self.window,
+            )  # fmt: skip
         self._asked.update(ids)
 
 
