@@ -92,62 +92,6 @@ def test_graph_finds_an_entity_linked_memory_that_semantic_search_misses(
         assert field in result["results"][0]
 
 
-def test_candidates_read_while_the_graph_walks_are_those_a_single_read_gives(
-    settings: Settings, pool: Any, inline_api: Any, agent_id: str, monkeypatch: Any
-) -> None:
-    """Fusion reads the best of the lists in while the graph still walks (`prefetch`), then
-    only what the graph's list adds: the candidates, their order and every signal are those
-    of one read after all the lists."""
-    from memora.basics.tenancy import Scope
-    from memora.nlp.embedding import get_embedder
-    from memora.retrieval import fusion
-    from memora.retrieval.types import ArmResult, SearchScope
-    from services.api.schemas.search import SearchRequest
-
-    _ingest(inline_api, agent_id, WORK + HOBBIES)
-    with pool.tenant_connection("default") as conn:
-        units = {
-            r["text"]: r["id"]
-            for r in conn.execute(
-                "SELECT id, text FROM memory_units WHERE agent_id = %s", (agent_id,)
-            )
-        }
-    ids = [units[item["content"]] for item in WORK + HOBBIES]
-    p = SearchRequest(agent_id=agent_id, query="What does Alice do at weekends?").params(
-        Scope(), ["world", "agent", "opinion"]
-    )
-    vectors = get_embedder(settings.embedding_model).embed([p.query, "weekends"])
-    first = {
-        "semantic": ArmResult("semantic", [(ids[4], 0.7), (ids[0], 0.5), (ids[1], 0.4)]),
-        "keyword": ArmResult("keyword", [(ids[1], 3.0), (ids[5], 1.0)]),
-    }
-    results = {**first, "graph": ArmResult("graph", [(ids[6], 1.0), (ids[4], 0.8)])}
-
-    def stage() -> fusion.Fusion:
-        return fusion.Fusion(
-            pool, SearchScope.of(p), p, settings, vectors[0], vectors[1], [],
-            ("(SELECT 0.0 AS bm25)", {}),
-        )  # fmt: skip
-
-    asked: list[set[Any]] = []
-    hydrate = fusion.hydrate
-    monkeypatch.setattr(
-        fusion, "hydrate", lambda conn, scope, **kw: asked.append(set(kw["ids"])) or hydrate(
-            conn, scope, **kw
-        ),
-    )  # fmt: skip
-    once = stage().fuse(results)
-    staged = stage()
-    staged.prefetch(first)
-    twice = staged.fuse(results)
-    assert asked == [set(ids[:2] + ids[4:7]), {ids[0], ids[1], ids[4], ids[5]}, {ids[6]}]
-    assert [c.id for c in twice] == [c.id for c in once] and len(once) == 5
-    for a, b in zip(once, twice, strict=True):
-        assert (a.rrf, a.ranks, a.semantic, a.neighbours, a.keyword, a.names_entity) == (
-            b.rrf, b.ranks, b.semantic, b.neighbours, b.keyword, b.names_entity,
-        )  # fmt: skip
-
-
 def test_entity_path_finds_what_a_named_person_said_without_the_querys_words(
     inline_api: Any, query_api: TestClient, agent_id: str
 ) -> None:

@@ -2,13 +2,12 @@
 from the database as candidates (hydration), each with the signals the rerankers weigh.
 
 `rrf` and `entity_aware_similarity` are pure functions over plain data; `hydrate` is the one
-query of the stage; `Fusion` runs the stage for one search.
+query of the stage; `fuse` runs the stage for one search.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 from uuid import UUID
 
@@ -58,96 +57,64 @@ def entity_aware_similarity(
     return query_sim
 
 
-@dataclass
-class Fusion:
-    """The stage for one search: RRF over the retrievers' lists, then the best candidates read
-    with their signals (`hydrate`), on a connection of the scope's tenant held for that read
-    only. `about_vec` embeds the query without the names of `entity_ids` (the query itself
-    when it names none): the context signal and, for units that mention one of them, the
-    semantic signal measure what they say against it (MEMORA_ENTITY_RELEVANCE). `keyword`:
-    the keyword retriever's BM25 subquery (`KeywordIndex.lateral`). Each candidate also learns
-    whether it names a thing of the kind the question asks for (`question.answer_type`). With
-    a validity `window` (as_of, or a past period the query names: `validity`), superseded
-    memories in it are candidates too, and under as_of only memories that held then are.
-
-    `prefetch` reads the best of the lists in so far while the last retriever (the graph,
-    which starts from the semantic list) still runs; `fuse` then reads only the candidates
-    of the full fusion not read already."""
-
-    pool: Pool
-    scope: SearchScope
-    p: SearchParams
-    settings: Settings
-    query_vec: np.ndarray
-    about_vec: np.ndarray
-    entity_ids: list[UUID]
-    keyword: tuple[str, dict[str, Any]]
-    window: Window | None = None
-    _asked: set[UUID] = field(default_factory=set, init=False)  # read already, found or not
-    _found: dict[UUID, Candidate] = field(default_factory=dict, init=False)
-    _fused: dict[int, float] = field(default_factory=dict, init=False)  # the last RRF scores
-
-    def prefetch(self, results: Mapping[str, ArmResult]) -> None:
-        """Read the best candidates of these lists (skipped under as_of, whose check of what
-        held then would come twice)."""
-        if self.window is None or not self.window.strict:
-            self._read(self._ordered(results)[: self._cap])
-
-    def fuse(self, results: Mapping[str, ArmResult]) -> list[Candidate]:
-        s = self.settings
-        ordered, fused = self._ordered(results), self._fused
-        if self.window is not None and self.window.strict and ordered:
-            with self.pool.tenant_connection(self.scope.tenant_id, autocommit=True) as conn:
-                held = holding(conn, self.scope, self.window, ordered)
+def fuse(
+    pool: Pool,
+    scope: SearchScope,
+    p: SearchParams,
+    *,
+    settings: Settings,
+    results: Mapping[str, ArmResult],
+    query_vec: np.ndarray,
+    about_vec: np.ndarray,
+    entity_ids: list[UUID],
+    keyword: tuple[str, dict[str, Any]],
+    window: Window | None = None,
+) -> list[Candidate]:
+    """RRF over the retrievers' lists, then the best candidates read with their signals, on a
+    connection of the scope's tenant held for that read only. `about_vec` embeds the query
+    without the names of `entity_ids` (the query itself when it names none): the context
+    signal and, for units that mention one of them, the semantic signal measure what they say
+    against it (MEMORA_ENTITY_RELEVANCE). `keyword`: the keyword retriever's BM25 subquery
+    (`KeywordIndex.lateral`). Each candidate also learns whether it names a thing of the kind
+    the question asks for (`question.answer_type`). With a validity `window` (as_of, or a past
+    period the query names: `validity`), superseded memories in it are candidates too, and
+    under as_of only memories that held then are."""
+    s = settings
+    # keyed by the ids' integers: a UUID hashes in a Python call, an int in C (thousands of
+    # ids a search); integer order is the ids' text order, which breaks ties
+    ids = {i.int: i for r in results.values() for i, _ in r.ranked}
+    fused = rrf(
+        {n: [i.int for i, _ in r.ranked] for n, r in results.items()},
+        k=s.rrf_k,
+        weights=s.rrf_weights or None,
+    )
+    cap = max(s.rerank_candidates, p.top_k)
+    context_vec = query_vec if s.entity_relevance == "query" else about_vec
+    ordered = [ids[k] for k in sorted(fused, key=lambda k: (-fused[k], k))]
+    with pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
+        if window is not None and window.strict and ordered:
+            held = holding(conn, scope, window, ordered)
             ordered = [i for i in ordered if i in held]
-        shortlist = ordered[: self._cap]
-        self._read([i for i in shortlist if i not in self._asked])
-        found = self._found
-        candidates = [found[i] for i in shortlist if i in found and _wanted(self.p, found[i])]
-        if not candidates:
-            return []
-        vectors = np.stack([self.query_vec, self.about_vec]).T
-        sims = np.stack([c.embedding for c in candidates]) @ vectors
-        for c, (query_sim, about_sim) in zip(candidates, sims.tolist(), strict=True):
-            c.semantic = entity_aware_similarity(
-                query_sim, about_sim, c.names_entity, s.entity_relevance
-            )
-            c.rrf = fused[c.id.int]
-        wanted = {c.id.int: c for c in candidates}
-        for name, r in results.items():
-            for rank, (i, _) in enumerate(r.ranked, 1):
-                if (ranked := wanted.get(i.int)) is not None:
-                    ranked.ranks[name] = rank
-        return candidates
-
-    @property
-    def _cap(self) -> int:
-        return max(self.settings.rerank_candidates, self.p.top_k)
-
-    def _ordered(self, results: Mapping[str, ArmResult]) -> list[UUID]:
-        """The ids by fused score, best first (`_fused`: the scores). Keyed by the ids'
-        integers: a UUID hashes in a Python call, an int in C (thousands of ids a search);
-        integer order is the ids' text order, which breaks ties."""
-        ids = {i.int: i for r in results.values() for i, _ in r.ranked}
-        self._fused = fused = rrf(
-            {n: [i.int for i, _ in r.ranked] for n, r in results.items()},
-            k=self.settings.rrf_k,
-            weights=self.settings.rrf_weights or None,
+        shortlist = ordered[:cap]
+        found = hydrate(
+            conn, scope, ids=shortlist, vector=context_vec, keyword=keyword,
+            entity_ids=entity_ids, answer=answer_type(p.query), window=window,
+        )  # fmt: skip
+    candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
+    if not candidates:
+        return []
+    sims = np.stack([c.embedding for c in candidates]) @ np.stack([query_vec, about_vec]).T
+    for c, (query_sim, about_sim) in zip(candidates, sims.tolist(), strict=True):
+        c.semantic = entity_aware_similarity(
+            query_sim, about_sim, c.names_entity, s.entity_relevance
         )
-        return [ids[k] for k in sorted(fused, key=lambda k: (-fused[k], k))]
-
-    def _read(self, ids: list[UUID]) -> None:
-        """Hydrate these candidates, on a connection held for that read only."""
-        if not ids:
-            return
-        relevance = self.settings.entity_relevance
-        context_vec = self.query_vec if relevance == "query" else self.about_vec
-        with self.pool.tenant_connection(self.scope.tenant_id, autocommit=True) as conn:
-            self._found |= hydrate(
-                conn, self.scope, ids=ids, vector=context_vec, keyword=self.keyword,
-                entity_ids=self.entity_ids, answer=answer_type(self.p.query), window=self.window,
-            )  # fmt: skip
-        self._asked.update(ids)
+        c.rrf = fused[c.id.int]
+    wanted = {c.id.int: c for c in candidates}
+    for name, r in results.items():
+        for rank, (i, _) in enumerate(r.ranked, 1):
+            if (ranked := wanted.get(i.int)) is not None:
+                ranked.ranks[name] = rank
+    return candidates
 
 
 def _wanted(p: SearchParams, c: Candidate) -> bool:

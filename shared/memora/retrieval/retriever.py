@@ -7,9 +7,7 @@ Each retriever runs in a worker thread on its own pooled connection; the keyword
 starts while the query is being embedded, as does the semantic retriever's plan of a filtered
 scan, and graph retrieval starts from the semantic retriever's hits (its entry points) as
 soon as those are in (during the semantic retriever's HNSW walk, under a narrow filter). The
-temporal-graph retriever runs only when the query states a time constraint. While the graph
-walks (the last retriever to finish, most searches), fusion reads the best candidates of the
-other lists in (`Fusion.prefetch`); after it, only those the graph's list brings. This module holds
+temporal-graph retriever runs only when the query states a time constraint. This module holds
 the threads and the order; the retrievers are `semantic`, `keyword` and `arms`, the stages
 after them `fusion`, `rerank/`, `scoring` (MMR, budget) and `trace`.
 """
@@ -44,7 +42,6 @@ from memora.retrieval.trace import Clock, trace
 from memora.retrieval.types import ArmResult, Candidate, SearchOutcome, SearchParams, SearchScope
 
 NO_ENTITY = "the query names no known entity"
-ORDER = ("semantic", "keyword", "graph", "temporal", "entity", "history")  # in the trace
 
 
 @dataclass(frozen=True)
@@ -123,11 +120,9 @@ class Retriever:
 
         # the semantic retriever plans a filtered scan while the query is being embedded
         query_ready: Future[np.ndarray] = Future()
-        nearest_ready: Future[ArmResult] = Future()
         semantic_graph = self._executor.submit(
-            self._semantic_then_graph, scope, query_ready, per_arm, budget, matching,
-            nearest_ready,
-        )  # fmt: skip
+            self._semantic_then_graph, scope, query_ready, per_arm, budget, matching
+        )
         time_range = parse_query_range(p.query, reference)
         window = validity.window_of(p.as_of, time_range, reference)
         texts = [p.query]
@@ -165,31 +160,32 @@ class Retriever:
             if window is not None
             else None
         )
+        nearest, graph = semantic_graph.result()
         keyword_result, stats = keyword.result()
-        others = {
-            "semantic": nearest_ready.result(),
+        entity_result = (
+            entity.result()
+            if entity is not None
+            else ArmResult("entity", ran=False, note=entities.note)
+        )
+        entity_ids = list(entities.entities)
+        results = {
+            "semantic": nearest,
             "keyword": keyword_result,
+            "graph": graph,
             "temporal": temporal.result()
             if temporal is not None
             else ArmResult("temporal", ran=False, note="no time constraint in the query"),
-            "entity": entity.result()
-            if entity is not None
-            else ArmResult("entity", ran=False, note=entities.note),
+            "entity": entity_result,
         }
         if history is not None:
-            others["history"] = history.result()
-        stage = fusion.Fusion(
-            self.pool, scope, p, self.settings, query_vec,
-            query_vec if about_vec is None else about_vec, list(entities.entities),
-            self.keyword.lateral(stats), window,
-        )  # fmt: skip
-        if not semantic_graph.done():  # the graph walks on: read the others' best meanwhile
-            stage.prefetch(others)
-        results = {**others, "graph": semantic_graph.result()[1]}
-        results = {name: results[name] for name in ORDER if name in results}
+            results["history"] = history.result()
         t = clock.lap("retrieval", t)
 
-        candidates = stage.fuse(results)
+        candidates = fusion.fuse(
+            self.pool, scope, p, settings=self.settings, results=results, query_vec=query_vec,
+            about_vec=query_vec if about_vec is None else about_vec, entity_ids=entity_ids,
+            keyword=self.keyword.lateral(stats), window=window,
+        )  # fmt: skip
         t = clock.lap("fusion", t)
         if candidates:
             reranker.rerank(p.query, candidates, reference)
@@ -257,13 +253,10 @@ class Retriever:
         limit: int,
         budget: int,
         matching: Matching,
-        nearest_ready: Future[ArmResult],
     ) -> tuple[ArmResult, ArmResult]:
         """Semantic retrieval, then the graph from its best hits; started with the search, it
         takes a connection and plans a filtered scan (semantic.plan_scan) while `query` (the
-        query's embedding) is made. Its time in the trace counts from the embedding. Its list
-        goes to `nearest_ready` as soon as it is made, for fusion to read the best of the
-        lists in while the graph walks.
+        query's embedding) is made. Its time in the trace counts from the embedding.
 
         An HNSW walk under a filter that most units fail goes on well past its first hits
         to find enough that pass; the graph then starts from those first hits (the walk's
@@ -299,14 +292,9 @@ class Retriever:
                     ),
                 )  # fmt: skip
                 matching.settled.set()
-                nearest_ready.set_result(nearest)
                 if not early:
                     return nearest, self._graph(scope, nearest.ranked, matching, budget, conn)
             return nearest, early[0].result()
-        except BaseException as exc:
-            if not nearest_ready.done():
-                nearest_ready.set_exception(exc)
-            raise
         finally:  # also when the above failed: the retrievers waiting on them go on
             matching.planned.set()
             matching.settled.set()
