@@ -88,17 +88,21 @@ def links(
         conn.cursor(row_factory=tuple_row)
         .execute(
             f"""
-            SELECT f.id::text, array_agg(l.to_unit::text {strongest}),
-                   array_agg(l.link_type {strongest}), array_agg(l.weight::float8 {strongest})
+            SELECT f.id::text, a.targets, a.types, a.weights
             FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) AS f(id)
-            CROSS JOIN LATERAL (
-                SELECT to_unit, link_type, weight FROM memory_links
-                WHERE from_unit = f.id AND NOT EXISTS (
-                    SELECT 1 FROM memory_units x WHERE x.id = to_unit AND x.status <> 'active'
-                )  -- the few inactive units: a small partial index
-                ORDER BY weight DESC, to_unit LIMIT %(limit)s
-            ) l {check}
-            GROUP BY f.id
+            CROSS JOIN LATERAL (  -- one unit's links, aggregated apart: no grouping of all
+                SELECT array_agg(l.to_unit::text {strongest}) AS targets,
+                       array_agg(l.link_type {strongest}) AS types,
+                       array_agg(l.weight::float8 {strongest}) AS weights
+                FROM (
+                    SELECT to_unit, link_type, weight FROM memory_links
+                    WHERE from_unit = f.id AND NOT EXISTS (
+                        SELECT 1 FROM memory_units x WHERE x.id = to_unit AND x.status <> 'active'
+                    )  -- the few inactive units: a small partial index
+                    ORDER BY weight DESC, to_unit LIMIT %(limit)s
+                ) l {check}
+            ) a
+            WHERE a.targets IS NOT NULL
             """,
             {"ids": ",".join(ids), "limit": limit, **where.params},
             prepare=True if where.sql else None,
