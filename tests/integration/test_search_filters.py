@@ -172,11 +172,11 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
         assert matching.complete == passing and len(passing) > 5, filters
 
 
-def test_the_walks_settings_hold_for_the_walk_sent_with_them(
+def test_the_walks_settings_hold_for_its_transaction_only(
     settings: Settings, pool: Any, inline_api: Any, agent_id: str
 ) -> None:
-    """The unfiltered walk sends its transaction's start, its HNSW settings and itself in one
-    pipeline: the settings are the walk's (its transaction's), not the session's."""
+    """The walk's HNSW settings are its transaction's, not the session's: a pooled connection
+    lent next (the pool keeps sessions between lendings) walks with the defaults."""
     from memora.nlp.embedding import get_embedder
     from memora.retrieval import semantic
     from memora.retrieval.types import SearchScope

@@ -259,10 +259,9 @@ def _temporal_seeds(
         ).fetchall()
         at = {r["id"]: r["at"] for r in rows}
         return [(i, at[i]) for i in near if i in at]
-    with conn.pipeline():  # the setting and the walk in one round trip
-        conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-        rows = conn.execute(
-            f"""
+    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+    rows = conn.execute(
+        f"""
         SELECT * FROM (
             SELECT m.unit_id AS id, {_WHEN}, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
             FROM memory_vectors m
@@ -270,15 +269,15 @@ def _temporal_seeds(
             ORDER BY m.embedding <=> %(v)s::halfvec LIMIT %(limit)s
         ) s WHERE sim >= %(seed)s
         """,
-            {
-                "v": vector,
-                "limit": limit,
-                "seed": seed_similarity,
-                **scope.params,
-                **in_range.params,
-            },
-            prepare=False,
-        ).fetchall()
+        {
+            "v": vector,
+            "limit": limit,
+            "seed": seed_similarity,
+            **scope.params,
+            **in_range.params,
+        },
+        prepare=False,
+    ).fetchall()
     return [(r["id"], r["at"]) for r in rows]
 
 
