@@ -127,6 +127,33 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     assert dict(among) == pytest.approx(exact_even)
     assert [s for _, s in among] == sorted(exact_even.values(), reverse=True)
     assert near in {u for u, _ in among} and far not in {u for u, _ in among}
+    # known but too many to send (above exact_max): the mentions held in memory kept to the
+    # passing units, all compared when at most exact_max of them pass, else the best
+    # signatures among them (oversample 1, none spent on units that fail)
+    known = frozenset(passing.split(","))
+    kept_here = arms.entity_units(
+        conn, even, entity_ids=[common, rare], vector=query, per_entity=10,
+        min_similarity=-1.0, exact_max=1000, oversample=1, passing=known, mentions=_mentions(),
+    )  # fmt: skip
+    assert kept_here == among
+    with conn.transaction():
+        [listed] = _mentions().read(conn, "default", [common]).values()
+    best = listed.nearest(query_signature(query), 10, listed.rows_in(known))
+    assert best == [u for u in listed.nearest(query_signature(query), 120) if u in known][:10]
+    by_signature_among = arms.entity_units(
+        conn, even, entity_ids=[common], vector=query, per_entity=10,
+        min_similarity=-1.0, exact_max=20, oversample=1, passing=known, mentions=_mentions(),
+    )  # fmt: skip
+    similarity = {
+        r["id"]: r["sim"]
+        for r in conn.execute(
+            "SELECT id, 1 - (embedding <=> %s::vector) AS sim FROM memory_units"
+            " WHERE id = ANY(%s::uuid[])",
+            (query, best),
+        )
+    }
+    # those 10, compared exactly (on the half-precision vectors)
+    assert dict(by_signature_among) == pytest.approx(similarity, abs=1e-4)
     assert [s for _, s in exact] == sorted((s for _, s in exact), reverse=True)
     # a rare entity's every mention, however far from the query, in order of similarity
     assert [u for u, _ in ranked(rare, exact_max=20)] == [near, far]

@@ -336,6 +336,7 @@ def entity_units(
     exact_max: int = 2000,
     oversample: int = SIGNATURE_OVERSAMPLE,
     passing_ids: str | None = None,
+    passing: frozenset[str] | None = None,
 ) -> list[tuple[UUID, float]]:
     """For each entity, the `per_entity` units mentioning it most similar to `vector` (and
     passing the search's filters); a unit mentioning several keeps its similarity once. Best
@@ -356,23 +357,34 @@ def entity_units(
     `FILTERED_SCAN` times as many best are checked by their keys, in the signatures' order,
     until that many pass: a bounded read, where an HNSW walk until `per_entity` walked units
     both mention the entity and pass went on for thousands of units (a 5 % filter on a main
-    character at 100k memories: 125 ms). One statement compares them all."""
+    character at 100k memories: 125 ms). `passing`: every unit that passes, when known but
+    too many to send (`Matching.complete`, above `exact_max`): the mentions are first kept to
+    those units here, then ranked and compared as unfiltered ones, with no oversampling (a
+    main character under a 5 % filter at 100k memories: its ~250 passing mentions compared,
+    where checking 1,600 by key found ~80 of them). One statement compares them all."""
     if passing_ids is not None:
         return _entity_units_among(
             conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
             min_similarity=min_similarity, passing_ids=passing_ids,
         )  # fmt: skip
     kept = oversample * per_entity
-    scan = FILTERED_SCAN * kept if scope.where.sql else kept
+    scan = FILTERED_SCAN * kept if scope.where.sql and passing is None else kept
     query = query_signature(vector)
     found = mentions.read(conn, scope.tenant_id, entity_ids)
     entities, candidates, keep = [], [], []
     for entity, listed in found.items():
-        common = len(listed.ids) > exact_max
-        if listed.ids:
-            entities.append(entity)
-            candidates.append(",".join(listed.nearest(query, scan) if common else listed.ids))
-            keep.append(kept if common else len(listed.ids))
+        among = listed.rows_in(passing) if passing is not None else None
+        count = len(listed.ids) if among is None else len(among)
+        if not count:
+            continue
+        common = count > exact_max
+        if common:
+            units = listed.nearest(query, scan, among)
+        else:
+            units = list(listed.ids) if among is None else [listed.ids[i] for i in among]
+        entities.append(entity)
+        candidates.append(",".join(units))
+        keep.append(kept if common else count)
     if not entities:
         return []
     where = scope.where

@@ -254,10 +254,11 @@ class Matching:
     them (`complete`, when the semantic retriever ranked the filter exactly) or the verdicts on
     those checked so far (`known`, kept over a broad filter's graph steps: see `arms.passing`). Ids
     as text. The semantic retriever sets `planned` once its scan is planned (`share` then
-    estimated, or left None for a filter few units pass) and `settled` once the few that pass
-    a narrow filter are known (its exact scan done), else as soon as the plan says otherwise:
-    the keyword and entity retrievers wait for them. (Retriever's executor has a worker for
-    every task of every search it admits, so a wait never holds up the task it waits for.)"""
+    estimated, or left None for a filter few units pass) and `settled` once its exact scan is
+    done (`complete` then known, unless more passed than the plan expected), else as soon as
+    the plan says there is none: the keyword and entity retrievers wait for them.
+    (Retriever's executor has a worker for every task of every search it admits, so a wait
+    never holds up the task it waits for.)"""
 
     complete: frozenset[str] | None = None
     known: dict[str, bool] = field(default_factory=dict)

@@ -52,18 +52,31 @@ class Mentions:
     def nbytes(self) -> int:
         return int(self.bits.nbytes) + 160 * len(self.ids)  # an id: its str and dict entry
 
-    def nearest(self, query: np.ndarray, k: int) -> list[str]:
+    def nearest(self, query: np.ndarray, k: int, rows: np.ndarray | None = None) -> list[str]:
         """The ids of the `k` mentions whose signatures are nearest `query`'s (packed the same
-        way), nearest first, ties in their order here."""
-        if not self.ids:
+        way), nearest first, ties in their order here; `rows`: among those rows only (in
+        their order here, as `rows_in` gives them)."""
+        if rows is None:
+            rows = np.arange(len(self.ids))
+        if not len(rows):
             return []
-        distance = np.bitwise_count(self.bits ^ query).sum(axis=1, dtype=np.int32)
+        distance = np.bitwise_count(self.bits[rows] ^ query).sum(axis=1, dtype=np.int32)
         if k < len(distance):
             top = np.argpartition(distance, k)[:k]
             top = top[np.lexsort((top, distance[top]))]
         else:
             top = np.argsort(distance, kind="stable")
-        return [self.ids[i] for i in top]
+        return [self.ids[i] for i in rows[top]]
+
+    def rows_in(self, units: frozenset[str]) -> np.ndarray:
+        """The rows of the mentions of `units` (ids as text), in their order here; the
+        smaller side is walked (a 5 % filter at 100k memories: 5,000 units, a main
+        character's 5,000 mentions)."""
+        if len(units) < len(self.ids):
+            found = [p for u in units if (p := self.positions.get(u)) is not None]
+            return np.sort(np.array(found, dtype=np.intp))
+        inside = np.fromiter((u in units for u in self.ids), dtype=bool, count=len(self.ids))
+        return np.flatnonzero(inside)
 
     def merged(self, ids: Sequence[str], bits: np.ndarray, horizon: int) -> Mentions:
         """These mentions with `ids` (their signatures: `bits`) added or, for an id already

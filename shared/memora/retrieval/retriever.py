@@ -262,8 +262,8 @@ class Retriever:
         to find enough that pass; the graph then starts from those first hits (the walk's
         nearest) on a connection of its own while the walk goes on (10 % filter at 100k
         memories: search 1.10 → 1.03 × the unfiltered time). Otherwise the graph follows.
-        `matching` learns who passes the filter; its `settled` is set once the few that pass a
-        narrow filter are known (the exact scan done), else as soon as the plan says otherwise."""
+        `matching` learns who passes the filter; its `settled` is set once the exact scan is
+        done (every unit that passes known), else as soon as the plan says there is none."""
         s = self.settings
         ef_search = min(1000, max(64, 2 * limit, budget))
         early: list[Future[ArmResult]] = []
@@ -277,8 +277,8 @@ class Retriever:
                     conn, scope, limit=limit, exact_max=s.filter_exact_scan_max, matching=matching
                 )
                 matching.planned.set()
-                if not at_most or at_most > s.filter_exact_scan_max:
-                    matching.settled.set()  # a walk, or more units than the entity retriever uses
+                if not at_most:
+                    matching.settled.set()  # a walk: who passes is not learned
                 narrow_walk = bool(scope.where.sql) and not at_most and not matching.broad
                 vector = query.result()
                 nearest = _timed(
@@ -350,16 +350,17 @@ class Retriever:
         self, scope: SearchScope, named: NamedEntities, vector: np.ndarray, matching: Matching
     ) -> ArmResult:
         """The entity retriever's second half: the units mentioning the named entities most
-        similar to the query without their names (`vector`). Under a filter that few units
-        pass (at most MEMORA_FILTER_EXACT_SCAN_MAX) it waits for the semantic retriever's exact
-        scan (`matching.settled`), which knows them all, and compares only the mentions among
-        them; more, and sending their ids costs more than checking the best signatures (a 5 %
-        filter at 100k memories, 5,000 ids: 12 ms in a search). Its time in the trace is both
-        halves', not the waits between them."""
+        similar to the query without their names (`vector`). Under a filter ranked exactly it
+        waits for the semantic retriever's exact scan (`matching.settled`), which knows every
+        unit that passes, and compares only the mentions among them: their ids sent with the
+        statement when few (at most MEMORA_FILTER_EXACT_SCAN_MAX), else the mentions held in
+        memory kept to them here (sending 5,000 ids cost ~12 ms in a search). Its time in the
+        trace is both halves', not the waits between them."""
         s = self.settings
         if scope.where.sql:
             matching.settled.wait()
-        few = matching.complete is not None and len(matching.complete) <= s.filter_exact_scan_max
+        known = matching.complete
+        few = known is not None and len(known) <= s.filter_exact_scan_max
         passing = matching.complete_ids if few else None
         started = time.perf_counter()
         with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
@@ -367,6 +368,7 @@ class Retriever:
                 conn, scope, entity_ids=list(named.entities), vector=vector,
                 per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
                 mentions=self.mentions, exact_max=s.filter_exact_scan_max, passing_ids=passing,
+                passing=known,
             )  # fmt: skip
         ms = round(named.ms + (time.perf_counter() - started) * 1000, 2)
         return ArmResult("entity", ranked, ms=ms)

@@ -96,9 +96,11 @@ def nearest(
     exact = (
         exact_scan(conn, scope, vector=vector, limit=limit, at_most=at_most) if at_most else None
     )
-    if exact is not None:
-        if matching is not None:
+    if at_most and matching is not None:
+        if exact is not None:
             matching.know_all(exact.ids)
+        matching.settled.set()  # all there is to know of who passes: the walk learns nothing
+    if exact is not None:
         if exact.count <= exact_max:
             return exact.ranked
         return [(i, sim) for i, sim in exact.ranked if sim >= min_similarity]
