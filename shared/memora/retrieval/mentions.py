@@ -56,17 +56,16 @@ class Mentions:
         """The ids of the `k` mentions whose signatures are nearest `query`'s (packed the same
         way), nearest first, ties in their order here; `rows`: among those rows only (in
         their order here, as `rows_in` gives them)."""
-        if rows is None:
-            rows = np.arange(len(self.ids))
-        if not len(rows):
+        bits = self.bits if rows is None else self.bits[rows]  # all of them: not copied
+        if not len(bits):
             return []
-        distance = np.bitwise_count(self.bits[rows] ^ query).sum(axis=1, dtype=np.int32)
+        distance = np.bitwise_count(bits ^ query).sum(axis=1, dtype=np.int32)
         if k < len(distance):
             top = np.argpartition(distance, k)[:k]
             top = top[np.lexsort((top, distance[top]))]
         else:
             top = np.argsort(distance, kind="stable")
-        return [self.ids[i] for i in rows[top]]
+        return [self.ids[i] for i in (top if rows is None else rows[top])]
 
     def rows_in(self, units: frozenset[str]) -> np.ndarray:
         """The rows of the mentions of `units` (ids as text), in their order here; the
