@@ -31,6 +31,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,7 @@ from common import wait_ready  # bench/common.py
 from memora.infra.embedded import EmbeddedPostgres, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+DATA_ROOT = Path("/tmp/memora-compare")
 PERCENTILES = (50, 95, 99)
 
 # Run inside a checkout (its own PYTHONPATH): migrate, then load with that checkout's loader,
@@ -189,6 +192,21 @@ def prepare(side: Side, size: int) -> None:
     marker.write_text(f"{time.perf_counter() - started:.0f} s\n")
 
 
+@contextmanager
+def guard_database(size: int, data_root: Path = DATA_ROOT) -> Iterator[str]:
+    """The URL of this checkout's copy of the guard's data (`size` memories), loaded first when
+    missing; its PostgreSQL stops on leaving. For the in-process benchmarks on the same agent
+    (bench/search_timeline.py, bench/entity_filters.py)."""
+    side = Side("bench", ROOT, data_root / f"data-{data_key(ROOT, size)}")
+    try:
+        prepare(side, size)
+        assert side.postgres is not None
+        yield side.postgres.url
+    finally:
+        if side.postgres is not None:
+            side.postgres.stop()
+
+
 def serve(side: Side, row_security: bool) -> None:
     assert side.postgres is not None
     port = free_port()
@@ -310,7 +328,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="passes over the questions")
     parser.add_argument("--trace-every", type=int, default=5, help="0: no traces")
     parser.add_argument("--row-security", choices=["on", "off"], default="on")
-    parser.add_argument("--data-root", type=Path, default=Path("/tmp/memora-compare"))
+    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
     parser.add_argument("--out", type=Path, help="JSON of the figures")
     parser.add_argument(
         "--statements", type=int, default=0, metavar="N",

@@ -27,7 +27,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import search_latency as bench  # bench/search_latency.py: the agent, its questions and filters
-from compare import ROOT, Side, data_key, prepare  # bench/compare.py: the guard's data
+from compare import DATA_ROOT, guard_database  # bench/compare.py: the guard's data
 
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
@@ -137,15 +137,10 @@ def main() -> None:
         "--filters", nargs="+", default=["scene (5%)", "speaker (5%)", "time (4%)"],
         help="names in search_latency.FILTER_SETS",
     )  # fmt: skip
-    parser.add_argument("--data-root", type=Path, default=Path("/tmp/memora-compare"))
+    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
     args = parser.parse_args()
-    side = Side("bench", ROOT, args.data_root / f"data-{data_key(ROOT, args.size)}")
-    prepare(side, args.size)
-    assert side.postgres is not None
-    try:
-        measure(side.postgres.url, bench.questions(args.questions), args.filters)
-    finally:
-        side.postgres.stop()
+    with guard_database(args.size, args.data_root) as url:
+        measure(url, bench.questions(args.questions), args.filters)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import search_latency as bench  # bench/search_latency.py: the agent and its questions
-from compare import ROOT, Side, data_key, prepare  # bench/compare.py: the guard's data
+from compare import DATA_ROOT, guard_database  # bench/compare.py: the guard's data
 
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
@@ -146,15 +146,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--searches", type=int, default=300)
-    parser.add_argument("--data-root", type=Path, default=Path("/tmp/memora-compare"))
+    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
     args = parser.parse_args()
-    side = Side("bench", ROOT, args.data_root / f"data-{data_key(ROOT, args.size)}")
-    prepare(side, args.size)
-    assert side.postgres is not None
-    try:
-        run(side.postgres.url, args.searches)
-    finally:
-        side.postgres.stop()
+    with guard_database(args.size, args.data_root) as url:
+        run(url, args.searches)
 
 
 if __name__ == "__main__":
