@@ -33,7 +33,7 @@ from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.nlp.embedding import embedder_for
 from memora.retrieval import arms, expansion, semantic
-from memora.retrieval.filters import Filters
+from memora.retrieval.filters import Filters, Matching
 from memora.retrieval.mentions import MentionSignatures, query_signature
 from memora.retrieval.semantic import EXACT_SCAN_CAP
 from memora.retrieval.types import SearchParams, SearchScope
@@ -78,7 +78,9 @@ def _question(
     scan = semantic.exact_scan(conn, scope, vector=vector, limit=50, at_most=EXACT_SCAN_CAP)
     if scan is None:
         raise SystemExit("more units pass the filter than an exact scan ranks")
-    known = frozenset(scan.ids.split(",")) if scan.ids else frozenset()
+    matching = Matching()
+    matching.know_all(scan.ids)  # more than exact_max: the mentions held in memory kept to them
+    known = matching.complete or frozenset()
     call = {
         "conn": conn, "scope": scope, "entity_ids": list(named), "vector": vector,
         "per_entity": s.entity_units_per_entity, "min_similarity": s.entity_min_similarity,
@@ -87,7 +89,7 @@ def _question(
     ways = {
         "exhaustive": call | {"exact_max": 1 << 30},
         "checked": call,
-        "kept": call | {"passing": known},
+        "kept": call | {"matching": matching},
     }
     units, ms = {}, {}
     for way, kwargs in ways.items():

@@ -14,7 +14,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memora.retrieval import arms
-from memora.retrieval.filters import Filters, compile_filters
+from memora.retrieval.filters import Filters, Matching, compile_filters
 from memora.retrieval.mentions import MentionSignatures, query_signature
 from memora.retrieval.types import SearchScope
 
@@ -118,9 +118,11 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
             (agent_id,),
         )
     )
+    matching = Matching()
+    matching.know_all(passing)  # 61 units: Ana's 60 even days and Bo's near one
     among = arms.entity_units(
         conn, even, entity_ids=[common, rare], vector=query, per_entity=10,
-        min_similarity=-1.0, exact_max=20, oversample=1, passing_ids=passing,
+        min_similarity=-1.0, exact_max=61, oversample=1, matching=matching,
         mentions=_mentions(),
     )  # fmt: skip
     exact_even = dict(ranked(common, 1000, even)) | dict(ranked(rare, 1000, even))
@@ -128,12 +130,13 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     assert [s for _, s in among] == sorted(exact_even.values(), reverse=True)
     assert near in {u for u, _ in among} and far not in {u for u, _ in among}
     # known but too many to send (above exact_max): the mentions held in memory kept to the
-    # passing units, all compared when at most exact_max of them pass, else the best
-    # signatures among them (oversample 1, none spent on units that fail)
+    # passing units, all compared when at most exact_max of them pass (Ana's 60), else the
+    # best signatures among them (oversample 1, none spent on units that fail)
     known = frozenset(passing.split(","))
+    assert len(known) == 61
     kept_here = arms.entity_units(
         conn, even, entity_ids=[common, rare], vector=query, per_entity=10,
-        min_similarity=-1.0, exact_max=1000, oversample=1, passing=known, mentions=_mentions(),
+        min_similarity=-1.0, exact_max=60, oversample=1, matching=matching, mentions=_mentions(),
     )  # fmt: skip
     assert kept_here == among
     with conn.transaction():
@@ -142,7 +145,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     assert best == [u for u in listed.nearest(query_signature(query), 120) if u in known][:10]
     by_signature_among = arms.entity_units(
         conn, even, entity_ids=[common], vector=query, per_entity=10,
-        min_similarity=-1.0, exact_max=20, oversample=1, passing=known, mentions=_mentions(),
+        min_similarity=-1.0, exact_max=20, oversample=1, matching=matching, mentions=_mentions(),
     )  # fmt: skip
     similarity = {
         r["id"]: r["sim"]

@@ -335,18 +335,16 @@ def entity_units(
     mentions: MentionSignatures,
     exact_max: int = 2000,
     oversample: int = SIGNATURE_OVERSAMPLE,
-    passing_ids: str | None = None,
-    passing: frozenset[str] | None = None,
+    matching: Matching | None = None,
 ) -> list[tuple[UUID, float]]:
     """For each entity, the `per_entity` units mentioning it most similar to `vector` (and
     passing the search's filters); a unit mentioning several keeps its similarity once. Best
     first.
 
-    `passing_ids`: every unit that passes the filters, comma-separated
-    (`Matching.complete_ids`, after the semantic retriever's exact scan), when known. Then the
-    mentions among them are ranked exactly: the entity's mentions read from their index, kept
-    when in that set, compared by key (a main character under a 5 % filter at 100k memories:
-    ~250 of its 5,000 mentions).
+    `matching`: who passes the filters, as far as known. When every unit that passes is known
+    (`Matching.complete`, after the semantic retriever's exact scan) and at most `exact_max`
+    pass, they are sent with the statement and the mentions among them ranked exactly: the
+    entity's mentions read from their index, kept when in that set, compared by key.
 
     Otherwise the entities' mentions come from `mentions` (their signatures in memory, brought
     up to date with what changed). An entity mentioned at most `exact_max` times has every
@@ -357,16 +355,18 @@ def entity_units(
     `FILTERED_SCAN` times as many best are checked by their keys, in the signatures' order,
     until that many pass: a bounded read, where an HNSW walk until `per_entity` walked units
     both mention the entity and pass went on for thousands of units (a 5 % filter on a main
-    character at 100k memories: 125 ms). `passing`: every unit that passes, when known but
-    too many to send (`Matching.complete`, above `exact_max`): the mentions are first kept to
-    those units here, then ranked and compared as unfiltered ones, with no oversampling (a
-    main character under a 5 % filter at 100k memories: its ~250 passing mentions compared,
-    where checking 1,600 by key found ~80 of them). One statement compares them all."""
-    if passing_ids is not None:
+    character at 100k memories: 125 ms). When every unit that passes is known but too many to
+    send (above `exact_max`: sending 5,000 ids cost ~12 ms in a search), the mentions are
+    first kept to those units here, then ranked and compared as unfiltered ones, with no
+    oversampling (a main character under a 5 % filter at 100k memories: its ~250 passing
+    mentions compared, where checking 1,600 by key found ~80 of them). One statement compares
+    them all."""
+    if matching is not None and (listed_ids := matching.listed(exact_max)) is not None:
         return _entity_units_among(
             conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
-            min_similarity=min_similarity, passing_ids=passing_ids,
+            min_similarity=min_similarity, passing_ids=listed_ids,
         )  # fmt: skip
+    passing = matching.complete if matching is not None else None
     kept = oversample * per_entity
     scan = FILTERED_SCAN * kept if scope.where.sql and passing is None else kept
     query = query_signature(vector)
@@ -378,10 +378,11 @@ def entity_units(
         if not count:
             continue
         common = count > exact_max
+        units: Sequence[str]
         if common:
             units = listed.nearest(query, scan, among)
         else:
-            units = list(listed.ids) if among is None else [listed.ids[i] for i in among]
+            units = listed.ids if among is None else [listed.ids[i] for i in among]
         entities.append(entity)
         candidates.append(",".join(units))
         keep.append(kept if common else count)

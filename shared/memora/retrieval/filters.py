@@ -272,6 +272,12 @@ class Matching:
         self.complete = frozenset(ids.split(",")) if ids else frozenset()
         self.complete_ids = ids
 
+    def listed(self, at_most: int) -> str | None:
+        """Every unit that passes, comma-separated, when known and at most `at_most` pass."""
+        if self.complete is None or len(self.complete) > at_most:
+            return None
+        return self.complete_ids
+
     @property
     def broad(self) -> bool:
         """Most units pass: the graph then checks a unit only as it comes up for exploration

@@ -354,21 +354,17 @@ class Retriever:
         waits for the semantic retriever's exact scan (`matching.settled`), which knows every
         unit that passes, and compares only the mentions among them: their ids sent with the
         statement when few (at most MEMORA_FILTER_EXACT_SCAN_MAX), else the mentions held in
-        memory kept to them here (sending 5,000 ids cost ~12 ms in a search). Its time in the
-        trace is both halves', not the waits between them."""
+        memory kept to them (`arms.entity_units`). Its time in the trace is both halves', not
+        the waits between them."""
         s = self.settings
         if scope.where.sql:
             matching.settled.wait()
-        known = matching.complete
-        few = known is not None and len(known) <= s.filter_exact_scan_max
-        passing = matching.complete_ids if few else None
         started = time.perf_counter()
         with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
             ranked = arms.entity_units(
                 conn, scope, entity_ids=list(named.entities), vector=vector,
                 per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
-                mentions=self.mentions, exact_max=s.filter_exact_scan_max, passing_ids=passing,
-                passing=known,
+                mentions=self.mentions, exact_max=s.filter_exact_scan_max, matching=matching,
             )  # fmt: skip
         ms = round(named.ms + (time.perf_counter() - started) * 1000, 2)
         return ArmResult("entity", ranked, ms=ms)
