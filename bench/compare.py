@@ -11,13 +11,15 @@ Each checkout loads its own copy of the benchmark's data with its own code (its 
 its `bench/search_latency.py` loader, which builds the same synthetic agent: N memories with
 their links and entities, then the HNSW index and VACUUM ANALYZE), in an embedded PostgreSQL
 under `--data-root`, kept between runs (keyed by the checkout's migrations, loader and size,
-so a change to either reloads). Then both query services start, under row-level security when
-the checkout has it, and every question goes to both, which one first alternating, for
-`--rounds` passes over the questions; every `--trace-every`-th request asks for the trace
-(not counted in the percentiles). Machine load hits both sides alike, so the ratios hold on
-a busy machine better than absolute figures do; docs/benchmarks.md records a run for every
-change to the read path. The searches are plain HTTP (httpx), not memora_client: the base
-commit's API may predate the client's models.
+so a change to either reloads), brought back to its state as loaded before each run (the
+accesses earlier runs recorded dropped) and left to settle (no autovacuum running). Then both
+query services start, under row-level security when the checkout has it, and every question
+goes to both, which one first alternating, for `--rounds` passes over the questions; every
+`--trace-every`-th request asks for the trace (not counted in the percentiles). Machine load
+hits both sides alike, so the ratios hold on a busy machine better than absolute figures do;
+a side that autovacuum ran beside during the run is named after the table.
+docs/benchmarks.md records a run for every change to the read path. The searches are plain
+HTTP (httpx), not memora_client: the base commit's API may predate the client's models.
 """
 
 from __future__ import annotations
@@ -130,6 +132,13 @@ class Side:
                 f"{r['calls'] / searches:6.2f} {r['buffers'] / searches:8.0f}  {query[:110]}"
             )
 
+    def maintenance(self) -> dict[str, int]:
+        """Autovacuum's runs (vacuum and analyze) so far, by table."""
+        rows = self.sql(
+            "SELECT relname, autovacuum_count + autoanalyze_count AS runs FROM pg_stat_user_tables"
+        )
+        return {r["relname"]: int(r["runs"]) for r in rows}
+
     def env(self) -> dict[str, str]:
         return os.environ | {
             "PYTHONPATH": os.pathsep.join(
@@ -192,6 +201,28 @@ def prepare(side: Side, size: int) -> None:
     marker.write_text(f"{time.perf_counter() - started:.0f} s\n")
 
 
+def settle(side: Side, wait: float = 900.0) -> None:
+    """The side's database as it was loaded, whatever earlier runs and in-process benchmarks did
+    with it: the accesses their searches recorded are dropped (their count weighs in the
+    rerankers' frequency signal and in hydration's plan, and it grew with each copy's own
+    history), then no autovacuum worker may be running (after a load, those over its big
+    tables take minutes, beside the first runs' searches)."""
+    assert side.postgres is not None
+    with psycopg.connect(side.postgres.url, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('memory_access')").fetchone() != (None,):
+            conn.execute("TRUNCATE memory_access")  # (a base from before it has none)
+            conn.execute("ANALYZE memory_access")
+        deadline = time.monotonic() + wait
+        while conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+            " AND datname = current_database()"
+        ).fetchone():
+            if time.monotonic() > deadline:
+                print(f"{side.name}: autovacuum still running after {wait:.0f} s", flush=True)
+                return
+            time.sleep(2)
+
+
 @contextmanager
 def guard_database(size: int, data_root: Path = DATA_ROOT) -> Iterator[str]:
     """The URL of this checkout's copy of the guard's data (`size` memories), loaded first when
@@ -200,6 +231,7 @@ def guard_database(size: int, data_root: Path = DATA_ROOT) -> Iterator[str]:
     side = Side("bench", ROOT, data_root / f"data-{data_key(ROOT, size)}")
     try:
         prepare(side, size)
+        settle(side)
         assert side.postgres is not None
         yield side.postgres.url
     finally:
@@ -357,9 +389,17 @@ def main() -> None:
             serve(side, args.row_security == "on")
         for side in sides:
             wait_ready(side.base_url)
+        for side in sides:
+            settle(side)
+        maintenance = {side.name: side.maintenance() for side in sides}
         questions = bench.questions(args.queries + args.warmup)
         run(sides, questions, args.warmup, args.rounds, args.trace_every)
         figures = report(*sides) if len(sides) == 2 else report_alone(sides[0])
+        for side in sides:  # a run it shared the cores with: its tail is not the code's
+            after = side.maintenance()
+            ran = sorted(t for t, n in after.items() if n > maintenance[side.name].get(t, 0))
+            if ran:
+                print(f"{side.name}: autovacuum ran during the run on {', '.join(ran)}")
         for side in sides if args.statements else []:
             side.top_statements(args.statements)
         if args.out:
