@@ -414,7 +414,12 @@ def test_the_term_counts_follow_every_change_and_survive_folding(
     truth = _true_counts(conn, agent_id)
     assert _counted(conn, agent_id, truth) == truth
     assert run_job(job, ctx).details["rows_written"] == 4  # alic, found, shoe and N
-    assert run_job(job, ctx).details == {"agents": 0, "rows_folded": 0, "rows_written": 0}
+    assert run_job(job, ctx).details == {
+        "agents": 0,
+        "rows_folded": 0,
+        "rows_written": 0,
+        "removals_dropped": 0,
+    }
     assert _counted(conn, agent_id, truth) == truth
 
 

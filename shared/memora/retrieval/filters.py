@@ -267,9 +267,12 @@ class Matching:
     settled: threading.Event = field(default_factory=threading.Event)
     complete_ids: str | None = None  # `complete` as the exact scan read it: comma-separated
 
-    def know_all(self, ids: str) -> None:
-        """Every unit that passes, comma-separated (`semantic.ExactScan.ids`)."""
-        self.complete = frozenset(ids.split(",")) if ids else frozenset()
+    def know_all(self, ids: str, members: frozenset[str] | None = None) -> None:
+        """Every unit that passes, comma-separated (`semantic.ExactScan.ids`), and as a set
+        when already made."""
+        if members is None:
+            members = frozenset(ids.split(",")) if ids else frozenset()
+        self.complete = members
         self.complete_ids = ids
 
     def listed(self, at_most: int) -> str | None:

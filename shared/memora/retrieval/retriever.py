@@ -37,6 +37,7 @@ from memora.retrieval.filters import Matching
 from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.keyword import KeywordIndex, TermStats
 from memora.retrieval.mentions import MentionSignatures
+from memora.retrieval.passing import PassingUnits
 from memora.retrieval.rerank import Reranker, Rerankers
 from memora.retrieval.trace import Clock, trace
 from memora.retrieval.types import ArmResult, Candidate, SearchOutcome, SearchParams, SearchScope
@@ -75,6 +76,11 @@ class Retriever:
         self.keyword = KeywordIndex(ttl=settings.keyword_stats_ttl_seconds)
         self.mentions = MentionSignatures(
             settings.entity_signature_cache_mb << 20, settings.entity_signature_ttl_seconds
+        )
+        self.passing = (
+            PassingUnits(settings.filter_cache_mb << 20, settings.filter_cache_ttl_seconds)
+            if settings.filter_cache_mb > 0
+            else None
         )
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
         self.spread = SpreadSettings.from_settings(settings)
@@ -288,7 +294,7 @@ class Retriever:
                         min_similarity=s.semantic_min_similarity,
                         exact_max=s.filter_exact_scan_max, matching=matching, at_most=at_most,
                         first=start_graph if narrow_walk else None,
-                        first_count=s.graph_entry_points,
+                        first_count=s.graph_entry_points, passing=self.passing,
                     ),
                 )  # fmt: skip
                 matching.settled.set()

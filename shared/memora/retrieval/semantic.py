@@ -17,6 +17,7 @@ import numpy as np
 from psycopg import Connection
 
 from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
+from memora.retrieval.passing import PassingUnits
 from memora.retrieval.types import SearchScope
 from memora.store import terms as term_counts
 
@@ -72,6 +73,7 @@ def nearest(
     at_most: int | None = None,
     first: Callable[[list[tuple[UUID, float]]], None] | None = None,
     first_count: int = 0,
+    passing: PassingUnits | None = None,
 ) -> list[tuple[UUID, float]]:
     """Nearest units by cosine similarity through the HNSW index, at least `min_similarity`.
 
@@ -86,6 +88,8 @@ def nearest(
     when that costs less than the walk (WALK_COST), with the floor, as the walk would. After
     an exact scan `matching.complete` holds every unit that passed (the graph's steps then
     check their targets against it). `at_most`: `plan_scan`'s answer, when already made.
+    `passing`: the query service's units held per filter, which then rank the exact scan
+    (`held_scan`) in place of the database.
 
     `first`, for a filtered walk: called with the walk's first `first_count` units (fewer if
     that is all) as soon as they are read, while the walk goes on to `limit`. Those come from
@@ -93,12 +97,14 @@ def nearest(
     further out for the filter's sake (what the graph starts from)."""
     if at_most is None:
         at_most = plan_scan(conn, scope, limit=limit, exact_max=exact_max, matching=matching)
-    exact = (
-        exact_scan(conn, scope, vector=vector, limit=limit, at_most=at_most) if at_most else None
-    )
+    exact = None
+    if at_most and passing is not None:
+        exact = held_scan(passing, conn, scope, vector=vector, limit=limit, at_most=at_most)
+    elif at_most:
+        exact = exact_scan(conn, scope, vector=vector, limit=limit, at_most=at_most)
     if at_most and matching is not None:
         if exact is not None:
-            matching.know_all(exact.ids)
+            matching.know_all(exact.ids, exact.members)
         matching.settled.set()  # all there is to know of who passes: the walk learns nothing
     if exact is not None:
         if exact.count <= exact_max:
@@ -178,6 +184,7 @@ class ExactScan:
     ranked: list[tuple[UUID, float]]
     count: int
     ids: str
+    members: frozenset[str] | None = None  # the ids as a set, when already made
 
 
 def exact_scan(
@@ -213,3 +220,20 @@ def exact_scan(
         return None
     best = zip(row["best"] or [], map(float, row["similarity"] or []), strict=True)
     return ExactScan(list(best), int(row["n"]), row["passed"] or "")
+
+
+def held_scan(
+    passing: PassingUnits,
+    conn: Connection[Any],
+    scope: SearchScope,
+    *,
+    vector: np.ndarray,
+    limit: int,
+    at_most: int,
+) -> ExactScan | None:
+    """`exact_scan`'s answer from the units held in the query service for the scope's filter
+    (`memora.retrieval.passing`: brought up to date in `conn`'s snapshot first)."""
+    held = passing.read(conn, scope, at_most)
+    if held is None:
+        return None
+    return ExactScan(held.nearest(vector, limit), held.count, held.text, held.members)

@@ -1,0 +1,157 @@
+"""The units passing a filter held in the query service (`memora.retrieval.passing`, migration
+0024) on real PostgreSQL: they rank a filter as the exact scan does, and every read brings
+them up to date with what was written since, whatever changed."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from psycopg.types.json import Jsonb
+
+from memora.retrieval import semantic
+from memora.retrieval.filters import Filters, compile_filters
+from memora.retrieval.passing import PassingUnits
+from memora.retrieval.types import SearchScope
+from memora.store import vector_removals
+
+pytestmark = pytest.mark.integration
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+DIM = 384
+EVEN = {"scene": "even"}
+
+
+@pytest.fixture()
+def conn(agent_conn: Any) -> Any:
+    return agent_conn
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+
+def _memory(conn: Any, agent_id: str, vector: np.ndarray, day: int) -> uuid.UUID:
+    unit = uuid.uuid4()
+    when = START + timedelta(days=day)
+    conn.execute(
+        "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
+        " mentioned_at, metadata) VALUES (%s, %s, %s, %s, 'world', %s, %s, %s)",
+        (unit, agent_id, f"memory {day}", vector, when, when,
+         Jsonb({"scene": "odd" if day % 2 else "even", "turn": day})),
+    )  # fmt: skip
+    return unit
+
+
+def _scope(agent_id: str, filters: dict[str, Any]) -> SearchScope:
+    where = compile_filters(Filters.model_validate(filters), "m")
+    return SearchScope("default", agent_id, ("world",), where)
+
+
+def test_held_units_rank_a_filter_as_the_exact_scan_does(conn: Any, agent_id: str) -> None:
+    """The same units, order (ties by id) and similarities as `exact_scan`, for equality,
+    range and time filters, read whole and then from memory; more than `at_most`: None."""
+    rng = np.random.default_rng(5)
+    query = _unit(rng.standard_normal(DIM))
+    for day in range(80):
+        _memory(conn, agent_id, _unit(rng.standard_normal(DIM) + (day % 4) * 0.3 * query), day)
+    twin = _unit(rng.standard_normal(DIM))  # two units alike: a tie broken by id
+    _memory(conn, agent_id, twin, 100)
+    _memory(conn, agent_id, twin, 102)
+    conn.commit()
+    held = PassingUnits(1 << 24, 600.0)
+    time = {"time": {"start": "2024-01-10T00:00:00Z", "end": "2024-02-10T00:00:00Z"}}
+    for filters in (EVEN, {"turn": {"gte": 10, "lt": 50}}, time, EVEN):
+        scope = _scope(agent_id, filters)
+        for vector in (query, twin):
+            with conn.transaction():
+                exact = semantic.exact_scan(conn, scope, vector=vector, limit=10, at_most=100)
+                kept = semantic.held_scan(held, conn, scope, vector=vector, limit=10, at_most=100)
+            assert exact is not None and kept is not None
+            assert [u for u, _ in kept.ranked] == [u for u, _ in exact.ranked], filters
+            assert np.allclose([s for _, s in kept.ranked], [s for _, s in exact.ranked], atol=1e-5)
+            assert kept.count == exact.count and kept.members == set(exact.ids.split(","))
+            assert set(kept.ids.split(",")) == kept.members
+        with conn.transaction():
+            assert semantic.held_scan(held, conn, scope, vector=query, limit=5, at_most=8) is None
+
+
+def test_held_units_follow_every_change(conn: Any, pool: Any, agent_id: str) -> None:
+    """Every read gives what the exact scan gives: after a unit added (also by a transaction
+    still open at the last read, committed after it), re-embedded, forgotten, deleted, moved
+    out of the filter or into it, and after the agent's purge. Additions and re-embeddings
+    are read as what changed; a removal makes the next read a whole one."""
+    rng = np.random.default_rng(7)
+    query = _unit(rng.standard_normal(DIM))
+    units = [_memory(conn, agent_id, _unit(rng.standard_normal(DIM)), 2 * d) for d in range(20)]
+    conn.commit()
+    held = PassingUnits(1 << 24, 600.0)
+    scope = _scope(agent_id, EVEN)
+
+    def removals() -> int:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM vector_removals WHERE agent_id = %s", (agent_id,)
+        ).fetchone()
+        return int(row["n"])
+
+    def agrees() -> list[uuid.UUID]:
+        with conn.transaction():
+            exact = semantic.exact_scan(conn, scope, vector=query, limit=5, at_most=1000)
+            kept = semantic.held_scan(held, conn, scope, vector=query, limit=5, at_most=1000)
+        assert exact is not None and kept is not None
+        assert [u for u, _ in kept.ranked] == [u for u, _ in exact.ranked]
+        assert np.allclose([s for _, s in kept.ranked], [s for _, s in exact.ranked], atol=1e-5)
+        assert kept.members == set(filter(None, exact.ids.split(",")))
+        assert kept.count == exact.count
+        return [u for u, _ in kept.ranked]
+
+    first = agrees()
+    assert len(first) == 5
+    with pool.connection() as other:  # committed after a read that began meanwhile
+        near = _memory(other, agent_id, _unit(query + 0.05 * rng.standard_normal(DIM)), 60)
+        assert near not in agrees()
+        other.commit()
+    assert agrees()[0] == near
+    conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, units[7]))
+    conn.commit()
+    assert agrees()[0] == units[7]
+    assert removals() == 0  # additions and re-embeddings: read as what changed
+    assert held.reads == {"whole": 1, "changes": 3}
+    conn.execute("UPDATE memory_units SET status = 'forgotten' WHERE id = %s", (units[7],))
+    conn.commit()
+    assert units[7] not in agrees()
+    assert removals() == 1
+    conn.execute("DELETE FROM memory_units WHERE id = %s", (near,))
+    conn.commit()
+    assert near not in agrees()
+    conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, units[3]))
+    conn.commit()
+    assert agrees()[0] == units[3]
+    conn.execute(
+        "UPDATE memory_units SET metadata = %s WHERE id = %s", (Jsonb({"scene": "odd"}), units[3])
+    )
+    conn.commit()  # out of the filter
+    assert units[3] not in agrees()
+    odd = _memory(conn, agent_id, _unit(rng.standard_normal(DIM)), 31)
+    conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, odd))
+    conn.commit()
+    assert odd not in agrees()
+    conn.execute(
+        "UPDATE memory_units SET metadata = %s WHERE id = %s", (Jsonb({"scene": "even"}), odd)
+    )
+    conn.commit()  # into it
+    assert agrees()[0] == odd
+    assert removals() == 4  # each removal or move: the next read is a whole one
+    assert held.reads == {"whole": 5, "changes": 9}
+    with conn.transaction():
+        assert vector_removals.compact(conn, agent_id) == 3
+    assert removals() == 1
+    from memora.store.purge import purge_agents
+
+    with conn.transaction():
+        purge_agents(conn, [agent_id])
+    assert agrees() == []  # the purge's own removal stays: what was held is gone
+    assert removals() == 1
