@@ -13,7 +13,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memora.retrieval import semantic
-from memora.retrieval.filters import Filters, compile_filters
+from memora.retrieval.filters import Filters, Matching, compile_filters
 from memora.retrieval.passing import PassingUnits
 from memora.retrieval.types import SearchScope
 from memora.store import vector_removals
@@ -155,3 +155,50 @@ def test_held_units_follow_every_change(conn: Any, pool: Any, agent_id: str) -> 
         purge_agents(conn, [agent_id])
     assert agrees() == []  # the purge's own removal stays: what was held is gone
     assert removals() == 1
+
+
+def test_held_units_rank_exactly_up_to_the_cap(
+    conn: Any, agent_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `exact_max`, a filter the estimates put above the walk's break-even is walked when
+    the database would rank it, and ranked exactly when the query service holds its units;
+    once it does, their count stands for the planner's estimate."""
+    rng = np.random.default_rng(9)
+    for day in range(40):
+        _memory(conn, agent_id, _unit(rng.standard_normal(DIM)), day)
+    conn.commit()
+    scope = _scope(agent_id, EVEN)
+    monkeypatch.setattr(  # the planner's guesses: 30 pass the filter, of the agent's 40
+        semantic, "_estimate", lambda _c, _s, where: 30.0 if where.sql else 40.0
+    )
+    passing = PassingUnits(1 << 24, 600.0)
+    with conn.transaction():  # 30² > 12 · 1 · 40
+        assert semantic.plan_scan(conn, scope, limit=1, exact_max=3) == 0
+        assert semantic.plan_scan(conn, scope, limit=1, exact_max=3, passing=passing) == (
+            semantic.EXACT_SCAN_CAP
+        )
+        assert passing.read(conn, scope, semantic.EXACT_SCAN_CAP) is not None
+    matching = Matching()  # once held, their true count (20) stands for the estimate
+    with conn.transaction():
+        assert semantic.plan_scan(conn, scope, limit=1, exact_max=25, passing=passing) == 25
+        semantic.plan_scan(conn, scope, limit=1, exact_max=3, passing=passing, matching=matching)
+    assert matching.share == 0.5
+
+
+def test_a_filter_is_held_from_its_second_search(conn: Any, agent_id: str) -> None:
+    """`recurs`: a filter's first search is not held (its units would be read whole for one
+    search), its second is; one more units pass than may be ranked exactly is not held."""
+    rng = np.random.default_rng(13)
+    for day in range(12):
+        _memory(conn, agent_id, _unit(rng.standard_normal(DIM)), day)
+    conn.commit()
+    passing = PassingUnits(1 << 24, 600.0)
+    even, turns = _scope(agent_id, EVEN), _scope(agent_id, {"turn": {"lt": 10}})
+    assert [passing.recurs(even), passing.recurs(even), passing.recurs(turns)] == [
+        False, True, False
+    ]  # fmt: skip
+    with conn.transaction():
+        assert passing.read(conn, even, 100) is not None
+        assert passing.read(conn, turns, 5) is None  # 10 pass
+    assert passing.count(even) == 6 and passing.count(turns) is None
+    assert passing.recurs(even) and not passing.recurs(turns)

@@ -91,10 +91,12 @@ class Passing:
         if not ids:
             return Passing(self.ids, self.positions, self.vectors, self.text, self.members, horizon)
         new = [i for i, u in enumerate(ids) if u not in self.positions]
-        merged = self.vectors.copy()
-        for i, unit in enumerate(ids):
-            if unit in self.positions:
-                merged[self.positions[unit]] = vectors[i]
+        merged = self.vectors
+        if len(new) < len(ids):  # some re-embedded: their rows replaced in a copy
+            merged = merged.copy()
+            for i, unit in enumerate(ids):
+                if unit in self.positions:
+                    merged[self.positions[unit]] = vectors[i]
         if not new:
             return Passing(self.ids, self.positions, merged, self.text, self.members, horizon)
         added = tuple(ids[i] for i in new)
@@ -123,14 +125,39 @@ def unit_vectors(data: bytes, count: int) -> np.ndarray:
 class PassingUnits:
     """The units passing the filters searches use, per (tenant, agent, fact types, filter), at
     most `max_bytes` in all (the least recently used go first), each entry read whole again
-    after `ttl` seconds."""
+    after `ttl` seconds.
 
-    def __init__(self, max_bytes: int, ttl: float) -> None:
+    A filter's units are held from its second search within `ttl` (`recurs`): a whole read
+    costs two to three exact scans (the embeddings sent, not their distances), which a filter
+    used once, such as a time window that moves with the clock, would pay for nothing."""
+
+    def __init__(self, max_bytes: int, ttl: float, *, filters_noted: int = 10_000) -> None:
         self._entries: TTLCache[tuple[Any, ...], Passing] = TTLCache(
             max(max_bytes, 1), ttl, getsizeof=lambda p: max(p.nbytes, 1)
         )
+        # the filters searched lately and not held: True, to be held from their next search;
+        # False, more units passed than may be ranked exactly
+        self._noted: TTLCache[tuple[Any, ...], bool] = TTLCache(filters_noted, ttl)
         self._lock = threading.Lock()
         self.reads = {"whole": 0, "changes": 0}  # how each filter's units were read, so far
+
+    def recurs(self, scope: SearchScope) -> bool:
+        """Whether the scope's filter is held, or was searched before (and not found too broad
+        to hold) within the ttl; notes this search of it."""
+        key = _key(scope)
+        with self._lock:
+            if key in self._entries:
+                return True
+            before = self._noted.get(key)
+            if before is None:
+                self._noted[key] = True
+        return before is True
+
+    def count(self, scope: SearchScope) -> int | None:
+        """How many units passed the scope's filter when last read (None: not held)."""
+        with self._lock:
+            held = self._entries.get(_key(scope))
+        return None if held is None else held.count
 
     def read(self, conn: Connection[Any], scope: SearchScope, at_most: int) -> Passing | None:
         """The units passing the scope's filter as they stand in `conn`'s snapshot, or None
@@ -149,6 +176,8 @@ class PassingUnits:
             self.reads["whole"] += 1
             found = Passing.read(ids, vectors, horizon)
         if found.count > at_most:
+            with self._lock:
+                self._noted[key] = False  # ranked exactly by the database, if at all
             return None
         with self._lock:
             if self._entries.get(key) is held:  # no other refresh came first

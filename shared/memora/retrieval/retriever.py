@@ -277,11 +277,15 @@ class Retriever:
         def start_graph(first: list[tuple[UUID, float]]) -> None:
             early.append(self._graph_executor.submit(self._graph, scope, first, matching, budget))
 
+        # a filter searched before is ranked from the units held in this process
+        recurs = bool(scope.where.sql) and self.passing is not None and self.passing.recurs(scope)
+        held = self.passing if recurs else None
         try:
             with self.pool.tenant_connection(scope.tenant_id) as conn:
                 at_most = semantic.plan_scan(
-                    conn, scope, limit=limit, exact_max=s.filter_exact_scan_max, matching=matching
-                )
+                    conn, scope, limit=limit, exact_max=s.filter_exact_scan_max,
+                    matching=matching, passing=held,
+                )  # fmt: skip
                 matching.planned.set()
                 if not at_most:
                     matching.settled.set()  # a walk: who passes is not learned
@@ -294,7 +298,7 @@ class Retriever:
                         min_similarity=s.semantic_min_similarity,
                         exact_max=s.filter_exact_scan_max, matching=matching, at_most=at_most,
                         first=start_graph if narrow_walk else None,
-                        first_count=s.graph_entry_points, passing=self.passing,
+                        first_count=s.graph_entry_points, passing=held,
                     ),
                 )  # fmt: skip
                 matching.settled.set()

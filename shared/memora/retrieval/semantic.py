@@ -37,6 +37,9 @@ EXACT_SCAN_MAX = 2000
 # 9 ms and checks 3 ms). Migration
 # 0012 keeps 1,000 statistics samples of memory_vectors.metadata, so the planner's count of
 # a 5 % filter is off by ~15 % (with the default 100, by up to 2×: 3,029–9,085 for 4,431).
+# Where the query service holds the filter's units (`memora.retrieval.passing`), ranking them
+# costs ~0.05 µs a unit once read (the first read ~3 µs a unit): up to EXACT_SCAN_CAP units
+# they are ranked exactly.
 WALK_COST = 12
 EXACT_SCAN_CAP = 20_000
 
@@ -48,13 +51,17 @@ def plan_scan(
     limit: int,
     exact_max: int = EXACT_SCAN_MAX,
     matching: Matching | None = None,
+    passing: PassingUnits | None = None,
 ) -> int:
     """How many units `nearest` may rank exactly for the scope's filter (0: walk the HNSW
     index), from the planner's estimates, no rows read: it needs no query vector, so the
-    retriever runs it while the query is being embedded. Sets `matching.share`."""
+    retriever runs it while the query is being embedded. Sets `matching.share`. `passing`:
+    the query service ranks the filter's units itself (`held_scan`), so ranking them exactly
+    costs less than the walk up to EXACT_SCAN_CAP units, and where it holds them already,
+    their count as last read stands for the estimate."""
     if not scope.where.sql or exact_max <= 0:
         return 0
-    at_most, share = _exact_scan_bound(conn, scope, limit, exact_max)
+    at_most, share = _exact_scan_bound(conn, scope, limit, exact_max, passing)
     if matching is not None:
         matching.share = share
     return at_most
@@ -96,7 +103,9 @@ def nearest(
     the walk's first pass over the index, in order: its nearest, before the rounds that look
     further out for the filter's sake (what the graph starts from)."""
     if at_most is None:
-        at_most = plan_scan(conn, scope, limit=limit, exact_max=exact_max, matching=matching)
+        at_most = plan_scan(
+            conn, scope, limit=limit, exact_max=exact_max, matching=matching, passing=passing
+        )
     exact = None
     if at_most and passing is not None:
         exact = held_scan(passing, conn, scope, vector=vector, limit=limit, at_most=at_most)
@@ -137,7 +146,11 @@ def nearest(
 
 
 def _exact_scan_bound(
-    conn: Connection[Any], scope: SearchScope, limit: int, exact_max: int
+    conn: Connection[Any],
+    scope: SearchScope,
+    limit: int,
+    exact_max: int,
+    passing: PassingUnits | None,
 ) -> tuple[int, float | None]:
     """How many units an exact scan may read for the scope's filter (0: walk HNSW instead),
     and the share of the agent's units expected to pass (None when not estimated: at most
@@ -149,12 +162,16 @@ def _exact_scan_bound(
     units = term_counts.frequencies(conn, scope.agent_key, ())[term_counts.DOCUMENTS]
     if units <= exact_max:
         return exact_max, None
+    held = passing.count(scope) if passing is not None else None
+    if held is not None:  # as last read (at most EXACT_SCAN_CAP): no estimate needed
+        return (exact_max, None) if held <= exact_max else (EXACT_SCAN_CAP, min(held / units, 1))
     matching = min(_estimate(conn, scope, scope.where), units)
     if matching <= exact_max:
         return exact_max, None
     agent = min(_estimate(conn, scope, NO_FILTER), units)
     share = min(matching / agent, 1.0) if agent else 1.0
-    if matching <= EXACT_SCAN_CAP and matching**2 <= WALK_COST * limit * agent:
+    cheaper = passing is not None or matching**2 <= WALK_COST * limit * agent
+    if matching <= EXACT_SCAN_CAP and cheaper:
         return EXACT_SCAN_CAP, share
     return 0, share
 
