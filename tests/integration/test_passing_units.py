@@ -202,3 +202,6 @@ def test_a_filter_is_held_from_its_second_search(conn: Any, agent_id: str) -> No
         assert passing.read(conn, turns, 5) is None  # 10 pass
     assert passing.count(even) == 6 and passing.count(turns) is None
     assert passing.recurs(even) and not passing.recurs(turns)
+    with conn.transaction():  # held, then more pass than may be ranked: no longer held
+        assert passing.read(conn, even, 5) is None
+    assert passing.count(even) is None and not passing.recurs(even)

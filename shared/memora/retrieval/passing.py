@@ -168,18 +168,19 @@ class PassingUnits:
         found: Passing | None = None
         if held is not None:
             horizon, removed, ids, vectors = _read(conn, scope, since=held.horizon)
-            self.reads["changes"] += 1
             if not removed:
                 found = held.merged(ids, vectors, horizon)
+        whole = found is None
         if found is None:
             horizon, _, ids, vectors = _read(conn, scope, cap=at_most + 1)
-            self.reads["whole"] += 1
             found = Passing.read(ids, vectors, horizon)
-        if found.count > at_most:
-            with self._lock:
-                self._noted[key] = False  # ranked exactly by the database, if at all
-            return None
         with self._lock:
+            self.reads["changes"] += held is not None
+            self.reads["whole"] += whole
+            if found.count > at_most:
+                self._noted[key] = False  # ranked exactly by the database, if at all
+                self._entries.pop(key, None)
+                return None
             if self._entries.get(key) is held:  # no other refresh came first
                 with suppress(ValueError):  # larger than the whole cache: used, not kept
                     self._entries[key] = found
