@@ -397,3 +397,36 @@ def test_memora_number_reads_json_numbers_without_errors(pool: Any) -> None:
         "a": 3.0, "b": -2.5, "big": float("-inf"), "tiny": 0.0,
         "s": None, "t": None, "n": None, "missing": None,
     }  # fmt: skip
+
+
+def test_a_recurring_filter_is_answered_from_the_units_held_in_the_query_service(
+    query_api: TestClient, inline_api: Any, agent_id: str
+) -> None:
+    """A filter's first search ranks it in PostgreSQL; from its second the query service
+    holds its units (memora.retrieval.passing) and answers the same, also after a new memory
+    that passes it was written, which the next search reads as what changed."""
+    import re
+
+    _store_pets(inline_api, agent_id)
+    body = {"agent_id": agent_id, "query": "Which pets came up at dinner?", "top_k": 8,
+            "filters": {"speaker": "Bob"}, "trace": True}  # fmt: skip
+    held = query_api.app.state.retriever.passing  # type: ignore[attr-defined]
+    before = dict(held.reads)
+
+    def semantic() -> list[str]:
+        response = query_api.post("/api/search", json=body)
+        assert response.status_code == 200, response.text
+        return [r["id"] for r in response.json()["trace"]["paths"]["semantic"]["results"]]
+
+    first = semantic()
+    assert len(first) == 8 and held.reads == before  # the database's exact scan
+    assert semantic() == first  # read whole and held
+    item = {"content": "Bob talked about the ferret at dinner on day 30.",
+            "metadata": {"scene": "s0", "turn": 30, "speaker": "Bob"}}  # fmt: skip
+    response = inline_api.post("/api/memories/batch", json={"agent_id": agent_id, "items": [item]})
+    assert response.status_code == 200, response.text
+    third = semantic()
+    assert len(third) == 9 and set(first) < set(third)
+    assert held.reads == {"whole": before["whole"] + 1, "changes": before["changes"] + 1}
+    scrape = query_api.get("/metrics").text
+    assert re.search(r'memora_filter_cache_reads_total\{read="changes"\} [1-9]', scrape)

@@ -216,6 +216,15 @@ QUERY_EMBEDDING = Gauge(
     multiprocess_mode="livemax",
 )
 
+FILTER_CACHE_READS = Counter(
+    "filter_cache_reads",
+    "Reads of the units a query process holds per filter (memora.retrieval.passing): whole (a "
+    "filter's first held search, after a removal, after the TTL) or changes (what was written "
+    "since; the rest of the ranking is the process's own)",
+    ["read"],
+    namespace=NAMESPACE,
+)
+
 # ----------------------------------------------------------------------------- database
 DB_POOL_CONNECTIONS = Gauge(
     "db_pool_connections",

@@ -35,6 +35,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from memora.basics import metrics
 from memora.retrieval.filters import vector_scope
 from memora.retrieval.types import SearchScope
 
@@ -174,6 +175,10 @@ class PassingUnits:
         if found is None:
             horizon, _, ids, vectors = _read(conn, scope, cap=at_most + 1)
             found = Passing.read(ids, vectors, horizon)
+        if held is not None:
+            metrics.FILTER_CACHE_READS.labels("changes").inc()
+        if whole:
+            metrics.FILTER_CACHE_READS.labels("whole").inc()
         with self._lock:
             self.reads["changes"] += held is not None
             self.reads["whole"] += whole
