@@ -430,3 +430,46 @@ def test_a_recurring_filter_is_answered_from_the_units_held_in_the_query_service
     assert held.reads == {"whole": before["whole"] + 1, "changes": before["changes"] + 1}
     scrape = query_api.get("/metrics").text
     assert re.search(r'memora_filter_cache_reads_total\{read="changes"\} [1-9]', scrape)
+
+
+def test_keyword_search_over_held_units_finds_what_the_filtered_search_finds(
+    pool: Any, inline_api: Any, agent_id: str
+) -> None:
+    """Under a filter whose every passing unit is known (the units held in the query
+    service), the keyword retriever reads the matched terms' postings and keeps those that
+    pass (`search_held`): the same units and BM25 scores as letting the filter select the
+    units first (`search` under a narrow filter)."""
+    from memora.retrieval.filters import Filters, Matching, compile_filters
+    from memora.retrieval.keyword import KeywordIndex
+    from memora.retrieval.types import SearchScope
+
+    _store_pets(inline_api, agent_id)
+    index = KeywordIndex()
+    types = ("world", "agent", "opinion")
+    found = 0
+    for filters in ({"speaker": "Bob"}, {"scene": "s1"}, {"turn": {"gte": 20}}):
+        f = Filters.model_validate(filters)
+        scope = SearchScope("default", agent_id, types, compile_filters(f, "m"),
+                            compile_filters(f, "memory_search"))  # fmt: skip
+        with pool.tenant_connection("default", autocommit=True) as conn:
+            passing = {
+                str(r["unit_id"])
+                for r in conn.execute(
+                    f"SELECT m.unit_id FROM memory_vectors m WHERE m.agent_id = %(agent)s "
+                    f"{scope.where.sql}",
+                    {"agent": agent_id, **scope.where.params},
+                )
+            }
+            matching = Matching(complete=frozenset(passing), held=True)
+            matching.settled.set()
+            for query in ("Which dog or pony came to dinner?", "Bob and the parrot", "day 21"):
+                stats = index.stats(conn, agent_id, index.terms(conn, query))
+                call = {"stats": stats, "limit": 10, "match_budget": 1000}
+                held = index.search_held(conn, scope, **call, matching=matching)
+                selected = index.search(conn, scope, **call, share=0.0)
+                assert held is not None, (filters, query)
+                found += bool(selected)
+                assert [u for u, _ in held] == [u for u, _ in selected], (filters, query)
+                assert [s for _, s in held] == pytest.approx([s for _, s in selected])
+                assert {str(u) for u, _ in held} <= passing
+    assert found >= 7  # of the 9 searches
