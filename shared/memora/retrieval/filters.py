@@ -266,9 +266,6 @@ class Matching:
     planned: threading.Event = field(default_factory=threading.Event)
     settled: threading.Event = field(default_factory=threading.Event)
     complete_ids: str | None = None  # `complete` as the exact scan read it: comma-separated
-    # set with `planned`: the exact scan ranks units the query service holds, so `complete`
-    # comes soon and cheaply (memora.retrieval.passing)
-    held: bool = False
 
     def know_all(self, ids: str, members: frozenset[str] | None = None) -> None:
         """Every unit that passes, comma-separated (`semantic.ExactScan.ids`), and as a set

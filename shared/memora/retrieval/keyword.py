@@ -34,15 +34,12 @@ from uuid import UUID
 from cachetools import TTLCache
 from psycopg import Connection
 
-from memora.retrieval.filters import BROAD_SHARE, Matching
+from memora.retrieval.filters import BROAD_SHARE
 from memora.retrieval.types import SearchScope
 from memora.store import terms as term_counts
 
 K1 = 1.2
 B = 0.75
-# `search_held` reads the matched terms' postings whole while at most this many times the
-# match budget (the rarest term alone can hold more than the budget)
-HELD_POSTINGS = 4
 
 
 @dataclass(frozen=True)
@@ -195,60 +192,6 @@ class KeywordIndex:
                 **where.params,
             },
             prepare=where.prepare,
-        ).fetchall()
-        return [(r["id"], float(r["bm25"])) for r in rows]
-
-    def search_held(
-        self,
-        conn: Connection[Any],
-        scope: SearchScope,
-        *,
-        stats: TermStats,
-        limit: int,
-        match_budget: int,
-        matching: Matching,
-    ) -> list[tuple[UUID, float]] | None:
-        """`search` under a filter whose every passing unit the search will know
-        (`matching.complete`, from the units held in the query service): the postings of the
-        terms `_filtered` would match (TermStats.matching_terms) are read from their index
-        alone while the semantic retriever ranks, kept to the units that pass, and those
-        scored by BM25 over every term: `_filtered`'s candidates without reading the units
-        the filter selects (a 5 % filter at 100k memories: ~8 ms of database time, a 10 %
-        one ~12), and when more than `match_budget` of them pass, those whose postings weigh
-        most, not the newest. None where the matched terms hold more than
-        HELD_POSTINGS · `match_budget` postings, or the exact scan gave way: `search` then."""
-        match = stats.matching_terms(match_budget)
-        if not match:
-            return []
-        if sum(stats.df[t] for t in match) > HELD_POSTINGS * match_budget:
-            return None
-        row = conn.execute(
-            """
-            SELECT coalesce(string_agg(unit_id::text, ','), '') AS ids FROM (
-                SELECT unit_id FROM memory_postings
-                WHERE agent_id = %(agent)s AND lexeme = ANY(%(terms)s)
-                  AND fact_type = ANY(%(types)s)
-                ORDER BY impact DESC) AS p
-            """,
-            {"agent": scope.agent_key, "terms": match, "types": list(scope.fact_types)},
-            prepare=True,
-        ).fetchone()
-        matching.settled.wait()
-        passing = matching.complete
-        if passing is None:
-            return None
-        ids = list(dict.fromkeys(u for u in (row["ids"] if row else "").split(",") if u in passing))
-        if not ids:
-            return []
-        lateral, params = self.lateral(stats)
-        rows = conn.execute(
-            f"""
-            SELECT m.unit_id AS id, kw.bm25 FROM memory_search m CROSS JOIN LATERAL {lateral} kw
-            WHERE m.unit_id = ANY(%(ids)s::uuid[])
-            ORDER BY kw.bm25 DESC, m.unit_id LIMIT %(limit)s
-            """,
-            {**params, "ids": ids[:match_budget], "limit": limit},
-            prepare=True,
         ).fetchall()
         return [(r["id"], float(r["bm25"])) for r in rows]
 

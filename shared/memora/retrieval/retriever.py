@@ -234,27 +234,19 @@ class Retriever:
     ) -> tuple[ArmResult, TermStats]:
         """Under a filter, the keyword retriever's way depends on the share of the agent's
         units the planner expects to pass it, estimated once a search by the semantic
-        retriever's plan (`matching.planned`; none: a filter few units pass), and on whether
-        the semantic retriever ranks units held in the query service (then every unit that
-        passes is known soon: `KeywordIndex.search_held`)."""
+        retriever's plan (`matching.planned`; none: a filter few units pass)."""
         started = time.perf_counter()
         with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
             terms = self.keyword.terms(conn, query)
             stats = self.keyword.stats(conn, scope.agent_key, terms)
-            share, ranked = 1.0, None
-            budget = self.settings.keyword_match_budget
+            share = 1.0
             if scope.where.sql and stats.idf:
                 matching.planned.wait()
                 share = matching.share or 0.0
-                if matching.held:
-                    ranked = self.keyword.search_held(
-                        conn, scope, stats=stats, limit=limit, match_budget=budget,
-                        matching=matching,
-                    )  # fmt: skip
-            if ranked is None:
-                ranked = self.keyword.search(
-                    conn, scope, stats=stats, limit=limit, match_budget=budget, share=share
-                )
+            ranked = self.keyword.search(
+                conn, scope, stats=stats, limit=limit,
+                match_budget=self.settings.keyword_match_budget, share=share,
+            )  # fmt: skip
         result = ArmResult("keyword", ranked, ms=round((time.perf_counter() - started) * 1000, 2))
         if not terms:
             result.note = "no searchable words in the query"
@@ -294,7 +286,6 @@ class Retriever:
                     conn, scope, limit=limit, exact_max=s.filter_exact_scan_max,
                     matching=matching, passing=held,
                 )  # fmt: skip
-                matching.held = held is not None and at_most > 0
                 matching.planned.set()
                 if not at_most:
                     matching.settled.set()  # a walk: who passes is not learned
