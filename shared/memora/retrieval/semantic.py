@@ -38,8 +38,9 @@ EXACT_SCAN_MAX = 2000
 # 0012 keeps 1,000 statistics samples of memory_vectors.metadata, so the planner's count of
 # a 5 % filter is off by ~15 % (with the default 100, by up to 2×: 3,029–9,085 for 4,431).
 # Where the query service holds the filter's units (`memora.retrieval.passing`), ranking them
-# costs ~0.05 µs a unit once read (the first read ~3 µs a unit): up to EXACT_SCAN_CAP units
-# they are ranked exactly.
+# costs ~0.1 µs a unit once read, besides ~1.5 ms to read what changed (a whole read, on the
+# second search of a filter, ~13 µs a unit): up to EXACT_SCAN_CAP units they are ranked
+# exactly.
 WALK_COST = 12
 EXACT_SCAN_CAP = 20_000
 
