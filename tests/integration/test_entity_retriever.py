@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from psycopg.types.json import Jsonb
 
 from memora.retrieval import arms
 from memora.retrieval.filters import Filters, Matching, compile_filters
 from memora.retrieval.mentions import MentionSignatures, query_signature
 from memora.retrieval.types import SearchScope
+from tests.integration.memory_support import store_memory, unit_vector
 
 pytestmark = pytest.mark.integration
 
@@ -33,10 +33,6 @@ def _mentions() -> MentionSignatures:
     return MentionSignatures(1 << 20, 600.0)
 
 
-def _unit(vector: np.ndarray) -> np.ndarray:
-    return (vector / np.linalg.norm(vector)).astype(np.float32)
-
-
 def _entity(conn: Any, agent_id: str, name: str) -> uuid.UUID:
     row = conn.execute(
         "INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,"
@@ -49,14 +45,9 @@ def _entity(conn: Any, agent_id: str, name: str) -> uuid.UUID:
 def _mention(
     conn: Any, agent_id: str, vector: np.ndarray, entity: uuid.UUID, day: int
 ) -> uuid.UUID:
-    unit = uuid.uuid4()
+    scene = {"scene": "odd" if day % 2 else "even"}
     when = START + timedelta(days=day)
-    conn.execute(
-        "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
-        " mentioned_at, metadata) VALUES (%s, %s, %s, %s, 'world', %s, %s, %s)",
-        (unit, agent_id, f"memory {day}", vector, when, when,
-         Jsonb({"scene": "odd" if day % 2 else "even"})),
-    )  # fmt: skip
+    unit = store_memory(conn, agent_id, vector, when, scene, f"memory {day}")
     conn.execute(
         "INSERT INTO unit_entities (unit_id, entity_id, mention) VALUES (%s, %s, 'x')",
         (unit, entity),
@@ -72,17 +63,17 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     def noise() -> np.ndarray:  # of length ~1
         return rng.standard_normal(DIM) / np.sqrt(DIM)
 
-    query = _unit(noise())
+    query = unit_vector(noise())
     common, rare = _entity(conn, agent_id, "Ana"), _entity(conn, agent_id, "Bo")
     closest = set()
     for day in range(60):  # Ana: 60 mentions, 20 of them close to the query
-        unit = _mention(conn, agent_id, _unit(noise() + (day % 3) * query), common, day)
+        unit = _mention(conn, agent_id, unit_vector(noise() + (day % 3) * query), common, day)
         if day % 3 == 2:
             closest.add(unit)
     for day in range(60, 120):  # and 60 far from it
-        _mention(conn, agent_id, _unit(noise() - query), common, day)
-    far = _mention(conn, agent_id, _unit(-query + 0.1 * noise()), rare, 121)
-    near = _mention(conn, agent_id, _unit(query + 0.1 * noise()), rare, 122)
+        _mention(conn, agent_id, unit_vector(noise() - query), common, day)
+    far = _mention(conn, agent_id, unit_vector(-query + 0.1 * noise()), rare, 121)
+    near = _mention(conn, agent_id, unit_vector(query + 0.1 * noise()), rare, 122)
     conn.commit()
     scope = SearchScope("default", agent_id, ("world",))
 
@@ -170,7 +161,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
 
 def test_a_mention_s_signature_follows_the_unit_s_embedding(conn: Any, agent_id: str) -> None:
     rng = np.random.default_rng(5)
-    first, second = _unit(rng.standard_normal(DIM)), _unit(rng.standard_normal(DIM))
+    first, second = unit_vector(rng.standard_normal(DIM)), unit_vector(rng.standard_normal(DIM))
     unit = _mention(conn, agent_id, first, _entity(conn, agent_id, "Cy"), 0)
 
     def signature() -> str:
@@ -196,9 +187,11 @@ def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent
     re-embedded, a unit forgotten, a mention removed or moved to another entity: each read
     gives what an empty cache would."""
     rng = np.random.default_rng(11)
-    query = _unit(rng.standard_normal(DIM))
+    query = unit_vector(rng.standard_normal(DIM))
     ana = _entity(conn, agent_id, "Ana")
-    units = [_mention(conn, agent_id, _unit(rng.standard_normal(DIM)), ana, d) for d in range(30)]
+    units = [
+        _mention(conn, agent_id, unit_vector(rng.standard_normal(DIM)), ana, d) for d in range(30)
+    ]
     conn.commit()
     held = _mentions()
     scope = SearchScope("default", agent_id, ("world",))
@@ -224,7 +217,9 @@ def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent
     first = agrees()
     assert len(first) == 5
     with pool.connection() as other:  # a mention committed after a read that began meanwhile
-        near = _mention(other, agent_id, _unit(query + 0.05 * rng.standard_normal(DIM)), ana, 40)
+        near = _mention(
+            other, agent_id, unit_vector(query + 0.05 * rng.standard_normal(DIM)), ana, 40
+        )
         assert near not in agrees()
         other.commit()
     assert agrees()[0] == near

@@ -17,6 +17,7 @@ from memora.retrieval.filters import Filters, Matching, compile_filters
 from memora.retrieval.passing import PassingUnits
 from memora.retrieval.types import SearchScope
 from memora.store import vector_removals
+from tests.integration.memory_support import store_memory, unit_vector
 
 pytestmark = pytest.mark.integration
 
@@ -30,20 +31,11 @@ def conn(agent_conn: Any) -> Any:
     return agent_conn
 
 
-def _unit(vector: np.ndarray) -> np.ndarray:
-    return (vector / np.linalg.norm(vector)).astype(np.float32)
-
-
 def _memory(conn: Any, agent_id: str, vector: np.ndarray, day: int) -> uuid.UUID:
-    unit = uuid.uuid4()
-    when = START + timedelta(days=day)
-    conn.execute(
-        "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
-        " mentioned_at, metadata) VALUES (%s, %s, %s, %s, 'world', %s, %s, %s)",
-        (unit, agent_id, f"memory {day}", vector, when, when,
-         Jsonb({"scene": "odd" if day % 2 else "even", "turn": day})),
-    )  # fmt: skip
-    return unit
+    metadata = {"scene": "odd" if day % 2 else "even", "turn": day}
+    return store_memory(
+        conn, agent_id, vector, START + timedelta(days=day), metadata, f"memory {day}"
+    )
 
 
 def _scope(agent_id: str, filters: dict[str, Any]) -> SearchScope:
@@ -55,10 +47,12 @@ def test_held_units_rank_a_filter_as_the_exact_scan_does(conn: Any, agent_id: st
     """The same units, order (ties by id) and similarities as `exact_scan`, for equality,
     range and time filters, read whole and then from memory; more than `at_most`: None."""
     rng = np.random.default_rng(5)
-    query = _unit(rng.standard_normal(DIM))
+    query = unit_vector(rng.standard_normal(DIM))
     for day in range(80):
-        _memory(conn, agent_id, _unit(rng.standard_normal(DIM) + (day % 4) * 0.3 * query), day)
-    twin = _unit(rng.standard_normal(DIM))  # two units alike: a tie broken by id
+        _memory(
+            conn, agent_id, unit_vector(rng.standard_normal(DIM) + (day % 4) * 0.3 * query), day
+        )
+    twin = unit_vector(rng.standard_normal(DIM))  # two units alike: a tie broken by id
     _memory(conn, agent_id, twin, 100)
     _memory(conn, agent_id, twin, 102)
     conn.commit()
@@ -85,8 +79,10 @@ def test_held_units_follow_every_change(conn: Any, pool: Any, agent_id: str) -> 
     out of the filter or into it, and after the agent's purge. Additions and re-embeddings
     are read as what changed; a removal makes the next read a whole one."""
     rng = np.random.default_rng(7)
-    query = _unit(rng.standard_normal(DIM))
-    units = [_memory(conn, agent_id, _unit(rng.standard_normal(DIM)), 2 * d) for d in range(20)]
+    query = unit_vector(rng.standard_normal(DIM))
+    units = [
+        _memory(conn, agent_id, unit_vector(rng.standard_normal(DIM)), 2 * d) for d in range(20)
+    ]
     conn.commit()
     held = PassingUnits(1 << 24, 600.0)
     scope = _scope(agent_id, EVEN)
@@ -111,7 +107,7 @@ def test_held_units_follow_every_change(conn: Any, pool: Any, agent_id: str) -> 
     first = agrees()
     assert len(first) == 5
     with pool.connection() as other:  # committed after a read that began meanwhile
-        near = _memory(other, agent_id, _unit(query + 0.05 * rng.standard_normal(DIM)), 60)
+        near = _memory(other, agent_id, unit_vector(query + 0.05 * rng.standard_normal(DIM)), 60)
         assert near not in agrees()
         other.commit()
     assert agrees()[0] == near
@@ -135,7 +131,7 @@ def test_held_units_follow_every_change(conn: Any, pool: Any, agent_id: str) -> 
     )
     conn.commit()  # out of the filter
     assert units[3] not in agrees()
-    odd = _memory(conn, agent_id, _unit(rng.standard_normal(DIM)), 31)
+    odd = _memory(conn, agent_id, unit_vector(rng.standard_normal(DIM)), 31)
     conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, odd))
     conn.commit()
     assert odd not in agrees()
@@ -165,7 +161,7 @@ def test_held_units_rank_exactly_up_to_the_cap(
     once it does, their count stands for the planner's estimate."""
     rng = np.random.default_rng(9)
     for day in range(40):
-        _memory(conn, agent_id, _unit(rng.standard_normal(DIM)), day)
+        _memory(conn, agent_id, unit_vector(rng.standard_normal(DIM)), day)
     conn.commit()
     scope = _scope(agent_id, EVEN)
     monkeypatch.setattr(  # the planner's guesses: 30 pass the filter, of the agent's 40
@@ -190,7 +186,7 @@ def test_a_filter_is_held_from_its_second_search(conn: Any, agent_id: str) -> No
     search), its second is; one more units pass than may be ranked exactly is not held."""
     rng = np.random.default_rng(13)
     for day in range(12):
-        _memory(conn, agent_id, _unit(rng.standard_normal(DIM)), day)
+        _memory(conn, agent_id, unit_vector(rng.standard_normal(DIM)), day)
     conn.commit()
     passing = PassingUnits(1 << 24, 600.0)
     even, turns = _scope(agent_id, EVEN), _scope(agent_id, {"turn": {"lt": 10}})

@@ -1,0 +1,29 @@
+"""Embedded memories written straight into `memory_units`, for the retrievers' tests on real
+PostgreSQL (the triggers fill `memory_vectors`, `memory_search` and the rest)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from psycopg.types.json import Jsonb
+
+
+def unit_vector(vector: np.ndarray) -> np.ndarray:
+    return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+
+def store_memory(
+    conn: Any, agent_id: str, vector: np.ndarray, when: datetime, metadata: dict[str, Any],
+    text: str,
+) -> uuid.UUID:  # fmt: skip
+    """A world fact with this embedding, said and happened at `when`; its id."""
+    unit = uuid.uuid4()
+    conn.execute(
+        "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
+        " mentioned_at, metadata) VALUES (%s, %s, %s, %s, 'world', %s, %s, %s)",
+        (unit, agent_id, text, vector, when, when, Jsonb(metadata)),
+    )
+    return unit
