@@ -268,9 +268,10 @@ class Settings(BaseSettings):
     # long an entity's are kept before they are read whole again (in between: what changed)
     entity_signature_cache_mb: int = 256
     entity_signature_ttl_seconds: float = 600.0
-    # the units passing the filters searches rank exactly, with their embeddings, that a query
-    # process keeps in memory (in all; 0: none, every exact scan reads PostgreSQL), and how
-    # long a filter's are kept before they are read whole again (in between: what changed)
+    # the units passing the filters searches rank exactly, with their embeddings, and (an
+    # eighth of it) the units failing broad filters, that a query process keeps in memory (in
+    # all; 0: none, every exact scan and filter check reads PostgreSQL), and how long a
+    # filter's are kept before they are read whole again (in between: what changed)
     filter_cache_mb: int = 256
     filter_cache_ttl_seconds: float = 600.0
     # what the semantic signal compares a unit with when the query names entities

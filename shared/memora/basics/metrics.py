@@ -224,6 +224,14 @@ FILTER_CACHE_READS = Counter(
     ["read"],
     namespace=NAMESPACE,
 )
+FILTER_FAILING_READS = Counter(
+    "filter_failing_reads",
+    "Reads of the units failing a broad filter that a query process holds "
+    "(memora.retrieval.failing): whole (in the background, from a filter's second search and "
+    "after the TTL) or changes (what was written since, on each search)",
+    ["read"],
+    namespace=NAMESPACE,
+)
 
 # ----------------------------------------------------------------------------- database
 DB_POOL_CONNECTIONS = Gauge(

@@ -29,6 +29,7 @@ from memora.retrieval.semantic import EXACT_SCAN_MAX, exact_scan, plan_scan
 from memora.retrieval.types import SearchScope
 
 FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
+FAILING_SLACK = 5  # links read beyond the fanout when the few units failing a filter are known
 
 
 def graph_walk(
@@ -43,10 +44,10 @@ def graph_walk(
 ) -> list[tuple[UUID, float]]:
     """The graph retriever: spreading activation from the entry points (ids as text) over the
     units that pass the search's filters, most active first. For a broad filter each unit is
-    checked as it comes up for exploration, otherwise each step's links are kept to the units
-    that pass (see `neighbours`)."""
+    checked as it comes up for exploration, otherwise (and when the units failing a broad filter
+    are known) each step's links are kept to the units that pass (see `neighbours`)."""
     where = scope.where
-    if matching.broad:  # set by the semantic retriever for filtered searches only
+    if matching.broad and matching.failing is None:  # broad: for filtered searches only
         found = spread_activation(
             entry,
             lambda ids: links(conn, ids, limit=FILTERED_SCAN * fanout),
@@ -126,16 +127,39 @@ def neighbours(
 ) -> dict[str, list[Edge[str]]]:
     """Each unit's strongest `fanout` links; with filters, its strongest `fanout` to units
     that pass them, among its FILTERED_SCAN · fanout strongest links: checked against
-    `matching.complete` (every unit that passes, known after an exact scan), else in the
-    links' query."""
+    `matching.complete` (every unit that passes, known after an exact scan) or
+    `matching.failing` (every unit that fails a broad filter, when held), else in the links'
+    query."""
     if not where.sql:
         return links(conn, ids, limit=fanout)
     keep = matching.complete if matching is not None else None
+    failing = matching.failing if matching is not None else None
+    if keep is None and failing is not None:
+        return _links_passing(conn, ids, fanout=fanout, failing=failing)
     if keep is None:
         found = links(conn, ids, limit=FILTERED_SCAN * fanout, where=where)
         return {s: edges[:fanout] for s, edges in found.items()}
     found = links(conn, ids, limit=FILTERED_SCAN * fanout)
     return {s: [e for e in edges if e[0] in keep][:fanout] for s, edges in found.items()}
+
+
+def _links_passing(
+    conn: Connection[Any], ids: list[str], *, fanout: int, failing: frozenset[str]
+) -> dict[str, list[Edge[str]]]:
+    """Each unit's strongest `fanout` links to units not in `failing` (few, under a broad
+    filter): from its strongest `fanout` + FAILING_SLACK links, read further (to FILTERED_SCAN
+    · fanout) for the units that had more failing than that among them."""
+    limit = fanout + FAILING_SLACK
+    found: dict[str, list[Edge[str]]] = {}
+    short = []
+    for source, edges in links(conn, ids, limit=limit).items():
+        found[source] = [e for e in edges if e[0] not in failing][:fanout]
+        if len(found[source]) < fanout and len(edges) == limit:
+            short.append(source)
+    if short:
+        for source, edges in links(conn, short, limit=FILTERED_SCAN * fanout).items():
+            found[source] = [e for e in edges if e[0] not in failing][:fanout]
+    return {source: edges for source, edges in found.items() if edges}
 
 
 def passing(
@@ -359,21 +383,28 @@ def entity_units(
     send (above `exact_max`: sending 5,000 ids cost ~12 ms in a search), the mentions are
     first kept to those units here, then ranked and compared as unfiltered ones, with no
     oversampling (a main character under a 5 % filter at 100k memories: its ~250 passing
-    mentions compared, where checking 1,600 by key found ~80 of them). One statement compares
-    them all."""
+    mentions compared, where checking 1,600 by key found ~80 of them); likewise, the units
+    failing a broad filter taken out, when they are known (`Matching.failing`). One statement
+    compares them all."""
     if matching is not None and (listed_ids := matching.listed(exact_max)) is not None:
         return _entity_units_among(
             conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
             min_similarity=min_similarity, passing_ids=listed_ids,
         )  # fmt: skip
     passing = matching.complete if matching is not None else None
+    failing = matching.failing if matching is not None and passing is None else None
+    where = scope.where if passing is None and failing is None else NO_FILTER  # checked by key
     kept = oversample * per_entity
-    scan = FILTERED_SCAN * kept if scope.where.sql and passing is None else kept
+    scan = FILTERED_SCAN * kept if where.sql else kept
     query = query_signature(vector)
     found = mentions.read(conn, scope.tenant_id, entity_ids)
     entities, candidates, keep = [], [], []
     for entity, listed in found.items():
-        among = listed.rows_in(passing) if passing is not None else None
+        among = (
+            listed.rows_in(passing) if passing is not None
+            else listed.rows_out(failing) if failing is not None
+            else None
+        )  # fmt: skip
         count = len(listed.ids) if among is None else len(among)
         if not count:
             continue
@@ -388,7 +419,6 @@ def entity_units(
         keep.append(kept if common else count)
     if not entities:
         return []
-    where = scope.where
     rows = conn.execute(
         f"""
         SELECT u.id, max(u.sim) AS sim

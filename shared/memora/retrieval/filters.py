@@ -251,17 +251,19 @@ BROAD_SHARE = 0.5
 @dataclass
 class Matching:
     """Which of the agent's units pass a search's filters, as far as the search knows: all of
-    them (`complete`, when the semantic retriever ranked the filter exactly) or the verdicts on
-    those checked so far (`known`, kept over a broad filter's graph steps: see `arms.passing`). Ids
-    as text. The semantic retriever sets `planned` once its scan is planned (`share` then
-    estimated, or left None for a filter few units pass) and `settled` once its exact scan is
-    done (`complete` then known, unless more passed than the plan expected), else as soon as
-    the plan says there is none: the keyword and entity retrievers wait for them.
-    (Retriever's executor has a worker for every task of every search it admits, so a wait
-    never holds up the task it waits for.)"""
+    them (`complete`, when the semantic retriever ranked the filter exactly), every unit that
+    fails a broad one (`failing`, when the query service holds them: memora.retrieval.failing),
+    or the verdicts on those checked so far (`known`, kept over a broad filter's graph steps:
+    see `arms.passing`). Ids as text. The semantic retriever sets `planned` once its scan is
+    planned (`share` then estimated, or left None for a filter few units pass; `failing` then
+    known) and `settled` once its exact scan is done (`complete` then known, unless more
+    passed than the plan expected), else as soon as the plan says there is none: the keyword
+    and entity retrievers wait for them. (Retriever's executor has a worker for every task of
+    every search it admits, so a wait never holds up the task it waits for.)"""
 
     complete: frozenset[str] | None = None
     known: dict[str, bool] = field(default_factory=dict)
+    failing: frozenset[str] | None = None
     share: float | None = None  # of the agent's units, by the planner's estimates
     planned: threading.Event = field(default_factory=threading.Event)
     settled: threading.Event = field(default_factory=threading.Event)

@@ -34,7 +34,7 @@ from uuid import UUID
 from cachetools import TTLCache
 from psycopg import Connection
 
-from memora.retrieval.filters import BROAD_SHARE
+from memora.retrieval.filters import BROAD_SHARE, NO_FILTER
 from memora.retrieval.types import SearchScope
 from memora.store import terms as term_counts
 
@@ -141,6 +141,7 @@ class KeywordIndex:
         limit: int,
         match_budget: int,
         share: float = 0.0,
+        failing: frozenset[str] | None = None,
     ) -> list[tuple[UUID, float]]:
         """The agent's embedded units that contain a query term, best BM25 over all terms
         first, reading at most `match_budget` postings a term.
@@ -154,12 +155,16 @@ class KeywordIndex:
         do not hold, it depends on `share`, the part of the agent's units expected to pass
         them (`Matching.share`, from the semantic retriever's plan): from BROAD_SHARE up, the
         best-scored units are checked against the filters by key, as many as `limit` needs at
-        that share and a quarter more (so a list can come out a little short, never wrong);
+        that share and a quarter more (so a list can come out a little short, never wrong),
+        or, where the units failing them are known (`failing`, ids as text: few), the best
+        `limit` and as many more as fail are taken unfiltered and those that fail dropped;
         below (or not estimated: 0), where most would fail, the filters select first
         (`_filtered`)."""
         if not stats.idf:
             return []
         where = scope.keyword_where
+        if failing is not None:
+            where = NO_FILTER  # checked here, after the statement
         if where.sql and share < BROAD_SHARE:
             return self._filtered(conn, scope, stats=stats, limit=limit, match_budget=match_budget)
         best = """
@@ -179,7 +184,11 @@ class KeywordIndex:
                               WHERE memory_search.unit_id = b.id {where.sql})
                 ORDER BY b.bm25 DESC, b.id LIMIT %(limit)s"""
         params = self._params(stats)
-        checked = math.ceil(1.25 * limit / share) if where.sql else limit  # share ≥ BROAD_SHARE
+        checked = limit
+        if scope.keyword_where.sql:  # share ≥ BROAD_SHARE
+            checked = math.ceil(1.25 * limit / share)
+            if failing is not None:
+                checked = min(checked, limit + len(failing))
         rows = conn.execute(
             best,
             {
@@ -193,6 +202,8 @@ class KeywordIndex:
             },
             prepare=where.prepare,
         ).fetchall()
+        if failing is not None:
+            rows = [r for r in rows if str(r["id"]) not in failing][:limit]
         return [(r["id"], float(r["bm25"])) for r in rows]
 
     def _filtered(

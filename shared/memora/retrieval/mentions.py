@@ -77,6 +77,12 @@ class Mentions:
         inside = np.fromiter((u in units for u in self.ids), dtype=bool, count=len(self.ids))
         return np.flatnonzero(inside)
 
+    def rows_out(self, units: frozenset[str]) -> np.ndarray:
+        """The rows of the mentions of units other than `units` (few), in their order here."""
+        keep = np.ones(len(self.ids), dtype=bool)
+        keep[self.rows_in(units)] = False
+        return np.flatnonzero(keep)
+
     def merged(self, ids: Sequence[str], bits: np.ndarray, horizon: int) -> Mentions:
         """These mentions with `ids` (their signatures: `bits`) added or, for an id already
         here, replaced, as read in a snapshot whose xmin was `horizon`."""

@@ -192,14 +192,19 @@ class PassingUnits:
         return found
 
 
-def _key(scope: SearchScope) -> tuple[Any, ...]:
-    """What an entry holds the units of: the filter's conditions and their values."""
+def filter_key(scope: SearchScope) -> tuple[Any, ...]:
+    """The scope's tenant, agent, filter conditions and their values."""
     values = json.dumps(
         {k: v.obj if isinstance(v, Jsonb) else v for k, v in scope.where.params.items()},
         sort_keys=True,
         default=str,
     )
-    return (scope.tenant_id, scope.agent_key, scope.fact_types, scope.where.sql, values)
+    return (scope.tenant_id, scope.agent_key, scope.where.sql, values)
+
+
+def _key(scope: SearchScope) -> tuple[Any, ...]:
+    """What an entry holds the units of: the filter with the fact types."""
+    return (*filter_key(scope), scope.fact_types)
 
 
 # One row: the xmin of the statement's snapshot, whether the agent lost a vector or had a

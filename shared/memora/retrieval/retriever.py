@@ -14,6 +14,7 @@ after them `fusion`, `rerank/`, `scoring` (MMR, budget) and `trace`.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from memora.nlp.temporal import QueryTimeRange, parse_query_range, strip_time_ex
 from memora.retrieval import arms, expansion, fusion, scoring, semantic, validity
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.cross_encoder import PairScorer
+from memora.retrieval.failing import FailingUnits
 from memora.retrieval.filters import Matching
 from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.keyword import KeywordIndex, TermStats
@@ -43,6 +45,7 @@ from memora.retrieval.trace import Clock, trace
 from memora.retrieval.types import ArmResult, Candidate, SearchOutcome, SearchParams, SearchScope
 
 NO_ENTITY = "the query names no known entity"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,11 +80,12 @@ class Retriever:
         self.mentions = MentionSignatures(
             settings.entity_signature_cache_mb << 20, settings.entity_signature_ttl_seconds
         )
-        self.passing = (
-            PassingUnits(settings.filter_cache_mb << 20, settings.filter_cache_ttl_seconds)
-            if settings.filter_cache_mb > 0
-            else None
-        )
+        # the units of narrow filters with their embeddings; an eighth for the units failing
+        # broad ones, read in the background
+        held, ttl = settings.filter_cache_mb << 20, settings.filter_cache_ttl_seconds
+        self.passing = PassingUnits(held - held // 8, ttl) if held > 0 else None
+        self.failing = FailingUnits(held // 8, ttl) if held > 0 else None
+        self._background = ThreadPoolExecutor(1, thread_name_prefix="memora-filter-read")
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
         self.spread = SpreadSettings.from_settings(settings)
         self.rerankers = Rerankers(settings)
@@ -98,6 +102,7 @@ class Retriever:
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._graph_executor.shutdown(wait=True, cancel_futures=True)
+        self._background.shutdown(wait=True, cancel_futures=True)
         self.access.close()
         self.rerankers.close()
 
@@ -246,6 +251,7 @@ class Retriever:
             ranked = self.keyword.search(
                 conn, scope, stats=stats, limit=limit,
                 match_budget=self.settings.keyword_match_budget, share=share,
+                failing=matching.failing,
             )  # fmt: skip
         result = ArmResult("keyword", ranked, ms=round((time.perf_counter() - started) * 1000, 2))
         if not terms:
@@ -286,6 +292,8 @@ class Retriever:
                     conn, scope, limit=limit, exact_max=s.filter_exact_scan_max,
                     matching=matching, passing=held,
                 )  # fmt: skip
+                if matching.broad:
+                    self._learn_failing(conn, scope, matching)
                 matching.planned.set()
                 if not at_most:
                     matching.settled.set()  # a walk: who passes is not learned
@@ -308,6 +316,24 @@ class Retriever:
         finally:  # also when the above failed: the retrievers waiting on them go on
             matching.planned.set()
             matching.settled.set()
+
+    def _learn_failing(self, conn: Connection[Any], scope: SearchScope, matching: Matching) -> None:
+        """Under a broad filter, the units that fail it (`matching.failing`) when held here,
+        brought up to date in `conn`; else, from the filter's second search, read in the
+        background for the next searches (`memora.retrieval.failing`)."""
+        if self.failing is None:
+            return
+        matching.failing = self.failing.current(conn, scope)
+        if matching.failing is None and self.failing.wanted(scope):
+            self._background.submit(self._read_failing, scope)
+
+    def _read_failing(self, scope: SearchScope) -> None:
+        assert self.failing is not None
+        try:
+            with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
+                self.failing.load(conn, scope)
+        except Exception:  # the searches go on checking by key; the next one tries again
+            log.exception("reading the units failing a filter")
 
     def _graph(
         self,

@@ -1,0 +1,169 @@
+"""The few units failing a broad filter, kept in the query service's memory (issue 29).
+
+A filter that most of an agent's units pass (an episodic type 99.9 % of them carry, a language,
+"not archived") is walked with the filter in the HNSW scan, and the keyword retriever, the
+graph and the entity retriever then check each unit they find against it by key: a heap block
+a unit, ~6 ms each of the keyword retriever's and the graph's time at 100k memories, the search
+~1.2 × the unfiltered one. Knowing the units that fail, every such check is a set lookup, and
+the keyword retriever can take the unfiltered best and drop those: exact, where the check by
+key took as many of the best as the filter's estimated share should need.
+
+The failing units are the agent's searchable units (`memory_vectors`, every fact type, as the
+checks by key read them) whose filter conditions are false or unknown. Their first read scans
+the agent's rows (~0.1 s at 100k memories, ~1 s at 1M), so it runs in the background, from a
+filter's second search within the TTL (`wanted`); until it is in, searches check by key as
+before. Entries stay exact as the units passing a narrower filter do (`memora.retrieval.passing`):
+each search first reads the agent's rows written at or after the snapshot xmin of the entry's
+last read (`memory_vectors.written`, migration 0024) with their verdicts, one index range. A
+removed row needs no whole read here: a unit no longer searchable is not returned whatever it
+is taken to be, and a row whose filter columns changed is an update, read as written.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import TTLCache
+from psycopg import Connection
+
+from memora.basics import metrics
+from memora.retrieval.passing import filter_key
+from memora.retrieval.types import SearchScope
+
+FAILING_CAP = 20_000  # a broad filter more units fail is checked by key, as before
+
+
+@dataclass(frozen=True)
+class Failing:
+    """The units failing a filter (ids as text) and the xmin of the snapshot they were last
+    read in."""
+
+    members: frozenset[str]
+    horizon: int
+
+    @property
+    def nbytes(self) -> int:
+        return 120 * len(self.members) + 100  # an id: its str and its set entry
+
+    def merged(self, failing: list[str], passing: list[str], horizon: int) -> Failing:
+        """With the units written since: those that fail added, those that pass taken out."""
+        if not failing and not passing:
+            return Failing(self.members, horizon)
+        return Failing((self.members - frozenset(passing)) | frozenset(failing), horizon)
+
+
+class FailingUnits:
+    """The units failing the broad filters searches use, per (tenant, agent, filter), at most
+    `max_bytes` in all (the least recently used go first), each entry read whole again after
+    `ttl` seconds; a filter more than `at_most` units fail is not held."""
+
+    def __init__(
+        self, max_bytes: int, ttl: float, *, at_most: int = FAILING_CAP, filters_noted: int = 10_000
+    ) -> None:
+        self.at_most = at_most
+        self._entries: TTLCache[tuple[Any, ...], Failing] = TTLCache(
+            max(max_bytes, 1), ttl, getsizeof=lambda f: f.nbytes
+        )
+        # the filters searched lately and not held: True, to be read on their next search;
+        # False, more units failed than `at_most`
+        self._noted: TTLCache[tuple[Any, ...], bool] = TTLCache(filters_noted, ttl)
+        self._reading: set[tuple[Any, ...]] = set()
+        self._lock = threading.Lock()
+        self.reads = {"whole": 0, "changes": 0}
+
+    def current(self, conn: Connection[Any], scope: SearchScope) -> frozenset[str] | None:
+        """The units failing the scope's filter as they stand in `conn`'s snapshot, or None
+        when the filter is not held (or no longer: more than `at_most` fail)."""
+        key = filter_key(scope)
+        with self._lock:
+            held = self._entries.get(key)
+        if held is None:
+            return None
+        horizon, failing, passing = _read(conn, scope, since=held.horizon)
+        found = held.merged(failing, passing, horizon)
+        metrics.FILTER_FAILING_READS.labels("changes").inc()
+        with self._lock:
+            self.reads["changes"] += 1
+            if len(found.members) > self.at_most:
+                self._noted[key] = False
+                self._entries.pop(key, None)
+                return None
+            if self._entries.get(key) is held:  # no other read came first
+                self._put(key, found)
+        return found.members
+
+    def wanted(self, scope: SearchScope) -> bool:
+        """Whether to read the scope's filter whole now (then `load` it): not held, not being
+        read, searched before within the TTL and not found too broad; notes this search."""
+        key = filter_key(scope)
+        with self._lock:
+            if key in self._entries or key in self._reading:
+                return False
+            before = self._noted.get(key)
+            if before is None:
+                self._noted[key] = True
+            if before is not True:
+                return False
+            self._reading.add(key)
+            return True
+
+    def load(self, conn: Connection[Any], scope: SearchScope) -> None:
+        """Reads the units failing the scope's filter whole and holds them (after `wanted`)."""
+        key = filter_key(scope)
+        try:
+            horizon, failing, _ = _read(conn, scope, cap=self.at_most + 1)
+            metrics.FILTER_FAILING_READS.labels("whole").inc()
+            with self._lock:
+                self.reads["whole"] += 1
+                if len(failing) > self.at_most:
+                    self._noted[key] = False
+                else:
+                    self._put(key, Failing(frozenset(failing), horizon))
+        finally:
+            with self._lock:
+                self._reading.discard(key)
+
+    def _put(self, key: tuple[Any, ...], entry: Failing) -> None:
+        try:
+            self._entries[key] = entry
+        except ValueError:  # larger than the whole cache: not kept
+            self._entries.pop(key, None)
+
+
+# The agent's rows failing the filter (every one, at most `cap`), or those written at or after
+# `since` with their verdicts; and the xmin of the statement's snapshot. A condition that is
+# unknown (NULL: a range on a key the unit lacks) fails, as in a WHERE clause.
+_WHOLE = """
+    SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8 AS horizon,
+           coalesce(string_agg(m.unit_id::text, ','), '') AS failing, '' AS passing
+    FROM (SELECT m.unit_id FROM memory_vectors m
+          WHERE m.agent_id = %(agent)s AND NOT coalesce(true {where}, false)
+          LIMIT %(cap)s) AS m
+"""
+_CHANGES = """
+    SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8 AS horizon,
+           coalesce(string_agg(m.unit_id::text, ',') FILTER (WHERE NOT m.passes), '') AS failing,
+           coalesce(string_agg(m.unit_id::text, ',') FILTER (WHERE m.passes), '') AS passing
+    FROM (SELECT m.unit_id, coalesce(true {where}, false) AS passes FROM memory_vectors m
+          WHERE m.agent_id = %(agent)s AND m.written >= %(since)s) AS m
+"""
+
+
+def _read(
+    conn: Connection[Any], scope: SearchScope, *, since: int | None = None, cap: int = 0
+) -> tuple[int, list[str], list[str]]:
+    """(the snapshot's xmin, failing ids, passing ids): every failing unit (at most `cap`;
+    `since` None) or the units written at or after `since`."""
+    where = scope.where
+    statement = (_WHOLE if since is None else _CHANGES).format(where=where.sql)
+    params = {"agent": scope.agent_key, "since": since, "cap": cap, **where.params}
+    row = conn.execute(statement, params, prepare=where.prepare).fetchone()
+    assert row is not None  # an aggregate: always one row
+    failing, passing = row["failing"], row["passing"]
+    return (
+        int(row["horizon"]),
+        failing.split(",") if failing else [],
+        passing.split(",") if passing else [],
+    )

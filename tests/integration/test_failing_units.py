@@ -1,0 +1,211 @@
+"""The units failing a broad filter held in the query service (`memora.retrieval.failing`) on
+real PostgreSQL: they follow every write, and the keyword, graph and entity retrievers give
+with them what they give checking the filter by key."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from psycopg.types.json import Jsonb
+
+from memora.basics.config import Settings
+from memora.retrieval.failing import FailingUnits
+from memora.retrieval.filters import Filters, Matching, compile_filters
+from memora.retrieval.types import SearchScope
+from tests.integration.memory_support import store_memory, unit_vector
+from tests.integration.test_search_filters import _store_pets
+
+pytestmark = pytest.mark.integration
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+DIM = 384
+
+
+def _scope(agent_id: str, filters: dict[str, Any]) -> SearchScope:
+    where = compile_filters(Filters.model_validate(filters), "m")
+    return SearchScope("default", agent_id, ("world",), where)
+
+
+def _truly_failing(conn: Any, scope: SearchScope) -> set[str]:
+    """The agent's searchable units a WHERE clause with the filter leaves out."""
+    rows = conn.execute(
+        f"SELECT unit_id::text AS id FROM memory_vectors m WHERE m.agent_id = %(agent)s "
+        f"EXCEPT SELECT unit_id::text FROM memory_vectors m WHERE m.agent_id = %(agent)s "
+        f"{scope.where.sql}",
+        {"agent": scope.agent_key, **scope.where.params},
+    ).fetchall()
+    return {r["id"] for r in rows}
+
+
+def test_failing_units_follow_every_change(agent_conn: Any, pool: Any, agent_id: str) -> None:
+    """Read whole from a filter's second search (`wanted`), then brought up to date on each
+    read with what was written since (also by a transaction still open at the last read):
+    units added, moved into the filter or out of it; a unit no longer searchable may stay
+    (nothing returns it). A unit the filter's range cannot judge (no such key) fails, as in
+    a WHERE clause. More than `at_most` failing: not held, and not read again."""
+    conn = agent_conn
+    rng = np.random.default_rng(3)
+
+    def memory(metadata: dict[str, Any], day: int, db: Any = conn) -> uuid.UUID:
+        vector = unit_vector(rng.standard_normal(DIM))
+        return store_memory(db, agent_id, vector, START + timedelta(days=day), metadata, "m")
+
+    units = [memory({"kind": "talk", "turn": d}, d) for d in range(30)]
+    odd = [memory({"kind": "note", "turn": 100 + d}, 30 + d) for d in range(3)]
+    keyless = memory({"kind": "talk"}, 40)
+    conn.commit()
+    failing = FailingUnits(1 << 20, 600.0, at_most=10)
+    talk, turns = _scope(agent_id, {"kind": "talk"}), _scope(agent_id, {"turn": {"lt": 100}})
+    assert [failing.wanted(talk), failing.wanted(talk), failing.wanted(talk)] == [
+        False, True, False  # noted; read now; being read
+    ]  # fmt: skip
+    assert failing.current(conn, talk) is None
+    failing.load(conn, talk)
+    conn.commit()
+
+    def agrees(scope: SearchScope) -> frozenset[str]:
+        with conn.transaction():
+            held = failing.current(conn, scope)
+            truth = _truly_failing(conn, scope)
+        assert held is not None and truth <= held
+        searchable = {
+            r["id"]
+            for r in conn.execute(
+                "SELECT unit_id::text AS id FROM memory_vectors WHERE agent_id = %s", (agent_id,)
+            ).fetchall()
+        }
+        assert not (held - truth) & searchable  # what is held beyond the truth is gone
+        return held
+
+    assert agrees(talk) == {str(u) for u in odd}
+    with pool.connection() as other:  # committed after a read that began meanwhile
+        late = memory({"kind": "note"}, 50, other)
+        assert str(late) not in agrees(talk)
+        other.commit()
+    assert str(late) in agrees(talk)
+    conn.execute(
+        "UPDATE memory_units SET metadata = %s WHERE id = %s", (Jsonb({"kind": "talk"}), odd[0])
+    )
+    conn.execute(
+        "UPDATE memory_units SET metadata = %s WHERE id = %s", (Jsonb({"kind": "note"}), units[0])
+    )
+    conn.commit()  # one into the filter, one out of it
+    held = agrees(talk)
+    assert str(odd[0]) not in held and str(units[0]) in held
+    conn.execute("UPDATE memory_units SET status = 'forgotten' WHERE id = %s", (odd[1],))
+    conn.execute("DELETE FROM memory_units WHERE id = %s", (units[1],))
+    conn.commit()
+    agrees(talk)
+    assert failing.reads == {"whole": 1, "changes": 5}
+
+    failing.wanted(turns)
+    assert failing.wanted(turns)
+    failing.load(conn, turns)
+    assert str(keyless) in agrees(turns)  # no turn: the range fails it
+
+    for _ in range(8):  # 3 + 8 notes now fail: more than 10
+        memory({"kind": "note"}, 60)
+    conn.commit()
+    with conn.transaction():
+        assert failing.current(conn, talk) is None
+    assert failing.current(conn, talk) is None and not failing.wanted(talk)
+    with conn.transaction():
+        failing.load(conn, talk)  # read whole: still too many
+    assert failing.current(conn, talk) is None
+
+
+def test_links_kept_to_units_not_failing_match_the_check_by_key(
+    inline_api: Any, pool: Any, agent_id: str
+) -> None:
+    """Each unit's strongest `fanout` links to passing units, from its strongest links with
+    the failing ones dropped (read further where more of them failed than FAILING_SLACK), are
+    the links the check in the database keeps."""
+    from memora.retrieval import arms
+
+    _store_pets(inline_api, agent_id)
+    for kept in ({"speaker": "Chen"}, {"speaker": ["Alice", "Bob"]}):
+        scope = _scope(agent_id, kept)
+        with pool.tenant_connection("default") as conn:
+            failing = frozenset(_truly_failing(conn, scope))
+            ids = [
+                r["id"]
+                for r in conn.execute(
+                    "SELECT id::text AS id FROM memory_units WHERE agent_id = %s", (agent_id,)
+                ).fetchall()
+            ]
+            for fanout in (1, 2, 4):
+                checked = arms.neighbours(conn, ids, fanout=fanout, where=scope.where)
+                known = arms.neighbours(
+                    conn, ids, fanout=fanout, where=scope.where, matching=Matching(failing=failing)
+                )
+                assert known == checked, (kept, fanout)
+        assert any(len(edges) == 4 for edges in checked.values())
+
+
+def test_a_broad_filter_is_checked_against_the_units_held_as_failing(
+    settings: Settings, pool: Any, inline_api: Any, agent_id: str, monkeypatch: Any
+) -> None:
+    """A broad filter's second search reads its failing units in the background; from then on
+    the keyword, graph and entity retrievers check against them, not by key, and give the
+    same lists and hits; a failing unit written since is read as what changed."""
+    from memora.nlp.embedding import get_embedder
+    from memora.retrieval import Retriever, semantic
+    from memora.retrieval.types import SearchParams
+
+    _store_pets(inline_api, agent_id)  # 24 units, 16 by Alice or Bob: a broad filter
+    monkeypatch.setattr(semantic, "EXACT_SCAN_CAP", 3)  # walked, not ranked exactly
+    monkeypatch.setattr(semantic, "_estimate", lambda _c, _s, where: 16.0 if where.sql else 24.0)
+    embedder = get_embedder(settings.embedding_model)
+    retriever = Retriever(settings.model_copy(update={"filter_exact_scan_max": 2}), pool, embedder)
+    speakers = Filters.model_validate({"speaker": ["Alice", "Bob"]})
+    params = SearchParams(
+        agent_id, "Which pet did Bob talk about at dinner?", filters=speakers, trace=True
+    )
+    with pool.tenant_connection("default") as conn:
+        failing = _truly_failing(conn, SearchScope.of(params))
+    assert len(failing) == 8
+
+    def search() -> tuple[list[str], dict[str, list[tuple[str, float]]]]:
+        outcome = retriever.search(params)
+        assert outcome.trace is not None
+        paths = {
+            name: [(r["id"], r["score"]) for r in path["results"]]
+            for name, path in outcome.trace["paths"].items()
+        }
+        for name, found in paths.items():
+            assert not {i for i, _ in found} & failing, name
+        return [str(h.id) for h in outcome.hits], paths
+
+    try:
+        assert retriever.failing is not None
+        search()
+        hits, by_key = search()  # the filter's second search: read in the background
+        deadline = time.monotonic() + 30
+        while retriever.failing.reads["whole"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert retriever.failing.reads == {"whole": 1, "changes": 0}
+        held_hits, held = search()
+        assert retriever.failing.reads == {"whole": 1, "changes": 1}
+        assert held_hits == hits
+        assert by_key["keyword"] and by_key["graph"]
+        for name in ("keyword", "graph", "entity"):
+            assert [i for i, _ in held.get(name, [])] == [i for i, _ in by_key.get(name, [])]
+            assert [s for _, s in held.get(name, [])] == pytest.approx(
+                [s for _, s in by_key.get(name, [])], abs=1e-6
+            )
+        item = {"content": "Chen talked about the ferret at dinner on day 30.",
+                "metadata": {"scene": "s0", "turn": 30, "speaker": "Chen"}}  # fmt: skip
+        body = {"agent_id": agent_id, "items": [item]}
+        assert inline_api.post("/api/memories/batch", json=body).status_code == 200
+        with pool.tenant_connection("default") as conn:
+            failing = _truly_failing(conn, SearchScope.of(params))
+        assert len(failing) == 9
+        search()  # checks the new unit's absence from every path
+        assert retriever.failing.reads == {"whole": 1, "changes": 2}
+    finally:
+        retriever.close()
