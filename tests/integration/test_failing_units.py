@@ -151,8 +151,9 @@ def test_a_broad_filter_is_checked_against_the_units_held_as_failing(
     settings: Settings, pool: Any, inline_api: Any, agent_id: str, monkeypatch: Any
 ) -> None:
     """A broad filter's second search reads its failing units in the background; from then on
-    the keyword, graph and entity retrievers check against them, not by key, and give the
-    same lists and hits; a failing unit written since is read as what changed."""
+    their count stands for the planner's estimates, and the keyword, graph and entity
+    retrievers check against them, not by key, and give the same lists and hits; a failing
+    unit written since is read as what changed."""
     from memora.nlp.embedding import get_embedder
     from memora.retrieval import Retriever, semantic
     from memora.retrieval.types import SearchParams
@@ -189,6 +190,11 @@ def test_a_broad_filter_is_checked_against_the_units_held_as_failing(
         while retriever.failing.reads["whole"] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert retriever.failing.reads == {"whole": 1, "changes": 0}
+
+        def unplanned(*_: Any) -> float:
+            raise AssertionError("the held count stands for the planner's estimates")
+
+        monkeypatch.setattr(semantic, "_estimate", unplanned)
         held_hits, held = search()
         assert retriever.failing.reads == {"whole": 1, "changes": 1}
         assert held_hits == hits

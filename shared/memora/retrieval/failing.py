@@ -94,6 +94,12 @@ class FailingUnits:
                 self._put(key, found)
         return found.members
 
+    def count(self, scope: SearchScope) -> int | None:
+        """How many units failed the scope's filter when last read (None: not held)."""
+        with self._lock:
+            held = self._entries.get(filter_key(scope))
+        return None if held is None else len(held.members)
+
     def wanted(self, scope: SearchScope) -> bool:
         """Whether to read the scope's filter whole now (then `load` it): not held, not being
         read, searched before within the TTL and not found too broad; notes this search."""

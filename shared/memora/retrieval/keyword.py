@@ -34,7 +34,7 @@ from uuid import UUID
 from cachetools import TTLCache
 from psycopg import Connection
 
-from memora.retrieval.filters import BROAD_SHARE, NO_FILTER
+from memora.retrieval.filters import BROAD_SHARE, NO_FILTER, Where
 from memora.retrieval.types import SearchScope
 from memora.store import terms as term_counts
 
@@ -63,6 +63,15 @@ class TermStats:
             chosen.append(term)
             total += self.df[term]
         return chosen
+
+
+def broad_count(limit: int, share: float, failing: int | None = None) -> int:
+    """How many of the unfiltered best to take for `limit` that pass a filter `share` of the
+    units pass (at least BROAD_SHARE): a quarter more than that share should need, or, where
+    the units that fail it are known (`failing` of them), `limit` and that many more when
+    fewer."""
+    count = math.ceil(1.25 * limit / max(share, BROAD_SHARE))
+    return count if failing is None else min(count, limit + failing)
 
 
 def idf(n_docs: int, df: int) -> float:
@@ -141,7 +150,6 @@ class KeywordIndex:
         limit: int,
         match_budget: int,
         share: float = 0.0,
-        failing: frozenset[str] | None = None,
     ) -> list[tuple[UUID, float]]:
         """The agent's embedded units that contain a query term, best BM25 over all terms
         first, reading at most `match_budget` postings a term.
@@ -149,24 +157,42 @@ class KeywordIndex:
         Unfiltered, each term's strongest `match_budget` postings (`memory_postings`,
         migration 0022: by their BM25 weight at a reference length, the newest first among
         equals) are read from their index alone and their exact weights summed: a term's
-        every posting when it is that rare, else its best. A unit left out of a common term's
-        best misses at most that term's weakest read weight, which a common term's small idf
-        keeps small. Under the search's filters (`scope.keyword_where`), which the postings
-        do not hold, it depends on `share`, the part of the agent's units expected to pass
-        them (`Matching.share`, from the semantic retriever's plan): from BROAD_SHARE up, the
-        best-scored units are checked against the filters by key, as many as `limit` needs at
-        that share and a quarter more (so a list can come out a little short, never wrong),
-        or, where the units failing them are known (`failing`, ids as text: few), the best
-        `limit` and as many more as fail are taken unfiltered and those that fail dropped;
-        below (or not estimated: 0), where most would fail, the filters select first
-        (`_filtered`)."""
+        every posting when it is that rare, else its best (`best`). A unit left out of a
+        common term's best misses at most that term's weakest read weight, which a common
+        term's small idf keeps small. Under the search's filters (`scope.keyword_where`),
+        which the postings do not hold, it depends on `share`, the part of the agent's units
+        expected to pass them (`Matching.share`, from the semantic retriever's plan): from
+        BROAD_SHARE up, the best-scored units are checked against the filters by key, as many
+        as `limit` needs at that share (`broad_count`; so a list can come out a little short,
+        never wrong); below (or not estimated: 0), where most would fail, the filters select
+        first (`_filtered`)."""
         if not stats.idf:
             return []
         where = scope.keyword_where
-        if failing is not None:
-            where = NO_FILTER  # checked here, after the statement
         if where.sql and share < BROAD_SHARE:
             return self._filtered(conn, scope, stats=stats, limit=limit, match_budget=match_budget)
+        count = broad_count(limit, share) if where.sql else limit
+        return self.best(
+            conn, scope, stats=stats, count=count, match_budget=match_budget, where=where,
+            limit=limit,
+        )  # fmt: skip
+
+    def best(
+        self,
+        conn: Connection[Any],
+        scope: SearchScope,
+        *,
+        stats: TermStats,
+        count: int,
+        match_budget: int,
+        where: Where = NO_FILTER,
+        limit: int = 0,
+    ) -> list[tuple[UUID, float]]:
+        """The `count` units best by BM25 over each term's strongest `match_budget` postings
+        (see `search`); with `where` (on `memory_search`), at most `limit` of them that pass
+        it, each checked by key."""
+        if not stats.idf:
+            return []
         best = """
             SELECT p.unit_id AS id, sum(t.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s
                        * (1 - %(b)s + %(b)s * p.dl / %(avgdl)s))) AS bm25
@@ -183,27 +209,19 @@ class KeywordIndex:
                 WHERE EXISTS (SELECT 1 FROM memory_search
                               WHERE memory_search.unit_id = b.id {where.sql})
                 ORDER BY b.bm25 DESC, b.id LIMIT %(limit)s"""
-        params = self._params(stats)
-        checked = limit
-        if scope.keyword_where.sql:  # share ≥ BROAD_SHARE
-            checked = math.ceil(1.25 * limit / share)
-            if failing is not None:
-                checked = min(checked, limit + len(failing))
         rows = conn.execute(
             best,
             {
-                **params,
+                **self._params(stats),
                 "budget": match_budget,
                 "agent": scope.agent_key,
                 "types": list(scope.fact_types),
-                "best": checked,
+                "best": count,
                 "limit": limit,
                 **where.params,
             },
             prepare=where.prepare,
         ).fetchall()
-        if failing is not None:
-            rows = [r for r in rows if str(r["id"]) not in failing][:limit]
         return [(r["id"], float(r["bm25"])) for r in rows]
 
     def _filtered(

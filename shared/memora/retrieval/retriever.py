@@ -37,7 +37,7 @@ from memora.retrieval.cross_encoder import PairScorer
 from memora.retrieval.failing import FailingUnits
 from memora.retrieval.filters import Matching
 from memora.retrieval.graph import SpreadSettings
-from memora.retrieval.keyword import KeywordIndex, TermStats
+from memora.retrieval.keyword import KeywordIndex, TermStats, broad_count
 from memora.retrieval.mentions import MentionSignatures
 from memora.retrieval.passing import PassingUnits
 from memora.retrieval.rerank import Reranker, Rerankers
@@ -237,26 +237,53 @@ class Retriever:
     def _keyword(
         self, scope: SearchScope, query: str, limit: int, matching: Matching
     ) -> tuple[ArmResult, TermStats]:
-        """Under a filter, the keyword retriever's way depends on the share of the agent's
-        units the planner expects to pass it, estimated once a search by the semantic
-        retriever's plan (`matching.planned`; none: a filter few units pass)."""
         started = time.perf_counter()
         with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
             terms = self.keyword.terms(conn, query)
             stats = self.keyword.stats(conn, scope.agent_key, terms)
-            share = 1.0
             if scope.where.sql and stats.idf:
-                matching.planned.wait()
-                share = matching.share or 0.0
-            ranked = self.keyword.search(
-                conn, scope, stats=stats, limit=limit,
-                match_budget=self.settings.keyword_match_budget, share=share,
-                failing=matching.failing,
-            )  # fmt: skip
+                ranked = self._keyword_filtered(conn, scope, stats, limit, matching)
+            else:
+                ranked = self.keyword.search(
+                    conn, scope, stats=stats, limit=limit,
+                    match_budget=self.settings.keyword_match_budget,
+                )  # fmt: skip
         result = ArmResult("keyword", ranked, ms=round((time.perf_counter() - started) * 1000, 2))
         if not terms:
             result.note = "no searchable words in the query"
         return result, stats
+
+    def _keyword_filtered(
+        self,
+        conn: Connection[Any],
+        scope: SearchScope,
+        stats: TermStats,
+        limit: int,
+        matching: Matching,
+    ) -> list[tuple[UUID, float]]:
+        """Under a filter, the keyword retriever's way depends on the share of the agent's
+        units the planner expects to pass it, estimated once a search by the semantic
+        retriever's plan (`matching.planned`; none: a filter few units pass). Where the units
+        failing a broad filter are held (`memora.retrieval.failing`), the unfiltered best are
+        read without waiting for the plan, and those that fail dropped once it has them."""
+        budget = self.settings.keyword_match_budget
+        fails = self.failing.count(scope) if self.failing is not None else None
+        early = None
+        if fails is not None:  # most units pass: `fails` of them fail
+            share = 1 - fails / max(stats.n_docs, 1)
+            count = broad_count(limit, share, fails)
+            early = self.keyword.best(conn, scope, stats=stats, count=count, match_budget=budget)
+        matching.planned.wait()
+        failing = matching.failing
+        if failing is None:
+            return self.keyword.search(
+                conn, scope, stats=stats, limit=limit, match_budget=budget,
+                share=matching.share or 0.0,
+            )  # fmt: skip
+        if early is None:  # held since this search began
+            count = broad_count(limit, matching.share or 0.0, len(failing))
+            early = self.keyword.best(conn, scope, stats=stats, count=count, match_budget=budget)
+        return [(unit, score) for unit, score in early if str(unit) not in failing][:limit]
 
     def _semantic_then_graph(
         self,
@@ -290,7 +317,7 @@ class Retriever:
             with self.pool.tenant_connection(scope.tenant_id) as conn:
                 at_most = semantic.plan_scan(
                     conn, scope, limit=limit, exact_max=s.filter_exact_scan_max,
-                    matching=matching, passing=held,
+                    matching=matching, passing=held, failing=self.failing,
                 )  # fmt: skip
                 if matching.broad:
                     self._learn_failing(conn, scope, matching)

@@ -16,6 +16,8 @@ from uuid import UUID
 import numpy as np
 from psycopg import Connection
 
+from memora.basics.models import FACT_TYPES
+from memora.retrieval.failing import FailingUnits
 from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
 from memora.retrieval.passing import PassingUnits
 from memora.retrieval.types import SearchScope
@@ -53,16 +55,18 @@ def plan_scan(
     exact_max: int = EXACT_SCAN_MAX,
     matching: Matching | None = None,
     passing: PassingUnits | None = None,
+    failing: FailingUnits | None = None,
 ) -> int:
     """How many units `nearest` may rank exactly for the scope's filter (0: walk the HNSW
     index), from the planner's estimates, no rows read: it needs no query vector, so the
     retriever runs it while the query is being embedded. Sets `matching.share`. `passing`:
     the query service ranks the filter's units itself (`held_scan`), so ranking them exactly
     costs less than the walk up to EXACT_SCAN_CAP units, and where it holds them already,
-    their count as last read stands for the estimate."""
+    their count as last read stands for the estimate; so does the agent's count less that of
+    the units failing a broad filter, where `failing` holds those."""
     if not scope.where.sql or exact_max <= 0:
         return 0
-    at_most, share = _exact_scan_bound(conn, scope, limit, exact_max, passing)
+    at_most, share = _exact_scan_bound(conn, scope, limit, exact_max, passing, failing)
     if matching is not None:
         matching.share = share
     return at_most
@@ -152,6 +156,7 @@ def _exact_scan_bound(
     limit: int,
     exact_max: int,
     passing: PassingUnits | None,
+    failing: FailingUnits | None = None,
 ) -> tuple[int, float | None]:
     """How many units an exact scan may read for the scope's filter (0: walk HNSW instead),
     and the share of the agent's units expected to pass (None when not estimated: at most
@@ -166,10 +171,17 @@ def _exact_scan_bound(
     held = passing.count(scope) if passing is not None else None
     if held is not None:  # as last read (at most EXACT_SCAN_CAP): no estimate needed
         return (exact_max, None) if held <= exact_max else (EXACT_SCAN_CAP, min(held / units, 1))
-    matching = min(_estimate(conn, scope, scope.where), units)
+    every_type = set(scope.fact_types) >= set(FACT_TYPES)  # as `units` and `failing` count
+    fails = failing.count(scope) if failing is not None and every_type else None
+    agent: float = units
+    if fails is not None:  # a broad filter: all but these pass
+        matching: float = max(units - fails, 0)
+    else:
+        matching = min(_estimate(conn, scope, scope.where), units)
     if matching <= exact_max:
         return exact_max, None
-    agent = min(_estimate(conn, scope, NO_FILTER), units)
+    if fails is None:
+        agent = min(_estimate(conn, scope, NO_FILTER), units)
     share = min(matching / agent, 1.0) if agent else 1.0
     cheaper = passing is not None or matching**2 <= WALK_COST * limit * agent
     if matching <= EXACT_SCAN_CAP and cheaper:
