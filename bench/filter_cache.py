@@ -14,6 +14,10 @@ since, nothing, then the ranking in numpy); "first", a filter's first search (a 
 `--writes` new passing units were committed (then deleted again, with the removal rows
 their deletion wrote). "same" counts the questions whose 50 best units and order equal the
 exact scan's.
+
+For each filter of `--broad` (most units pass), the units failing it held instead
+(`memora.retrieval.failing`): "first", its whole read (`--firsts` times), and "current", a
+search's read of what was written since (nothing here), medians in ms.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.nlp.embedding import embedder_for
 from memora.retrieval import semantic
+from memora.retrieval.failing import FailingUnits
 from memora.retrieval.filters import Filters
 from memora.retrieval.passing import PassingUnits
 from memora.retrieval.semantic import EXACT_SCAN_CAP
@@ -57,7 +62,7 @@ def _median(values: list[float]) -> float:
 
 
 def measure(
-    url: str, questions: list[str], filters: list[str], firsts: int, writes: int
+    url: str, questions: list[str], filters: list[str], firsts: int, writes: int, broad: list[str]
 ) -> dict[str, dict[str, Any]]:
     settings = Settings(database_url=url, row_security=True)
     pool = make_pool(url, min_size=1, max_size=2, name="bench", row_security=True)
@@ -65,19 +70,36 @@ def measure(
     report: dict[str, dict[str, Any]] = {}
     try:
         for name in filters:
-            p = SearchParams(
-                agent_id=bench.AGENT, query="x",
-                filters=Filters.model_validate(bench.FILTER_SETS[name]),
-            )  # fmt: skip
-            scope = SearchScope.of(p)
+            scope = _scope(name)
             held = PassingUnits(1 << 30, 600.0)
             with pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
                 report[name] = _filter(conn, scope, vectors, held, firsts)
                 report[name]["after writes"] = _after_writes(pool, conn, scope, vectors, writes)
             print(name, report[name], flush=True)
+        for name in broad:
+            scope = _scope(name)
+            with pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
+                report[name] = _failing(conn, scope, firsts, len(questions))
+            print(name, report[name], flush=True)
     finally:
         pool.close()
     return report
+
+
+def _scope(name: str) -> SearchScope:
+    filters = Filters.model_validate(bench.FILTER_SETS[name])
+    return SearchScope.of(SearchParams(agent_id=bench.AGENT, query="x", filters=filters))
+
+
+def _failing(conn: Any, scope: SearchScope, firsts: int, reads: int) -> dict[str, Any]:
+    held = FailingUnits(1 << 30, 600.0)
+    first = [_ms(lambda: held.load(conn, scope))[1] for _ in range(firsts)]
+    current = [_ms(lambda: held.current(conn, scope))[1] for _ in range(reads)]
+    return {
+        "failing": held.count(scope),
+        "first": _median(first),
+        "current": _median(current),
+    }
 
 
 def _filter(
@@ -157,12 +179,18 @@ def main() -> None:
                  "speaker (5%)"],
         help="names in search_latency.FILTER_SETS",
     )  # fmt: skip
+    parser.add_argument(
+        "--broad", nargs="*", default=["type (99.9%)"], help="filters most units pass"
+    )
     parser.add_argument("--firsts", type=int, default=5, help="whole reads timed per filter")
     parser.add_argument("--writes", type=int, default=10, help="units written between searches")
     parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
     args = parser.parse_args()
     with guard_database(args.size, args.data_root) as url:
-        measure(url, bench.questions(args.questions), args.filters, args.firsts, args.writes)
+        measure(
+            url, bench.questions(args.questions), args.filters, args.firsts, args.writes,
+            args.broad,
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -10,9 +10,9 @@ key took as many of the best as the filter's estimated share should need.
 
 The failing units are the agent's searchable units (`memory_vectors`, every fact type, as the
 checks by key read them) whose filter conditions are false or unknown. Their first read scans
-the agent's rows (~0.1 s at 100k memories, ~1 s at 1M), so it runs in the background, from a
-filter's second search within the TTL (`wanted`); until it is in, searches check by key as
-before. Entries stay exact as the units passing a narrower filter do (`memora.retrieval.passing`):
+the agent's rows (45 ms at 100k memories, about ten times that expected at 1M), so it runs in
+the background, from a filter's second search within the TTL (`wanted`); until it is in,
+searches check by key as before. Entries stay exact as the units passing a narrower filter do (`memora.retrieval.passing`):
 each search first reads the agent's rows written at or after the snapshot xmin of the entry's
 last read (`memory_vectors.written`, migration 0024) with their verdicts, one index range. A
 removed row needs no whole read here: a unit no longer searchable is not returned whatever it
