@@ -12,11 +12,12 @@ The failing units are the agent's searchable units (`memory_vectors`, every fact
 checks by key read them) whose filter conditions are false or unknown. Their first read scans
 the agent's rows (45 ms at 100k memories, about ten times that expected at 1M), so it runs in
 the background, from a filter's second search within the TTL (`wanted`); until it is in,
-searches check by key as before. Entries stay exact as the units passing a narrower filter do (`memora.retrieval.passing`):
-each search first reads the agent's rows written at or after the snapshot xmin of the entry's
-last read (`memory_vectors.written`, migration 0024) with their verdicts, one index range. A
-removed row needs no whole read here: a unit no longer searchable is not returned whatever it
-is taken to be, and a row whose filter columns changed is an update, read as written.
+searches check by key as before. Entries stay exact as the units passing a narrower filter
+do (`memora.retrieval.passing`): each search first reads the agent's rows written at or after
+the snapshot xmin of the entry's last read (`memory_vectors.written`, migration 0024) with
+their verdicts, one index range. A removed row needs no whole read here: a unit no longer
+searchable is not returned whatever it is taken to be, and a row whose filter columns changed
+is an update, read as written.
 """
 
 from __future__ import annotations
