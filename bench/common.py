@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -97,3 +97,10 @@ def wait_ready(base: str, timeout: float = 180.0, path: str = "/health/ready") -
                 return
             time.sleep(0.5)
     raise TimeoutError(f"{base} not ready after {timeout:.0f}s")
+
+
+def timed_call(call: Callable[[], Any]) -> tuple[Any, float]:
+    """What `call` returns and the ms it took."""
+    started = time.perf_counter()
+    found = call()
+    return found, (time.perf_counter() - started) * 1000

@@ -226,6 +226,20 @@ def settle(side: Side, wait: float = 900.0) -> None:
             time.sleep(2)
 
 
+def guard_arguments(description: str, filters: list[str]) -> argparse.ArgumentParser:
+    """The options of the in-process tools on the guard's data: its size, how many of the
+    bench's questions, which filters (names in search_latency.FILTER_SETS; `filters` by
+    default) and where the data lives."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--questions", type=int, default=120)
+    parser.add_argument(
+        "--filters", nargs="+", default=filters, help="names in search_latency.FILTER_SETS"
+    )
+    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
+    return parser
+
+
 @contextmanager
 def guard_database(size: int, data_root: Path = DATA_ROOT) -> Iterator[str]:
     """The URL of this checkout's copy of the guard's data (`size` memories), loaded first when

@@ -17,26 +17,24 @@ of the call alone (the scan excluded: the search makes it anyway).
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import search_latency as bench  # bench/search_latency.py: the agent, its questions and filters
-from compare import DATA_ROOT, guard_database  # bench/compare.py: the guard's data
+from compare import guard_arguments, guard_database  # bench/compare.py: the guard's data
 
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.nlp.embedding import embedder_for
 from memora.retrieval import arms, expansion, semantic
-from memora.retrieval.filters import Filters, Matching
+from memora.retrieval.filters import Matching
 from memora.retrieval.mentions import MentionSignatures, query_signature
 from memora.retrieval.semantic import EXACT_SCAN_CAP
-from memora.retrieval.types import SearchParams, SearchScope
+from memora.retrieval.types import SearchScope
 
 
 def measure(url: str, questions: list[str], filters: list[str]) -> dict[str, dict[str, Any]]:
@@ -49,12 +47,7 @@ def measure(url: str, questions: list[str], filters: list[str]) -> dict[str, dic
         for name in filters:
             found: list[dict[str, Any]] = []
             for question in questions:
-                p = SearchParams(
-                    agent_id=bench.AGENT,
-                    query=question,
-                    filters=Filters.model_validate(bench.FILTER_SETS[name]),
-                )
-                scope = SearchScope.of(p)
+                scope = bench.filter_scope(name, question)
                 with pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
                     if one := _question(conn, scope, question, settings, embedder, held):
                         found.append(one)
@@ -132,14 +125,7 @@ def _summary(found: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--questions", type=int, default=120)
-    parser.add_argument(
-        "--filters", nargs="+", default=["scene (5%)", "speaker (5%)", "time (4%)"],
-        help="names in search_latency.FILTER_SETS",
-    )  # fmt: skip
-    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
+    parser = guard_arguments(__doc__.split("\n\n")[0], ["scene (5%)", "speaker (5%)", "time (4%)"])
     args = parser.parse_args()
     with guard_database(args.size, args.data_root) as url:
         measure(url, bench.questions(args.questions), args.filters)

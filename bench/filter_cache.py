@@ -22,20 +22,17 @@ search's read of what was written since (nothing here), medians in ms.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import time
 import uuid
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 import search_latency as bench  # bench/search_latency.py: the agent, its questions and filters
-from compare import DATA_ROOT, guard_database  # bench/compare.py: the guard's data
+from common import timed_call  # bench/common.py
+from compare import guard_arguments, guard_database  # bench/compare.py: the guard's data
 from psycopg.types.json import Jsonb
 
 from memora.basics.config import Settings
@@ -43,18 +40,11 @@ from memora.db.pool import make_pool
 from memora.nlp.embedding import embedder_for
 from memora.retrieval import semantic
 from memora.retrieval.failing import FailingUnits
-from memora.retrieval.filters import Filters
 from memora.retrieval.passing import PassingUnits
 from memora.retrieval.semantic import EXACT_SCAN_CAP
-from memora.retrieval.types import SearchParams, SearchScope
+from memora.retrieval.types import SearchScope
 
 LIMIT = 50
-
-
-def _ms(call: Callable[[], Any]) -> tuple[Any, float]:
-    started = time.perf_counter()
-    found = call()
-    return found, (time.perf_counter() - started) * 1000
 
 
 def _median(values: list[float]) -> float:
@@ -70,14 +60,14 @@ def measure(
     report: dict[str, dict[str, Any]] = {}
     try:
         for name in filters:
-            scope = _scope(name)
+            scope = bench.filter_scope(name)
             held = PassingUnits(1 << 30, 600.0)
             with pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
                 report[name] = _filter(conn, scope, vectors, held, firsts)
                 report[name]["after writes"] = _after_writes(pool, conn, scope, vectors, writes)
             print(name, report[name], flush=True)
         for name in broad:
-            scope = _scope(name)
+            scope = bench.filter_scope(name)
             with pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
                 report[name] = _failing(conn, scope, firsts, len(questions))
             print(name, report[name], flush=True)
@@ -86,15 +76,10 @@ def measure(
     return report
 
 
-def _scope(name: str) -> SearchScope:
-    filters = Filters.model_validate(bench.FILTER_SETS[name])
-    return SearchScope.of(SearchParams(agent_id=bench.AGENT, query="x", filters=filters))
-
-
 def _failing(conn: Any, scope: SearchScope, firsts: int, reads: int) -> dict[str, Any]:
     held = FailingUnits(1 << 30, 600.0)
-    first = [_ms(lambda: held.load(conn, scope))[1] for _ in range(firsts)]
-    current = [_ms(lambda: held.current(conn, scope))[1] for _ in range(reads)]
+    first = [timed_call(lambda: held.load(conn, scope))[1] for _ in range(firsts)]
+    current = [timed_call(lambda: held.current(conn, scope))[1] for _ in range(reads)]
     return {
         "failing": held.count(scope),
         "first": _median(first),
@@ -107,14 +92,16 @@ def _filter(
 ) -> dict[str, Any]:
     scan = {"limit": LIMIT, "at_most": EXACT_SCAN_CAP}
     first = [
-        _ms(lambda: PassingUnits(1 << 30, 600.0).read(conn, scope, EXACT_SCAN_CAP))[1]
+        timed_call(lambda: PassingUnits(1 << 30, 600.0).read(conn, scope, EXACT_SCAN_CAP))[1]
         for _ in range(firsts)
     ]
     exact_ms, held_ms, same = [], [], 0
     for vector in vectors:
-        exact, ms = _ms(lambda v=vector: semantic.exact_scan(conn, scope, vector=v, **scan))
+        exact, ms = timed_call(lambda v=vector: semantic.exact_scan(conn, scope, vector=v, **scan))
         exact_ms.append(ms)
-        kept, ms = _ms(lambda v=vector: semantic.held_scan(held, conn, scope, vector=v, **scan))
+        kept, ms = timed_call(
+            lambda v=vector: semantic.held_scan(held, conn, scope, vector=v, **scan)
+        )
         held_ms.append(ms)
         if exact is None or kept is None:
             raise SystemExit("more units pass the filter than an exact scan ranks")
@@ -158,7 +145,7 @@ def _after_writes(
                     added.append(unit)
                 writer.commit()
                 vector = vectors[round_ % len(vectors)]
-                _, ms = _ms(
+                _, ms = timed_call(
                     lambda v=vector: semantic.held_scan(held, conn, scope, vector=v, **scan)
                 )
                 times.append(ms)
@@ -170,21 +157,15 @@ def _after_writes(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--questions", type=int, default=120)
-    parser.add_argument(
-        "--filters", nargs="+",
-        default=["category (0.014%)", "turn range (1%)", "time (4%)", "scene (5%)",
-                 "speaker (5%)"],
-        help="names in search_latency.FILTER_SETS",
-    )  # fmt: skip
+    parser = guard_arguments(
+        __doc__.split("\n\n")[0],
+        ["category (0.014%)", "turn range (1%)", "time (4%)", "scene (5%)", "speaker (5%)"],
+    )
     parser.add_argument(
         "--broad", nargs="*", default=["type (99.9%)"], help="filters most units pass"
     )
     parser.add_argument("--firsts", type=int, default=5, help="whole reads timed per filter")
     parser.add_argument("--writes", type=int, default=10, help="units written between searches")
-    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
     args = parser.parse_args()
     with guard_database(args.size, args.data_root) as url:
         measure(

@@ -22,35 +22,26 @@ exact one, and the median ms.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
-import time
-from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import search_latency as bench  # bench/search_latency.py: the agent, its questions and filters
-from compare import DATA_ROOT, guard_database  # bench/compare.py: the guard's data
+from common import timed_call  # bench/common.py
+from compare import guard_arguments, guard_database  # bench/compare.py: the guard's data
 
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.retrieval.filters import Filters, compile_filters, vector_scope
 from memora.retrieval.keyword import KeywordIndex, or_query
-from memora.retrieval.types import SearchParams, SearchScope
+from memora.retrieval.types import SearchScope
 
 LIMIT = 50
-
-
-def _ms(call: Callable[[], Any]) -> tuple[Any, float]:
-    started = time.perf_counter()
-    found = call()
-    return found, (time.perf_counter() - started) * 1000
 
 
 def _exact(conn: Any, index: KeywordIndex, scope: SearchScope, stats: Any, filters: Filters) -> Any:
@@ -88,7 +79,7 @@ def measure(url: str, questions: list[str], filters: list[str], budget: int) -> 
     try:
         for name in filters:
             chosen = Filters.model_validate(bench.FILTER_SETS[name])
-            scope = SearchScope.of(SearchParams(agent_id=bench.AGENT, query="x", filters=chosen))
+            scope = bench.filter_scope(name)
             with pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
                 print(name, _filter(conn, scope, chosen, questions, budget), flush=True)
     finally:
@@ -113,13 +104,13 @@ def _filter(
         stats = index.stats(conn, scope.agent_key, index.terms(conn, question))
         if not stats.idf:
             continue
-        exact, ms = _ms(partial(_exact, conn, index, scope, stats, chosen))
+        exact, ms = timed_call(partial(_exact, conn, index, scope, stats, chosen))
         times["exact"].append(ms)
-        filtered, ms = _ms(
+        filtered, ms = timed_call(
             partial(index._filtered, conn, scope, stats=stats, limit=LIMIT, match_budget=budget)
         )
         times["filtered"].append(ms)
-        kept, ms = _ms(partial(held, stats))
+        kept, ms = timed_call(partial(held, stats))
         times["held"].append(ms)
         top_10, top_50 = {u for u, _ in exact[:10]}, {u for u, _ in exact}
         truth_10, truth_50 = truth_10 + len(top_10), truth_50 + len(top_50)
@@ -138,16 +129,11 @@ def _filter(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--questions", type=int, default=120)
-    parser.add_argument(
-        "--filters", nargs="+",
-        default=["scene (5%)", "speaker (5%)", "time (4%)", "tags any (10%)", "turn range (1%)"],
-        help="names in search_latency.FILTER_SETS",
-    )  # fmt: skip
+    parser = guard_arguments(
+        __doc__.split("\n\n")[0],
+        ["scene (5%)", "speaker (5%)", "time (4%)", "tags any (10%)", "turn range (1%)"],
+    )
     parser.add_argument("--match-budget", type=int, default=Settings().keyword_match_budget)
-    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
     args = parser.parse_args()
     with guard_database(args.size, args.data_root) as url:
         measure(url, bench.questions(args.questions), args.filters, args.match_budget)

@@ -72,7 +72,7 @@ from memora.infra.embedded import free_port
 from memora.nlp.embedding import Embedder
 from memora.retrieval import semantic
 from memora.retrieval.filters import Filters, compile_filters
-from memora.retrieval.types import SearchScope
+from memora.retrieval.types import SearchParams, SearchScope
 from memora.store import terms
 from services.cli.stack import Stack
 
@@ -107,6 +107,13 @@ FILTER_SETS: dict[str, dict[str, Any] | None] = {
     "tags any (10%)": {"tags": {"any": ["t3", "t7"]}},
     "time (4%)": {"time": {"start": "2023-06-01T00:00:00Z", "end": "2023-07-01T00:00:00Z"}},
 }
+
+
+def filter_scope(name: str, query: str = "x") -> SearchScope:
+    """The bench agent's search scope under the filter FILTER_SETS[name]."""
+    filters = FILTER_SETS[name]
+    chosen = Filters.model_validate(filters) if filters is not None else None
+    return SearchScope.of(SearchParams(agent_id=AGENT, query=query, filters=chosen))
 
 
 def metadata(i: int, speaker: str) -> dict[str, Any]:
