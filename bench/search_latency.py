@@ -32,6 +32,11 @@ every question runs unfiltered and with each filter of FILTER_SETS (from a categ
 one after the other in a rotating order, and each filter is reported with the median of its
 per-question ratios to the unfiltered search.
 
+`--conversation-turns N`: the memories are the turns of conversations N long, in order, a
+document each (as a chat platform's conversations are stored), so that what reads a unit's
+neighbours in its document (hydration's context signal) meets documents of that length; by
+default they belong to none.
+
 `--texts locomo`: each memory is one LoCoMo dev turn (`Speaker: text`; its embedding that
 turn's, blended with another's like the synthetic ones) and the questions are LoCoMo's, so a
 cross-encoder reranks candidates of real turn length. `--reranker cross-encoder` searches
@@ -141,9 +146,13 @@ def locomo_texts(path: Path) -> tuple[list[str], list[str]]:
     return turns, [qa["question"] for s in samples for qa in s["qa"]]
 
 
-def load(url: str, n: int, embedder: Embedder, texts: list[str], pair: bool, seed: int = 7) -> None:
+def load(
+    url: str, n: int, embedder: Embedder, texts: list[str], pair: bool, seed: int = 7,
+    turns: int = 0,
+) -> None:  # fmt: skip
     """N memories, links and entities for one agent, then the HNSW index. Each memory's text
-    is two sentences of `texts` (`pair`) or one, and its embedding blends two."""
+    is two sentences of `texts` (`pair`) or one, and its embedding blends two. With `turns`,
+    the memories are the turns of conversations that long, in order (a document each)."""
     rng = random.Random(seed)
     vectors = embedder.embed(texts)
     names = sorted({t.split()[0].rstrip(":") for t in texts})
@@ -165,7 +174,18 @@ def load(url: str, n: int, embedder: Embedder, texts: list[str], pair: bool, see
             for p in names
         }
         loading = time.monotonic()
-        columns = "id, agent_id, text, embedding, fact_type, event_date, mentioned_at, metadata"
+        chats = [
+            conn.execute(
+                "INSERT INTO documents (agent_id, document_id, content_hash, items, item_count)"
+                " VALUES (%s, %s, '', '[]', %s) RETURNING id",
+                (AGENT, f"chat-{c}", turns),
+            ).fetchone()["id"]  # type: ignore[index]
+            for c in range(-(-n // turns) if turns else 0)
+        ]
+        columns = (
+            "id, agent_id, text, embedding, fact_type, event_date, mentioned_at, metadata,"
+            " document_pk, item_index"
+        )
         with conn.cursor() as cur, cur.copy(f"COPY memory_units ({columns}) FROM STDIN") as copy:
             for i in range(n):
                 a, b = rng.randrange(len(texts)), rng.randrange(len(texts))
@@ -174,9 +194,11 @@ def load(url: str, n: int, embedder: Embedder, texts: list[str], pair: bool, see
                 when = start + timedelta(seconds=span * i / n)
                 meta = json.dumps(metadata(i, texts[a].split()[0].rstrip(":")))
                 text = f"{texts[a]} {texts[b]}" if pair else texts[a]
+                chat, turn = (chats[i // turns], i % turns) if turns else (None, 0)
                 copy.write_row(
-                    (ids[i], AGENT, text, vec / np.linalg.norm(vec), "world", when, when, meta)
-                )
+                    (ids[i], AGENT, text, vec / np.linalg.norm(vec), "world", when, when, meta,
+                     chat, turn)
+                )  # fmt: skip
         by_person: dict[str, list[int]] = {}
         for i in range(n):
             by_person.setdefault(texts[firsts[i]].split()[0].rstrip(":"), []).append(i)
@@ -388,6 +410,13 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--clients", type=int, default=1, help="concurrent clients")
     parser.add_argument("--trace-every", type=int, default=10)
+    parser.add_argument(
+        "--conversation-turns",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the memories as the turns of conversations N long (a document each; default: none)",
+    )
     args = parser.parse_args()  # fmt: skip
     backends: list[str] = args.cross_encoder_backend
     if args.clients > 1 and (args.row_security == "both" or len(backends) > 1):
@@ -426,7 +455,10 @@ def main() -> None:
         try:
             stack.start_infrastructure()
             started = time.monotonic()
-            load(settings.require_database_url(), n, embedder, texts, args.texts == "synthetic")
+            load(
+                settings.require_database_url(), n, embedder, texts, args.texts == "synthetic",
+                turns=args.conversation_turns,
+            )  # fmt: skip
             if args.inactive > 0:
                 with connect(settings.require_database_url()) as conn:
                     conn.execute(

@@ -131,11 +131,14 @@ def _wanted(p: SearchParams, c: Candidate) -> bool:
 
 
 # The units next to a unit in its document: the turns before and after it (or, in a
-# transcript item cut into several units, its neighbours within the item).
+# transcript item cut into several units, its neighbours within the item). Written as
+# equalities, so that both branches are ranges of (document_pk, item_index, seq): with
+# `abs(...) = 1` the index gave only the document, and each candidate read every unit of a
+# long conversation (a 5,000-turn document: 65 ms a search instead of 1.1).
 _NEXT_TO = """
     n.document_pk = m.document_pk AND n.id <> m.id AND n.embedding IS NOT NULL
-    AND ((n.item_index = m.item_index AND abs(n.seq - m.seq) = 1)
-         OR abs(n.item_index - m.item_index) = 1)
+    AND ((n.item_index = m.item_index AND n.seq IN (m.seq - 1, m.seq + 1))
+         OR n.item_index IN (m.item_index - 1, m.item_index + 1))
 """
 
 

@@ -1,0 +1,73 @@
+"""Hydration's context signal on real PostgreSQL (`fusion.hydrate`): a candidate's best
+similarity to the units next to it in its document, the turns before and after it and its
+neighbours within a transcript item cut into several units, and no other unit."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from psycopg.types.json import Jsonb
+
+from memora.retrieval import fusion
+from memora.retrieval.types import SearchScope
+from tests.integration.memory_support import unit_vector
+
+pytestmark = pytest.mark.integration
+
+DIM = 384
+START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def _document(conn: Any, agent_id: str, name: str) -> uuid.UUID:
+    row = conn.execute(
+        "INSERT INTO documents (agent_id, document_id, content_hash, items, item_count)"
+        " VALUES (%s, %s, 'x', %s, 0) RETURNING id",
+        (agent_id, name, Jsonb([])),
+    ).fetchone()
+    return row["id"]  # type: ignore[no-any-return]
+
+
+def test_the_context_signal_is_the_best_similarity_next_to_a_unit(
+    agent_conn: Any, agent_id: str
+) -> None:
+    conn = agent_conn
+    rng = np.random.default_rng(21)
+    query = unit_vector(rng.standard_normal(DIM))
+    chat, other = _document(conn, agent_id, "chat"), _document(conn, agent_id, "other")
+    # (document, item, seq): item 3 is one long turn cut into three units
+    places = [(chat, i, 0) for i in range(8) if i != 3] + [(chat, 3, s) for s in range(3)]
+    places += [(other, i, 0) for i in range(4)]  # item indexes next to the chat's: not its
+    units: dict[uuid.UUID, tuple[uuid.UUID, int, int, np.ndarray]] = {}
+    for n, (document, item, seq) in enumerate(places):
+        vector = unit_vector(rng.standard_normal(DIM) + rng.uniform(0, 2) * query)
+        unit = uuid.uuid4()
+        when = START + timedelta(minutes=n)
+        conn.execute(
+            "INSERT INTO memory_units (id, agent_id, document_pk, item_index, seq, text,"
+            " embedding, fact_type, event_date, mentioned_at) VALUES"
+            " (%s, %s, %s, %s, %s, 'turn', %s, 'world', %s, %s)",
+            (unit, agent_id, document, item, seq, vector, when, when),
+        )
+        units[unit] = (document, item, seq, vector)
+    conn.commit()
+
+    scope = SearchScope("default", agent_id, ("world",))
+    found = fusion.hydrate(
+        conn, scope, ids=list(units), vector=query, keyword=("(SELECT 0.0::float8 AS bm25)", {})
+    )
+    assert set(found) == set(units)
+    for unit, (document, item, seq, _) in units.items():
+        next_to = [
+            v
+            for other_unit, (d, i, s, v) in units.items()
+            if other_unit != unit
+            and d == document
+            and ((i == item and abs(s - seq) == 1) or abs(i - item) == 1)
+        ]
+        assert next_to  # every unit here has one
+        expected = max(float(v @ query) for v in next_to)
+        assert found[unit].neighbours == pytest.approx(expected, abs=1e-5), (item, seq)
