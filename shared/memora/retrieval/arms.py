@@ -147,17 +147,19 @@ def _links_passing(
     conn: Connection[Any], ids: list[str], *, fanout: int, failing: frozenset[str]
 ) -> dict[str, list[Edge[str]]]:
     """Each unit's strongest `fanout` links to units not in `failing` (few, under a broad
-    filter): from its strongest `fanout` + FAILING_SLACK links, read further (to FILTERED_SCAN
-    · fanout) for the units that had more failing than that among them."""
-    limit = fanout + FAILING_SLACK
+    filter), among its FILTERED_SCAN · fanout strongest, as `neighbours` keeps them: from its
+    strongest `fanout` + FAILING_SLACK links, read further for the units that had more
+    failing than that among them."""
+    most = FILTERED_SCAN * fanout
+    limit = min(fanout + FAILING_SLACK, most)
     found: dict[str, list[Edge[str]]] = {}
     short = []
     for source, edges in links(conn, ids, limit=limit).items():
         found[source] = [e for e in edges if e[0] not in failing][:fanout]
-        if len(found[source]) < fanout and len(edges) == limit:
+        if len(found[source]) < fanout and len(edges) == limit < most:
             short.append(source)
     if short:
-        for source, edges in links(conn, short, limit=FILTERED_SCAN * fanout).items():
+        for source, edges in links(conn, short, limit=most).items():
             found[source] = [e for e in edges if e[0] not in failing][:fanout]
     return {source: edges for source, edges in found.items() if edges}
 
