@@ -119,6 +119,41 @@ def test_failing_units_follow_every_change(agent_conn: Any, pool: Any, agent_id:
     assert failing.current(conn, talk) is None
 
 
+def test_a_broad_filter_in_use_is_read_whole_again_after_the_ttl(
+    agent_conn: Any, agent_id: str
+) -> None:
+    """A filter searched again and again is read whole once the TTL has passed since its last
+    whole read (each read of what changed refreshes the cache's own expiry): `current` then
+    has nothing, and the next search reads it (`wanted`), dropping units removed since."""
+    conn = agent_conn
+    rng = np.random.default_rng(19)
+    units = [
+        store_memory(conn, agent_id, unit_vector(rng.standard_normal(DIM)),
+                     START + timedelta(days=d), {"kind": "talk" if d else "note"}, "m")
+        for d in range(4)
+    ]  # fmt: skip
+    conn.commit()
+    failing = FailingUnits(1 << 20, 0.6)
+    talk = _scope(agent_id, {"kind": "talk"})
+    failing.wanted(talk)
+    assert failing.wanted(talk)
+    failing.load(conn, talk)
+    conn.execute("DELETE FROM memory_units WHERE id = %s", (units[0],))
+    conn.commit()
+    for _ in range(2):
+        time.sleep(0.25)
+        with conn.transaction():
+            assert failing.current(conn, talk) == {str(units[0])}  # removed: kept till then
+    time.sleep(0.25)
+    with conn.transaction():
+        assert failing.current(conn, talk) is None
+    assert failing.wanted(talk)
+    failing.load(conn, talk)
+    with conn.transaction():
+        assert failing.current(conn, talk) == frozenset()
+    assert failing.reads == {"whole": 2, "changes": 3}
+
+
 def test_links_kept_to_units_not_failing_match_the_check_by_key(
     inline_api: Any, pool: Any, agent_id: str
 ) -> None:

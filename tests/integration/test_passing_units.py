@@ -4,6 +4,7 @@ them up to date with what was written since, whatever changed."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -201,3 +202,22 @@ def test_a_filter_is_held_from_its_second_search(conn: Any, agent_id: str) -> No
     with conn.transaction():  # held, then more pass than may be ranked: no longer held
         assert passing.read(conn, even, 5) is None
     assert passing.count(even) is None and not passing.recurs(even)
+
+
+def test_a_filter_in_use_is_read_whole_again_after_the_ttl(conn: Any, agent_id: str) -> None:
+    """Each search's read of what changed refreshes an entry, which must not postpone its
+    whole read: a filter searched again and again is read whole once the TTL has passed
+    since its last whole read."""
+    rng = np.random.default_rng(17)
+    for day in range(6):
+        _memory(conn, agent_id, unit_vector(rng.standard_normal(DIM)), day)
+    conn.commit()
+    passing = PassingUnits(1 << 24, ttl=0.6)
+    scope = _scope(agent_id, EVEN)
+    with conn.transaction():
+        passing.read(conn, scope, 100)
+    for _ in range(3):  # 0.9 s in all, each read within the cache's own expiry of the last
+        time.sleep(0.3)
+        with conn.transaction():
+            assert passing.read(conn, scope, 100) is not None
+    assert passing.reads == {"whole": 2, "changes": 2}

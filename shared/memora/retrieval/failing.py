@@ -23,7 +23,8 @@ is an update, read as written.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import TTLCache
@@ -38,11 +39,12 @@ FAILING_CAP = 20_000  # a broad filter more units fail is checked by key, as bef
 
 @dataclass(frozen=True)
 class Failing:
-    """The units failing a filter (ids as text) and the xmin of the snapshot they were last
-    read in."""
+    """The units failing a filter (ids as text), the xmin of the snapshot they were last read
+    in, and when (`time.monotonic`) they were last read whole."""
 
     members: frozenset[str]
     horizon: int
+    whole_at: float = field(default_factory=time.monotonic)
 
     @property
     def nbytes(self) -> int:
@@ -50,9 +52,10 @@ class Failing:
 
     def merged(self, failing: list[str], passing: list[str], horizon: int) -> Failing:
         """With the units written since: those that fail added, those that pass taken out."""
-        if not failing and not passing:
-            return Failing(self.members, horizon)
-        return Failing((self.members - frozenset(passing)) | frozenset(failing), horizon)
+        members = self.members
+        if failing or passing:
+            members = (members - frozenset(passing)) | frozenset(failing)
+        return Failing(members, horizon, self.whole_at)
 
 
 class FailingUnits:
@@ -64,6 +67,7 @@ class FailingUnits:
         self, max_bytes: int, ttl: float, *, at_most: int = FAILING_CAP, filters_noted: int = 10_000
     ) -> None:
         self.at_most = at_most
+        self._ttl = ttl  # the cache's own expiry restarts with each refresh: not a whole read
         self._entries: TTLCache[tuple[Any, ...], Failing] = TTLCache(
             max(max_bytes, 1), ttl, getsizeof=lambda f: f.nbytes
         )
@@ -80,6 +84,10 @@ class FailingUnits:
         key = filter_key(scope)
         with self._lock:
             held = self._entries.get(key)
+            if held is not None and time.monotonic() - held.whole_at > self._ttl:
+                del self._entries[key]  # read whole again (`wanted`), removed units dropped
+                self._noted[key] = True
+                held = None
         if held is None:
             return None
         horizon, failing, passing = _read(conn, scope, since=held.horizon)

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
 
@@ -46,7 +47,8 @@ HALFVEC_HEADER = 4  # pgvector's binary form of a halfvec: dimensions and an unu
 class Passing:
     """The units passing a filter: their ids (text), their embeddings as unit vectors (one row
     each, in the ids' order), every id as one comma-separated text and as a set (what the
-    search's `Matching` takes), and the xmin of the snapshot they were last read in."""
+    search's `Matching` takes), the xmin of the snapshot they were last read in, and when
+    (`time.monotonic`) they were last read whole."""
 
     ids: tuple[str, ...]
     positions: dict[str, int]
@@ -54,6 +56,7 @@ class Passing:
     text: str
     members: frozenset[str]
     horizon: int
+    whole_at: float = field(default_factory=time.monotonic)
 
     @classmethod
     def read(cls, ids: Sequence[str], vectors: np.ndarray, horizon: int) -> Passing:
@@ -90,7 +93,7 @@ class Passing:
         """These units with `ids` (their unit vectors: `vectors`) added or, for an id already
         here, replaced, as read in a snapshot whose xmin was `horizon`."""
         if not ids:
-            return Passing(self.ids, self.positions, self.vectors, self.text, self.members, horizon)
+            return replace(self, horizon=horizon)
         new = [i for i, u in enumerate(ids) if u not in self.positions]
         merged = self.vectors
         if len(new) < len(ids):  # some re-embedded: their rows replaced in a copy
@@ -99,7 +102,7 @@ class Passing:
                 if unit in self.positions:
                     merged[self.positions[unit]] = vectors[i]
         if not new:
-            return Passing(self.ids, self.positions, merged, self.text, self.members, horizon)
+            return replace(self, vectors=merged, horizon=horizon)
         added = tuple(ids[i] for i in new)
         return Passing(
             self.ids + added,
@@ -108,6 +111,7 @@ class Passing:
             ",".join((self.text, *added)) if self.text else ",".join(added),
             self.members | frozenset(added),
             horizon,
+            self.whole_at,
         )
 
 
@@ -139,6 +143,7 @@ class PassingUnits:
         # the filters searched lately and not held: True, to be held from their next search;
         # False, more units passed than may be ranked exactly
         self._noted: TTLCache[tuple[Any, ...], bool] = TTLCache(filters_noted, ttl)
+        self._ttl = ttl  # the cache's own expiry restarts with each refresh: not a whole read
         self._lock = threading.Lock()
         self.reads = {"whole": 0, "changes": 0}  # how each filter's units were read, so far
 
@@ -167,7 +172,8 @@ class PassingUnits:
         with self._lock:
             held = self._entries.get(key)
         found: Passing | None = None
-        if held is not None:
+        fresh = held is not None and time.monotonic() - held.whole_at <= self._ttl
+        if held is not None and fresh:
             horizon, removed, ids, vectors = _read(conn, scope, since=held.horizon)
             if not removed:
                 found = held.merged(ids, vectors, horizon)
@@ -175,12 +181,12 @@ class PassingUnits:
         if found is None:
             horizon, _, ids, vectors = _read(conn, scope, cap=at_most + 1)
             found = Passing.read(ids, vectors, horizon)
-        if held is not None:
+        if fresh:
             metrics.FILTER_CACHE_READS.labels("changes").inc()
         if whole:
             metrics.FILTER_CACHE_READS.labels("whole").inc()
         with self._lock:
-            self.reads["changes"] += held is not None
+            self.reads["changes"] += fresh
             self.reads["whole"] += whole
             if found.count > at_most:
                 self._noted[key] = False  # ranked exactly by the database, if at all
