@@ -1,6 +1,8 @@
-"""Hydration's context signal on real PostgreSQL (`fusion.hydrate`): a candidate's best
-similarity to the units next to it in its document, the turns before and after it and its
-neighbours within a transcript item cut into several units, and no other unit."""
+"""Hydration on real PostgreSQL (`fusion.hydrate`): the context signal, a candidate's best
+similarity to the units next to it in its document (the turns before and after it and its
+neighbours within a transcript item cut into several units, and no other unit); and what its
+mentions say, whether it names an entity of the query and whether it names an answer of the
+kind the question asks for, checked against the rows in Python."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memora.retrieval import fusion
+from memora.retrieval.question import AnswerType
 from memora.retrieval.types import SearchScope
 from tests.integration.memory_support import unit_vector
 
@@ -71,3 +74,73 @@ def test_the_context_signal_is_the_best_similarity_next_to_a_unit(
         assert next_to  # every unit here has one
         expected = max(float(v @ query) for v in next_to)
         assert found[unit].neighbours == pytest.approx(expected, abs=1e-5), (item, seq)
+
+
+def _entity(conn: Any, agent_id: str, name: str, kind: str) -> uuid.UUID:
+    row = conn.execute(
+        "INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,"
+        " first_seen, last_seen) VALUES (%s, %s, %s, %s, now(), now()) RETURNING id",
+        (agent_id, name, name.lower(), kind),
+    ).fetchone()
+    return row["id"]  # type: ignore[no-any-return]
+
+
+NO_KEYWORD = ("(SELECT 0.0::float8 AS bm25)", {})
+
+
+def test_what_the_mentions_say_matches_the_rows(agent_conn: Any, agent_id: str) -> None:
+    conn = agent_conn
+    rng = np.random.default_rng(5)
+    kinds = {"Mel": "PERSON", "Caroline": "PERSON", "Paris": "LOCATION", "Acme": "ORGANIZATION"}
+    entities = {name: _entity(conn, agent_id, name, kind) for name, kind in kinds.items()}
+    # each unit: its speaker and the (entity, mention) pairs it names
+    said: list[tuple[str | None, list[tuple[str, str]]]] = [
+        ("Mel", [("Mel", "Mel")]),  # its speaker's own name: not an answer
+        ("Mel", [("Mel", "Mel"), ("Paris", "Paris")]),
+        ("Caroline", [("Acme", "Acme"), ("Caroline", "Caroline")]),
+        (None, [("Caroline", "Caroline")]),
+        ("Caroline", [("Paris", "Paris")]),
+        (None, []),
+        ("Mel", [("Caroline", "Caro"), ("Acme", "Acme Inc")]),
+    ]
+    units: dict[uuid.UUID, tuple[str | None, list[tuple[str, str]]]] = {}
+    for n, (speaker, mentions) in enumerate(said):
+        unit = uuid.uuid4()
+        when = START + timedelta(minutes=n)
+        conn.execute(
+            "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
+            " mentioned_at, metadata) VALUES (%s, %s, 'turn', %s, 'world', %s, %s, %s)",
+            (unit, agent_id, unit_vector(rng.standard_normal(DIM)), when, when,
+             Jsonb({"speaker": speaker} if speaker else {})),
+        )  # fmt: skip
+        for name, mention in mentions:
+            conn.execute(
+                "INSERT INTO unit_entities (unit_id, entity_id, mention) VALUES (%s, %s, %s)",
+                (unit, entities[name], mention),
+            )
+        units[unit] = (speaker, mentions)
+    conn.commit()
+
+    scope = SearchScope("default", agent_id, ("world",))
+    query = unit_vector(rng.standard_normal(DIM))
+    cases: list[tuple[list[str], frozenset[str]]] = [
+        ([], frozenset()),
+        (["Caroline"], frozenset()),
+        ([], frozenset({"LOCATION", "ORGANIZATION"})),
+        (["Mel"], frozenset({"PERSON"})),
+        (["Caroline", "Paris"], frozenset({"LOCATION", "PERSON"})),
+    ]
+    for named, types in cases:
+        found = fusion.hydrate(
+            conn, scope, ids=list(units), vector=query, keyword=NO_KEYWORD,
+            entity_ids=[entities[n] for n in named], answer=AnswerType(types),
+        )  # fmt: skip
+        assert set(found) == set(units)
+        for unit, (speaker, mentions) in units.items():
+            names = any(name in named for name, _ in mentions)
+            answers = any(
+                kinds[name] in types and name not in named and mention != speaker
+                for name, mention in mentions
+            )
+            assert found[unit].names_entity is names, (named, speaker, mentions)
+            assert found[unit].answer_type is answers, (types, speaker, mentions)
