@@ -144,9 +144,9 @@ _NEXT_TO = """
 
 # What a candidate's mentions say, from one index range of its own (a unit names a few
 # entities): whether one is a named entity, and whether one answers the kind of thing asked
-# for. One probe a candidate for both (two before: 0.2 ms a search; an EXISTS may be planned
-# as a hash of the named entities' every mention), none when the query names no entity and
-# asks for no kind of thing.
+# for. One probe a candidate for both (two before, 0.2 ms more a call when a kind is asked
+# for; an EXISTS may be planned as a hash of the named entities' every mention), none when
+# the query names no entity and asks for no kind of thing.
 _MENTIONS = """(
     SELECT bool_or(ue.entity_id = ANY(%(entities)s)) AS names_entity,
            bool_or(cardinality(%(answer_types)s::text[]) > 0
