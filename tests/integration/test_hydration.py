@@ -144,3 +144,40 @@ def test_what_the_mentions_say_matches_the_rows(agent_conn: Any, agent_id: str) 
             )
             assert found[unit].names_entity is names, (named, speaker, mentions)
             assert found[unit].answer_type is answers, (types, speaker, mentions)
+
+
+def test_each_candidate_has_its_own_access_count(agent_conn: Any, agent_id: str) -> None:
+    """Hydration reads `memory_access` for the shortlist only (the join bounded by its ids, so
+    that its plan does not hang on the table's statistics): a candidate with accesses gets
+    its count and last access, one without gets 0 and its creation, and the accesses of
+    units outside the shortlist change nothing."""
+    conn = agent_conn
+    rng = np.random.default_rng(8)
+    units = []
+    for n in range(12):
+        unit = uuid.uuid4()
+        when = START + timedelta(minutes=n)
+        conn.execute(
+            "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
+            " mentioned_at, created_at) VALUES (%s, %s, 'turn', %s, 'world', %s, %s, %s)",
+            (unit, agent_id, unit_vector(rng.standard_normal(DIM)), when, when, when),
+        )
+        units.append(unit)
+    accessed = {u: (n + 2, START + timedelta(days=n + 1)) for n, u in enumerate(units[::2])}
+    for unit, (count, last) in accessed.items():
+        conn.execute(
+            "INSERT INTO memory_access (unit_id, access_count, last_accessed_at)"
+            " VALUES (%s, %s, %s)",
+            (unit, count, last),
+        )
+    conn.commit()
+
+    shortlist = units[:8]  # the accesses of units[8] and units[10] are not asked for
+    found = fusion.hydrate(
+        conn, SearchScope("default", agent_id, ("world",)), ids=shortlist,
+        vector=unit_vector(rng.standard_normal(DIM)), keyword=NO_KEYWORD,
+    )  # fmt: skip
+    assert set(found) == set(shortlist)
+    for n, unit in enumerate(shortlist):
+        count, last = accessed.get(unit, (0, START + timedelta(minutes=n)))
+        assert (found[unit].access_count, found[unit].last_used) == (count, last), n
