@@ -147,10 +147,9 @@ def test_what_the_mentions_say_matches_the_rows(agent_conn: Any, agent_id: str) 
 
 
 def test_each_candidate_has_its_own_access_count(agent_conn: Any, agent_id: str) -> None:
-    """Hydration reads `memory_access` for the shortlist only (the join bounded by its ids, so
-    that its plan does not hang on the table's statistics): a candidate with accesses gets
-    its count and last access, one without gets 0 and its creation, and the accesses of
-    units outside the shortlist change nothing."""
+    """A candidate with accesses gets its count and last access from `memory_access`, one
+    without gets 0 and its creation, and the accesses of units outside the shortlist change
+    nothing."""
     conn = agent_conn
     rng = np.random.default_rng(8)
     units = []

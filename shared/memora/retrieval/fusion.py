@@ -182,9 +182,6 @@ def hydrate(
     numpy view each, not pgvector's objects), the metadata as text, parsed for the kept hits
     only (`Candidate.hit`)."""
     lateral, params = keyword
-    # memory_access is joined by the shortlist's ids too: searches fill it from empty, and on
-    # statistics from when it was smaller PostgreSQL compared each candidate with every row
-    # (100 × 800 rows: 7 ms a search until autovacuum analysed it; bounded, ~3)
     rows = conn.execute(
         f"""
         SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
@@ -195,8 +192,7 @@ def hydrate(
                coalesce(said.names_entity, false) AS names_entity,
                (%(answer_time)s AND m.occurred_start IS NOT NULL)
                OR coalesce(said.answer_entity, false) AS answer_type
-        FROM memory_units m LEFT JOIN memory_access a
-            ON a.unit_id = m.id AND a.unit_id = ANY(string_to_array(%(ids)s, ',')::uuid[])
+        FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
         LEFT JOIN LATERAL {lateral} kw ON true
         LEFT JOIN LATERAL {_MENTIONS} said ON true
         LEFT JOIN LATERAL (
