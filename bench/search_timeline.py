@@ -27,7 +27,11 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import search_latency as bench  # bench/search_latency.py: the agent and its questions
-from compare import DATA_ROOT, guard_database  # bench/compare.py: the guard's data
+from compare import (  # bench/compare.py: the guard's data
+    DATA_ROOT,
+    analyze_accesses,
+    guard_database,
+)
 
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
@@ -93,6 +97,7 @@ def run(url: str, searches: int) -> None:
     try:
         for question in questions[:20]:
             retriever.search(SearchParams(agent_id=bench.AGENT, query=question))
+        analyze_accesses(url)
         gc.freeze()
         totals: list[float] = []
         per_search: list[dict[str, list[Span]]] = []
@@ -130,8 +135,8 @@ def report(
           f"process CPU {cpu_ms:.1f} ms a search")  # fmt: skip
     print(f"{'step':20s} {'searches':>8s} {'start':>7s} {'end':>7s} {'busy':>7s} {'calls':>5s}")
     for name, rows in sorted(steps.items(), key=lambda kv: statistics.median(r[0] for r in kv[1])):
-        start, end, busy, calls = (statistics.median(r[i] for r in rows) for i in range(4))
-        print(f"{name:20s} {len(rows):8d} {start:7.2f} {end:7.2f} {busy:7.2f} {calls:5.0f}")
+        start, end, busy, count = (statistics.median(r[i] for r in rows) for i in range(4))
+        print(f"{name:20s} {len(rows):8d} {start:7.2f} {end:7.2f} {busy:7.2f} {count:5.0f}")
     print("\nslowest searches (ms), each with its five longest steps:")
     for i in sorted(range(len(totals)), key=lambda i: -totals[i])[:10]:
         longest = sorted(
