@@ -13,6 +13,7 @@ from uuid import UUID
 
 import numpy as np
 from psycopg import Connection
+from psycopg.rows import tuple_row
 
 from memora.basics.config import Settings
 from memora.db.pool import Pool
@@ -182,8 +183,10 @@ def hydrate(
     numpy view each, not pgvector's objects), the metadata as text, parsed for the kept hits
     only (`Candidate.hit`)."""
     lateral, params = keyword
-    rows = conn.execute(
-        f"""
+    rows = (
+        conn.cursor(row_factory=tuple_row)
+        .execute(
+            f"""
         SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
                m.occurred_end, m.metadata::text AS metadata, vector_send(m.embedding) AS embedding,
                coalesce(a.access_count, 0) AS access_count,
@@ -201,37 +204,44 @@ def hydrate(
         WHERE m.id = ANY(string_to_array(%(ids)s, ',')::uuid[])
           AND {scope_where("m", status_where("m", window))}
         """,
-        {
-            **params,
-            **scope.params,
-            **(window.params if window is not None else {}),
-            "v": vector,
-            "ids": ",".join(map(str, ids)),  # one text: a list is dumped id by id
-            "entities": list(entity_ids),
-            "answer_types": sorted(answer.entity_types),
-            "answer_time": answer.time,
-        },
-        binary=True,
-    ).fetchall()
-    return {
-        r["id"]: Candidate(
-            id=r["id"],
-            text=r["text"],
-            context=r["context"],
-            fact_type=r["fact_type"],
-            event_date=r["event_date"],
-            occurred_start=r["occurred_start"],
-            occurred_end=r["occurred_end"],
-            metadata_json=r["metadata"] or "{}",
-            access_count=int(r["access_count"]),
-            embedding=np.frombuffer(r["embedding"], ">f4", offset=4).astype(np.float32),
-            keyword=float(r["bm25"]),
-            neighbours=float(r["context_sim"]),
-            importance=float(r["importance"]),
-            category=r["category"],
-            last_used=r["last_used"],
-            names_entity=bool(r["names_entity"]),
-            answer_type=bool(r["answer_type"]),
+            {
+                **params,
+                **scope.params,
+                **(window.params if window is not None else {}),
+                "v": vector,
+                "ids": ",".join(map(str, ids)),  # one text: a list is dumped id by id
+                "entities": list(entity_ids),
+                "answer_types": sorted(answer.entity_types),
+                "answer_time": answer.time,
+            },
+            binary=True,
         )
-        for r in rows
-    }
+        .fetchall()
+    )
+    # tuples, unpacked in the SELECT's order: a dict a row cost 0.15 ms of CPU a call (1.23 → 1.08)
+    return {
+        unit: Candidate(
+            id=unit,
+            text=text,
+            context=context,
+            fact_type=fact_type,
+            event_date=event_date,
+            occurred_start=occurred_start,
+            occurred_end=occurred_end,
+            metadata_json=metadata or "{}",
+            access_count=int(access_count),
+            embedding=np.frombuffer(embedding, ">f4", offset=4).astype(np.float32),
+            keyword=float(bm25),
+            neighbours=float(context_sim),
+            importance=float(importance),
+            category=category,
+            last_used=last_used,
+            names_entity=bool(names_entity),
+            answer_type=bool(answer_type),
+        )
+        for (
+            unit, text, context, fact_type, event_date, occurred_start, occurred_end, metadata,
+            embedding, access_count, importance, category, last_used, bm25, context_sim,
+            names_entity, answer_type,
+        ) in rows
+    }  # fmt: skip
