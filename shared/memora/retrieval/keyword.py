@@ -33,6 +33,7 @@ from uuid import UUID
 
 from cachetools import TTLCache
 from psycopg import Connection
+from psycopg.rows import tuple_row
 
 from memora.retrieval.filters import BROAD_SHARE, NO_FILTER, Where
 from memora.retrieval.types import SearchScope
@@ -209,20 +210,24 @@ class KeywordIndex:
                 WHERE EXISTS (SELECT 1 FROM memory_search
                               WHERE memory_search.unit_id = b.id {where.sql})
                 ORDER BY b.bm25 DESC, b.id LIMIT %(limit)s"""
-        rows = conn.execute(
-            best,
-            {
-                **self._params(stats),
-                "budget": match_budget,
-                "agent": scope.agent_key,
-                "types": list(scope.fact_types),
-                "best": count,
-                "limit": limit,
-                **where.params,
-            },
-            prepare=where.prepare,
-        ).fetchall()
-        return [(r["id"], float(r["bm25"])) for r in rows]
+        rows = (
+            conn.cursor(row_factory=tuple_row)  # (id, bm25) tuples: no dict a row
+            .execute(
+                best,
+                {
+                    **self._params(stats),
+                    "budget": match_budget,
+                    "agent": scope.agent_key,
+                    "types": list(scope.fact_types),
+                    "best": count,
+                    "limit": limit,
+                    **where.params,
+                },
+                prepare=where.prepare,
+            )
+            .fetchall()
+        )
+        return [(unit, float(bm25)) for unit, bm25 in rows]
 
     def _filtered(
         self,

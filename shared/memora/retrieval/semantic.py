@@ -15,6 +15,7 @@ from uuid import UUID
 
 import numpy as np
 from psycopg import Connection
+from psycopg.rows import tuple_row
 
 from memora.basics.models import FACT_TYPES
 from memora.retrieval.failing import FailingUnits
@@ -136,17 +137,19 @@ def nearest(
         ORDER BY m.embedding <=> %(v)s::halfvec LIMIT %(limit)s
         """
     params = {"v": vector, "limit": limit, **scope.params, **where.params}
+    # (id, sim) tuples: no dict a row
     if first is None or not where.sql:
-        rows = conn.execute(sql, params, prepare=where.prepare).fetchall()
+        cursor = conn.cursor(row_factory=tuple_row)
+        rows = cursor.execute(sql, params, prepare=where.prepare).fetchall()
     else:
         # a cursor: the server stops after the first rows and sends them (a plain query's
         # rows would wait in its output buffer until the end)
-        with conn.cursor(name="semantic_walk") as walk:
+        with conn.cursor(name="semantic_walk", row_factory=tuple_row) as walk:
             walk.execute(sql, params)
             rows = walk.fetchmany(first_count)
-            first([(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity])
+            first([(i, float(sim)) for i, sim in rows if sim >= min_similarity])
             rows += walk.fetchall()
-    found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
+    found = [(i, float(sim)) for i, sim in rows if sim >= min_similarity]
     return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
 
 
