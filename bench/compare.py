@@ -109,8 +109,7 @@ class Side:
     def sql(self, query: str) -> list[dict[str, Any]]:
         assert self.postgres is not None
         with psycopg.connect(self.postgres.url, autocommit=True, row_factory=dict_row) as conn:
-            cursor = conn.execute(query)
-            return cursor.fetchall() if cursor.description else []
+            return conn.execute(query).fetchall()
 
     def top_statements(self, count: int) -> None:
         """The statements that took the database's time since the warm-up, per search."""
@@ -363,8 +362,8 @@ def analyze_accesses(url: str, wait: float = 5.0) -> None:
     then, and under row-level security PostgreSQL expects 0.5 % of its rows to pass: hydration
     compared each of its 100 candidates with every access row (~7 ms a search at 800 rows)
     until autovacuum analysed the table, which came within a run's first minute or not at
-    all. A database in use has its statistics; the first minute of a new one is measured
-    apart (docs/benchmarks.md, thirteenth round)."""
+    all. A database in use has its statistics; a new one's first minute without them is not
+    measured here (docs/benchmarks.md, thirteenth round)."""
     deadline = time.monotonic() + wait
     with psycopg.connect(url, autocommit=True) as conn:
         while not conn.execute("SELECT 1 FROM memory_access LIMIT 1").fetchone():
