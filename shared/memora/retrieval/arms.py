@@ -84,7 +84,7 @@ def links(
         if where.sql
         else ""
     )
-    strongest = "ORDER BY l.weight DESC, l.to_unit"
+    strongest = "ORDER BY l.weight DESC, l.to_unit, l.link_type"
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(
@@ -100,7 +100,7 @@ def links(
                     WHERE from_unit = f.id AND NOT EXISTS (
                         SELECT 1 FROM memory_units x WHERE x.id = to_unit AND x.status <> 'active'
                     )  -- the few inactive units: a small partial index
-                    ORDER BY weight DESC, to_unit LIMIT %(limit)s
+                    ORDER BY weight DESC, to_unit, link_type LIMIT %(limit)s
                 ) l {check}
             ) a
             WHERE a.targets IS NOT NULL
