@@ -274,6 +274,11 @@ class Settings(BaseSettings):
     # filter's are kept before they are read whole again (in between: what changed)
     filter_cache_mb: int = 256
     filter_cache_ttl_seconds: float = 600.0
+    # the memory links of the agents searched that a query process keeps in memory (in all;
+    # 0: none, graph retrieval reads PostgreSQL), and how long an agent's are kept before they
+    # are read whole again (in between: what changed)
+    graph_cache_mb: int = 256
+    graph_cache_ttl_seconds: float = 600.0
     # what the semantic signal compares a unit with when the query names entities
     entity_relevance: Literal["query", "mentions", "about"] = "mentions"
     temporal_seed_similarity: float = 0.4

@@ -224,6 +224,14 @@ FILTER_CACHE_READS = Counter(
     ["read"],
     namespace=NAMESPACE,
 )
+GRAPH_CACHE_READS = Counter(
+    "graph_cache_reads",
+    "Reads of the agents' memory links a query process holds (memora.retrieval.held_links): "
+    "whole (in the background: an agent's first search, after a removal, after the TTL) or "
+    "changes (what was written since, on each unfiltered search)",
+    ["read"],
+    namespace=NAMESPACE,
+)
 FILTER_FAILING_READS = Counter(
     "filter_failing_reads",
     "Reads of the units failing a broad filter that a query process holds "

@@ -23,6 +23,7 @@ from psycopg.rows import tuple_row
 from memora.nlp.temporal import QueryTimeRange
 from memora.retrieval.filters import NO_FILTER, Matching, Where, in_time_range, vector_scope
 from memora.retrieval.graph import Edge, SpreadSettings, spread_activation
+from memora.retrieval.held_links import STRONGEST, AgentLinks
 from memora.retrieval.mentions import MentionSignatures, query_signature
 from memora.retrieval.scoring import temporal_closeness
 from memora.retrieval.semantic import EXACT_SCAN_MAX, exact_scan, plan_scan
@@ -41,11 +42,13 @@ def graph_walk(
     fanout: int,
     spread: SpreadSettings,
     matching: Matching,
+    held: AgentLinks | None = None,
 ) -> list[tuple[UUID, float]]:
     """The graph retriever: spreading activation from the entry points (ids as text) over the
     units that pass the search's filters, most active first. For a broad filter each unit is
     checked as it comes up for exploration, otherwise (and when the units failing a broad filter
-    are known) each step's links are kept to the units that pass (see `neighbours`)."""
+    are known) each step's links are kept to the units that pass (see `neighbours`). Without
+    filters, `held` (the agent's links in memory, up to date) gives the links when there."""
     where = scope.where
     if matching.broad and matching.failing is None:  # broad: for filtered searches only
         found = spread_activation(
@@ -56,6 +59,8 @@ def graph_walk(
             admit=lambda ids: passing(conn, ids, where=where, known=matching.known),
             fanout=fanout,
         )
+    elif held is not None and not where.sql:
+        found = spread_activation(entry, lambda ids: held.links(ids, fanout), budget, spread)
     else:
         found = spread_activation(
             entry,
@@ -84,7 +89,7 @@ def links(
         if where.sql
         else ""
     )
-    strongest = "ORDER BY l.weight DESC, l.to_unit, l.link_type"
+    strongest = STRONGEST
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(

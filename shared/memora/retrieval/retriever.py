@@ -37,6 +37,7 @@ from memora.retrieval.cross_encoder import PairScorer
 from memora.retrieval.failing import FailingUnits
 from memora.retrieval.filters import Matching
 from memora.retrieval.graph import SpreadSettings
+from memora.retrieval.held_links import AgentLinks, HeldLinks
 from memora.retrieval.keyword import KeywordIndex, TermStats, broad_count
 from memora.retrieval.mentions import MentionSignatures
 from memora.retrieval.passing import PassingUnits
@@ -86,6 +87,12 @@ class Retriever:
         self.passing = PassingUnits(held - held // 8, ttl) if held > 0 else None
         self.failing = FailingUnits(held // 8, ttl) if held > 0 else None
         self._background = ThreadPoolExecutor(1, thread_name_prefix="memora-filter-read")
+        # the links of the agents searched, read in the background
+        self.links = (
+            HeldLinks(pool, settings.graph_cache_mb << 20, settings.graph_cache_ttl_seconds)
+            if settings.graph_cache_mb > 0
+            else None
+        )
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
         self.spread = SpreadSettings.from_settings(settings)
         self.rerankers = Rerankers(settings)
@@ -103,6 +110,8 @@ class Retriever:
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._graph_executor.shutdown(wait=True, cancel_futures=True)
         self._background.shutdown(wait=True, cancel_futures=True)
+        if self.links is not None:
+            self.links.close()
         self.access.close()
         self.rerankers.close()
 
@@ -325,6 +334,12 @@ class Retriever:
                 if not at_most:
                     matching.settled.set()  # a walk: who passes is not learned
                 narrow_walk = bool(scope.where.sql) and not at_most and not matching.broad
+                # the agent's links held here, brought up to date while the query is embedded
+                links = (
+                    self.links.current(conn, scope.tenant_id, scope.agent_key)
+                    if self.links is not None and not scope.where.sql
+                    else None
+                )
                 vector = query.result()
                 nearest = _timed(
                     "semantic",
@@ -338,7 +353,9 @@ class Retriever:
                 )  # fmt: skip
                 matching.settled.set()
                 if not early:
-                    return nearest, self._graph(scope, nearest.ranked, matching, budget, conn)
+                    return nearest, self._graph(
+                        scope, nearest.ranked, matching, budget, conn, links
+                    )
             return nearest, early[0].result()
         finally:  # also when the above failed: the retrievers waiting on them go on
             matching.planned.set()
@@ -369,9 +386,11 @@ class Retriever:
         matching: Matching,
         budget: int,
         conn: Connection[Any] | None = None,
+        held: AgentLinks | None = None,
     ) -> ArmResult:
         """Graph retrieval from the nearest units (the semantic retriever's, best first), on
-        `conn` or a pooled connection of its own, exploring at most `budget` units."""
+        `conn` or a pooled connection of its own, exploring at most `budget` units; over
+        `held`, the agent's links in memory, when there (unfiltered searches)."""
         if conn is None:
             with self.pool.tenant_connection(scope.tenant_id) as own:
                 return self._graph(scope, nearest, matching, budget, own)
@@ -384,7 +403,7 @@ class Retriever:
             "graph",
             lambda: arms.graph_walk(
                 conn, scope, entry=entry, budget=budget, fanout=s.graph_fanout,
-                spread=self.spread, matching=matching,
+                spread=self.spread, matching=matching, held=held,
             ),
         )  # fmt: skip
         if not entry:

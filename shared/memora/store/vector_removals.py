@@ -1,6 +1,8 @@
 """The agents' vector removals (`vector_removals`, migration 0024_vector_changes): one row per
 agent a statement took a searchable vector away from, or changed a filter column of, with its
-transaction's id. A reader needs only an agent's latest, so the older ones are dropped."""
+transaction's id; and the tenants' link removals (`link_removals`, 0026_link_changes): one row
+per tenant a statement deleted links of or brought a unit back to active in. A reader needs
+only the latest of each, so the older ones are dropped."""
 
 from __future__ import annotations
 
@@ -20,4 +22,15 @@ def compact(conn: Connection[Any], agent_key: str | None) -> int:
                            WHERE w.agent_id = v.agent_id)
         """,
         {"agent": agent_key},
+    ).rowcount
+
+
+def compact_links(conn: Connection[Any]) -> int:
+    """Keep only the latest link removal of each tenant; the rows dropped."""
+    return conn.execute(
+        """
+        DELETE FROM link_removals v
+        WHERE v.removed < (SELECT max(w.removed) FROM link_removals w
+                           WHERE w.tenant_id = v.tenant_id)
+        """
     ).rowcount

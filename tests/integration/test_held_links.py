@@ -1,0 +1,160 @@
+"""The agents' links held in the query service (`memora.retrieval.held_links`) on real
+PostgreSQL: after the background read and through every kind of change (links added or
+strengthened, a unit forgotten, a unit back to active, links deleted), each unit's strongest
+links are those the database's read (`arms.links`) gives, and the changes that add are taken
+in place while those that remove make the search read the database until a new read."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memora.retrieval import arms
+from memora.retrieval.held_links import AgentLinks, HeldLinks
+from tests.conftest import wait_until
+from tests.integration.memory_support import unit_vector
+
+pytestmark = pytest.mark.integration
+
+DIM = 384
+TYPES = ["temporal", "semantic", "entity", "causes", "explicit"]
+TENANT = "default"
+
+
+def _add_units(conn: Any, agent_id: str, rng: np.random.Generator, n: int) -> list[str]:
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    units = [str(uuid.uuid4()) for _ in range(n)]
+    for i, unit in enumerate(units):
+        when = start + timedelta(minutes=i)
+        conn.execute(
+            "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
+            " mentioned_at) VALUES (%s, %s, 'turn', %s, 'world', %s, %s)",
+            (unit, agent_id, unit_vector(rng.standard_normal(DIM)), when, when),
+        )
+    return units
+
+
+def _link(conn: Any, rng: np.random.Generator, sources: list[str], targets: list[str]) -> None:
+    """Links from each source to a dozen targets, weights from a few values (ties), a third of
+    the targets by two types with one weight; an existing link keeps the stronger weight."""
+    for source in sources:
+        for target in rng.choice(targets, size=min(12, len(targets)), replace=False):
+            if target == source:
+                continue
+            weight = float(np.float32(rng.choice([0.3, 0.55, 0.8123, 1.0, 2.5])))
+            for kind in rng.choice(TYPES, size=1 + int(rng.random() < 1 / 3), replace=False):
+                conn.execute(
+                    "INSERT INTO memory_links (from_unit, to_unit, link_type, weight)"
+                    " VALUES (%s, %s, %s, %s) ON CONFLICT (from_unit, to_unit, link_type)"
+                    " DO UPDATE SET weight = GREATEST(memory_links.weight, EXCLUDED.weight)",
+                    (source, str(target), str(kind), weight),
+                )
+    conn.commit()
+
+
+def _current(held: HeldLinks, pool: Any, agent_id: str) -> AgentLinks:
+    def read() -> AgentLinks | None:
+        with pool.tenant_connection(TENANT, autocommit=True) as conn:
+            return held.current(conn, TENANT, agent_id)
+
+    found: AgentLinks = wait_until(read, timeout=30, interval=0.05)
+    return found
+
+
+def _assert_as_database(links: AgentLinks, pool: Any, units: list[str]) -> None:
+    ids = [*units, str(uuid.uuid4())]  # and one unknown
+    with pool.tenant_connection(TENANT, autocommit=True) as conn:
+        for limit in (1, 2, 5, 12, 40):
+            assert links.links(ids, limit) == arms.links(conn, ids, limit=limit), limit
+
+
+def test_held_links_stay_the_database_links_through_changes(
+    pool: Any, agent_conn: Any, agent_id: str
+) -> None:
+    conn, rng = agent_conn, np.random.default_rng(29)
+    units = _add_units(conn, agent_id, rng, 40)
+    _link(conn, rng, units[:30], units)
+    inactive = units[34:]
+    conn.execute("UPDATE memory_units SET status = 'forgotten' WHERE id = ANY(%s)", (inactive,))
+    conn.commit()
+    held = HeldLinks(pool, 64 << 20, 600)
+    try:
+        with pool.tenant_connection(TENANT, autocommit=True) as read:
+            assert held.current(read, TENANT, agent_id) is None  # read in the background
+        first = _current(held, pool, agent_id)
+        assert first.inactive == frozenset(inactive)
+        _assert_as_database(first, pool, units)
+
+        # new units linked both ways, old links strengthened: taken in place
+        new = _add_units(conn, agent_id, rng, 5)
+        _link(conn, rng, new + units[:10], units + new)
+        assert _current(held, pool, agent_id) is first
+        assert first.changed
+        _assert_as_database(first, pool, units + new)
+
+        # a unit forgotten: read again, meanwhile the database
+        conn.execute("UPDATE memory_units SET status = 'forgotten' WHERE id = %s", (units[0],))
+        conn.commit()
+        again = _current(held, pool, agent_id)
+        assert again is not first
+        _assert_as_database(again, pool, units + new)
+
+        # a unit back to active (the links to it count again): read again
+        conn.execute("UPDATE memory_units SET status = 'active' WHERE id = %s", (inactive[0],))
+        conn.commit()
+        restored = _current(held, pool, agent_id)
+        assert restored is not again
+        assert inactive[0] not in restored.inactive
+        _assert_as_database(restored, pool, units + new)
+        again = restored
+
+        # links deleted: read again
+        conn.execute("DELETE FROM memory_links WHERE from_unit = %s", (units[1],))
+        conn.commit()
+        last = _current(held, pool, agent_id)
+        assert last is not again
+        assert units[1] not in last.links([units[1]], 40)
+        _assert_as_database(last, pool, units + new)
+    finally:
+        held.close()
+
+
+def test_an_agent_larger_than_the_cache_is_not_held(
+    pool: Any, agent_conn: Any, agent_id: str
+) -> None:
+    conn, rng = agent_conn, np.random.default_rng(7)
+    units = _add_units(conn, agent_id, rng, 20)
+    _link(conn, rng, units, units)
+    held = HeldLinks(pool, 1024, 600)  # smaller than any agent's links
+    try:
+        with pool.tenant_connection(TENANT, autocommit=True) as read:
+            assert held.current(read, TENANT, agent_id) is None
+            wait_until(lambda: not held._reading, timeout=30, interval=0.05)
+            assert held.current(read, TENANT, agent_id) is None
+            assert not held._reading  # not read again
+    finally:
+        held.close()
+
+
+def test_link_removals_keep_each_tenants_latest(pool: Any, agent_conn: Any, agent_id: str) -> None:
+    from memora.store import vector_removals
+
+    conn, rng = agent_conn, np.random.default_rng(3)
+    units = _add_units(conn, agent_id, rng, 6)
+    _link(conn, rng, units, units)
+    for unit in units[:3]:  # three statements, three rows
+        conn.execute("DELETE FROM memory_links WHERE from_unit = %s", (unit,))
+        conn.commit()
+    latest = conn.execute(
+        "SELECT max(removed) AS m FROM link_removals WHERE tenant_id = %s", (TENANT,)
+    ).fetchone()["m"]
+    vector_removals.compact_links(conn)
+    conn.commit()
+    rows = conn.execute(
+        "SELECT removed FROM link_removals WHERE tenant_id = %s", (TENANT,)
+    ).fetchall()
+    assert [r["removed"] for r in rows] == [latest]
