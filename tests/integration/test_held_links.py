@@ -158,3 +158,29 @@ def test_link_removals_keep_each_tenants_latest(pool: Any, agent_conn: Any, agen
         "SELECT removed FROM link_removals WHERE tenant_id = %s", (TENANT,)
     ).fetchall()
     assert [r["removed"] for r in rows] == [latest]
+
+
+def test_filtered_walks_keep_the_held_links_as_the_databases(
+    pool: Any, agent_conn: Any, agent_id: str
+) -> None:
+    """Under a filter whose passing units are known (an exact scan) or whose failing ones are
+    (a broad filter held), each unit's strongest `fanout` links to passing units come from the
+    held links as from the database's (the failing ones' read further where many fail)."""
+    from memora.retrieval.filters import Matching, Where
+    from memora.retrieval.held_links import read_whole
+
+    conn, rng = agent_conn, np.random.default_rng(11)
+    units = _add_units(conn, agent_id, rng, 40)
+    _link(conn, rng, units, units)
+    where = Where(sql="AND true")  # a filter, checked here against the sets below
+    with pool.tenant_connection(TENANT, autocommit=True) as read:
+        held = read_whole(read, agent_id)
+        for kept in (frozenset(units[::3]), frozenset(units[: len(units) // 2])):
+            for fanout in (1, 2, 4, 8):
+                for matching in (Matching(complete=kept), Matching(failing=kept)):
+                    assert arms.neighbours(
+                        read, units, fanout=fanout, where=where, matching=matching,
+                        read=held.links,
+                    ) == arms.neighbours(
+                        read, units, fanout=fanout, where=where, matching=matching
+                    ), (fanout, matching.complete is None)  # fmt: skip

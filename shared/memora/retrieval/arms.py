@@ -10,7 +10,7 @@ every retriever applies), and the search's metadata filters (`scope.where`, comp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -47,28 +47,38 @@ def graph_walk(
     """The graph retriever: spreading activation from the entry points (ids as text) over the
     units that pass the search's filters, most active first. For a broad filter each unit is
     checked as it comes up for exploration, otherwise (and when the units failing a broad filter
-    are known) each step's links are kept to the units that pass (see `neighbours`). Without
-    filters, `held` (the agent's links in memory, up to date) gives the links when there."""
+    are known) each step's links are kept to the units that pass (see `neighbours`). `held`
+    (the agent's links in memory, up to date) gives the links when there, but for a check of
+    the filter in the links' query."""
     where = scope.where
+    read = held.links if held is not None else _reader(conn)
     if matching.broad and matching.failing is None:  # broad: for filtered searches only
         found = spread_activation(
             entry,
-            lambda ids: links(conn, ids, limit=FILTERED_SCAN * fanout),
+            lambda ids: read(ids, FILTERED_SCAN * fanout),
             budget,
             spread,
             admit=lambda ids: passing(conn, ids, where=where, known=matching.known),
             fanout=fanout,
         )
-    elif held is not None and not where.sql:
-        found = spread_activation(entry, lambda ids: held.links(ids, fanout), budget, spread)
     else:
         found = spread_activation(
             entry,
-            lambda ids: neighbours(conn, ids, fanout=fanout, where=where, matching=matching),
+            lambda ids: neighbours(
+                conn, ids, fanout=fanout, where=where, matching=matching, read=read
+            ),
             budget,
             spread,
         )
     return [(UUID(node), activation) for node, activation in found]
+
+
+# each unit's strongest `limit` links to active units: `links` without a filter, or the held ones
+ReadLinks = Callable[[list[str], int], dict[str, list[Edge[str]]]]
+
+
+def _reader(conn: Connection[Any]) -> ReadLinks:
+    return lambda ids, limit: links(conn, ids, limit=limit)
 
 
 def links(
@@ -129,27 +139,29 @@ def neighbours(
     fanout: int,
     where: Where = NO_FILTER,
     matching: Matching | None = None,
+    read: ReadLinks | None = None,
 ) -> dict[str, list[Edge[str]]]:
     """Each unit's strongest `fanout` links; with filters, its strongest `fanout` to units
     that pass them, among its FILTERED_SCAN · fanout strongest links: checked against
     `matching.complete` (every unit that passes, known after an exact scan) or
     `matching.failing` (every unit that fails a broad filter, when held), else in the links'
-    query."""
+    query. `read`: where the unfiltered links come from (the held ones), by default `links`."""
+    read = read or _reader(conn)
     if not where.sql:
-        return links(conn, ids, limit=fanout)
+        return read(ids, fanout)
     keep = matching.complete if matching is not None else None
     failing = matching.failing if matching is not None else None
     if keep is None and failing is not None:
-        return _links_passing(conn, ids, fanout=fanout, failing=failing)
+        return _links_passing(read, ids, fanout=fanout, failing=failing)
     if keep is None:
         found = links(conn, ids, limit=FILTERED_SCAN * fanout, where=where)
         return {s: edges[:fanout] for s, edges in found.items()}
-    found = links(conn, ids, limit=FILTERED_SCAN * fanout)
+    found = read(ids, FILTERED_SCAN * fanout)
     return {s: [e for e in edges if e[0] in keep][:fanout] for s, edges in found.items()}
 
 
 def _links_passing(
-    conn: Connection[Any], ids: list[str], *, fanout: int, failing: frozenset[str]
+    read: ReadLinks, ids: list[str], *, fanout: int, failing: frozenset[str]
 ) -> dict[str, list[Edge[str]]]:
     """Each unit's strongest `fanout` links to units not in `failing` (few, under a broad
     filter), among its FILTERED_SCAN · fanout strongest, as `neighbours` keeps them: from its
@@ -159,12 +171,12 @@ def _links_passing(
     limit = min(fanout + FAILING_SLACK, most)
     found: dict[str, list[Edge[str]]] = {}
     short = []
-    for source, edges in links(conn, ids, limit=limit).items():
+    for source, edges in read(ids, limit).items():
         found[source] = [e for e in edges if e[0] not in failing][:fanout]
         if len(found[source]) < fanout and len(edges) == limit < most:
             short.append(source)
     if short:
-        for source, edges in links(conn, short, limit=most).items():
+        for source, edges in read(short, most).items():
             found[source] = [e for e in edges if e[0] not in failing][:fanout]
     return {source: edges for source, edges in found.items() if edges}
 

@@ -44,6 +44,8 @@ STRONGEST = "ORDER BY l.weight DESC, l.to_unit, l.link_type"
 # the binary COPY of (source row, target row, type code, weight): a header of 19 bytes, then
 # each row its field count (int2) and each field its length (int4) and value, big-endian
 COPY_HEADER, COPY_TRAILER = 19, 2
+UNIT_BYTES = 168  # a unit: its id's str, its dict entry, its offset
+LINK_BYTES = 10  # a link: target (int32), type (int16), weight (float32)
 ROW = np.dtype(
     [("n", ">i2"), ("l1", ">i4"), ("source", ">i4"), ("l2", ">i4"), ("target", ">i4"),
      ("l3", ">i4"), ("type", ">i2"), ("l4", ">i4"), ("weight", ">f4")]
@@ -72,7 +74,7 @@ class AgentLinks:
     @property
     def nbytes(self) -> int:
         arrays = self.offsets.nbytes + self.targets.nbytes + self.types.nbytes
-        return int(arrays + self.weights.nbytes) + 160 * len(self.ids)  # an id: str, dict entry
+        return int(arrays + self.weights.nbytes) + UNIT_BYTES * len(self.ids)
 
     def links(self, units: Sequence[str], limit: int) -> dict[str, list[Edge[str]]]:
         """Each unit's strongest `limit` links to active units, as `arms.links` reads them;
@@ -155,11 +157,13 @@ class HeldLinks:
         tenant_id, agent_key = key
         try:
             with self.pool.tenant_connection(tenant_id, autocommit=True) as conn:
-                links = read_whole(conn, agent_key)
-            metrics.GRAPH_CACHE_READS.labels("whole").inc()
+                fits = estimated_bytes(conn, agent_key) <= self.max_bytes
+                links = read_whole(conn, agent_key) if fits else None
+            if links is not None:
+                metrics.GRAPH_CACHE_READS.labels("whole").inc()
             with self._lock:
-                if links.nbytes > self.max_bytes:
-                    self._too_large[key] = True
+                if links is None or links.nbytes > self.max_bytes:
+                    self._too_large[key] = True  # until the TTL: the searches read PostgreSQL
                     self._entries.pop(key, None)
                 else:
                     with suppress(ValueError):
@@ -169,6 +173,16 @@ class HeldLinks:
         finally:
             with self._lock:
                 self._reading.discard(key)
+
+
+def estimated_bytes(conn: Connection[Any], agent_key: str) -> int:
+    """What the agent's links would take here, from its units and the table's statistics (its
+    share of the units times the links there are), before a read that costs seconds: at 1M
+    memories ~18M links, ~320 MB."""
+    row = conn.execute(_SIZE, {"agent": agent_key}, prepare=False).fetchone()
+    assert row is not None
+    units, links = (float(v) for v in (row["units"], row["links"]))
+    return int(UNIT_BYTES * units + LINK_BYTES * links)
 
 
 def read_whole(conn: Connection[Any], agent_key: str) -> AgentLinks:
@@ -248,6 +262,15 @@ _UNITS = """
                      FROM memory_links l JOIN memory_units s ON s.id = l.from_unit
                      WHERE s.agent_id = %(agent)s), '{}')
     FROM memory_units u WHERE u.agent_id = %(agent)s
+"""
+# The agent's units and its estimated links: its share of all units times the links' count in
+# the statistics.
+_SIZE = """
+    SELECT n.units, n.units / greatest(
+               (SELECT reltuples FROM pg_class WHERE oid = 'memory_units'::regclass), n.units, 1)
+           * greatest((SELECT reltuples FROM pg_class WHERE oid = 'memory_links'::regclass), 0)
+           AS links
+    FROM (SELECT count(*)::float8 AS units FROM memory_units WHERE agent_id = %(agent)s) n
 """
 # Every link of the agent's units: the rows of its source and target in the ids' order, its
 # type's code and its weight, in binary.

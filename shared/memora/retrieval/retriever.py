@@ -316,8 +316,14 @@ class Retriever:
         ef_search = min(1000, max(64, 2 * limit, budget))
         early: list[Future[ArmResult]] = []
 
+        links: AgentLinks | None = None  # the agent's held links, once brought up to date
+
         def start_graph(first: list[tuple[UUID, float]]) -> None:
-            early.append(self._graph_executor.submit(self._graph, scope, first, matching, budget))
+            early.append(
+                self._graph_executor.submit(
+                    self._graph, scope, first, matching, budget, None, links
+                )
+            )
 
         # a filter searched before is ranked from the units held in this process
         recurs = bool(scope.where.sql) and self.passing is not None and self.passing.recurs(scope)
@@ -335,11 +341,8 @@ class Retriever:
                     matching.settled.set()  # a walk: who passes is not learned
                 narrow_walk = bool(scope.where.sql) and not at_most and not matching.broad
                 # the agent's links held here, brought up to date while the query is embedded
-                links = (
-                    self.links.current(conn, scope.tenant_id, scope.agent_key)
-                    if self.links is not None and not scope.where.sql
-                    else None
-                )
+                if self.links is not None:
+                    links = self.links.current(conn, scope.tenant_id, scope.agent_key)
                 vector = query.result()
                 nearest = _timed(
                     "semantic",
@@ -390,10 +393,10 @@ class Retriever:
     ) -> ArmResult:
         """Graph retrieval from the nearest units (the semantic retriever's, best first), on
         `conn` or a pooled connection of its own, exploring at most `budget` units; over
-        `held`, the agent's links in memory, when there (unfiltered searches)."""
+        `held`, the agent's links in memory, when there."""
         if conn is None:
             with self.pool.tenant_connection(scope.tenant_id) as own:
-                return self._graph(scope, nearest, matching, budget, own)
+                return self._graph(scope, nearest, matching, budget, own, held)
         s = self.settings
         entry = {
             str(i): 1.0 for i, sim in nearest[: s.graph_entry_points]
