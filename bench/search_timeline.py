@@ -38,6 +38,7 @@ from memora.db.pool import make_pool
 from memora.nlp.embedding import embedder_for
 from memora.retrieval import arms, fusion, semantic
 from memora.retrieval import retriever as retriever_module
+from memora.retrieval.held_links import AgentLinks
 from memora.retrieval.retriever import Retriever
 from memora.retrieval.types import SearchParams
 
@@ -50,6 +51,7 @@ STEPS: list[tuple[Any, str]] = [
     (semantic, "nearest"),
     (Retriever, "_graph"),
     (arms, "links"),
+    (AgentLinks, "links"),  # the held links (same step name: the graph's reads of links)
     (Retriever, "_entity_units"),
     (Retriever, "_temporal"),
     (Retriever, "_history"),
@@ -97,6 +99,8 @@ def run(url: str, searches: int) -> None:
     try:
         for question in questions[:20]:
             retriever.search(SearchParams(agent_id=bench.AGENT, query=question))
+        while retriever.links is not None and retriever.links.reading:
+            time.sleep(0.1)  # the agent's links, read in the background on its first search
         analyze_accesses(url)
         gc.freeze()
         totals: list[float] = []

@@ -133,9 +133,9 @@ def test_an_agent_larger_than_the_cache_is_not_held(
     try:
         with pool.tenant_connection(TENANT, autocommit=True) as read:
             assert held.current(read, TENANT, agent_id) is None
-            wait_until(lambda: not held._reading, timeout=30, interval=0.05)
+            wait_until(lambda: not held.reading, timeout=30, interval=0.05)
             assert held.current(read, TENANT, agent_id) is None
-            assert not held._reading  # not read again
+            assert not held.reading  # not read again
     finally:
         held.close()
 

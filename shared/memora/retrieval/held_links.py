@@ -122,6 +122,12 @@ class HeldLinks:
     def close(self) -> None:
         self._reader.shutdown(wait=True, cancel_futures=True)
 
+    @property
+    def reading(self) -> bool:
+        """Whether an agent's links are being read (for benchmarks that wait for them)."""
+        with self._lock:
+            return bool(self._reading)
+
     def current(self, conn: Connection[Any], tenant_id: str, agent_key: str) -> AgentLinks | None:
         """The agent's links as they stand in `conn`'s snapshot, or None when they are not held
         (then they are read in the background) or a removal since means they are read again."""
