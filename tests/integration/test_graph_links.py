@@ -6,33 +6,23 @@ types and the stored weights exactly, at most `limit` of them."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pytest
 
 from memora.retrieval import arms
-from tests.integration.memory_support import unit_vector
+from tests.integration.memory_support import add_turns
 
 pytestmark = pytest.mark.integration
 
-DIM = 384
 TYPES = ["temporal", "semantic", "entity", "causes", "explicit"]
 
 
 def test_links_are_the_strongest_to_active_units(agent_conn: Any, agent_id: str) -> None:
     conn = agent_conn
     rng = np.random.default_rng(13)
-    start = datetime(2024, 1, 1, tzinfo=UTC)
-    units = [uuid.uuid4() for _ in range(30)]
-    for n, unit in enumerate(units):
-        when = start + timedelta(minutes=n)
-        conn.execute(
-            "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
-            " mentioned_at) VALUES (%s, %s, 'turn', %s, 'world', %s, %s)",
-            (unit, agent_id, unit_vector(rng.standard_normal(DIM)), when, when),
-        )
+    units = [uuid.UUID(u) for u in add_turns(conn, agent_id, rng, 30)]
     inactive = set(units[25:])
     conn.execute(
         "UPDATE memory_units SET status = 'forgotten' WHERE id = ANY(%s)", (list(inactive),)

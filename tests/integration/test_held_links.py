@@ -7,7 +7,6 @@ in place while those that remove make the search read the database until a new r
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -16,26 +15,12 @@ import pytest
 from memora.retrieval import arms
 from memora.retrieval.held_links import AgentLinks, HeldLinks
 from tests.conftest import wait_until
-from tests.integration.memory_support import unit_vector
+from tests.integration.memory_support import add_turns
 
 pytestmark = pytest.mark.integration
 
-DIM = 384
 TYPES = ["temporal", "semantic", "entity", "causes", "explicit"]
 TENANT = "default"
-
-
-def _add_units(conn: Any, agent_id: str, rng: np.random.Generator, n: int) -> list[str]:
-    start = datetime(2024, 1, 1, tzinfo=UTC)
-    units = [str(uuid.uuid4()) for _ in range(n)]
-    for i, unit in enumerate(units):
-        when = start + timedelta(minutes=i)
-        conn.execute(
-            "INSERT INTO memory_units (id, agent_id, text, embedding, fact_type, event_date,"
-            " mentioned_at) VALUES (%s, %s, 'turn', %s, 'world', %s, %s)",
-            (unit, agent_id, unit_vector(rng.standard_normal(DIM)), when, when),
-        )
-    return units
 
 
 def _link(conn: Any, rng: np.random.Generator, sources: list[str], targets: list[str]) -> None:
@@ -76,7 +61,7 @@ def test_held_links_stay_the_database_links_through_changes(
     pool: Any, agent_conn: Any, agent_id: str
 ) -> None:
     conn, rng = agent_conn, np.random.default_rng(29)
-    units = _add_units(conn, agent_id, rng, 40)
+    units = add_turns(conn, agent_id, rng, 40)
     _link(conn, rng, units[:30], units)
     inactive = units[34:]
     conn.execute("UPDATE memory_units SET status = 'forgotten' WHERE id = ANY(%s)", (inactive,))
@@ -90,7 +75,7 @@ def test_held_links_stay_the_database_links_through_changes(
         _assert_as_database(first, pool, units)
 
         # new units linked both ways, old links strengthened: taken in place
-        new = _add_units(conn, agent_id, rng, 5)
+        new = add_turns(conn, agent_id, rng, 5)
         _link(conn, rng, new + units[:10], units + new)
         assert _current(held, pool, agent_id) is first
         assert first.changed
@@ -127,7 +112,7 @@ def test_an_agent_larger_than_the_cache_is_not_held(
     pool: Any, agent_conn: Any, agent_id: str
 ) -> None:
     conn, rng = agent_conn, np.random.default_rng(7)
-    units = _add_units(conn, agent_id, rng, 20)
+    units = add_turns(conn, agent_id, rng, 20)
     _link(conn, rng, units, units)
     held = HeldLinks(pool, 1024, 600)  # smaller than any agent's links
     try:
@@ -144,7 +129,7 @@ def test_link_removals_keep_each_tenants_latest(pool: Any, agent_conn: Any, agen
     from memora.store import vector_removals
 
     conn, rng = agent_conn, np.random.default_rng(3)
-    units = _add_units(conn, agent_id, rng, 6)
+    units = add_turns(conn, agent_id, rng, 6)
     _link(conn, rng, units, units)
     for unit in units[:3]:  # three statements, three rows
         conn.execute("DELETE FROM memory_links WHERE from_unit = %s", (unit,))
@@ -170,7 +155,7 @@ def test_filtered_walks_keep_the_held_links_as_the_databases(
     from memora.retrieval.held_links import read_whole
 
     conn, rng = agent_conn, np.random.default_rng(11)
-    units = _add_units(conn, agent_id, rng, 40)
+    units = add_turns(conn, agent_id, rng, 40)
     _link(conn, rng, units, units)
     where = Where(sql="AND true")  # a filter, checked here against the sets below
     with pool.tenant_connection(TENANT, autocommit=True) as read:
