@@ -276,7 +276,7 @@ class Settings(BaseSettings):
     filter_cache_ttl_seconds: float = 600.0
     # the memory links of the agents searched that a query process keeps in memory (in all;
     # 0: none, graph retrieval reads PostgreSQL), and how long an agent's are kept before they
-    # are read whole again (in between: what changed)
+    # are read whole again (in between, each search reads what changed)
     graph_cache_mb: int = 256
     graph_cache_ttl_seconds: float = 600.0
     # what the semantic signal compares a unit with when the query names entities

@@ -228,7 +228,7 @@ GRAPH_CACHE_READS = Counter(
     "graph_cache_reads",
     "Reads of the agents' memory links a query process holds (memora.retrieval.held_links): "
     "whole (in the background: an agent's first search, after a removal, after the TTL) or "
-    "changes (what was written since, on each unfiltered search)",
+    "changes (what was written since, on each search)",
     ["read"],
     namespace=NAMESPACE,
 )
