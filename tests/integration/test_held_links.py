@@ -169,3 +169,29 @@ def test_filtered_walks_keep_the_held_links_as_the_databases(
                     ) == arms.neighbours(
                         read, units, fanout=fanout, where=where, matching=matching
                     ), (fanout, matching.complete is None)  # fmt: skip
+
+
+def test_a_failed_read_is_not_tried_again_on_every_search(
+    pool: Any, agent_conn: Any, agent_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memora.retrieval import held_links
+
+    conn, rng = agent_conn, np.random.default_rng(5)
+    units = add_turns(conn, agent_id, rng, 10)
+    _link(conn, rng, units, units)
+    reads: list[str] = []
+
+    def failing(_conn: Any, agent_key: str) -> AgentLinks:
+        reads.append(agent_key)
+        raise RuntimeError("the read failed")
+
+    monkeypatch.setattr(held_links, "read_whole", failing)
+    held = HeldLinks(pool, 64 << 20, 600)
+    try:
+        with pool.tenant_connection(TENANT, autocommit=True) as read:
+            for _ in range(3):
+                assert held.current(read, TENANT, agent_id) is None
+                wait_until(lambda: not held.reading, timeout=30, interval=0.05)
+        assert reads == [agent_id]  # once, then the searches read PostgreSQL until the TTL
+    finally:
+        held.close()

@@ -99,7 +99,6 @@ def links(
         if where.sql
         else ""
     )
-    strongest = STRONGEST
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(
@@ -107,9 +106,9 @@ def links(
             SELECT f.id::text, a.targets, a.types, a.weights
             FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) AS f(id)
             CROSS JOIN LATERAL (  -- one unit's links, aggregated apart: no grouping of all
-                SELECT array_agg(l.to_unit::text {strongest}) AS targets,
-                       array_agg(l.link_type {strongest}) AS types,
-                       array_agg(l.weight::float8 {strongest}) AS weights
+                SELECT array_agg(l.to_unit::text {STRONGEST}) AS targets,
+                       array_agg(l.link_type {STRONGEST}) AS types,
+                       array_agg(l.weight::float8 {STRONGEST}) AS weights
                 FROM (
                     SELECT to_unit, link_type, weight FROM memory_links
                     WHERE from_unit = f.id AND NOT EXISTS (

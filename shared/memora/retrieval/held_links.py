@@ -110,12 +110,13 @@ class HeldLinks:
     least recently used go first), each read whole again after `ttl` seconds."""
 
     def __init__(self, pool: Pool, max_bytes: int, ttl: float) -> None:
-        self.pool, self.max_bytes, self.ttl = pool, max_bytes, ttl
+        self.pool, self.max_bytes = pool, max_bytes
         self._entries: TTLCache[tuple[str, str], AgentLinks] = TTLCache(
             max(max_bytes, 1), ttl, getsizeof=lambda e: max(e.nbytes, 1)
         )
         self._reading: set[tuple[str, str]] = set()
-        self._too_large: TTLCache[tuple[str, str], bool] = TTLCache(10_000, ttl)
+        # agents not read again until the TTL: larger than the cache, or their read failed
+        self._not_held: TTLCache[tuple[str, str], bool] = TTLCache(10_000, ttl)
         self._lock = threading.Lock()
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="memora-links-read")
 
@@ -150,7 +151,7 @@ class HeldLinks:
 
     def _read_later(self, key: tuple[str, str]) -> None:
         with self._lock:
-            if key in self._reading or key in self._too_large:
+            if key in self._reading or key in self._not_held:
                 return
             self._reading.add(key)
         try:
@@ -169,13 +170,15 @@ class HeldLinks:
                 metrics.GRAPH_CACHE_READS.labels("whole").inc()
             with self._lock:
                 if links is None or links.nbytes > self.max_bytes:
-                    self._too_large[key] = True  # until the TTL: the searches read PostgreSQL
+                    self._not_held[key] = True  # the searches read PostgreSQL
                     self._entries.pop(key, None)
                 else:
                     with suppress(ValueError):
                         self._entries[key] = links
-        except Exception:  # the searches go on reading the database; a later one tries again
+        except Exception:  # the searches go on reading the database, not one read a search
             log.exception("reading an agent's memory links")
+            with self._lock:
+                self._not_held[key] = True
         finally:
             with self._lock:
                 self._reading.discard(key)
