@@ -50,8 +50,10 @@ def test_write_api_exports_the_last_heartbeat(
         settings.model_copy(update={"broker_url": redis_url, "metrics_cache_seconds": 0}), pool=pool
     )
     with TestClient(app) as api:
-        before = _gauge(api)  # 0 in a fresh process; older runs' stamps otherwise
-        stamp = record_beat_heartbeat(client, now=time.time() - 5)
+        # 0 in a fresh process, else the last stamp an earlier test's heartbeat left (seconds
+        # ago, or a moment from now): this one comes after it
+        before = _gauge(api)
+        stamp = record_beat_heartbeat(client, now=max(time.time() - 5, before + 1))
         assert beat_heartbeat(client) == stamp
         assert _gauge(api) == pytest.approx(stamp) and stamp > before
         client.delete(BEAT_HEARTBEAT_KEY)  # a flushed broker: the last stamp stays, and ages

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +42,13 @@ CHROMIUM = os.environ.get("MEMORA_TEST_CHROMIUM", "/usr/bin/chromium")
 # Screenshots go to a temporary folder unless MEMORA_UI_SCREENSHOTS names one (docs/ui.md):
 # a test run leaves the checkout as it found it.
 SHOTS = Path(os.environ.get("MEMORA_UI_SCREENSHOTS") or tempfile.mkdtemp(prefix="memora-ui-"))
+BROWSER_LOG = Path(tempfile.mkdtemp(prefix="memora-chromium-")) / "chromium.log"
+# Headless Chromium's renderer has died under the loaded suite, rarely and for no reason found
+# (three times in CI by 27 Nov 2026, "Target crashed", on pages that worked the run before;
+# "Page crashed" when Playwright was waiting on the page):
+# such a test runs once more, on agents of its own (`attempt`), and prints what is known of it.
+KERNEL_NOTES = re.compile(r"oom|killed process|segfault", re.IGNORECASE)
+RERUN_ON_CRASH = pytest.mark.flaky(reruns=1, only_rerun=["Target crashed", "Page crashed"])
 ADMIN_KEY = "ui-admin-key-0123456789"
 AGENT = "support-bot"
 
@@ -68,10 +79,17 @@ ITEMS = [
 
 
 def _chromium(playwright: Any) -> Any:
-    """Headless Chromium as CI machines usually run it: no GPU, shared memory in /tmp. (A page
-    crashed twice in loaded suites, "Target crashed"; the cause is not known.)"""
+    """Headless Chromium as CI machines usually run it: no GPU, shared memory in /tmp; its log
+    in BROWSER_LOG (a page's crash prints what that log and the kernel say, `_page`)."""
     return playwright.chromium.launch(
-        executable_path=CHROMIUM, headless=True, args=["--disable-gpu", "--disable-dev-shm-usage"]
+        executable_path=CHROMIUM,
+        headless=True,
+        args=[
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--enable-logging",
+            f"--log-file={BROWSER_LOG}",
+        ],
     )
 
 
@@ -82,7 +100,20 @@ def _page(playwright: Any, errors: list[str]) -> tuple[Any, Any]:
     page = browser.new_page(viewport={"width": 1440, "height": 900})
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("crash", lambda _: _report_crash())
     return browser, page
+
+
+def _report_crash() -> None:
+    """What is known of a renderer that died (Playwright then raises "Target crashed"; the
+    test runs once more, `RERUN_ON_CRASH`): the browser's log and the kernel's lines on killed
+    or faulting processes, to the test's captured output."""
+    lines = [x for x in BROWSER_LOG.read_text(errors="replace").splitlines() if "dbus" not in x]
+    print("renderer crashed; the browser's log ends:", *lines[-20:], sep="\n", file=sys.stderr)
+    with suppress(OSError, subprocess.SubprocessError):
+        kernel = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
+        notes = [x for x in kernel.splitlines() if KERNEL_NOTES.search(x)]
+        print("the kernel's last notes:", *notes[-10:], sep="\n", file=sys.stderr)
 
 
 def _fact(item: int, text: str, kind: str, entities: list[tuple[str, str]], **extra: Any) -> Any:
@@ -173,8 +204,16 @@ def ui_stack(
         yield stack
 
 
-def _ingest(base: str, document_id: str) -> str:
-    body = {"agent_id": AGENT, "items": ITEMS, "document_id": document_id}
+@pytest.fixture
+def attempt(request: pytest.FixtureRequest) -> str:
+    """The end of a test's agents' names: "" on its first run, "-2" on its rerun after a renderer
+    crash (`RERUN_ON_CRASH`), so that a rerun starts on agents of its own."""
+    run = getattr(request.node, "execution_count", 1)
+    return "" if run == 1 else f"-{run}"
+
+
+def _ingest(base: str, agent: str, document_id: str) -> str:
+    body = {"agent_id": agent, "items": ITEMS, "document_id": document_id}
     response = httpx.post(f"{base}/api/memories/batch", json=body, timeout=30)
     assert response.status_code == 200, response.text
     return str(response.json()["operation_id"])
@@ -188,13 +227,13 @@ def _final_status(base: str, op_id: str) -> str:
     return str(wait_until(finished, 120, 0.5))
 
 
-def _forget_and_restore(base: str, text: str) -> None:
-    graph = httpx.get(f"{base}/api/graph", params={"agent_id": AGENT, "q": text}, timeout=10)
+def _forget_and_restore(base: str, agent: str, text: str) -> None:
+    graph = httpx.get(f"{base}/api/graph", params={"agent_id": agent, "q": text}, timeout=10)
     [unit] = [n for n in graph.json()["nodes"] if text in n["label"].lower()]
     memory = {"memory_id": unit["id"], "reason": "checked twice"}
-    forgotten = httpx.post(f"{base}/api/agents/{AGENT}/forget", json=memory, timeout=30)
+    forgotten = httpx.post(f"{base}/api/agents/{agent}/forget", json=memory, timeout=30)
     assert forgotten.status_code == 200, forgotten.text
-    url = f"{base}/api/agents/{AGENT}/memories/{unit['id']}"
+    url = f"{base}/api/agents/{agent}/memories/{unit['id']}"
     assert httpx.post(f"{url}/restore", timeout=30).json()["restored"] is True
     assert [e["event"] for e in httpx.get(url, timeout=10).json()["history"]] == [
         "forgotten",
@@ -202,14 +241,17 @@ def _forget_and_restore(base: str, text: str) -> None:
     ]
 
 
-def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
+@RERUN_ON_CRASH
+def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI, attempt: str) -> None:
     s = ui_stack.settings
     base = f"http://{s.host}:{s.port}"
+    agent = AGENT + attempt
+    fake_llm.reset()
     fake_llm.always(Reply(ANSWER), when=MARKER)
-    assert _final_status(base, _ingest(base, "storm-chat")) == "completed"
+    assert _final_status(base, _ingest(base, agent, "storm-chat")) == "completed"
     fake_llm.reset()
     fake_llm.always(BROKEN, when=MARKER)  # the LLM answers nonsense: the next ingest fails
-    failed_id = _ingest(base, "hosting-chat")
+    failed_id = _ingest(base, agent, "hosting-chat")
     assert _final_status(base, failed_id) == "failed"
     SHOTS.mkdir(parents=True, exist_ok=True)
 
@@ -219,7 +261,7 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
 
         # Agents, with counts and documents
         page.goto(f"{base}/")
-        row = page.locator(f'#agents-table tr[data-agent="{AGENT}"]')
+        row = page.locator(f'#agents-table tr[data-agent="{agent}"]')
         row.wait_for()
         assert row.locator("td").nth(1).inner_text() == "6"  # memories
         assert row.locator("td").nth(4).inner_text() == "1"  # failed operations
@@ -234,7 +276,7 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
         assert counts["units"] == 6 and counts["entities"] >= 5 and counts["edges"] > 6, counts
         assert counts["drawn"]
         # forgotten and restored through the README's port: the panel shows its history
-        _forget_and_restore(base, "storm knocked out power")
+        _forget_and_restore(base, agent, "storm knocked out power")
         page.evaluate(
             "() => window.memoraUI.graph.cy.nodes('[kind = \"unit\"]')"
             ".filter(n => n.data('label').includes('Porto'))[0].emit('tap')"
@@ -352,12 +394,14 @@ def _deliberate(message: str) -> bool:
     return message.startswith("Failed to load resource: the server responded with a status of 422")
 
 
-def test_user_control_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> None:
+@RERUN_ON_CRASH
+def test_user_control_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI, attempt: str) -> None:
     """Edit a memory (a new version; history kept), forget and restore it from its panel; open a
     conversation, edit one message and delete another; every change checked through the API."""
     s = ui_stack.settings
     base = f"http://{s.host}:{s.port}"
-    agent_url = f"{base}/api/agents/{CONTROL_AGENT}"
+    control, first = CONTROL_AGENT + attempt, AGENT + attempt
+    agent_url = f"{base}/api/agents/{control}"
     fake_llm.reset()
     fake_llm.always(Reply(TRIP_FACTS), when=MARKER)
     messages = [
@@ -370,17 +414,17 @@ def test_user_control_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> 
     assert r.status_code == 202, r.text
     assert _final_status(base, r.json()["operation_id"]) == "completed"
     listed = httpx.get(f"{base}/api/graph/agents", timeout=10).json()["agents"]
-    if AGENT not in {a["agent_id"] for a in listed}:  # this test alone: the agent it opens on
-        assert _final_status(base, _ingest(base, "storm-chat")) == "completed"
+    if first not in {a["agent_id"] for a in listed}:  # this test alone: the agent it opens on
+        assert _final_status(base, _ingest(base, first, "storm-chat")) == "completed"
     SHOTS.mkdir(parents=True, exist_ok=True)
 
     errors: list[str] = []
     with sync_playwright() as p:
         browser, page = _page(p, errors)
         page.on("dialog", lambda d: d.accept())  # "Forget this memory?", "Delete message?"
-        page.add_init_script(f"({SLOW_FIRST_AGENT})({json.dumps([AGENT])})")
+        page.add_init_script(f"({SLOW_FIRST_AGENT})({json.dumps([first])})")
         page.goto(f"{base}/")
-        page.locator(f'#agents-table tr[data-agent="{CONTROL_AGENT}"]').click()
+        page.locator(f'#agents-table tr[data-agent="{control}"]').click()
         page.locator("#documents-list li", has_text="trip-chat").wait_for()
         page.wait_for_timeout(1500)  # AGENT's list has come back by now, and was dropped
         assert page.locator("#documents-list li", has_text="trip-chat").count() == 1
@@ -461,7 +505,7 @@ def test_user_control_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI) -> 
 
 @pytest.fixture()
 def bench_results(
-    settings: Settings, pool: Any, fake_llm: FakeOpenAI, tmp_path: Path
+    settings: Settings, pool: Any, fake_llm: FakeOpenAI, tmp_path: Path, attempt: str
 ) -> Iterator[tuple[str, Path]]:
     """A stack (in-process, pipeline inline) whose results folder holds a LoCoMo run through
     think and the judge (`memora bench --out`); and a LongMemEval run's file outside it."""
@@ -483,15 +527,16 @@ def bench_results(
     with topology(s, pool, Pipeline(s, pool)) as t:
         for args in (
             ["locomo", str(DATA / "locomo_tiny.json"), "--use-think", "--out",
-             str(folder / "locomo-think.json"), "--agent-prefix", "ui-locomo-"],
+             str(folder / "locomo-think.json"), "--agent-prefix", f"ui-locomo{attempt}-"],
             ["longmemeval", str(DATA / "longmemeval_tiny.json"), "--out",
-             str(tmp_path / "lme.json"), "--agent-prefix", "ui-lme-"],
+             str(tmp_path / "lme.json"), "--agent-prefix", f"ui-lme{attempt}-"],
         ):  # fmt: skip
             done = CliRunner().invoke(app, ["bench", *args, "--base-url", t.url], env=env)
             assert done.exit_code == 0, done.output
         yield t.url, tmp_path / "lme.json"
 
 
+@RERUN_ON_CRASH
 def test_results_page_in_a_real_browser(bench_results: tuple[str, Path]) -> None:
     base, uploaded = bench_results
     errors: list[str] = []
