@@ -13,7 +13,10 @@ and the bench's questions, in process under row-level security, each call timed 
   units holding the rarest terms (at most the match budget of them, the newest), each scored;
 - "held": the unfiltered best (`KeywordIndex.best`: each term's strongest postings), as many
   as the filter's share needs for 50 and a quarter more, kept to the units that pass, which
-  the query service knows once it holds the filter's units (`memora.retrieval.passing`).
+  the query service knows once it holds the filter's units (`memora.retrieval.passing`);
+- "passing": each term's strongest postings among the units that pass (the held units' ids
+  checked inside the postings' index scan, the budget counting passing postings only), their
+  exact weights summed: the unfiltered best's way, kept to the filter.
 
 Per way: recall@10 and recall@50 of the exact top 50 (the share of the exact list's units a
 way found, micro-averaged over questions), the questions whose list came out shorter than the
@@ -93,12 +96,34 @@ def _filter(
     members, units = _passing(conn, scope)
     count = math.ceil(1.25 * LIMIT * units / max(len(members), 1))  # a quarter more
 
+    passing_ids = ",".join(sorted(members))
+
+    def passing(stats: Any) -> list[tuple[UUID, float]]:
+        params = index._params(stats)
+        rows = conn.execute(
+            """
+            SELECT p.unit_id AS id, sum(t.idf * p.tf * (%(k1)s + 1) / (p.tf + %(k1)s
+                       * (1 - %(b)s + %(b)s * p.dl / %(avgdl)s))) AS bm25
+            FROM unnest(%(terms)s::text[], %(idf)s::float8[]) AS t(lexeme, idf)
+            CROSS JOIN LATERAL (
+                SELECT unit_id, tf, dl FROM memory_postings
+                WHERE agent_id = %(agent)s AND lexeme = t.lexeme AND fact_type = ANY(%(types)s)
+                  AND unit_id = ANY(string_to_array(%(ids)s, ',')::uuid[])
+                ORDER BY impact DESC, event_date DESC LIMIT %(budget)s
+            ) p
+            GROUP BY p.unit_id ORDER BY bm25 DESC, p.unit_id LIMIT %(limit)s""",
+            {**params, "agent": scope.agent_key, "types": list(scope.fact_types), "ids": passing_ids,
+             "budget": budget, "limit": LIMIT},
+            prepare=False,
+        ).fetchall()  # fmt: skip
+        return [(r["id"], float(r["bm25"])) for r in rows]
+
     def held(stats: Any) -> list[tuple[UUID, float]]:
         best = index.best(conn, scope, stats=stats, count=count, match_budget=budget)
         return [(u, b) for u, b in best if str(u) in members][:LIMIT]
 
-    found: dict[str, list[int]] = {"filtered": [0, 0, 0], "held": [0, 0, 0]}
-    times: dict[str, list[float]] = {"exact": [], "filtered": [], "held": []}
+    found: dict[str, list[int]] = {way: [0, 0, 0] for way in ("filtered", "held", "passing")}
+    times: dict[str, list[float]] = {"exact": [], "filtered": [], "held": [], "passing": []}
     truth_10 = truth_50 = 0
     for question in questions:
         stats = index.stats(conn, scope.agent_key, index.terms(conn, question))
@@ -112,9 +137,11 @@ def _filter(
         times["filtered"].append(ms)
         kept, ms = timed_call(partial(held, stats))
         times["held"].append(ms)
+        chosen_postings, ms = timed_call(partial(passing, stats))
+        times["passing"].append(ms)
         top_10, top_50 = {u for u, _ in exact[:10]}, {u for u, _ in exact}
         truth_10, truth_50 = truth_10 + len(top_10), truth_50 + len(top_50)
-        for way, ranked in (("filtered", filtered), ("held", kept)):
+        for way, ranked in (("filtered", filtered), ("held", kept), ("passing", chosen_postings)):
             ids = {u for u, _ in ranked}
             found[way][0] += len(top_10 & ids)
             found[way][1] += len(top_50 & ids)
