@@ -112,8 +112,8 @@ def _filter(
                 ORDER BY impact DESC, event_date DESC LIMIT %(budget)s
             ) p
             GROUP BY p.unit_id ORDER BY bm25 DESC, p.unit_id LIMIT %(limit)s""",
-            {**params, "agent": scope.agent_key, "types": list(scope.fact_types), "ids": passing_ids,
-             "budget": budget, "limit": LIMIT},
+            {**params, "agent": scope.agent_key, "types": list(scope.fact_types),
+             "ids": passing_ids, "budget": budget, "limit": LIMIT},
             prepare=False,
         ).fetchall()  # fmt: skip
         return [(r["id"], float(r["bm25"])) for r in rows]

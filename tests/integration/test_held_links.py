@@ -1,8 +1,9 @@
 """The agents' links held in the query service (`memora.retrieval.held_links`) on real
 PostgreSQL: after the background read and through every kind of change (links added or
-strengthened, a unit forgotten, a unit back to active, links deleted), each unit's strongest
-links are those the database's read (`arms.links`) gives, and the changes that add are taken
-in place while those that remove make the search read the database until a new read."""
+strengthened, units forgotten, superseded or deleted, a unit back to active, links deleted),
+each unit's strongest links are those the database's read (`arms.links`) gives; every change
+is taken in place but a unit back to active, which makes the search read the database until a
+new read."""
 
 from __future__ import annotations
 
@@ -81,11 +82,20 @@ def test_held_links_stay_the_database_links_through_changes(
         assert first.changed
         _assert_as_database(first, pool, units + new)
 
-        # a unit forgotten: read again, meanwhile the database
+        # units forgotten, superseded and deleted: dropped in place, links to them left out
         conn.execute("UPDATE memory_units SET status = 'forgotten' WHERE id = %s", (units[0],))
         conn.commit()
+        conn.execute("UPDATE memory_units SET status = 'superseded' WHERE id = %s", (units[2],))
+        conn.execute(  # a metadata change: still active, kept
+            "UPDATE memory_units SET metadata = '{\"k\": 1}' WHERE id = %s", (units[3],)
+        )
+        conn.commit()
+        deleted = new[-1]
+        conn.execute("DELETE FROM memory_units WHERE id = %s", (deleted,))
+        conn.commit()
         again = _current(held, pool, agent_id)
-        assert again is not first
+        assert again is first
+        assert {units[0], units[2], deleted} <= again.inactive and units[3] not in again.inactive
         _assert_as_database(again, pool, units + new)
 
         # a unit back to active (the links to it count again): read again
@@ -95,13 +105,14 @@ def test_held_links_stay_the_database_links_through_changes(
         assert restored is not again
         assert inactive[0] not in restored.inactive
         _assert_as_database(restored, pool, units + new)
-        again = restored
 
-        # links deleted: read again
+        # links deleted: their sources' lists read again in place
         conn.execute("DELETE FROM memory_links WHERE from_unit = %s", (units[1],))
+        conn.execute("DELETE FROM memory_links WHERE from_unit = %s AND link_type = 'temporal'",
+                     (units[4],))  # fmt: skip
         conn.commit()
         last = _current(held, pool, agent_id)
-        assert last is not again
+        assert last is restored
         assert units[1] not in last.links([units[1]], 40)
         _assert_as_database(last, pool, units + new)
     finally:
@@ -143,6 +154,13 @@ def test_link_removals_keep_each_tenants_latest(pool: Any, agent_conn: Any, agen
         "SELECT removed FROM link_removals WHERE tenant_id = %s", (TENANT,)
     ).fetchall()
     assert [r["removed"] for r in rows] == [latest]
+    # the latest row no longer stands for those dropped: a holder older than them reads whole
+    assert (
+        conn.execute("SELECT units FROM link_removals WHERE tenant_id = %s", (TENANT,)).fetchone()[
+            "units"
+        ]
+        is None
+    )
 
 
 def test_filtered_walks_keep_the_held_links_as_the_databases(

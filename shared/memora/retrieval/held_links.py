@@ -8,13 +8,15 @@ background with a binary COPY; a wave's links are slices of it.
 
 They stay exact. Each search first asks, in one statement, what changed since the agent's
 links were read: links written at or after that read's snapshot xmin (`memory_links.written`,
-migration 0026), whose source units then have their lists read whole again; and whether the
-agent lost a vector (a unit forgotten, superseded or deleted: `vector_removals`, 0024) or its
-tenant lost links or had a unit back to active (`link_removals`, 0026), in a transaction that
-read did not see. After such a change, or past `ttl`, or once the lists
-read again outnumber a quarter of the units, the search reads PostgreSQL as without this
-while the agent's links are read whole again in the background. Links to units not active are
-left out when read, as the database's read leaves them out of a unit's strongest.
+migration 0026), and the removals (`vector_removals`, 0024; `link_removals`, 0026) in
+transactions that read did not see, each naming its units (0027). The units whose links were
+written or deleted have their lists read whole again; the units that left active status (a
+memory forgotten, superseded or deleted) are dropped as targets where they are read. A unit
+back to active, or a removal that names no units (from before 0027, or compacted), makes the
+search read PostgreSQL as without this while the agent's links are read whole again in the
+background; so do `ttl`, and the lists read again or units dropped outnumbering a quarter of
+the units. Links to units not active are left out when read, as the database's read leaves
+them out of a unit's strongest.
 """
 
 from __future__ import annotations
@@ -64,10 +66,12 @@ class AgentLinks:
     types: np.ndarray  # int16 indexes into `type_names`
     weights: np.ndarray  # float32: the stored REAL
     type_names: list[str]
-    inactive: frozenset[str]  # units not active when read (the links to them left out)
+    inactive: frozenset[str]  # units not active (the links to them left out)
     horizon: int
     snapshot: str  # the read's snapshot (pg_snapshot as text): removals it saw are in here
     changed: dict[str, list[Edge[str]]] = field(default_factory=dict)
+    # rows of units no longer active since the read (their links in the table skipped), or None
+    gone: np.ndarray | None = None
     read_at: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -93,16 +97,40 @@ class AgentLinks:
         row = self.rows.get(unit)
         if row is None:
             return []
-        start = int(self.offsets[row])
-        end = min(int(self.offsets[row + 1]), start + limit)
+        start, stop = int(self.offsets[row]), int(self.offsets[row + 1])
+        if self.gone is None:
+            picked: slice | np.ndarray = slice(start, min(stop, start + limit))
+        else:  # the first `limit` of its links to units still active
+            picked = start + np.flatnonzero(~self.gone[self.targets[start:stop]])[:limit]
         return list(  # built in C: no Python loop a link
             zip(
-                map(self.ids.__getitem__, self.targets[start:end].tolist()),
-                map(self.type_names.__getitem__, self.types[start:end].tolist()),
-                self.weights[start:end].tolist(),
+                map(self.ids.__getitem__, self.targets[picked].tolist()),
+                map(self.type_names.__getitem__, self.types[picked].tolist()),
+                self.weights[picked].tolist(),
                 strict=True,
             )
         )
+
+    def drop(self, units: frozenset[str]) -> None:
+        """`units` are no longer active: the links to them are left out from now on."""
+        fresh = units - self.inactive
+        if not fresh:
+            return
+        inactive = self.inactive | fresh
+        rows = [self.rows[u] for u in fresh if u in self.rows]
+        if rows:
+            gone = np.zeros(len(self.ids), dtype=bool) if self.gone is None else self.gone.copy()
+            gone[rows] = True
+            self.gone = gone
+        self.changed = {
+            unit: [e for e in edges if e[0] not in fresh] for unit, edges in self.changed.items()
+        }
+        self.inactive = inactive
+
+    @property
+    def redone(self) -> int:
+        """Units taken in place since the read: lists read again and units dropped."""
+        return len(self.changed) + (int(self.gone.sum()) if self.gone is not None else 0)
 
 
 class HeldLinks:
@@ -145,8 +173,8 @@ class HeldLinks:
                         del self._entries[key]
                 self._read_later(key)
                 return None
-            if len(held.changed) > max(1_000, len(held.ids) // 4):
-                self._read_later(key)  # the lists read again fold into a new table
+            if held.redone > max(1_000, len(held.ids) // 4):
+                self._read_later(key)  # what was taken in place folds into a new table
         return held
 
     def _read_later(self, key: tuple[str, str]) -> None:
@@ -239,22 +267,35 @@ def read_whole(conn: Connection[Any], agent_key: str) -> AgentLinks:
 def _refresh(conn: Connection[Any], held: AgentLinks, tenant_id: str, agent_key: str) -> bool:
     """`held` brought up to what `conn` sees now; False when a removal since means it cannot
     be (then it is left as it was)."""
-    params = {
+    params: dict[str, Any] = {
         "agent": agent_key, "tenant": tenant_id, "since": held.horizon, "seen": held.snapshot
     }  # fmt: skip
     with conn.cursor(row_factory=tuple_row) as cur:
         row = cur.execute(_CHANGES, params, prepare=True).fetchone()
         assert row is not None
-        horizon, snapshot, removed, linked = row
-        if removed:
+        horizon, snapshot, unknown, removed, unlinked, linked = row
+        if unknown:
             return False
+        gone: frozenset[str] = frozenset()
+        if removed:  # which of the units that lost their vectors are no longer active
+            gone = frozenset(removed.split(",")) - {
+                unit for (unit,) in cur.execute(_STILL_ACTIVE, {"units": removed}, prepare=False)
+            }
+        # the agent's units whose links were deleted: their lists are read again
+        relisted = [
+            u
+            for u in (unlinked.split(",") if unlinked else [])
+            if u in held.rows or u in held.changed
+        ]
         lists: list[tuple[str, list[str], list[str], list[float]]] = []
-        if linked:
+        if linked or relisted:
             # planned for its `since` (a generic plan would scan every link), when links changed
+            params["relisted"] = ",".join(relisted)
             lists = cur.execute(_LISTS, params, prepare=False, binary=True).fetchall()
+    held.drop(gone)
     inactive = held.inactive
     for unit, targets, types, weights in lists:
-        edges = zip(targets, types, weights, strict=True)
+        edges = zip(targets or [], types or [], weights or [], strict=True)
         held.changed[unit] = [e for e in edges if e[0] not in inactive] if inactive else list(edges)
     held.horizon, held.snapshot = int(horizon), snapshot
     metrics.GRAPH_CACHE_READS.labels("changes").inc()
@@ -292,31 +333,45 @@ _COPY = """
     ) TO STDOUT (FORMAT BINARY)
 """
 # What changed since the snapshot `seen` (whose xmin is `since`: what it did not see was written
-# by a transaction at least that): this statement's snapshot and its xmin, whether the agent
-# lost a vector (a unit no longer active) or its tenant lost links or had a unit back to active
-# in a transaction `seen` did not see (one it saw is in the held links: a long transaction
-# holding the xmin back does not make them read again and again), and whether links of the
+# by a transaction at least that): this statement's snapshot and its xmin; whether a removal
+# `seen` did not see names no units (a unit back to active, or a row from before 0027); the
+# units the agent's vector removals name, and the source units the tenant's link removals name,
+# in transactions `seen` did not see (one it saw is in the held links: a long transaction
+# holding the xmin back does not make them taken again and again); and whether links of the
 # agent's units were written: the first such link in `written`'s order, so that any plan reads
 # that index's range (planned once, a generic plan: a custom plan each time cost ~0.5 ms, and
 # the generic plan of an EXISTS, which drops its ORDER BY, scanned every link: ~100 ms at 100k).
 _UNSEEN = "NOT pg_visible_in_snapshot(r.removed::text::xid8, %(seen)s::pg_snapshot)"
+_VECTORS = f"r.agent_id = %(agent)s AND r.removed >= %(since)s AND {_UNSEEN}"
+_LINKS = f"r.tenant_id = %(tenant)s AND r.removed >= %(since)s AND {_UNSEEN}"
 _CHANGES = f"""
     SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8, pg_current_snapshot()::text,
-           EXISTS (SELECT 1 FROM vector_removals r
-                   WHERE r.agent_id = %(agent)s AND r.removed >= %(since)s AND {_UNSEEN})
-           OR EXISTS (SELECT 1 FROM link_removals r
-                      WHERE r.tenant_id = %(tenant)s AND r.removed >= %(since)s AND {_UNSEEN}),
+           EXISTS (SELECT 1 FROM vector_removals r WHERE {_VECTORS} AND r.units IS NULL)
+           OR EXISTS (SELECT 1 FROM link_removals r WHERE {_LINKS} AND r.units IS NULL),
+           (SELECT string_agg(DISTINCT u::text, ',')
+            FROM vector_removals r CROSS JOIN unnest(r.units) u WHERE {_VECTORS}),
+           (SELECT string_agg(DISTINCT u::text, ',')
+            FROM link_removals r CROSS JOIN unnest(r.units) u WHERE {_LINKS}),
            (SELECT l.written FROM memory_links l JOIN memory_units u ON u.id = l.from_unit
             WHERE l.written >= %(since)s AND u.agent_id = %(agent)s
             ORDER BY l.written LIMIT 1) IS NOT NULL  -- the index's range in any plan
 """
-# Every link of each unit of the agent with a link written at or after `since`, strongest first.
+# Of these units (comma-separated), those active.
+_STILL_ACTIVE = """
+    SELECT id::text FROM memory_units
+    WHERE id = ANY(string_to_array(%(units)s, ',')::uuid[]) AND status = 'active'
+"""
+# Every link of each unit of the agent with a link written at or after `since`, and of the
+# units `relisted` (comma-separated; empty arrays when it has none left), strongest first.
 _LISTS = f"""
-    SELECT c.id::text, array_agg(l.to_unit::text {STRONGEST}),
-           array_agg(l.link_type {STRONGEST}), array_agg(l.weight::float8 {STRONGEST})
-    FROM (SELECT DISTINCT l.from_unit AS id FROM memory_links l
+    SELECT c.id::text, array_agg(l.to_unit::text {STRONGEST}) FILTER (WHERE l.to_unit IS NOT NULL),
+           array_agg(l.link_type {STRONGEST}) FILTER (WHERE l.to_unit IS NOT NULL),
+           array_agg(l.weight::float8 {STRONGEST}) FILTER (WHERE l.to_unit IS NOT NULL)
+    FROM (SELECT l.from_unit AS id FROM memory_links l
           JOIN memory_units u ON u.id = l.from_unit
-          WHERE l.written >= %(since)s AND u.agent_id = %(agent)s) c
-    JOIN memory_links l ON l.from_unit = c.id
+          WHERE l.written >= %(since)s AND u.agent_id = %(agent)s
+          UNION
+          SELECT unnest(string_to_array(nullif(%(relisted)s, ''), ',')::uuid[])) c
+    LEFT JOIN memory_links l ON l.from_unit = c.id
     GROUP BY c.id
 """
