@@ -146,6 +146,10 @@ def test_held_units_follow_every_change(conn: Any, pool: Any, agent_id: str) -> 
     with conn.transaction():
         assert vector_removals.compact(conn, agent_id) == 3
     assert removals() == 1
+    (kept,) = conn.execute(  # it no longer names the units of the rows dropped (0027)
+        "SELECT units FROM vector_removals WHERE agent_id = %s", (agent_id,)
+    ).fetchall()
+    assert kept["units"] is None
     from memora.store.purge import purge_agents
 
     with conn.transaction():

@@ -10,50 +10,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from psycopg import Connection
+from psycopg import Connection, sql
 
 
 def compact(conn: Connection[Any], agent_key: str | None) -> int:
     """Keep only the latest removal of each agent (all, or the one stored under
     `agent_key`), without its units; the rows dropped."""
-    row = conn.execute(
-        """
-        WITH dropped AS (
-            DELETE FROM vector_removals v
-            WHERE (%(agent)s::text IS NULL OR v.agent_id = %(agent)s)
-              AND v.removed < (SELECT max(w.removed) FROM vector_removals w
-                               WHERE w.agent_id = v.agent_id)
-            RETURNING v.agent_id
-        ), cleared AS (
-            UPDATE vector_removals w SET units = NULL
-            WHERE w.agent_id IN (SELECT agent_id FROM dropped) AND w.units IS NOT NULL
-              AND w.removed = (SELECT max(x.removed) FROM vector_removals x
-                               WHERE x.agent_id = w.agent_id)
-        )
-        SELECT count(*) AS n FROM dropped
-        """,
-        {"agent": agent_key},
-    ).fetchone()
-    return int(row["n"]) if row else 0
+    return _keep_latest(conn, "vector_removals", "agent_id", agent_key)
 
 
 def compact_links(conn: Connection[Any]) -> int:
     """Keep only the latest link removal of each tenant, without its units; the rows
     dropped."""
+    return _keep_latest(conn, "link_removals", "tenant_id", None)
+
+
+def _keep_latest(conn: Connection[Any], table: str, key: str, only: str | None) -> int:
+    """Drop every row of `table` but the latest of each `key` (of all, or of the one equal to
+    `only`), and clear the units of the latest where rows were dropped."""
     row = conn.execute(
-        """
-        WITH dropped AS (
-            DELETE FROM link_removals v
-            WHERE v.removed < (SELECT max(w.removed) FROM link_removals w
-                               WHERE w.tenant_id = v.tenant_id)
-            RETURNING v.tenant_id
-        ), cleared AS (
-            UPDATE link_removals w SET units = NULL
-            WHERE w.tenant_id IN (SELECT tenant_id FROM dropped) AND w.units IS NOT NULL
-              AND w.removed = (SELECT max(x.removed) FROM link_removals x
-                               WHERE x.tenant_id = w.tenant_id)
-        )
-        SELECT count(*) AS n FROM dropped
-        """
+        sql.SQL(
+            """
+            WITH dropped AS (
+                DELETE FROM {table} v
+                WHERE (%(only)s::text IS NULL OR v.{key} = %(only)s)
+                  AND v.removed < (SELECT max(w.removed) FROM {table} w WHERE w.{key} = v.{key})
+                RETURNING v.{key} AS k
+            ), cleared AS (
+                UPDATE {table} w SET units = NULL
+                WHERE w.{key} IN (SELECT k FROM dropped) AND w.units IS NOT NULL
+                  AND w.removed = (SELECT max(x.removed) FROM {table} x WHERE x.{key} = w.{key})
+            )
+            SELECT count(*) AS n FROM dropped
+            """
+        ).format(table=sql.Identifier(table), key=sql.Identifier(key)),
+        {"only": only},
     ).fetchone()
     return int(row["n"]) if row else 0
