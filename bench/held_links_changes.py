@@ -93,13 +93,12 @@ def measure(url: str, rounds: int, calls: int) -> None:
                             ("UPDATE memory_units SET status = 'active' WHERE id = %s", (unit,))
                         )
                     conn.commit()
-                before = held.reading
                 found, ms = _refresh(held, pool)
                 line = f"round {i + 1}, {kind}: refresh {ms:.2f} ms, "
-                if found is not None and not (held.reading and not before):
+                if found is first:
                     print(line + "taken in place", flush=True)
-                else:
-                    _, whole = _held(held, pool)
+                else:  # dropped: the searches read PostgreSQL until the links are held again
+                    first, whole = _held(held, pool)
                     print(line + f"dropped: PostgreSQL read for {whole:.0f} ms", flush=True)
     finally:
         with pool.tenant_connection(TENANT) as conn:

@@ -30,19 +30,18 @@ FILTERED = ("agent_id", "fact_type", "metadata", "event_date", "occurred_start",
 
 def _vectors_removed(units: bool) -> str:
     changed = " OR ".join(f"n.{c} IS DISTINCT FROM o.{c}" for c in FILTERED)
-    deleted = "array_agg(unit_id)" if units else "NULL"
-    updated = "array_agg(o.unit_id)" if units else "NULL"
-    column = ", units" if units else ""
+    column, deleted, updated = (
+        (", units", ", array_agg(unit_id)", ", array_agg(o.unit_id)") if units else ("", "", "")
+    )
     return f"""
         CREATE OR REPLACE FUNCTION memory_vectors_removed() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             IF TG_OP = 'DELETE' THEN
                 INSERT INTO vector_removals (agent_id, removed{column})
-                SELECT agent_id, {CURRENT}{", " + deleted if units else ""}
-                FROM old_rows GROUP BY agent_id;
+                SELECT agent_id, {CURRENT}{deleted} FROM old_rows GROUP BY agent_id;
             ELSE  -- an UPDATE: the agents whose rows' filter columns it changed
                 INSERT INTO vector_removals (agent_id, removed{column})
-                SELECT o.agent_id, {CURRENT}{", " + updated if units else ""}
+                SELECT o.agent_id, {CURRENT}{updated}
                 FROM old_rows o JOIN new_rows n ON n.unit_id = o.unit_id
                 WHERE {changed} GROUP BY o.agent_id;
             END IF;
