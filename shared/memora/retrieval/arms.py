@@ -1,6 +1,7 @@
-"""The database side of the other retrievers: the graph's walk over links, temporal ranges,
-entities. Semantic retrieval (HNSW or exact) lives in `semantic.py`, keyword retrieval (BM25)
-in `keyword.py`, the hydration of fused candidates in `fusion.py`.
+"""The database side of the other retrievers: the graph's walk over links, temporal ranges.
+Semantic retrieval (HNSW or exact) lives in `semantic.py`, keyword retrieval (BM25) in
+`keyword.py`, the entity retriever's in `entities.py`, the hydration of fused candidates in
+`fusion.py`.
 
 Every query is scoped by the search's `SearchScope`: agent, requested fact types and active
 status, composed by `filters.vector_scope` on `memory_vectors` (the one place for conditions
@@ -10,7 +11,7 @@ every retriever applies), and the search's metadata filters (`scope.where`, comp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -24,7 +25,6 @@ from memora.nlp.temporal import QueryTimeRange
 from memora.retrieval.filters import NO_FILTER, Matching, Where, in_time_range, vector_scope
 from memora.retrieval.graph import Edge, SpreadSettings, spread_activation
 from memora.retrieval.held_links import STRONGEST, AgentLinks
-from memora.retrieval.mentions import MentionSignatures, query_signature
 from memora.retrieval.scoring import temporal_closeness
 from memora.retrieval.semantic import EXACT_SCAN_MAX, exact_scan, plan_scan
 from memora.retrieval.types import SearchScope
@@ -338,162 +338,3 @@ def record_access(conn: Connection[Any], counts: Mapping[UUID, int], at: datetim
         {"ids": ids, "n": [counts[i] for i in ids], "at": at},
     )
     return max(cur.rowcount, 0)
-
-
-def query_entities(
-    conn: Connection[Any], scope: SearchScope, *, names: Sequence[str]
-) -> dict[UUID, list[str]]:
-    """The agent's entities whose normalised name or an alias is one of `names`: id → the
-    names of it that matched."""
-    if not names:
-        return {}
-    rows = conn.execute(
-        """
-        SELECT e.id, e.normalized_name, e.aliases FROM entities e
-        WHERE e.agent_id = %(agent)s
-          AND (e.normalized_name = ANY(%(names)s) OR e.aliases && %(names)s)
-        """,
-        {"agent": scope.agent_key, "names": list(names)},
-    ).fetchall()
-    wanted = set(names)
-    return {r["id"]: sorted(({r["normalized_name"], *r["aliases"]}) & wanted) for r in rows}
-
-
-# The common entity's mentions compared with full embeddings: this many per unit wanted, the
-# best by their signatures' Hamming distance. 20 wanted, 50,000 mentions (1M memories): 1,000
-# kept 97 % of the exact list, 400 88 % (the HNSW walk: 87 %), 200 79 %; 5,000 mentions (100k):
-# 1,000 99.9 %. Each kept one costs a read of its embedding by key (~10 µs).
-SIGNATURE_OVERSAMPLE = 20
-
-
-def entity_units(
-    conn: Connection[Any],
-    scope: SearchScope,
-    *,
-    entity_ids: Sequence[UUID],
-    vector: np.ndarray,
-    per_entity: int,
-    min_similarity: float,
-    mentions: MentionSignatures,
-    exact_max: int = 2000,
-    oversample: int = SIGNATURE_OVERSAMPLE,
-    matching: Matching | None = None,
-) -> list[tuple[UUID, float]]:
-    """For each entity, the `per_entity` units mentioning it most similar to `vector` (and
-    passing the search's filters); a unit mentioning several keeps its similarity once. Best
-    first.
-
-    `matching`: who passes the filters, as far as known. When every unit that passes is known
-    (`Matching.complete`, after the semantic retriever's exact scan) and at most `exact_max`
-    pass, they are sent with the statement and the mentions among them ranked exactly: the
-    entity's mentions read from their index, kept when in that set, compared by key.
-
-    Otherwise the entities' mentions come from `mentions` (their signatures in memory, brought
-    up to date with what changed). An entity mentioned at most `exact_max` times has every
-    mention compared by key with the full embeddings. A commoner one (a main character of a
-    long chat: ~5,000 mentions at 100k memories, ~50,000 at 1M) has its mentions ranked by
-    their signatures' Hamming distance from the query's first, and the `oversample` ·
-    `per_entity` best are compared. Under filters, which the signatures cannot check, the
-    `FILTERED_SCAN` times as many best are checked by their keys, in the signatures' order,
-    until that many pass: a bounded read, where an HNSW walk until `per_entity` walked units
-    both mention the entity and pass went on for thousands of units (a 5 % filter on a main
-    character at 100k memories: 125 ms). When every unit that passes is known but too many to
-    send (above `exact_max`: sending 5,000 ids cost ~12 ms in a search), the mentions are
-    first kept to those units here, then ranked and compared as unfiltered ones, with no
-    oversampling (a main character under a 5 % filter at 100k memories: its ~250 passing
-    mentions compared, where checking 1,600 by key found ~80 of them); likewise, the units
-    failing a broad filter taken out, when they are known (`Matching.failing`). One statement
-    compares them all."""
-    if matching is not None and (listed_ids := matching.listed(exact_max)) is not None:
-        return _entity_units_among(
-            conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
-            min_similarity=min_similarity, passing_ids=listed_ids,
-        )  # fmt: skip
-    passing = matching.complete if matching is not None else None
-    failing = matching.failing if matching is not None and passing is None else None
-    where = scope.where if passing is None and failing is None else NO_FILTER  # checked by key
-    kept = oversample * per_entity
-    scan = FILTERED_SCAN * kept if where.sql else kept
-    query = query_signature(vector)
-    found = mentions.read(conn, scope.tenant_id, entity_ids)
-    entities, candidates, keep = [], [], []
-    for entity, listed in found.items():
-        among = (
-            listed.rows_in(passing) if passing is not None
-            else listed.rows_out(failing) if failing is not None
-            else None
-        )  # fmt: skip
-        count = len(listed.ids) if among is None else len(among)
-        if not count:
-            continue
-        common = count > exact_max
-        units: Sequence[str]
-        if common:
-            units = listed.nearest(query, scan, among)
-        else:
-            units = listed.ids if among is None else [listed.ids[i] for i in among]
-        entities.append(entity)
-        candidates.append(",".join(units))
-        keep.append(kept if common else count)
-    if not entities:
-        return []
-    rows = conn.execute(
-        f"""
-        SELECT u.id, max(u.sim) AS sim
-        FROM unnest(%(entities)s::uuid[], %(candidates)s::text[], %(keep)s::int[])
-             AS e(entity, ids, keep)
-        CROSS JOIN LATERAL (
-            SELECT p.id, p.sim FROM (
-                SELECT v.id, v.sim
-                FROM unnest(string_to_array(e.ids, ',')::uuid[]) WITH ORDINALITY AS c(unit, rank)
-                CROSS JOIN LATERAL (
-                    SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
-                    FROM memory_vectors m
-                    WHERE m.unit_id = c.unit AND {vector_scope("m")} {where.sql} LIMIT 1
-                ) v
-                ORDER BY c.rank LIMIT e.keep
-            ) p ORDER BY p.sim DESC LIMIT %(per_entity)s
-        ) u GROUP BY u.id
-        """,
-        {
-            "entities": entities, "candidates": candidates, "keep": keep, "v": vector,
-            "per_entity": per_entity, **scope.params, **where.params,
-        },
-        prepare=where.prepare,
-    ).fetchall()  # fmt: skip
-    return _best(rows, min_similarity)
-
-
-def _entity_units_among(
-    conn: Connection[Any],
-    scope: SearchScope,
-    *,
-    entity_ids: Sequence[UUID],
-    vector: np.ndarray,
-    per_entity: int,
-    min_similarity: float,
-    passing_ids: str,
-) -> list[tuple[UUID, float]]:
-    """`entity_units` when every unit passing the filters is known (`passing_ids`)."""
-    rows = conn.execute(
-        f"""
-        SELECT u.id, max(u.sim) AS sim FROM unnest(%(entities)s::uuid[]) AS e(entity)
-        CROSS JOIN LATERAL (
-            SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
-            FROM unit_entities ue JOIN memory_vectors m ON m.unit_id = ue.unit_id
-            WHERE ue.entity_id = e.entity AND {vector_scope("m")}
-              AND ue.unit_id = ANY(string_to_array(%(passing)s, ',')::uuid[])
-            ORDER BY sim DESC LIMIT %(per_entity)s
-        ) u GROUP BY u.id
-        """,
-        {
-            "entities": list(entity_ids), "v": vector, "per_entity": per_entity,
-            "passing": passing_ids, **scope.params,
-        },
-    ).fetchall()  # fmt: skip
-    return _best(rows, min_similarity)
-
-
-def _best(rows: Sequence[Mapping[str, Any]], min_similarity: float) -> list[tuple[UUID, float]]:
-    found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
-    return sorted(found, key=lambda x: (-x[1], str(x[0])))

@@ -15,6 +15,13 @@ lost a mention since (`entities.mentions_removed`, set by the triggers of 0023 w
 deleted or moved); then the entity's mentions are read whole again, as they are when it is
 first named and after `ttl`. Entries are immutable: a refresh builds a new one and puts it
 in place only if no other refresh did meanwhile.
+
+The embeddings of the mentions searches compare are held too (`MentionVectors`), read from
+PostgreSQL the first time a search compares them: the retriever ranks its candidates here and
+asks PostgreSQL only which of the best are still active and pass the search's filters, where it
+compared every candidate there (a main character's 400: ~4 ms of database time at 100k
+memories). They are held by unit and by when the mention was last written (its `written`,
+which re-embedding the unit moves on), so an embedding that changed is never taken for the new.
 """
 
 from __future__ import annotations
@@ -22,8 +29,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 from uuid import UUID
 
 import numpy as np
@@ -31,41 +38,138 @@ from cachetools import TTLCache
 from psycopg import Connection, sql
 from psycopg.rows import tuple_row
 
+from memora.retrieval.passing import unit_vectors
+
 VARBIT_HEADER = 4  # PostgreSQL's binary form of a bit string: its length (int4), then the bits
+
+
+class MentionVectors:
+    """The embeddings, as unit vectors, of those of an entity's mentions searches compared, by
+    the mention's position in the entity's entries (`Mentions.ids`: a refresh only adds
+    positions), each with the `written` of the mention it was read with; rows of one matrix,
+    grown by doubling. The entries of an entity share one until it is read whole again."""
+
+    def __init__(self) -> None:
+        self._slot = np.zeros(0, dtype=np.int64)  # a position's row in the matrix, + 1 (0: none)
+        self._written = np.zeros(0, dtype=np.int64)  # when that mention was written
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._used = 0
+        self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._matrix.nbytes + self._slot.nbytes + self._written.nbytes)
+
+    def held(self, positions: np.ndarray, written: np.ndarray) -> np.ndarray:
+        """The matrix row of each of `positions` when held as written at `written` (-1: not)."""
+        with self._lock:
+            inside = positions < len(self._slot)
+            slot = np.zeros(len(positions), dtype=np.int64)
+            slot[inside] = self._slot[positions[inside]]
+            same = np.zeros(len(positions), dtype=bool)
+            same[inside] = self._written[positions[inside]] == written[inside]
+        rows: np.ndarray = np.where(same & (slot > 0), slot - 1, -1)
+        return rows
+
+    def gather(self, rows: np.ndarray) -> np.ndarray:
+        with self._lock:
+            gathered: np.ndarray = self._matrix[rows]
+        return gathered
+
+    def add(self, positions: np.ndarray, written: np.ndarray, vectors: np.ndarray) -> None:
+        """Hold `vectors` (one row a position of `positions`, read when its mention was
+        `written`), where no newer one is held."""
+        with self._lock:
+            if len(positions) and positions.max() >= len(self._slot):
+                more = np.zeros(max(int(positions.max()) + 1, 2 * len(self._slot)), np.int64)
+                more[: len(self._slot)] = self._slot
+                self._slot, more = more, more.copy()
+                more[: len(self._written)] = self._written
+                self._written = more
+            new = (self._slot[positions] == 0) | (self._written[positions] < written)
+            positions, written, vectors = positions[new], written[new], vectors[new]
+            start, end = self._used, self._used + len(positions)
+            if end > len(self._matrix):
+                grown = np.empty((max(end, 2 * len(self._matrix)), vectors.shape[1]), np.float32)
+                if start:
+                    grown[:start] = self._matrix[:start]
+                self._matrix = grown
+            self._matrix[start:end] = vectors
+            self._written[positions] = written
+            self._slot[positions] = np.arange(start + 1, end + 1)
+            self._used = end
 
 
 @dataclass(frozen=True)
 class Mentions:
     """An entity's mentions: unit ids (text), their rows in `bits` (the signatures as 64-bit
-    words), and the xmin of the snapshot they were last read in (`horizon`)."""
+    words) and in `written` (when each was last written: a transaction id, 0 for rows from
+    before migration 0023), the xmin of the snapshot they were last read in (`horizon`), and
+    the embeddings searches compared (`vectors`)."""
 
     ids: tuple[str, ...]
     positions: dict[str, int]
     bits: np.ndarray
+    written: np.ndarray
     horizon: int
+    vectors: MentionVectors = field(default_factory=MentionVectors)
 
     @classmethod
-    def read(cls, ids: Sequence[str], bits: np.ndarray, horizon: int) -> Mentions:
-        return cls(tuple(ids), {u: i for i, u in enumerate(ids)}, bits, horizon)
+    def read(
+        cls, ids: Sequence[str], bits: np.ndarray, written: np.ndarray, horizon: int
+    ) -> Mentions:
+        return cls(tuple(ids), {u: i for i, u in enumerate(ids)}, bits, written, horizon)
 
     @property
-    def nbytes(self) -> int:
-        return int(self.bits.nbytes) + 160 * len(self.ids)  # an id: its str and dict entry
+    def nbytes(self) -> int:  # an id: its str and dict entry
+        held = int(self.bits.nbytes + self.written.nbytes) + self.vectors.nbytes
+        return held + 160 * len(self.ids)
 
     def nearest(self, query: np.ndarray, k: int, rows: np.ndarray | None = None) -> list[str]:
         """The ids of the `k` mentions whose signatures are nearest `query`'s (packed the same
         way), nearest first, ties in their order here; `rows`: among those rows only (in
         their order here, as `rows_in` gives them)."""
+        return [self.ids[i] for i in self.nearest_rows(query, k, rows).tolist()]
+
+    def nearest_rows(self, query: np.ndarray, k: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """`nearest`, as the mentions' rows here."""
         bits = self.bits if rows is None else self.bits[rows]  # all of them: not copied
         if not len(bits):
-            return []
+            return np.zeros(0, dtype=np.intp)
         distance = np.bitwise_count(bits ^ query).sum(axis=1, dtype=np.int32)
         if k < len(distance):
             top = np.argpartition(distance, k)[:k]
             top = top[np.lexsort((top, distance[top]))]
         else:
             top = np.argsort(distance, kind="stable")
-        return [self.ids[i] for i in (top if rows is None else rows[top])]
+        return top if rows is None else rows[top]
+
+    def similarity(
+        self, conn: Connection[Any], entity: UUID, rows: np.ndarray, query: np.ndarray
+    ) -> np.ndarray:
+        """The cosine similarity to `query` (a unit vector) of the mentions in `rows` (NaN for
+        one no longer there), their embeddings held or, for those not held as the mention
+        was written when read, read now in one statement and held."""
+        written = self.written[rows]
+        held = self.vectors.held(rows, written)
+        vectors = np.empty((len(rows), len(query)), dtype=np.float32)
+        here = held >= 0
+        if here.any():
+            vectors[here] = self.vectors.gather(held[here])
+        if not here.all():
+            absent = np.flatnonzero(~here)
+            ids, now, found = _vectors(conn, entity, [self.ids[i] for i in rows[absent].tolist()])
+            at = {u: i for i, u in enumerate(ids)}
+            read = [at.get(self.ids[i], -1) for i in rows[absent].tolist()]
+            vectors[absent] = np.nan
+            got = np.array(read, dtype=np.intp) >= 0
+            if got.any():
+                picked = np.array(read, dtype=np.intp)[got]
+                vectors[absent[got]] = found[picked]
+                positions = np.array([self.positions[ids[j]] for j in picked.tolist()], np.intp)
+                self.vectors.add(positions, now[picked], found[picked])
+        similarity: np.ndarray = vectors @ query
+        return similarity
 
     def rows_in(self, units: frozenset[str]) -> np.ndarray:
         """The rows of the mentions of `units` (ids as text), in their order here; the
@@ -83,23 +187,31 @@ class Mentions:
         keep[self.rows_in(units)] = False
         return np.flatnonzero(keep)
 
-    def merged(self, ids: Sequence[str], bits: np.ndarray, horizon: int) -> Mentions:
-        """These mentions with `ids` (their signatures: `bits`) added or, for an id already
-        here, replaced, as read in a snapshot whose xmin was `horizon`."""
+    def merged(
+        self, ids: Sequence[str], bits: np.ndarray, written: np.ndarray, horizon: int
+    ) -> Mentions:
+        """These mentions with `ids` (their signatures: `bits`, when written: `written`)
+        added or, for an id already here, replaced, as read in a snapshot whose xmin was
+        `horizon`. The held embeddings stay (by position and by when the mention was written:
+        one re-embedded is not held as written now)."""
         if not ids:
-            return Mentions(self.ids, self.positions, self.bits, horizon)
+            return replace(self, horizon=horizon)
         if not self.ids:
-            return Mentions.read(ids, bits, horizon)
-        merged = self.bits.copy()
+            return replace(Mentions.read(ids, bits, written, horizon), vectors=self.vectors)
+        merged, merged_written = self.bits.copy(), self.written.copy()
         new = [i for i, u in enumerate(ids) if u not in self.positions]
         for i, unit in enumerate(ids):
             if unit in self.positions:
                 merged[self.positions[unit]] = bits[i]
+                merged_written[self.positions[unit]] = written[i]
         if not new:
-            return Mentions(self.ids, self.positions, merged, horizon)
+            return Mentions(self.ids, self.positions, merged, merged_written, horizon, self.vectors)
         added = tuple(ids[i] for i in new)
         positions = self.positions | {u: len(self.ids) + i for i, u in enumerate(added)}
-        return Mentions(self.ids + added, positions, np.concatenate([merged, bits[new]]), horizon)
+        return Mentions(
+            self.ids + added, positions, np.concatenate([merged, bits[new]]),
+            np.concatenate([merged_written, written[new]]), horizon, self.vectors,
+        )  # fmt: skip
 
 
 def unpack(signatures: bytes, count: int) -> np.ndarray:
@@ -142,13 +254,13 @@ class MentionSignatures:
         found: dict[UUID, Mentions] = {}
         if known:
             since = [m.horizon for m in known.values()]
-            for entity, (ids, bits, horizon, removed) in _read(conn, list(known), since).items():
-                if not removed:
-                    found[entity] = known[entity].merged(ids, bits, horizon)
+            for entity, r in _read(conn, list(known), since).items():
+                if not r.removed:
+                    found[entity] = known[entity].merged(r.ids, r.bits, r.written, r.horizon)
         missing = [e for e in wanted if e not in found]
         if missing:
-            for entity, (ids, bits, horizon, _) in _read(conn, missing, None).items():
-                found[entity] = Mentions.read(ids, bits, horizon)
+            for entity, r in _read(conn, missing, None).items():  # new positions: no embeddings
+                found[entity] = Mentions.read(r.ids, r.bits, r.written, r.horizon)
         with self._lock:
             for entity, mentions in found.items():
                 key = (tenant_id, entity)
@@ -158,16 +270,18 @@ class MentionSignatures:
         return found
 
 
-# One row an entity: its mentions' ids as one text and their signatures as one bytea (both
-# aggregates see the rows in the same order), the xmin of the statement's snapshot, and
-# whether the entity lost a mention at or after `since` (or is gone). Whole: every mention;
-# since: those written at or after the entity's `since` (an index range).
+# One row an entity: its mentions' ids as one text, their signatures and when they were
+# written as two bytea (the aggregates see the rows in the same order), the xmin of the
+# statement's snapshot, and whether the entity lost a mention at or after `since` (or is
+# gone). Whole: every mention; since: those written at or after the entity's `since` (an
+# index range).
 _READ = """
     SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8, e.entity,
            coalesce((SELECT coalesce(n.mentions_removed >= e.since, false)
                      FROM entities n WHERE n.id = e.entity), true),
            count(ue.unit_id), coalesce(string_agg(ue.unit_id::text, ','), ''),
-           coalesce(string_agg(varbit_send(ue.signature), ''::bytea), ''::bytea)
+           coalesce(string_agg(varbit_send(ue.signature), ''::bytea), ''::bytea),
+           coalesce(string_agg(int8send(coalesce(ue.written, 0)), ''::bytea), ''::bytea)
     FROM unnest(%(entities)s::uuid[], %(since)s::int8[]) AS e(entity, since)
     LEFT JOIN unit_entities ue ON ue.entity_id = e.entity AND ue.signature IS NOT NULL {since}
     GROUP BY e.entity, e.since
@@ -176,11 +290,19 @@ _WHOLE = sql.SQL(_READ.format(since=""))
 _SINCE = sql.SQL(_READ.format(since="AND ue.written >= e.since"))
 
 
+class _Read(NamedTuple):
+    removed: bool  # whether the entity lost a mention since
+    ids: list[str]
+    bits: np.ndarray
+    written: np.ndarray
+    horizon: int  # the snapshot's xmin
+
+
 def _read(
     conn: Connection[Any], entities: list[UUID], since: list[int] | None
-) -> dict[UUID, tuple[list[str], np.ndarray, int, bool]]:
-    """Entity → (ids, signatures, the snapshot's xmin, whether it lost a mention since):
-    every mention (`since` None) or those written at or after each entity's `since`."""
+) -> dict[UUID, _Read]:
+    """Each entity's mentions: every one (`since` None) or those written at or after the
+    entity's `since`."""
     with conn.cursor(binary=True, row_factory=tuple_row) as cur:
         rows = cur.execute(
             _WHOLE if since is None else _SINCE,
@@ -188,6 +310,45 @@ def _read(
             prepare=True,  # planned once (~1.3 ms a time)
         ).fetchall()
     return {
-        entity: (ids.split(",") if count else [], unpack(bits, count), int(horizon), removed)
-        for horizon, entity, removed, count, ids, bits in rows
-    }
+        entity: _Read(
+            removed, ids.split(",") if count else [], unpack(bits, count),
+            np.frombuffer(written, dtype=">i8").astype(np.int64), int(horizon),
+        )
+        for horizon, entity, removed, count, ids, bits, written in rows
+    }  # fmt: skip
+
+
+# The embeddings of some of an entity's mentions, with when each mention was written: the
+# ids as one text, the rest as two bytea, in the same order. As `memory_vectors` holds them
+# (half precision, what the retriever compared in PostgreSQL), from `memory_units` (wider
+# rows) for a unit not active (every unit is embedded before its entities are resolved).
+_VECTORS = sql.SQL("""
+    SELECT count(*), coalesce(string_agg(ue.unit_id::text, ','), ''),
+           coalesce(string_agg(int8send(coalesce(ue.written, 0)), ''::bytea), ''::bytea),
+           coalesce(string_agg(halfvec_send(v.embedding), ''::bytea), ''::bytea)
+    FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) AS c(unit)
+    JOIN unit_entities ue ON ue.unit_id = c.unit AND ue.entity_id = %(entity)s
+    CROSS JOIN LATERAL (
+        SELECT coalesce(
+            (SELECT m.embedding FROM memory_vectors m WHERE m.unit_id = c.unit),
+            (SELECT u.embedding::halfvec FROM memory_units u WHERE u.id = c.unit)
+        ) AS embedding
+    ) v
+    WHERE v.embedding IS NOT NULL
+""")
+
+
+def _vectors(
+    conn: Connection[Any], entity: UUID, units: Sequence[str]
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(ids, when each mention was written, unit vectors) of those of `units` that still
+    mention `entity`."""
+    with conn.cursor(binary=True, row_factory=tuple_row) as cur:
+        row = cur.execute(_VECTORS, {"entity": entity, "ids": ",".join(units)}).fetchone()
+    assert row is not None  # an aggregate: always one row
+    count, ids, written, vectors = row
+    return (
+        ids.split(",") if count else [],
+        np.frombuffer(written, dtype=">i8").astype(np.int64),
+        unit_vectors(vectors, count),
+    )

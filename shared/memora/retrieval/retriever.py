@@ -31,7 +31,7 @@ from memora.basics.models import utcnow
 from memora.db.pool import Pool
 from memora.nlp.embedding import TextEmbedder
 from memora.nlp.temporal import QueryTimeRange, parse_query_range, strip_time_expression
-from memora.retrieval import arms, expansion, fusion, scoring, semantic, validity
+from memora.retrieval import arms, entities, expansion, fusion, scoring, semantic, validity
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.cross_encoder import PairScorer
 from memora.retrieval.failing import FailingUnits
@@ -152,9 +152,9 @@ class Retriever:
             # one forward pass for the query and what its parts ask: the query without its
             # time expression (the temporal retriever's topic) and without the entities it
             # names (the entity retriever's), which the entity lookup has found meanwhile
-            entities = named.result()
-            if entities.about is not None:
-                texts.append(entities.about)
+            naming = named.result()
+            if naming.about is not None:
+                texts.append(naming.about)
             vectors = self.embedder.embed_queries(texts)
         except BaseException as exc:
             query_ready.set_exception(exc)
@@ -163,7 +163,7 @@ class Retriever:
         t = clock.lap("embed", clock.started)
         query_vec = vectors[0]
         topic_vec = vectors[1] if time_range is not None else query_vec
-        about_vec = vectors[-1] if entities.about is not None else None
+        about_vec = vectors[-1] if naming.about is not None else None
 
         temporal = (
             self._executor.submit(self._temporal, scope, topic_vec, time_range, per_arm, budget)
@@ -171,7 +171,7 @@ class Retriever:
             else None
         )
         entity = (
-            self._executor.submit(self._entity_units, scope, entities, about_vec, matching)
+            self._executor.submit(self._entity_units, scope, naming, about_vec, matching)
             if about_vec is not None
             else None
         )
@@ -185,9 +185,9 @@ class Retriever:
         entity_result = (
             entity.result()
             if entity is not None
-            else ArmResult("entity", ran=False, note=entities.note)
+            else ArmResult("entity", ran=False, note=naming.note)
         )
-        entity_ids = list(entities.entities)
+        entity_ids = list(naming.entities)
         results = {
             "semantic": nearest,
             "keyword": keyword_result,
@@ -424,12 +424,12 @@ class Retriever:
         if not names:
             return NamedEntities(note="no names in the query")
         with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
-            entities = arms.query_entities(conn, scope, names=names)
-        if not entities:
+            named = entities.query_entities(conn, scope, names=names)
+        if not named:
             return NamedEntities()
-        matched = {n for found in entities.values() for n in found}
+        matched = {n for found in named.values() for n in found}
         ms = (time.perf_counter() - started) * 1000
-        return NamedEntities(entities, expansion.without_names(query, matched), ms)
+        return NamedEntities(named, expansion.without_names(query, matched), ms)
 
     def _entity_units(
         self, scope: SearchScope, named: NamedEntities, vector: np.ndarray, matching: Matching
@@ -439,14 +439,14 @@ class Retriever:
         waits for the semantic retriever's exact scan (`matching.settled`), which knows every
         unit that passes, and compares only the mentions among them: their ids sent with the
         statement when few (at most MEMORA_FILTER_EXACT_SCAN_MAX), else the mentions held in
-        memory kept to them (`arms.entity_units`). Its time in the trace is both halves', not
+        memory kept to them (`entities.entity_units`). Its time in the trace is both halves', not
         the waits between them."""
         s = self.settings
         if scope.where.sql:
             matching.settled.wait()
         started = time.perf_counter()
         with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
-            ranked = arms.entity_units(
+            ranked = entities.entity_units(
                 conn, scope, entity_ids=list(named.entities), vector=vector,
                 per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
                 mentions=self.mentions, exact_max=s.filter_exact_scan_max, matching=matching,

@@ -1,0 +1,227 @@
+"""The entity retriever's database side: the agent's entities a query names, and the units
+mentioning them most similar to the rest of the query.
+
+An entity's mentions, their signatures and the embeddings searches compared are held in the
+query service (`memora.retrieval.mentions`): the candidates are ranked there, and PostgreSQL
+is asked only which of the best are still active and pass the search's filters, by key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+from uuid import UUID
+
+import numpy as np
+from psycopg import Connection
+
+from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
+from memora.retrieval.mentions import MentionSignatures, query_signature
+from memora.retrieval.types import SearchScope
+
+# The common entity's mentions compared with full embeddings: this many per unit wanted, the
+# best by their signatures' Hamming distance. 20 wanted, 50,000 mentions (1M memories): 1,000
+# kept 97 % of the exact list, 400 88 % (the HNSW walk: 87 %), 200 79 %; 5,000 mentions (100k):
+# 1,000 99.9 %. Each is compared in the query service (its embedding read once, then held).
+SIGNATURE_OVERSAMPLE = 20
+# Under filters the signatures cannot check, this many times as many best signatures
+FILTERED_SIGNATURES = 4
+# The ranked units checked by key in a first round: this many per unit still wanted (under a
+# filter checked by key, twice as many, or this many over the share the planner expects to
+# pass); each further round checks twice as many
+FIRST_CHECK = 2
+
+
+def query_entities(
+    conn: Connection[Any], scope: SearchScope, *, names: Sequence[str]
+) -> dict[UUID, list[str]]:
+    """The agent's entities whose normalised name or an alias is one of `names`: id → the
+    names of it that matched."""
+    if not names:
+        return {}
+    rows = conn.execute(
+        """
+        SELECT e.id, e.normalized_name, e.aliases FROM entities e
+        WHERE e.agent_id = %(agent)s
+          AND (e.normalized_name = ANY(%(names)s) OR e.aliases && %(names)s)
+        """,
+        {"agent": scope.agent_key, "names": list(names)},
+    ).fetchall()
+    wanted = set(names)
+    return {r["id"]: sorted(({r["normalized_name"], *r["aliases"]}) & wanted) for r in rows}
+
+
+def entity_units(
+    conn: Connection[Any],
+    scope: SearchScope,
+    *,
+    entity_ids: Sequence[UUID],
+    vector: np.ndarray,
+    per_entity: int,
+    min_similarity: float,
+    mentions: MentionSignatures,
+    exact_max: int = 2000,
+    oversample: int = SIGNATURE_OVERSAMPLE,
+    matching: Matching | None = None,
+) -> list[tuple[UUID, float]]:
+    """For each entity, the `per_entity` units mentioning it most similar to `vector` (and
+    passing the search's filters); a unit mentioning several keeps its similarity once. Best
+    first.
+
+    `matching`: who passes the filters, as far as known. When every unit that passes is known
+    (`Matching.complete`, after the semantic retriever's exact scan) and at most `exact_max`
+    pass, they are sent with the statement and the mentions among them ranked exactly in
+    PostgreSQL: the entity's mentions read from their index, kept when in that set, compared
+    by key.
+
+    Otherwise the entities' mentions come from `mentions` (their signatures in memory, brought
+    up to date with what changed), and the candidates are compared in the query service with
+    their embeddings (held there once read). An entity mentioned at most `exact_max` times has
+    every mention compared. A commoner one (a main character of a long chat: ~5,000 mentions at
+    100k memories, ~50,000 at 1M) has its mentions ranked by their signatures' Hamming distance
+    from the query's first, and the `oversample` · `per_entity` best are compared;
+    `FILTERED_SIGNATURES` times as many under filters the signatures cannot check. When every unit
+    that passes is known but too many to send (above `exact_max`: sending 5,000 ids cost
+    ~12 ms in a search), the mentions are first kept to those units here, then ranked and
+    compared as unfiltered ones (a main character under a 5 % filter at 100k memories: its
+    ~250 passing mentions compared); likewise, the units failing a broad filter taken out, when
+    they are known (`Matching.failing`). PostgreSQL then checks the best by key, in their
+    order, until `per_entity` of each entity's are active and pass (`_first_passing`)."""
+    if matching is not None and (listed_ids := matching.listed(exact_max)) is not None:
+        return _entity_units_among(
+            conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
+            min_similarity=min_similarity, passing_ids=listed_ids,
+        )  # fmt: skip
+    passing = matching.complete if matching is not None else None
+    failing = matching.failing if matching is not None and passing is None else None
+    where = scope.where if passing is None and failing is None else NO_FILTER  # checked by key
+    scan = oversample * per_entity * (FILTERED_SIGNATURES if where.sql else 1)
+    signature = query_signature(vector)
+    rounded = np.asarray(vector, dtype=np.float16).astype(np.float32)  # as `::halfvec` rounds
+    query = rounded / max(float(np.linalg.norm(rounded)), 1e-30)
+    ranked: list[Ranked] = []
+    for entity, listed in mentions.read(conn, scope.tenant_id, entity_ids).items():
+        rows = (
+            listed.rows_in(passing) if passing is not None
+            else listed.rows_out(failing) if failing is not None
+            else np.arange(len(listed.ids))
+        )  # fmt: skip
+        if len(rows) > exact_max:
+            rows = listed.nearest_rows(signature, scan, rows)
+        if not len(rows):
+            continue
+        similarity = listed.similarity(conn, entity, rows, query)
+        order = np.argsort(-similarity, kind="stable")  # a unit gone since: NaN, last
+        similarity = similarity[order]
+        close = int(np.count_nonzero(similarity >= min_similarity))
+        ranked.append(Ranked(listed.ids, rows[order[:close]], similarity[:close]))
+    first = FIRST_CHECK * (2 if where.sql else 1)
+    if where.sql and matching is not None and matching.share:
+        first = max(first, math.ceil(FIRST_CHECK / matching.share))  # the planner's estimate
+    found = _first_passing(conn, scope, where, ranked, per_entity, first)
+    return sorted(((UUID(u), s) for u, s in found.items()), key=lambda x: (-x[1], str(x[0])))
+
+
+class Ranked(NamedTuple):
+    """An entity's candidates, most similar first: the mentions' rows in `ids`, and their
+    similarities."""
+
+    ids: Sequence[str]
+    rows: np.ndarray
+    similarity: np.ndarray
+
+    def unit(self, k: int) -> tuple[str, float]:
+        return self.ids[self.rows[k]], float(self.similarity[k])
+
+
+def _first_passing(
+    conn: Connection[Any],
+    scope: SearchScope,
+    where: Where,
+    ranked: list[Ranked],
+    per_entity: int,
+    first: int,
+) -> dict[str, float]:
+    """Unit → similarity: of each of `ranked`, the first `per_entity` units that are active,
+    of the search's fact types and pass `where`. They are checked by key in rounds: `first`
+    per unit still wanted at first, twice as many each round after; a unit several entities
+    rank is checked once."""
+    verdicts: dict[str, bool] = {}
+    kept: list[list[tuple[str, float]]] = [[] for _ in ranked]
+    walked = [0] * len(ranked)
+    factor = first
+    while True:
+        asked: dict[str, None] = {}
+        for i, candidates in enumerate(ranked):
+            while walked[i] < len(candidates.rows) and len(kept[i]) < per_entity:
+                unit, similarity = candidates.unit(walked[i])
+                if unit not in verdicts:
+                    break
+                walked[i] += 1
+                if verdicts[unit]:
+                    kept[i].append((unit, similarity))
+            wanted = per_entity - len(kept[i])
+            if wanted > 0:
+                ahead = candidates.rows[walked[i] : walked[i] + factor * wanted].tolist()
+                asked.update((u, None) for r in ahead if (u := candidates.ids[r]) not in verdicts)
+        if not asked:
+            break
+        passed = _passing(conn, scope, where, list(asked))
+        verdicts.update((u, u in passed) for u in asked)
+        factor *= 2
+    found: dict[str, float] = {}
+    for unit, similarity in (pair for pairs in kept for pair in pairs):
+        found[unit] = max(similarity, found.get(unit, similarity))
+    return found
+
+
+def _passing(conn: Connection[Any], scope: SearchScope, where: Where, ids: list[str]) -> set[str]:
+    """Those of `ids` that are active, of the search's fact types and pass `where`."""
+    row = conn.execute(
+        f"""
+        SELECT string_agg(c.unit::text, ',') AS passed
+        FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) AS c(unit)
+        WHERE EXISTS (SELECT 1 FROM memory_vectors m
+                      WHERE m.unit_id = c.unit AND {vector_scope("m")} {where.sql})
+        """,
+        {"ids": ",".join(ids), **scope.params, **where.params},
+        prepare=where.prepare,
+    ).fetchone()
+    return set(row["passed"].split(",")) if row and row["passed"] else set()
+
+
+def _entity_units_among(
+    conn: Connection[Any],
+    scope: SearchScope,
+    *,
+    entity_ids: Sequence[UUID],
+    vector: np.ndarray,
+    per_entity: int,
+    min_similarity: float,
+    passing_ids: str,
+) -> list[tuple[UUID, float]]:
+    """`entity_units` when every unit passing the filters is known (`passing_ids`)."""
+    rows = conn.execute(
+        f"""
+        SELECT u.id, max(u.sim) AS sim FROM unnest(%(entities)s::uuid[]) AS e(entity)
+        CROSS JOIN LATERAL (
+            SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
+            FROM unit_entities ue JOIN memory_vectors m ON m.unit_id = ue.unit_id
+            WHERE ue.entity_id = e.entity AND {vector_scope("m")}
+              AND ue.unit_id = ANY(string_to_array(%(passing)s, ',')::uuid[])
+            ORDER BY sim DESC LIMIT %(per_entity)s
+        ) u GROUP BY u.id
+        """,
+        {
+            "entities": list(entity_ids), "v": vector, "per_entity": per_entity,
+            "passing": passing_ids, **scope.params,
+        },
+    ).fetchall()  # fmt: skip
+    return best(rows, min_similarity)
+
+
+def best(rows: Sequence[Mapping[str, Any]], min_similarity: float) -> list[tuple[UUID, float]]:
+    """The rows' (id, sim) at least `min_similarity` similar, most similar first, ties by id."""
+    found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
+    return sorted(found, key=lambda x: (-x[1], str(x[0])))

@@ -1,0 +1,54 @@
+"""The mentions' embeddings held in the query service (`memora.retrieval.mentions`): held by
+the mention's position and by when it was written, so a re-embedded unit's old embedding is
+never taken for its new one, whichever order the reads come back in."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memora.retrieval.mentions import Mentions, MentionVectors
+
+
+def _held(vectors: MentionVectors, positions: list[int], written: list[int]) -> list[int]:
+    return vectors.held(np.array(positions), np.array(written, dtype=np.int64)).tolist()
+
+
+def _add(
+    vectors: MentionVectors, positions: list[int], written: list[int], rows: np.ndarray
+) -> None:
+    vectors.add(np.array(positions), np.array(written, dtype=np.int64), rows)
+
+
+def test_an_embedding_is_held_as_its_mention_was_written() -> None:
+    held = MentionVectors()
+    eye = np.eye(4, dtype=np.float32)
+    _add(held, [0, 1, 2], [5, 5, 7], eye[:3])
+    assert _held(held, [2, 0, 9], [7, 5, 5]) == [2, 0, -1]  # position 9: beyond those held
+    assert _held(held, [0], [6]) == [-1]  # written again since (re-embedded): not held
+    _add(held, [0], [6], eye[3:])  # the newer one replaces it
+    assert _held(held, [0, 0], [6, 5]) == [3, -1]
+    _add(held, [0], [5], eye[:1])  # an older read coming back late is not kept
+    assert _held(held, [0], [6]) == [3]
+    assert held.gather(np.array([3, 1])).tolist() == [eye[3].tolist(), eye[1].tolist()]
+
+
+def test_the_matrix_grows_and_keeps_its_rows() -> None:
+    held = MentionVectors()
+    added = np.random.default_rng(0).standard_normal((300, 8)).astype(np.float32)
+    for start in range(0, 300, 7):  # many small additions, as searches make them
+        positions = list(range(start, min(start + 7, 300)))
+        _add(held, positions[::-1], [1] * len(positions), added[positions[::-1]])
+    rows = held.held(np.arange(300), np.ones(300, dtype=np.int64))
+    assert (rows >= 0).all()
+    assert np.array_equal(held.gather(rows), added)
+
+
+def test_entries_of_an_entity_share_its_embeddings_through_changes() -> None:
+    bits = np.zeros((2, 6), dtype=np.uint64)
+    first = Mentions.read(["a", "b"], bits, np.array([5, 5]), horizon=9)
+    _add(first.vectors, [0, 1], [5, 5], np.eye(2, dtype=np.float32))
+    # "b" re-embedded (written at 10), "c" added: the entry after the refresh
+    later = first.merged(["b", "c"], bits, np.array([10, 11]), horizon=12)
+    assert later.vectors is first.vectors and later.ids == ("a", "b", "c")
+    assert later.written.tolist() == [5, 10, 11]
+    assert later.vectors.held(np.arange(3), later.written).tolist() == [0, -1, -1]
