@@ -101,7 +101,7 @@ def entity_units(
     rounded = np.asarray(vector, dtype=np.float16).astype(np.float32)  # as `::halfvec` rounds
     query = rounded / max(float(np.linalg.norm(rounded)), 1e-30)
     ranked: list[Ranked] = []
-    for entity, listed in mentions.read(conn, scope.tenant_id, entity_ids).items():
+    for listed in mentions.read(conn, scope.tenant_id, entity_ids).values():
         rows = (
             listed.rows_in(passing) if passing is not None
             else listed.rows_out(failing) if failing is not None
@@ -111,7 +111,7 @@ def entity_units(
             rows = listed.nearest_rows(signature, scan, rows)
         if not len(rows):
             continue
-        similarity = listed.similarity(conn, entity, rows, query)
+        similarity = listed.similarity(conn, rows, query)
         order = np.argsort(-similarity, kind="stable")  # a unit gone since: NaN, last
         similarity = similarity[order]
         close = int(np.count_nonzero(similarity >= min_similarity))

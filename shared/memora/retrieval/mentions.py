@@ -20,8 +20,10 @@ The embeddings of the mentions searches compare are held too (`MentionVectors`),
 PostgreSQL the first time a search compares them: the retriever ranks its candidates here and
 asks PostgreSQL only which of the best are still active and pass the search's filters, where it
 compared every candidate there (a main character's 400: ~4 ms of database time at 100k
-memories). They are held by unit and by when the mention was last written (its `written`,
-which re-embedding the unit moves on), so an embedding that changed is never taken for the new.
+memories). Each is held with the `written` of the mention row as the entry read it (a unit
+re-embedded has its mention rows written again) and read after that read, so it is that
+embedding or a newer one; an entry that knows a newer `written` reads it again. An embedding
+that changed is never taken for the new.
 """
 
 from __future__ import annotations
@@ -144,9 +146,7 @@ class Mentions:
             top = np.argsort(distance, kind="stable")
         return top if rows is None else rows[top]
 
-    def similarity(
-        self, conn: Connection[Any], entity: UUID, rows: np.ndarray, query: np.ndarray
-    ) -> np.ndarray:
+    def similarity(self, conn: Connection[Any], rows: np.ndarray, query: np.ndarray) -> np.ndarray:
         """The cosine similarity to `query` (a unit vector) of the mentions in `rows` (NaN for
         one no longer there), their embeddings held or, for those not held as the mention
         was written when read, read now in one statement and held."""
@@ -157,17 +157,12 @@ class Mentions:
         if here.any():
             vectors[here] = self.vectors.gather(held[here])
         if not here.all():
-            absent = np.flatnonzero(~here)
-            ids, now, found = _vectors(conn, entity, [self.ids[i] for i in rows[absent].tolist()])
-            at = {u: i for i, u in enumerate(ids)}
-            read = [at.get(self.ids[i], -1) for i in rows[absent].tolist()]
-            vectors[absent] = np.nan
-            got = np.array(read, dtype=np.intp) >= 0
-            if got.any():
-                picked = np.array(read, dtype=np.intp)[got]
-                vectors[absent[got]] = found[picked]
-                positions = np.array([self.positions[ids[j]] for j in picked.tolist()], np.intp)
-                self.vectors.add(positions, now[picked], found[picked])
+            # held as the mention was written when read: what is read now is that or newer
+            absent = rows[~here]
+            found, read = _vectors(conn, [self.ids[i] for i in absent.tolist()])
+            vectors[~here] = np.nan  # a unit purged since
+            vectors[np.flatnonzero(~here)[found]] = read
+            self.vectors.add(absent[found], written[~here][found], read)
         similarity: np.ndarray = vectors @ query
         return similarity
 
@@ -318,16 +313,14 @@ def _read(
     }  # fmt: skip
 
 
-# The embeddings of some of an entity's mentions, with when each mention was written: the
-# ids as one text, the rest as two bytea, in the same order. As `memory_vectors` holds them
-# (half precision, what the retriever compared in PostgreSQL), from `memory_units` (wider
-# rows) for a unit not active (every unit is embedded before its entities are resolved).
+# The embeddings of some units, by their ordinal in the list sent: those found, as one bytea
+# of int4 ordinals and one of halfvecs in the same order. As `memory_vectors` holds them (half
+# precision, what the retriever compared in PostgreSQL), from `memory_units` (wider rows) for
+# a unit not active (every unit is embedded before its entities are resolved).
 _VECTORS = sql.SQL("""
-    SELECT count(*), coalesce(string_agg(ue.unit_id::text, ','), ''),
-           coalesce(string_agg(int8send(coalesce(ue.written, 0)), ''::bytea), ''::bytea),
+    SELECT count(*), coalesce(string_agg(int4send(c.n::int4), ''::bytea), ''::bytea),
            coalesce(string_agg(halfvec_send(v.embedding), ''::bytea), ''::bytea)
-    FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) AS c(unit)
-    JOIN unit_entities ue ON ue.unit_id = c.unit AND ue.entity_id = %(entity)s
+    FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) WITH ORDINALITY AS c(unit, n)
     CROSS JOIN LATERAL (
         SELECT coalesce(
             (SELECT m.embedding FROM memory_vectors m WHERE m.unit_id = c.unit),
@@ -338,17 +331,10 @@ _VECTORS = sql.SQL("""
 """)
 
 
-def _vectors(
-    conn: Connection[Any], entity: UUID, units: Sequence[str]
-) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(ids, when each mention was written, unit vectors) of those of `units` that still
-    mention `entity`."""
+def _vectors(conn: Connection[Any], units: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the indexes in `units` of those found, their unit vectors)."""
     with conn.cursor(binary=True, row_factory=tuple_row) as cur:
-        row = cur.execute(_VECTORS, {"entity": entity, "ids": ",".join(units)}).fetchone()
+        row = cur.execute(_VECTORS, {"ids": ",".join(units)}).fetchone()
     assert row is not None  # an aggregate: always one row
-    count, ids, written, vectors = row
-    return (
-        ids.split(",") if count else [],
-        np.frombuffer(written, dtype=">i8").astype(np.int64),
-        unit_vectors(vectors, count),
-    )
+    count, found, vectors = row
+    return np.frombuffer(found, dtype=">i4").astype(np.intp) - 1, unit_vectors(vectors, count)
