@@ -14,7 +14,7 @@ import pytest
 
 from memora.retrieval import entities
 from memora.retrieval.filters import Filters, Matching, compile_filters
-from memora.retrieval.mentions import MentionSignatures, query_signature
+from memora.retrieval.mentions import MentionSignatures, Unheld, query_signature
 from memora.retrieval.types import SearchScope
 from tests.integration.memory_support import store_memory, unit_vector
 
@@ -212,8 +212,9 @@ def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent
 
     def agrees() -> list[uuid.UUID]:
         assert signatures(held) == signatures(_mentions())  # what a whole read gives
-        found = ranked(held)
-        assert found == ranked(_mentions())
+        found, fresh = ranked(held), ranked(_mentions())
+        assert [u for u, _ in found] == [u for u, _ in fresh]
+        assert dict(found) == pytest.approx(dict(fresh), abs=1e-6)  # float32 products
         return [u for u, _ in found]
 
     first = agrees()
@@ -245,6 +246,45 @@ def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent
     conn.execute("UPDATE unit_entities SET entity_id = %s WHERE unit_id = %s", (bo, units[4]))
     conn.commit()  # a mention moved to another entity
     assert units[4] not in agrees()
+
+
+def test_mentions_not_held_are_compared_by_postgresql_then_held(conn: Any, agent_id: str) -> None:
+    """A search compares the mentions whose embeddings are not held in PostgreSQL and notes
+    them; once they are read and held (in the background, in a search), the next search ranks
+    them here, with the same units and similarities. A unit re-embedded in between is read
+    again, not taken as held."""
+    rng = np.random.default_rng(5)
+    query = unit_vector(rng.standard_normal(DIM))
+    ana = _entity(conn, agent_id, "Ana")
+    units = [
+        _mention(conn, agent_id, unit_vector(rng.standard_normal(DIM)), ana, d) for d in range(40)
+    ]
+    conn.commit()
+    held = _mentions()
+    scope = SearchScope("default", agent_id, ("world",))
+
+    def ranked(unheld: list[Unheld] | None) -> list[tuple[uuid.UUID, float]]:
+        with conn.transaction():
+            return entities.entity_units(
+                conn, scope, entity_ids=[ana], vector=query, per_entity=8,
+                min_similarity=-1.0, exact_max=100, mentions=held, unheld=unheld,
+            )  # fmt: skip
+
+    first: list[Unheld] = []
+    in_postgresql = ranked(first)
+    assert [len(u.ids) for u in first] == [40]  # every mention compared there
+    with conn.transaction():
+        held.hold(conn, first)
+    again: list[Unheld] = []
+    here = ranked(again)
+    assert again == []
+    assert [u for u, _ in here] == [u for u, _ in in_postgresql]
+    assert dict(here) == pytest.approx(dict(in_postgresql), abs=1e-6)
+    conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, units[9]))
+    conn.commit()
+    after: list[Unheld] = []
+    assert ranked(after)[0][0] == units[9]
+    assert [u.ids for u in after] == [[str(units[9])]]
 
 
 def test_a_query_is_packed_as_postgresql_packs_a_signature(conn: Any) -> None:

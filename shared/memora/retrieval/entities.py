@@ -17,7 +17,7 @@ import numpy as np
 from psycopg import Connection
 
 from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
-from memora.retrieval.mentions import MentionSignatures, query_signature
+from memora.retrieval.mentions import MentionSignatures, Unheld, query_signature
 from memora.retrieval.types import SearchScope
 
 # The common entity's mentions compared with full embeddings: this many per unit wanted, the
@@ -64,6 +64,7 @@ def entity_units(
     exact_max: int = 2000,
     oversample: int = SIGNATURE_OVERSAMPLE,
     matching: Matching | None = None,
+    unheld: list[Unheld] | None = None,
 ) -> list[tuple[UUID, float]]:
     """For each entity, the `per_entity` units mentioning it most similar to `vector` (and
     passing the search's filters); a unit mentioning several keeps its similarity once. Best
@@ -77,11 +78,14 @@ def entity_units(
 
     Otherwise the entities' mentions come from `mentions` (their signatures in memory, brought
     up to date with what changed), and the candidates are compared in the query service with
-    their embeddings (held there once read). An entity mentioned at most `exact_max` times has
-    every mention compared. A commoner one (a main character of a long chat: ~5,000 mentions at
-    100k memories, ~50,000 at 1M) has its mentions ranked by their signatures' Hamming distance
-    from the query's first, and the `oversample` · `per_entity` best are compared;
-    `FILTERED_SIGNATURES` times as many under filters the signatures cannot check. When every unit
+    their embeddings, held there once read: those not held yet are compared by PostgreSQL and
+    noted in `unheld`, for the caller to have them read and held in the background
+    (`MentionSignatures.hold`; without `unheld`, they are read now). An entity mentioned at
+    most `exact_max` times has every mention compared. A commoner one (a main character of a
+    long chat: ~5,000 mentions at 100k memories, ~50,000 at 1M) has its mentions ranked by
+    their signatures' Hamming distance from the query's first, and the `oversample` ·
+    `per_entity` best are compared; `FILTERED_SIGNATURES` times as many under filters the
+    signatures cannot check. When every unit
     that passes is known but too many to send (above `exact_max`: sending 5,000 ids cost
     ~12 ms in a search), the mentions are first kept to those units here, then ranked and
     compared as unfiltered ones (a main character under a 5 % filter at 100k memories: its
@@ -98,8 +102,6 @@ def entity_units(
     where = scope.where if passing is None and failing is None else NO_FILTER  # checked by key
     scan = oversample * per_entity * (FILTERED_SIGNATURES if where.sql else 1)
     signature = query_signature(vector)
-    rounded = np.asarray(vector, dtype=np.float16).astype(np.float32)  # as `::halfvec` rounds
-    query = rounded / max(float(np.linalg.norm(rounded)), 1e-30)
     ranked: list[Ranked] = []
     for listed in mentions.read(conn, scope.tenant_id, entity_ids).values():
         rows = (
@@ -111,7 +113,7 @@ def entity_units(
             rows = listed.nearest_rows(signature, scan, rows)
         if not len(rows):
             continue
-        similarity = listed.similarity(conn, rows, query)
+        similarity = listed.similarity(conn, rows, vector, unheld)
         order = np.argsort(-similarity, kind="stable")  # a unit gone since: NaN, last
         similarity = similarity[order]
         close = int(np.count_nonzero(similarity >= min_similarity))

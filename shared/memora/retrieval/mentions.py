@@ -103,6 +103,17 @@ class MentionVectors:
 
 
 @dataclass(frozen=True)
+class Unheld:
+    """Mentions a search compared in PostgreSQL, whose embeddings are to be read and held:
+    their positions, as written when the search read them, and their unit ids."""
+
+    vectors: MentionVectors
+    positions: np.ndarray
+    written: np.ndarray
+    ids: list[str]
+
+
+@dataclass(frozen=True)
 class Mentions:
     """An entity's mentions: unit ids (text), their rows in `bits` (the signatures as 64-bit
     words) and in `written` (when each was last written: a transaction id, 0 for rows from
@@ -146,24 +157,37 @@ class Mentions:
             top = np.argsort(distance, kind="stable")
         return top if rows is None else rows[top]
 
-    def similarity(self, conn: Connection[Any], rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """The cosine similarity to `query` (a unit vector) of the mentions in `rows` (NaN for
-        one no longer there), their embeddings held or, for those not held as the mention
-        was written when read, read now in one statement and held."""
+    def similarity(
+        self,
+        conn: Connection[Any],
+        rows: np.ndarray,
+        query: np.ndarray,
+        unheld: list[Unheld] | None = None,
+    ) -> np.ndarray:
+        """The cosine similarity to `query` of the mentions in `rows` (NaN for one no longer
+        there): here for those whose embeddings are held as the mention was written when
+        read; for the others, by PostgreSQL, their embeddings noted in `unheld` to be read
+        and held later (`MentionSignatures.hold`), or, without `unheld`, read now and held."""
+        query = np.asarray(query, dtype=np.float16).astype(np.float32)  # as `::halfvec` rounds
+        unit = query / max(float(np.linalg.norm(query)), 1e-30)
         written = self.written[rows]
         held = self.vectors.held(rows, written)
-        vectors = np.empty((len(rows), len(query)), dtype=np.float32)
         here = held >= 0
+        similarity = np.full(len(rows), np.nan, dtype=np.float32)
         if here.any():
-            vectors[here] = self.vectors.gather(held[here])
-        if not here.all():
-            # held as the mention was written when read: what is read now is that or newer
-            absent = rows[~here]
-            found, read = _vectors(conn, [self.ids[i] for i in absent.tolist()])
-            vectors[~here] = np.nan  # a unit purged since
-            vectors[np.flatnonzero(~here)[found]] = read
-            self.vectors.add(absent[found], written[~here][found], read)
-        similarity: np.ndarray = vectors @ query
+            similarity[here] = self.vectors.gather(held[here]) @ unit
+        if here.all():
+            return similarity
+        away = np.flatnonzero(~here)
+        ids = [self.ids[i] for i in rows[away].tolist()]
+        if unheld is not None:
+            found, compared = _similarities(conn, ids, query)
+            similarity[away[found]] = compared
+            unheld.append(Unheld(self.vectors, rows[away], written[away], ids))
+        else:  # held as the mention was written when read: what is read now is that or newer
+            found, read = _vectors(conn, ids)
+            similarity[away[found]] = read @ unit
+            self.vectors.add(rows[away][found], written[away][found], read)
         return similarity
 
     def rows_in(self, units: frozenset[str]) -> np.ndarray:
@@ -264,6 +288,19 @@ class MentionSignatures:
                         self._entries[key] = mentions
         return found
 
+    def hold(self, conn: Connection[Any], unheld: Sequence[Unheld]) -> None:
+        """Read and hold the embeddings searches compared in PostgreSQL (`Mentions.similarity`),
+        but those held since: each as its mention was written when the search read it (what
+        is read now is that or newer)."""
+        for wanted in unheld:
+            still = wanted.vectors.held(wanted.positions, wanted.written) < 0
+            if still.any():
+                ids = [wanted.ids[i] for i in np.flatnonzero(still).tolist()]
+                found, read = _vectors(conn, ids)
+                wanted.vectors.add(
+                    wanted.positions[still][found], wanted.written[still][found], read
+                )
+
 
 # One row an entity: its mentions' ids as one text, their signatures and when they were
 # written as two bytea (the aggregates see the rows in the same order), the xmin of the
@@ -311,6 +348,29 @@ def _read(
         )
         for horizon, entity, removed, count, ids, bits, written in rows
     }  # fmt: skip
+
+
+# The cosine similarity of some units to a query, as the retriever's SQL computes it, by their
+# ordinal in the list sent: those found, as an int4 array and a float8 array.
+_SIMILARITIES = sql.SQL("""
+    SELECT coalesce(array_agg(c.n::int4), '{}'),
+           coalesce(array_agg(1 - (m.embedding <=> %(v)s::halfvec)), '{}')
+    FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) WITH ORDINALITY AS c(unit, n)
+    JOIN memory_vectors m ON m.unit_id = c.unit
+""")
+
+
+def _similarities(
+    conn: Connection[Any], units: Sequence[str], query: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the indexes in `units` of those active, their similarities to `query`)."""
+    with conn.cursor(binary=True, row_factory=tuple_row) as cur:
+        row = cur.execute(
+            _SIMILARITIES, {"ids": ",".join(units), "v": query}, prepare=True
+        ).fetchone()
+    assert row is not None  # an aggregate: always one row
+    found, similarity = row
+    return np.array(found, dtype=np.intp) - 1, np.array(similarity, dtype=np.float32)
 
 
 # The embeddings of some units, by their ordinal in the list sent: those found, as one bytea

@@ -39,7 +39,7 @@ from memora.retrieval.filters import Matching
 from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.held_links import AgentLinks, HeldLinks
 from memora.retrieval.keyword import KeywordIndex, TermStats, broad_count
-from memora.retrieval.mentions import MentionSignatures
+from memora.retrieval.mentions import MentionSignatures, Unheld
 from memora.retrieval.passing import PassingUnits
 from memora.retrieval.rerank import Reranker, Rerankers
 from memora.retrieval.trace import Clock, trace
@@ -82,7 +82,7 @@ class Retriever:
             settings.entity_signature_cache_mb << 20, settings.entity_signature_ttl_seconds
         )
         # the units of narrow filters with their embeddings; an eighth for the units failing
-        # broad ones, read in the background
+        # broad ones, read in the background (as are the embeddings of the mentions compared)
         held, ttl = settings.filter_cache_mb << 20, settings.filter_cache_ttl_seconds
         self.passing = PassingUnits(held - held // 8, ttl) if held > 0 else None
         self.failing = FailingUnits(held // 8, ttl) if held > 0 else None
@@ -445,14 +445,25 @@ class Retriever:
         if scope.where.sql:
             matching.settled.wait()
         started = time.perf_counter()
+        unheld: list[Unheld] = []
         with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
             ranked = entities.entity_units(
                 conn, scope, entity_ids=list(named.entities), vector=vector,
                 per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
                 mentions=self.mentions, exact_max=s.filter_exact_scan_max, matching=matching,
+                unheld=unheld,
             )  # fmt: skip
         ms = round(named.ms + (time.perf_counter() - started) * 1000, 2)
+        if unheld:  # compared by PostgreSQL this time: their embeddings held for the next
+            self._background.submit(self._hold_mentions, scope.tenant_id, unheld)
         return ArmResult("entity", ranked, ms=ms)
+
+    def _hold_mentions(self, tenant_id: str, unheld: list[Unheld]) -> None:
+        try:
+            with self.pool.tenant_connection(tenant_id, autocommit=True) as conn:
+                self.mentions.hold(conn, unheld)
+        except Exception:  # the next searches compare them in PostgreSQL and try again
+            log.exception("reading the embeddings of mentions")
 
     def _history(
         self, scope: SearchScope, window: validity.Window, vector: np.ndarray, limit: int
