@@ -263,28 +263,28 @@ def test_mentions_not_held_are_compared_by_postgresql_then_held(conn: Any, agent
     held = _mentions()
     scope = SearchScope("default", agent_id, ("world",))
 
-    def ranked(unheld: list[Unheld] | None) -> list[tuple[uuid.UUID, float]]:
+    def ranked(unheld: list[Unheld] | None, exact_max: int = 100) -> list[tuple[uuid.UUID, float]]:
         with conn.transaction():
             return entities.entity_units(
-                conn, scope, entity_ids=[ana], vector=query, per_entity=8,
-                min_similarity=-1.0, exact_max=100, mentions=held, unheld=unheld,
+                conn, scope, entity_ids=[ana], vector=query, per_entity=8, oversample=2,
+                min_similarity=-1.0, exact_max=exact_max, mentions=held, unheld=unheld,
             )  # fmt: skip
 
     first: list[Unheld] = []
-    in_postgresql = ranked(first)
-    assert [len(u.ids) for u in first] == [40]  # every mention compared there
+    in_postgresql = ranked(first, exact_max=10)  # the 16 best signatures compared there
+    assert [len(u.rows) for u in first] == [16]
     with conn.transaction():
-        held.hold(conn, first)
+        held.hold(conn, first)  # and every other mention of an entity of at most HOLD_ALL
     again: list[Unheld] = []
-    here = ranked(again)
-    assert again == []
+    here = ranked(again, exact_max=10)
+    assert ranked(again) and again == []  # every mention compared: all here
     assert [u for u, _ in here] == [u for u, _ in in_postgresql]
     assert dict(here) == pytest.approx(dict(in_postgresql), abs=1e-6)
     conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, units[9]))
     conn.commit()
     after: list[Unheld] = []
     assert ranked(after)[0][0] == units[9]
-    assert [u.ids for u in after] == [[str(units[9])]]
+    assert [[u.mentions.ids[r] for r in u.rows] for u in after] == [[str(units[9])]]
 
 
 def test_a_query_is_packed_as_postgresql_packs_a_signature(conn: Any) -> None:

@@ -17,13 +17,14 @@ first named and after `ttl`. Entries are immutable: a refresh builds a new one a
 in place only if no other refresh did meanwhile.
 
 The embeddings of the mentions searches compare are held too (`MentionVectors`), read from
-PostgreSQL the first time a search compares them: the retriever ranks its candidates here and
-asks PostgreSQL only which of the best are still active and pass the search's filters, where it
-compared every candidate there (a main character's 400: ~4 ms of database time at 100k
-memories). Each is held with the `written` of the mention row as the entry read it (a unit
-re-embedded has its mention rows written again) and read after that read, so it is that
-embedding or a newer one; an entry that knows a newer `written` reads it again. An embedding
-that changed is never taken for the new.
+PostgreSQL in the background after a search first compared them there (with every other
+mention of the entity, up to `HOLD_ALL`): the retriever ranks its held candidates here and
+asks PostgreSQL only which of the best are still active and pass the search's filters, where
+it compared every candidate there (a main character's 400: ~4 ms of database time at 100k
+memories). Each is held with the `written` of the mention row as the search read it (a unit
+re-embedded has its mention rows written again) and is read after that, so it is that
+embedding or a newer one; an entry that knows a newer `written` has it read again. An
+embedding that changed is never taken for the new.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ from psycopg.rows import tuple_row
 
 from memora.retrieval.passing import unit_vectors
 
+# An entity mentioned at most this many times has every mention's embedding held once a search
+# compared some of them in PostgreSQL (a main character at 100k memories: ~5,000, 7.5 MB, read
+# in ~0.1 s in the background); a commoner one, those compared
+HOLD_ALL = 10_000
+HOLD_CHUNK = 2_000  # embeddings read a statement (3 MB)
 VARBIT_HEADER = 4  # PostgreSQL's binary form of a bit string: its length (int4), then the bits
 
 
@@ -105,12 +111,10 @@ class MentionVectors:
 @dataclass(frozen=True)
 class Unheld:
     """Mentions a search compared in PostgreSQL, whose embeddings are to be read and held:
-    their positions, as written when the search read them, and their unit ids."""
+    the entity's mentions as the search read them, and the rows of those compared."""
 
-    vectors: MentionVectors
-    positions: np.ndarray
-    written: np.ndarray
-    ids: list[str]
+    mentions: Mentions
+    rows: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,7 @@ class Mentions:
         if unheld is not None:
             found, compared = _similarities(conn, ids, query)
             similarity[away[found]] = compared
-            unheld.append(Unheld(self.vectors, rows[away], written[away], ids))
+            unheld.append(Unheld(self, rows[away]))
         else:  # held as the mention was written when read: what is read now is that or newer
             found, read = _vectors(conn, ids)
             similarity[away[found]] = read @ unit
@@ -289,17 +293,18 @@ class MentionSignatures:
         return found
 
     def hold(self, conn: Connection[Any], unheld: Sequence[Unheld]) -> None:
-        """Read and hold the embeddings searches compared in PostgreSQL (`Mentions.similarity`),
-        but those held since: each as its mention was written when the search read it (what
-        is read now is that or newer)."""
+        """Read and hold the embeddings of the mentions searches compared in PostgreSQL
+        (`Mentions.similarity`), and of every other mention of an entity mentioned at most
+        `HOLD_ALL` times, but those held since: each as its mention was written when the
+        search read it (what is read now is that or newer), `HOLD_CHUNK` a statement."""
         for wanted in unheld:
-            still = wanted.vectors.held(wanted.positions, wanted.written) < 0
-            if still.any():
-                ids = [wanted.ids[i] for i in np.flatnonzero(still).tolist()]
-                found, read = _vectors(conn, ids)
-                wanted.vectors.add(
-                    wanted.positions[still][found], wanted.written[still][found], read
-                )
+            mentions = wanted.mentions
+            rows = np.arange(len(mentions.ids)) if len(mentions.ids) <= HOLD_ALL else wanted.rows
+            rows = rows[mentions.vectors.held(rows, mentions.written[rows]) < 0]
+            for start in range(0, len(rows), HOLD_CHUNK):
+                chunk = rows[start : start + HOLD_CHUNK]
+                found, read = _vectors(conn, [mentions.ids[i] for i in chunk.tolist()])
+                mentions.vectors.add(chunk[found], mentions.written[chunk[found]], read)
 
 
 # One row an entity: its mentions' ids as one text, their signatures and when they were
