@@ -15,7 +15,9 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memora.retrieval import fusion
+from memora.retrieval.mentions import MentionSignatures
 from memora.retrieval.question import AnswerType
+from memora.retrieval.retriever import NamedEntities
 from memora.retrieval.types import SearchScope
 from tests.integration.memory_support import unit_vector
 
@@ -144,6 +146,14 @@ def test_what_the_mentions_say_matches_the_rows(agent_conn: Any, agent_id: str) 
             )
             assert found[unit].names_entity is names, (named, speaker, mentions)
             assert found[unit].answer_type is answers, (types, speaker, mentions)
+        if named:  # the same from the mentions the entity retriever read (fusion's shortcut)
+            ids = [entities[n] for n in named]
+            read = MentionSignatures(1 << 20, 600.0).read(conn, "default", ids)
+            mentioning = NamedEntities(dict.fromkeys(ids, named), mentions=read).mentioning()
+            assert mentioning is not None
+            assert {u: mentioning(str(u)) for u in units} == {
+                u: found[u].names_entity for u in units
+            }
 
 
 def test_each_candidate_has_its_own_access_count(agent_conn: Any, agent_id: str) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 from psycopg import Connection
 
 from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
-from memora.retrieval.mentions import MentionSignatures, Unheld, query_signature
+from memora.retrieval.mentions import Mentions, MentionSignatures, Unheld, query_signature
 from memora.retrieval.types import SearchScope
 
 # The common entity's mentions compared with full embeddings: this many per unit wanted, the
@@ -65,6 +65,7 @@ def entity_units(
     oversample: int = SIGNATURE_OVERSAMPLE,
     matching: Matching | None = None,
     unheld: list[Unheld] | None = None,
+    read: dict[UUID, Mentions] | None = None,
 ) -> list[tuple[UUID, float]]:
     """For each entity, the `per_entity` units mentioning it most similar to `vector` (and
     passing the search's filters); a unit mentioning several keeps its similarity once. Best
@@ -80,7 +81,9 @@ def entity_units(
     up to date with what changed), and the candidates are compared in the query service with
     their embeddings, held there once read: those not held yet are compared by PostgreSQL and
     noted in `unheld`, for the caller to have them read and held in the background
-    (`MentionSignatures.hold`; without `unheld`, they are read now). An entity mentioned at
+    (`MentionSignatures.hold`; without `unheld`, they are read now); `read` is given the
+    entities' mentions as read (not under a filter whose passing units are sent). An entity
+    mentioned at
     most `exact_max` times has every mention compared. A commoner one (a main character of a
     long chat: ~5,000 mentions at 100k memories, ~50,000 at 1M) has its mentions ranked by
     their signatures' Hamming distance from the query's first, and the `oversample` ·
@@ -103,7 +106,10 @@ def entity_units(
     scan = oversample * per_entity * (FILTERED_SIGNATURES if where.sql else 1)
     signature = query_signature(vector)
     ranked: list[Ranked] = []
-    for listed in mentions.read(conn, scope.tenant_id, entity_ids).values():
+    held = mentions.read(conn, scope.tenant_id, entity_ids)
+    if read is not None:
+        read.update(held)
+    for listed in held.values():
         rows = (
             listed.rows_in(passing) if passing is not None
             else listed.rows_out(failing) if failing is not None

@@ -7,7 +7,7 @@ query of the stage; `fuse` runs the stage for one search.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 from uuid import UUID
 
@@ -70,6 +70,7 @@ def fuse(
     entity_ids: list[UUID],
     keyword: tuple[str, dict[str, Any]],
     window: Window | None = None,
+    mentioning: Callable[[str], bool] | None = None,
 ) -> list[Candidate]:
     """RRF over the retrievers' lists, then the best candidates read with their signals, on a
     connection of the scope's tenant held for that read only. `about_vec` embeds the query
@@ -79,8 +80,13 @@ def fuse(
     (`KeywordIndex.lateral`). Each candidate also learns whether it names a thing of the kind
     the question asks for (`question.answer_type`). With a validity `window` (as_of, or a past
     period the query names: `validity`), superseded memories in it are candidates too, and
-    under as_of only memories that held then are."""
+    under as_of only memories that held then are. `mentioning`: whether a unit mentions one of
+    `entity_ids`, from their mentions held in the query service (`NamedEntities.mentioning`);
+    hydration then does not look it up, unless it reads the candidates' mentions anyway (the
+    question asks for a kind of entity)."""
     s = settings
+    answer = answer_type(p.query)
+    by_service = mentioning is not None and not answer.entity_types
     # keyed by the ids' integers: a UUID hashes in a Python call, an int in C (thousands of
     # ids a search); integer order is the ids' text order, which breaks ties
     ids = {i.int: i for r in results.values() for i, _ in r.ranked}
@@ -99,8 +105,12 @@ def fuse(
         shortlist = ordered[:cap]
         found = hydrate(
             conn, scope, ids=shortlist, vector=context_vec, keyword=keyword,
-            entity_ids=entity_ids, answer=answer_type(p.query), window=window,
+            entity_ids=() if by_service else entity_ids, answer=answer, window=window,
         )  # fmt: skip
+    if by_service:
+        assert mentioning is not None
+        for candidate in found.values():
+            candidate.names_entity = mentioning(str(candidate.id))
     candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
     if not candidates:
         return []

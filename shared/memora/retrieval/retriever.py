@@ -39,7 +39,7 @@ from memora.retrieval.filters import Matching
 from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.held_links import AgentLinks, HeldLinks
 from memora.retrieval.keyword import KeywordIndex, TermStats, broad_count
-from memora.retrieval.mentions import MentionSignatures, Unheld
+from memora.retrieval.mentions import Mentions, MentionSignatures, Unheld
 from memora.retrieval.passing import PassingUnits
 from memora.retrieval.rerank import Reranker, Rerankers
 from memora.retrieval.trace import Clock, trace
@@ -53,12 +53,23 @@ log = logging.getLogger(__name__)
 class NamedEntities:
     """The entity retriever's first half: the agent's entities the query names (id → the names
     of it that matched), the query without those names (None when it names none), the ms the
-    lookup took, and why the retriever does not go on when it does not."""
+    lookup took, and why the retriever does not go on when it does not. The second half puts
+    in `mentions` the named entities' mentions it read, when it read them all
+    (`MentionSignatures`), for hydration to know which candidates mention one."""
 
     entities: dict[UUID, list[str]] = field(default_factory=dict)
     about: str | None = None
     ms: float = 0.0
     note: str = NO_ENTITY
+    mentions: dict[UUID, Mentions] = field(default_factory=dict)
+
+    def mentioning(self) -> Callable[[str], bool] | None:
+        """Whether a unit (id as text) mentions one of the entities, from their mentions as
+        the entity retriever read them in this search (None when it did not read them all)."""
+        if not self.entities or self.mentions.keys() != self.entities.keys():
+            return None
+        held = [m.positions for m in self.mentions.values()]
+        return lambda unit: any(unit in positions for positions in held)
 
 
 def _timed(name: str, fn: Callable[[], list[tuple[UUID, float]]]) -> ArmResult:
@@ -204,7 +215,7 @@ class Retriever:
         candidates = fusion.fuse(
             self.pool, scope, p, settings=self.settings, results=results, query_vec=query_vec,
             about_vec=query_vec if about_vec is None else about_vec, entity_ids=entity_ids,
-            keyword=self.keyword.lateral(stats), window=window,
+            keyword=self.keyword.lateral(stats), window=window, mentioning=naming.mentioning(),
         )  # fmt: skip
         t = clock.lap("fusion", t)
         if candidates:
@@ -451,7 +462,7 @@ class Retriever:
                 conn, scope, entity_ids=list(named.entities), vector=vector,
                 per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
                 mentions=self.mentions, exact_max=s.filter_exact_scan_max, matching=matching,
-                unheld=unheld,
+                unheld=unheld, read=named.mentions,
             )  # fmt: skip
         ms = round(named.ms + (time.perf_counter() - started) * 1000, 2)
         if unheld:  # compared by PostgreSQL this time: their embeddings held for the next
