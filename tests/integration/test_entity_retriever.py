@@ -55,6 +55,20 @@ def _mention(
     return unit
 
 
+def _ana(
+    conn: Any, agent_id: str, rng: np.random.Generator, count: int
+) -> tuple[np.ndarray, uuid.UUID, list[uuid.UUID]]:
+    """A query, and an entity "Ana" mentioned by `count` units with random embeddings."""
+    query = unit_vector(rng.standard_normal(DIM))
+    ana = _entity(conn, agent_id, "Ana")
+    units = [
+        _mention(conn, agent_id, unit_vector(rng.standard_normal(DIM)), ana, d)
+        for d in range(count)
+    ]
+    conn.commit()
+    return query, ana, units
+
+
 def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     conn: Any, agent_id: str
 ) -> None:
@@ -189,12 +203,7 @@ def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent
     re-embedded, a unit forgotten, a mention removed or moved to another entity: each read
     gives what an empty cache would."""
     rng = np.random.default_rng(11)
-    query = unit_vector(rng.standard_normal(DIM))
-    ana = _entity(conn, agent_id, "Ana")
-    units = [
-        _mention(conn, agent_id, unit_vector(rng.standard_normal(DIM)), ana, d) for d in range(30)
-    ]
-    conn.commit()
+    query, ana, units = _ana(conn, agent_id, rng, 30)
     held = _mentions()
     scope = SearchScope("default", agent_id, ("world",))
 
@@ -253,13 +262,7 @@ def test_mentions_not_held_are_compared_by_postgresql_then_held(conn: Any, agent
     them; once they are read and held (in the background, in a search), the next search ranks
     them here, with the same units and similarities. A unit re-embedded in between is read
     again, not taken as held."""
-    rng = np.random.default_rng(5)
-    query = unit_vector(rng.standard_normal(DIM))
-    ana = _entity(conn, agent_id, "Ana")
-    units = [
-        _mention(conn, agent_id, unit_vector(rng.standard_normal(DIM)), ana, d) for d in range(40)
-    ]
-    conn.commit()
+    query, ana, units = _ana(conn, agent_id, np.random.default_rng(5), 40)
     held = _mentions()
     scope = SearchScope("default", agent_id, ("world",))
 
