@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from prometheus_client import REGISTRY
 
 from memora.retrieval import entities
 from memora.retrieval.filters import Filters, Matching, compile_filters
@@ -273,14 +274,22 @@ def test_mentions_not_held_are_compared_by_postgresql_then_held(conn: Any, agent
                 min_similarity=-1.0, exact_max=exact_max, mentions=held, unheld=unheld,
             )  # fmt: skip
 
+    def reads(kind: str) -> float:
+        labels = {"read": kind}
+        return REGISTRY.get_sample_value("memora_mention_cache_reads_total", labels) or 0.0
+
+    before = {kind: reads(kind) for kind in ("whole", "changes", "embeddings")}
     first: list[Unheld] = []
     in_postgresql = ranked(first, exact_max=10)  # the 16 best signatures compared there
     assert [len(u.rows) for u in first] == [16]
     with conn.transaction():
         held.hold(conn, first)  # and every other mention of an entity of at most HOLD_ALL
+    assert reads("whole") - before["whole"] == 1
+    assert reads("embeddings") - before["embeddings"] == 40
     again: list[Unheld] = []
     here = ranked(again, exact_max=10)
     assert ranked(again) and again == []  # every mention compared: all here
+    assert reads("changes") - before["changes"] == 2
     assert [u for u, _ in here] == [u for u, _ in in_postgresql]
     assert dict(here) == pytest.approx(dict(in_postgresql), abs=1e-6)
     conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, units[9]))

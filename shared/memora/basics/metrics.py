@@ -232,6 +232,15 @@ GRAPH_CACHE_READS = Counter(
     ["read"],
     namespace=NAMESPACE,
 )
+MENTION_CACHE_READS = Counter(
+    "mention_cache_reads",
+    "Reads of the named entities' mentions a query process holds (memora.retrieval.mentions), "
+    "an entity each: whole (its first search, after it lost a mention, after the TTL) or "
+    "changes (what was written since); embeddings: the embeddings of mentions read in the "
+    "background after searches compared them in PostgreSQL, one each",
+    ["read"],
+    namespace=NAMESPACE,
+)
 FILTER_FAILING_READS = Counter(
     "filter_failing_reads",
     "Reads of the units failing a broad filter that a query process holds "

@@ -41,6 +41,7 @@ from cachetools import TTLCache
 from psycopg import Connection, sql
 from psycopg.rows import tuple_row
 
+from memora.basics import metrics
 from memora.retrieval.passing import unit_vectors
 
 # An entity mentioned at most this many times has every mention's embedding held once a search
@@ -280,10 +281,12 @@ class MentionSignatures:
             for entity, r in _read(conn, list(known), since).items():
                 if not r.removed:
                     found[entity] = known[entity].merged(r.ids, r.bits, r.written, r.horizon)
+                    metrics.MENTION_CACHE_READS.labels("changes").inc()
         missing = [e for e in wanted if e not in found]
         if missing:
             for entity, r in _read(conn, missing, None).items():  # new positions: no embeddings
                 found[entity] = Mentions.read(r.ids, r.bits, r.written, r.horizon)
+                metrics.MENTION_CACHE_READS.labels("whole").inc()
         with self._lock:
             for entity, mentions in found.items():
                 key = (tenant_id, entity)
@@ -305,6 +308,7 @@ class MentionSignatures:
                 chunk = rows[start : start + HOLD_CHUNK]
                 found, read = _vectors(conn, [mentions.ids[i] for i in chunk.tolist()])
                 mentions.vectors.add(chunk[found], mentions.written[chunk[found]], read)
+                metrics.MENTION_CACHE_READS.labels("embeddings").inc(len(found))
 
 
 # One row an entity: its mentions' ids as one text, their signatures and when they were
