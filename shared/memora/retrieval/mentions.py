@@ -42,7 +42,7 @@ from psycopg import Connection, sql
 from psycopg.rows import tuple_row
 
 from memora.basics import metrics
-from memora.retrieval.passing import unit_vectors
+from memora.retrieval.passing import unit_query, unit_vectors
 
 # An entity mentioned at most this many times has every mention's embedding held once a search
 # compared some of them in PostgreSQL (a main character at 100k memories: ~5,000, 7.5 MB, read
@@ -173,8 +173,7 @@ class Mentions:
         there): here for those whose embeddings are held as the mention was written when
         read; for the others, by PostgreSQL, their embeddings noted in `unheld` to be read
         and held later (`MentionSignatures.hold`), or, without `unheld`, read now and held."""
-        query = np.asarray(query, dtype=np.float16).astype(np.float32)  # as `::halfvec` rounds
-        unit = query / max(float(np.linalg.norm(query)), 1e-30)
+        unit = unit_query(query)
         written = self.written[rows]
         held = self.vectors.held(rows, written)
         here = held >= 0

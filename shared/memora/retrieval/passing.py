@@ -79,8 +79,7 @@ class Passing:
         rounded to half precision as its `::halfvec` cast does)."""
         if not self.ids or limit <= 0:
             return []
-        rounded = np.asarray(query, dtype=np.float16).astype(np.float32)
-        similarity = self.vectors @ (rounded / max(float(np.linalg.norm(rounded)), 1e-30))
+        similarity = self.vectors @ unit_query(query)
         if limit < len(similarity):
             cut = similarity[np.argpartition(-similarity, limit - 1)[:limit]].min()
             rows = np.flatnonzero(similarity >= cut)  # the ties at the cut too
@@ -113,6 +112,14 @@ class Passing:
             horizon,
             self.whole_at,
         )
+
+
+def unit_query(query: np.ndarray) -> np.ndarray:
+    """`query` rounded to half precision, as its `::halfvec` cast in SQL rounds it, and scaled
+    to length 1: what held unit vectors are compared with."""
+    rounded = np.asarray(query, dtype=np.float16).astype(np.float32)
+    unit: np.ndarray = rounded / max(float(np.linalg.norm(rounded)), 1e-30)
+    return unit
 
 
 def unit_vectors(data: bytes, count: int) -> np.ndarray:
