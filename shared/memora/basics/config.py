@@ -269,10 +269,11 @@ class Settings(BaseSettings):
     # before they are read whole again (in between: what changed)
     entity_signature_cache_mb: int = 256
     entity_signature_ttl_seconds: float = 600.0
-    # the units passing the filters searches rank exactly, with their embeddings, and (an
-    # eighth of it) the units failing broad filters, that a query process keeps in memory (in
-    # all; 0: none, every exact scan and filter check reads PostgreSQL), and how long a
-    # filter's are kept before they are read whole again (in between: what changed)
+    # the units passing the filters searches rank exactly, with their embeddings (5/8 of it),
+    # the keyword index of those units (1/4) and the units failing broad filters (1/8), that a
+    # query process keeps in memory (in all; 0: none, every exact scan, filtered keyword search
+    # and filter check reads PostgreSQL), and how long a filter's are kept before they are
+    # read whole again (in between: what changed)
     filter_cache_mb: int = 256
     filter_cache_ttl_seconds: float = 600.0
     # the memory links of the agents searched that a query process keeps in memory (in all;

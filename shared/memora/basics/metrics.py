@@ -241,6 +241,14 @@ MENTION_CACHE_READS = Counter(
     ["read"],
     namespace=NAMESPACE,
 )
+FILTER_TERMS_READS = Counter(
+    "filter_terms_reads",
+    "Reads of the keyword index of a narrow filter's units that a query process holds "
+    "(memora.retrieval.held_terms): whole (in the background, from a filter's second search, "
+    "after a removal and after the TTL) or changes (what was written since, on each search)",
+    ["read"],
+    namespace=NAMESPACE,
+)
 FILTER_FAILING_READS = Counter(
     "filter_failing_reads",
     "Reads of the units failing a broad filter that a query process holds "

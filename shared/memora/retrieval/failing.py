@@ -22,15 +22,14 @@ is an update, read as written.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cachetools import TTLCache
 from psycopg import Connection
 
 from memora.basics import metrics
+from memora.retrieval.holding import FilterHolder
 from memora.retrieval.passing import filter_key
 from memora.retrieval.types import SearchScope
 
@@ -47,6 +46,10 @@ class Failing:
     whole_at: float = field(default_factory=time.monotonic)
 
     @property
+    def count(self) -> int:
+        return len(self.members)
+
+    @property
     def nbytes(self) -> int:
         return 120 * len(self.members) + 100  # an id: its str and its set entry
 
@@ -58,93 +61,36 @@ class Failing:
         return Failing(members, horizon, self.whole_at)
 
 
-class FailingUnits:
+class FailingUnits(FilterHolder[Failing]):
     """The units failing the broad filters searches use, per (tenant, agent, filter), at most
     `max_bytes` in all (the least recently used go first), each entry read whole again after
     `ttl` seconds; a filter more than `at_most` units fail is not held."""
 
-    def __init__(
-        self, max_bytes: int, ttl: float, *, at_most: int = FAILING_CAP, filters_noted: int = 10_000
-    ) -> None:
-        self.at_most = at_most
-        self._ttl = ttl  # the cache's own expiry restarts with each refresh: not a whole read
-        self._entries: TTLCache[tuple[Any, ...], Failing] = TTLCache(
-            max(max_bytes, 1), ttl, getsizeof=lambda f: f.nbytes
-        )
-        # the filters searched lately and not held: True, to be read on their next search;
-        # False, more units failed than `at_most`
-        self._noted: TTLCache[tuple[Any, ...], bool] = TTLCache(filters_noted, ttl)
-        self._reading: set[tuple[Any, ...]] = set()
-        self._lock = threading.Lock()
-        self.reads = {"whole": 0, "changes": 0}
+    def __init__(self, max_bytes: int, ttl: float, *, at_most: int = FAILING_CAP) -> None:
+        super().__init__(max_bytes, ttl, at_most=at_most)
+
+    def key(self, scope: SearchScope) -> tuple[Any, ...]:
+        return filter_key(scope)
 
     def current(self, conn: Connection[Any], scope: SearchScope) -> frozenset[str] | None:
         """The units failing the scope's filter as they stand in `conn`'s snapshot, or None
         when the filter is not held (or no longer: more than `at_most` fail)."""
-        key = filter_key(scope)
-        with self._lock:
-            held = self._entries.get(key)
-            if held is not None and time.monotonic() - held.whole_at > self._ttl:
-                del self._entries[key]  # read whole again (`wanted`), removed units dropped
-                self._noted[key] = True
-                held = None
+        key = self.key(scope)
+        held = self.held(key)
         if held is None:
             return None
         horizon, failing, passing = _read(conn, scope, since=held.horizon)
-        found = held.merged(failing, passing, horizon)
         metrics.FILTER_FAILING_READS.labels("changes").inc()
-        with self._lock:
-            self.reads["changes"] += 1
-            if len(found.members) > self.at_most:
-                self._noted[key] = False
-                self._entries.pop(key, None)
-                return None
-            if self._entries.get(key) is held:  # no other read came first
-                self._put(key, found)
-        return found.members
-
-    def count(self, scope: SearchScope) -> int | None:
-        """How many units failed the scope's filter when last read (None: not held)."""
-        with self._lock:
-            held = self._entries.get(filter_key(scope))
-        return None if held is None else len(held.members)
-
-    def wanted(self, scope: SearchScope) -> bool:
-        """Whether to read the scope's filter whole now (then `load` it): not held, not being
-        read, searched before within the TTL and not found too broad; notes this search."""
-        key = filter_key(scope)
-        with self._lock:
-            if key in self._entries or key in self._reading:
-                return False
-            before = self._noted.get(key)
-            if before is None:
-                self._noted[key] = True
-            if before is not True:
-                return False
-            self._reading.add(key)
-            return True
+        found = self.settle(key, held, held.merged(failing, passing, horizon), "changes")
+        return None if found is None else found.members
 
     def load(self, conn: Connection[Any], scope: SearchScope) -> None:
         """Reads the units failing the scope's filter whole and holds them (after `wanted`)."""
-        key = filter_key(scope)
-        try:
+        key = self.key(scope)
+        with self.reading(key):
             horizon, failing, _ = _read(conn, scope, cap=self.at_most + 1)
             metrics.FILTER_FAILING_READS.labels("whole").inc()
-            with self._lock:
-                self.reads["whole"] += 1
-                if len(failing) > self.at_most:
-                    self._noted[key] = False
-                else:
-                    self._put(key, Failing(frozenset(failing), horizon))
-        finally:
-            with self._lock:
-                self._reading.discard(key)
-
-    def _put(self, key: tuple[Any, ...], entry: Failing) -> None:
-        try:
-            self._entries[key] = entry
-        except ValueError:  # larger than the whole cache: not kept
-            self._entries.pop(key, None)
+            self.settle(key, None, Failing(frozenset(failing), horizon), "whole")
 
 
 # The agent's rows failing the filter (every one, at most `cap`), or those written at or after

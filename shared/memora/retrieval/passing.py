@@ -231,7 +231,7 @@ _READ = """
     FROM (SELECT m.unit_id, m.embedding FROM memory_vectors m
           WHERE {scope} {where} {since}) AS m
 """
-_REMOVED = (
+REMOVED_SINCE = (
     "EXISTS (SELECT 1 FROM vector_removals r "
     "WHERE r.agent_id = %(agent)s AND r.removed >= %(since)s)"
 )
@@ -245,7 +245,7 @@ def _read(
     at or after `since`."""
     where = scope.where
     statement = _READ.format(
-        removed="false" if since is None else _REMOVED,
+        removed="false" if since is None else REMOVED_SINCE,
         scope=vector_scope("m"),
         where=where.sql,
         since="LIMIT %(cap)s" if since is None else "AND m.written >= %(since)s",

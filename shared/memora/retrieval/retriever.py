@@ -38,7 +38,9 @@ from memora.retrieval.failing import FailingUnits
 from memora.retrieval.filters import Matching
 from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.held_links import AgentLinks, HeldLinks
-from memora.retrieval.keyword import KeywordIndex, TermStats, broad_count
+from memora.retrieval.held_terms import FilterTerms
+from memora.retrieval.holding import FilterHolder
+from memora.retrieval.keyword import K1, B, KeywordIndex, TermStats, broad_count
 from memora.retrieval.mentions import Mentions, MentionSignatures, Unheld
 from memora.retrieval.passing import PassingUnits
 from memora.retrieval.rerank import Reranker, Rerankers
@@ -92,10 +94,12 @@ class Retriever:
         self.mentions = MentionSignatures(
             settings.entity_signature_cache_mb << 20, settings.entity_signature_ttl_seconds
         )
-        # the units of narrow filters with their embeddings; an eighth for the units failing
-        # broad ones, read in the background (as are the embeddings of the mentions compared)
+        # the units of narrow filters with their embeddings; a quarter for the keyword index
+        # of their units and an eighth for the units failing broad ones, both read in the
+        # background (as are the embeddings of the mentions compared)
         held, ttl = settings.filter_cache_mb << 20, settings.filter_cache_ttl_seconds
-        self.passing = PassingUnits(held - held // 8, ttl) if held > 0 else None
+        self.passing = PassingUnits(held * 5 // 8, ttl) if held > 0 else None
+        self.terms = FilterTerms(held // 4, ttl) if held > 0 else None
         self.failing = FailingUnits(held // 8, ttl) if held > 0 else None
         self._background = ThreadPoolExecutor(1, thread_name_prefix="memora-filter-read")
         # the links of the agents searched, read in the background
@@ -281,11 +285,19 @@ class Retriever:
         limit: int,
         matching: Matching,
     ) -> list[tuple[UUID, float]]:
-        """Under a filter, the keyword retriever's way depends on the share of the agent's
-        units the planner expects to pass it, estimated once a search by the semantic
-        retriever's plan (`matching.planned`; none: a filter few units pass). Where the units
-        failing a broad filter are held (`memora.retrieval.failing`), the unfiltered best are
-        read without waiting for the plan, and those that fail dropped once it has them."""
+        """Under a filter whose units' keyword index is held (`memora.retrieval.held_terms`),
+        every unit that passes is ranked here. Otherwise the keyword retriever's way depends
+        on the share of the agent's units the planner expects to pass it, estimated once a
+        search by the semantic retriever's plan (`matching.planned`; none: a filter few units
+        pass). Where the units failing a broad filter are held (`memora.retrieval.failing`),
+        the unfiltered best are read without waiting for the plan, and those that fail
+        dropped once it has them."""
+        if self.terms is not None:
+            held = self.terms.current(conn, scope)
+            if held is not None:
+                return held.best(stats.idf, stats.avgdl, limit, k1=K1, b=B)
+            if self.terms.wanted(scope):
+                self._background.submit(self._read_whole, self.terms, scope)
         budget = self.settings.keyword_match_budget
         fails = self.failing.count(scope) if self.failing is not None else None
         early = None
@@ -383,15 +395,16 @@ class Retriever:
             return
         matching.failing = self.failing.current(conn, scope)
         if matching.failing is None and self.failing.wanted(scope):
-            self._background.submit(self._read_failing, scope)
+            self._background.submit(self._read_whole, self.failing, scope)
 
-    def _read_failing(self, scope: SearchScope) -> None:
-        assert self.failing is not None
+    def _read_whole(self, holder: FilterHolder[Any], scope: SearchScope) -> None:
+        """`holder`'s entry for the scope's filter, read whole in the background (`wanted`);
+        until it is in, the searches go on without it, and a failed read is tried again."""
         try:
             with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
-                self.failing.load(conn, scope)
-        except Exception:  # the searches go on checking by key; the next one tries again
-            log.exception("reading the units failing a filter")
+                holder.load(conn, scope)
+        except Exception:
+            log.exception("reading %s for a filter", type(holder).__name__)
 
     def _graph(
         self,

@@ -1,0 +1,123 @@
+"""What the query service holds per filter and reads whole in the background (issue 29): the units
+failing a broad filter (`memora.retrieval.failing`) and the keyword index of those passing a
+narrow one (`memora.retrieval.held_terms`). Both are read whole from a filter's second search
+within the TTL, on the retriever's background thread, and brought up to date by each search
+that uses them; this is their bookkeeping."""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Generic, Protocol, TypeVar
+
+from cachetools import TTLCache
+from psycopg import Connection
+
+from memora.retrieval.types import SearchScope
+
+
+class Entry(Protocol):
+    @property
+    def count(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def whole_at(self) -> float: ...
+
+
+E = TypeVar("E", bound=Entry)
+
+
+class FilterHolder(ABC, Generic[E]):
+    """Entries per filter (`key`), at most `max_bytes` in all (the least recently used go first),
+    each dropped `ttl` seconds after its whole read; a filter whose entry would count more than
+    `at_most` units is not held. `reads` counts the whole reads and the reads of changes."""
+
+    def __init__(
+        self, max_bytes: int, ttl: float, *, at_most: int, filters_noted: int = 10_000
+    ) -> None:
+        self.at_most = at_most
+        self._ttl = ttl  # the cache's own expiry restarts with each refresh: not a whole read
+        self._entries: TTLCache[tuple[Any, ...], E] = TTLCache(
+            max(max_bytes, 1), ttl, getsizeof=lambda e: max(e.nbytes, 1)
+        )
+        # the filters searched lately and not held: True, to be read on their next search;
+        # False, more units counted than `at_most`
+        self._noted: TTLCache[tuple[Any, ...], bool] = TTLCache(filters_noted, ttl)
+        self._reading: set[tuple[Any, ...]] = set()
+        self._lock = threading.Lock()
+        self.reads = {"whole": 0, "changes": 0}
+
+    @abstractmethod
+    def key(self, scope: SearchScope) -> tuple[Any, ...]:
+        """What an entry is held for."""
+
+    @abstractmethod
+    def load(self, conn: Connection[Any], scope: SearchScope) -> None:
+        """Reads the scope's entry whole and holds it (after `wanted`)."""
+
+    @staticmethod
+    def now() -> float:
+        return time.monotonic()
+
+    def held(self, key: tuple[Any, ...]) -> E | None:
+        """The entry held for `key`, unless none is or it was read whole more than `ttl` ago
+        (then dropped, to be read whole again from the next search: `wanted`)."""
+        with self._lock:
+            held = self._entries.get(key)
+            if held is not None and self.now() - held.whole_at > self._ttl:
+                del self._entries[key]
+                self._noted[key] = True
+                held = None
+        return held
+
+    def count(self, scope: SearchScope) -> int | None:
+        """How many units the scope's entry counted when last read (None: not held)."""
+        with self._lock:
+            held = self._entries.get(self.key(scope))
+        return None if held is None else held.count
+
+    def wanted(self, scope: SearchScope) -> bool:
+        """Whether to read the scope's filter whole now (then `load` it): not held, not being
+        read, searched before within the TTL and not found too broad; notes this search."""
+        key = self.key(scope)
+        with self._lock:
+            if key in self._entries or key in self._reading:
+                return False
+            before = self._noted.get(key)
+            if before is None:
+                self._noted[key] = True
+            if before is not True:
+                return False
+            self._reading.add(key)
+            return True
+
+    @contextmanager
+    def reading(self, key: tuple[Any, ...]) -> Iterator[None]:
+        """Around a whole read that `wanted` let start."""
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._reading.discard(key)
+
+    def settle(self, key: tuple[Any, ...], held: E | None, found: E | None, read: str) -> E | None:
+        """Holds `found`, read from `held` (None: read whole) as `read` says, in its place unless
+        another read replaced `held` meanwhile; `found` None (the entry can no longer be
+        brought up to date) drops it to be read whole again, and so does counting more than
+        `at_most` units, for good. Returns what the search may use."""
+        with self._lock:
+            self.reads[read] += 1
+            if found is None or found.count > self.at_most:
+                self._noted[key] = found is None
+                self._entries.pop(key, None)
+                return None
+            if held is None or self._entries.get(key) is held:
+                try:
+                    self._entries[key] = found
+                except ValueError:  # larger than the whole cache: used, not kept
+                    self._entries.pop(key, None)
+        return found
