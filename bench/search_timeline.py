@@ -8,7 +8,9 @@ On the guard's synthetic agent (`bench/compare.py`'s data for this checkout, loa
 step, the median over the searches that ran it of when it started and ended (ms from the
 search's start), of its busy time (summed over its calls) and of its calls, in order of
 start; then the slowest searches with their longest steps, and the process's CPU per
-search. The steps are wrapped with timers (module functions and methods, found by name), which
+search. `--filter NAME` searches under one of `search_latency.FILTER_SETS` (the warm-up fills
+what the query service holds for it; its background reads are waited for). The steps are
+wrapped with timers (module functions and methods, found by name), which
 adds ~15 % to the total: read the order and the shares, and take latency from the guard.
 """
 
@@ -38,6 +40,7 @@ from memora.db.pool import make_pool
 from memora.nlp.embedding import embedder_for
 from memora.retrieval import arms, fusion, semantic
 from memora.retrieval import retriever as retriever_module
+from memora.retrieval.filters import Filters
 from memora.retrieval.held_links import AgentLinks
 from memora.retrieval.retriever import Retriever
 from memora.retrieval.types import SearchParams
@@ -85,7 +88,7 @@ class Timeline:
         setattr(owner, name, timed)
 
 
-def run(url: str, searches: int) -> None:
+def run(url: str, searches: int, filter_name: str | None = None) -> None:
     timeline = Timeline()
     for owner, name in STEPS:
         timeline.wrap(owner, name)
@@ -96,11 +99,19 @@ def run(url: str, searches: int) -> None:
         timeline.wrap(embedder, name)
     retriever = Retriever(settings, pool, embedder)
     questions = bench.questions(searches + 20)
+    chosen = bench.FILTER_SETS[filter_name] if filter_name else None
+    filters = Filters.model_validate(chosen) if chosen else None
+
+    def params(question: str) -> SearchParams:
+        return SearchParams(agent_id=bench.AGENT, query=question, filters=filters)
+
     try:
         for question in questions[:20]:
-            retriever.search(SearchParams(agent_id=bench.AGENT, query=question))
+            retriever.search(params(question))
         while retriever.links is not None and retriever.links.reading:
             time.sleep(0.1)  # the agent's links, read in the background on its first search
+        retriever._background.submit(lambda: None).result()  # the filter's reads, queued
+        time.sleep(0.5)
         analyze_accesses(url)
         gc.freeze()
         totals: list[float] = []
@@ -109,7 +120,7 @@ def run(url: str, searches: int) -> None:
         for question in questions[20:]:
             timeline.spans = {}
             timeline.started = time.perf_counter()
-            retriever.search(SearchParams(agent_id=bench.AGENT, query=question))
+            retriever.search(params(question))
             totals.append((time.perf_counter() - timeline.started) * 1000)
             per_search.append(timeline.spans)
         cpu_ms = (time.process_time() - cpu) * 1000 / searches
@@ -156,9 +167,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--searches", type=int, default=300)
     parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
+    parser.add_argument("--filter", choices=sorted(k for k in bench.FILTER_SETS if k != "none"))
     args = parser.parse_args()
     with guard_database(args.size, args.data_root) as url:
-        run(url, args.searches)
+        run(url, args.searches, args.filter)
 
 
 if __name__ == "__main__":

@@ -94,7 +94,8 @@ def entity_units(
     compared as unfiltered ones (a main character under a 5 % filter at 100k memories: its
     ~250 passing mentions compared); likewise, the units failing a broad filter taken out, when
     they are known (`Matching.failing`). PostgreSQL then checks the best by key, in their
-    order, until `per_entity` of each entity's are active and pass (`_first_passing`)."""
+    order, until `per_entity` of each entity's are active and pass (`_first_passing`; where
+    every unit that passes is known, they are checked against those here)."""
     if matching is not None and (listed_ids := matching.listed(exact_max)) is not None:
         return _entity_units_among(
             conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
@@ -127,7 +128,7 @@ def entity_units(
     first = FIRST_CHECK * (2 if where.sql else 1)
     if where.sql and matching is not None and matching.share:
         first = max(first, math.ceil(FIRST_CHECK / matching.share))  # the planner's estimate
-    found = _first_passing(conn, scope, where, ranked, per_entity, first)
+    found = _first_passing(conn, scope, where, ranked, per_entity, first, passing)
     return sorted(((UUID(u), s) for u, s in found.items()), key=lambda x: (-x[1], str(x[0])))
 
 
@@ -150,11 +151,13 @@ def _first_passing(
     ranked: list[Ranked],
     per_entity: int,
     first: int,
+    passing: frozenset[str] | None = None,
 ) -> dict[str, float]:
     """Unit → similarity: of each of `ranked`, the first `per_entity` units that are active,
     of the search's fact types and pass `where`. They are checked by key in rounds: `first`
     per unit still wanted at first, twice as many each round after; a unit several entities
-    rank is checked once."""
+    rank is checked once. With `passing` (every unit that is searchable, of the search's fact
+    types and passes its filters: `Matching.complete`) they are checked against it, here."""
     verdicts: dict[str, bool] = {}
     kept: list[list[tuple[str, float]]] = [[] for _ in ranked]
     walked = [0] * len(ranked)
@@ -175,7 +178,10 @@ def _first_passing(
                 asked.update((u, None) for r in ahead if (u := candidates.ids[r]) not in verdicts)
         if not asked:
             break
-        passed = _passing(conn, scope, where, list(asked))
+        passed = (
+            passing.intersection(asked) if passing is not None
+            else _passing(conn, scope, where, list(asked))
+        )  # fmt: skip
         verdicts.update((u, u in passed) for u in asked)
         factor *= 2
     found: dict[str, float] = {}

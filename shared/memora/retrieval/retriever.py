@@ -334,7 +334,10 @@ class Retriever:
         nearest) on a connection of its own while the walk goes on (10 % filter at 100k
         memories: search 1.10 → 1.03 × the unfiltered time). Otherwise the graph follows.
         `matching` learns who passes the filter; its `settled` is set once the exact scan is
-        done (every unit that passes known), else as soon as the plan says there is none."""
+        done (every unit that passes known), else as soon as the plan says there is none. A
+        filter whose units are held here has them brought up to date while the query is
+        embedded, so who passes is known before the embedding is (the entity retriever,
+        waiting for it, then starts with the embedding, as it does unfiltered)."""
         s = self.settings
         ef_search = min(1000, max(64, 2 * limit, budget))
         early: list[Future[ArmResult]] = []
@@ -362,6 +365,14 @@ class Retriever:
                 matching.planned.set()
                 if not at_most:
                     matching.settled.set()  # a walk: who passes is not learned
+                known = None  # a held filter's units, brought up to date while it is embedded
+                if at_most and held is not None:
+                    known = held.read(conn, scope, at_most)
+                    if known is not None:
+                        matching.know_all(known.text, known.members)
+                    else:
+                        at_most = 0  # more pass than may be ranked exactly: walked
+                    matching.settled.set()
                 narrow_walk = bool(scope.where.sql) and not at_most and not matching.broad
                 # the agent's links held here, brought up to date while the query is embedded
                 if self.links is not None:
@@ -374,7 +385,7 @@ class Retriever:
                         min_similarity=s.semantic_min_similarity,
                         exact_max=s.filter_exact_scan_max, matching=matching, at_most=at_most,
                         first=start_graph if narrow_walk else None,
-                        first_count=s.graph_entry_points, passing=held,
+                        first_count=s.graph_entry_points, passing=held, held=known,
                     ),
                 )  # fmt: skip
                 matching.settled.set()

@@ -20,7 +20,7 @@ from psycopg.rows import tuple_row
 from memora.basics.models import FACT_TYPES
 from memora.retrieval.failing import FailingUnits
 from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
-from memora.retrieval.passing import PassingUnits
+from memora.retrieval.passing import Passing, PassingUnits
 from memora.retrieval.types import SearchScope
 from memora.store import terms as term_counts
 
@@ -87,6 +87,7 @@ def nearest(
     first: Callable[[list[tuple[UUID, float]]], None] | None = None,
     first_count: int = 0,
     passing: PassingUnits | None = None,
+    held: Passing | None = None,
 ) -> list[tuple[UUID, float]]:
     """Nearest units by cosine similarity through the HNSW index, at least `min_similarity`.
 
@@ -102,7 +103,8 @@ def nearest(
     an exact scan `matching.complete` holds every unit that passed (the graph's steps then
     check their targets against it). `at_most`: `plan_scan`'s answer, when already made.
     `passing`: the query service's units held per filter, which then rank the exact scan
-    (`held_scan`) in place of the database.
+    (`held_scan`) in place of the database; `held`: the filter's, already read from it in
+    this search (`PassingUnits.read`).
 
     `first`, for a filtered walk: called with the walk's first `first_count` units (fewer if
     that is all) as soon as they are read, while the walk goes on to `limit`. Those come from
@@ -113,7 +115,9 @@ def nearest(
             conn, scope, limit=limit, exact_max=exact_max, matching=matching, passing=passing
         )
     exact = None
-    if at_most and passing is not None:
+    if at_most and held is not None:
+        exact = ExactScan(held.nearest(vector, limit), held.count, held.text, held.members)
+    elif at_most and passing is not None:
         exact = held_scan(passing, conn, scope, vector=vector, limit=limit, at_most=at_most)
     elif at_most:
         exact = exact_scan(conn, scope, vector=vector, limit=limit, at_most=at_most)
