@@ -186,9 +186,10 @@ def test_a_broad_filter_is_checked_against_the_units_held_as_failing(
     settings: Settings, pool: Any, inline_api: Any, agent_id: str, monkeypatch: Any
 ) -> None:
     """A broad filter's second search reads its failing units in the background; from then on
-    their count stands for the planner's estimates, and the keyword, graph and entity
-    retrievers check against them, not by key, and give the same lists and hits; a failing
-    unit written since is read as what changed."""
+    their count stands for the planner's estimates, the semantic retriever walks without the
+    filter and drops them, and the keyword, graph and entity retrievers check against them,
+    not by key: the same lists and hits; a failing unit written since is read as what
+    changed."""
     from memora.nlp.embedding import get_embedder
     from memora.retrieval import Retriever, semantic
     from memora.retrieval.types import SearchParams
@@ -234,7 +235,7 @@ def test_a_broad_filter_is_checked_against_the_units_held_as_failing(
         assert retriever.failing.reads == {"whole": 1, "changes": 1}
         assert held_hits == hits
         assert by_key["keyword"] and by_key["graph"]
-        for name in ("keyword", "graph", "entity"):
+        for name in ("semantic", "keyword", "graph", "entity"):
             assert [i for i, _ in held.get(name, [])] == [i for i, _ in by_key.get(name, [])]
             assert [s for _, s in held.get(name, [])] == pytest.approx(
                 [s for _, s in by_key.get(name, [])], abs=1e-6
@@ -250,3 +251,38 @@ def test_a_broad_filter_is_checked_against_the_units_held_as_failing(
         assert retriever.failing.reads == {"whole": 1, "changes": 2}
     finally:
         retriever.close()
+
+
+def test_a_broad_filter_walked_without_it_drops_the_failing_units(
+    agent_conn: Any, agent_id: str
+) -> None:
+    """With the failing units known, the semantic retriever walks without the filter and drops
+    them: the filtered walk's list, whether the nearest units fail (more than the share
+    expected: the filtered walk follows) or not."""
+    from memora.retrieval import semantic
+
+    conn = agent_conn
+    rng = np.random.default_rng(23)
+    query = unit_vector(rng.standard_normal(DIM))
+    for d in range(40):  # the ten nearest fail, the rest pass
+        near = 3.0 if d < 10 else 0.5
+        vector = unit_vector(rng.standard_normal(DIM) + near * query)
+        kind = "note" if d < 10 else "talk"
+        store_memory(conn, agent_id, vector, START + timedelta(days=d), {"kind": kind}, "m")
+    conn.commit()
+    talk = _scope(agent_id, {"kind": "talk"})
+    failing = frozenset(_truly_failing(conn, talk))
+    assert len(failing) == 10
+
+    def nearest(limit: int, matching: Matching | None) -> list[Any]:
+        with conn.transaction():
+            return semantic.nearest(
+                conn, talk, vector=query, limit=limit, ef_search=64, min_similarity=-1.0,
+                exact_max=0, matching=matching, at_most=0,
+            )  # fmt: skip
+
+    for limit in (5, 25, 40):  # short of passing units: the filtered walk; else dropped
+        walked = nearest(limit, None)
+        dropped = nearest(limit, Matching(failing=failing, share=0.9))
+        assert [u for u, _ in dropped] == [u for u, _ in walked]
+        assert not {str(u) for u, _ in dropped} & failing

@@ -20,6 +20,7 @@ from psycopg.rows import tuple_row
 from memora.basics.models import FACT_TYPES
 from memora.retrieval.failing import FailingUnits
 from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
+from memora.retrieval.keyword import broad_count
 from memora.retrieval.passing import Passing, PassingUnits
 from memora.retrieval.types import SearchScope
 from memora.store import terms as term_counts
@@ -106,6 +107,11 @@ def nearest(
     (`held_scan`) in place of the database; `held`: the filter's, already read from it in
     this search (`PassingUnits.read`).
 
+    Under a broad filter whose failing units are known (`matching.failing`: held in the
+    query service) the walk is the unfiltered one, as many as the filter's share needs for
+    `limit` and a quarter more, and those units are dropped; when more of them failed, the
+    filtered walk follows.
+
     `first`, for a filtered walk: called with the walk's first `first_count` units (fewer if
     that is all) as soon as they are read, while the walk goes on to `limit`. Those come from
     the walk's first pass over the index, in order: its nearest, before the rounds that look
@@ -134,7 +140,33 @@ def nearest(
         "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
         (str(ef_search),),
     )  # sent in a pipeline with the walk (one round trip fewer) it took longer: benchmarks.md
-    where = scope.where
+    failing = matching.failing if matching is not None and scope.where.sql else None
+    if failing is None:
+        rows = _walk(conn, scope, scope.where, vector, limit, min_similarity, first, first_count)
+    else:  # a broad filter whose failing units are held: walked without it, those dropped
+        share = matching.share if matching is not None else None
+        walked = broad_count(limit, share or 0.0, len(failing))
+        rows = _walk(conn, scope, NO_FILTER, vector, walked, min_similarity)
+        passed = [(i, sim) for i, sim in rows if str(i) not in failing]
+        if len(passed) >= limit or len(rows) < walked:
+            rows = passed[:limit]
+        else:  # more of the nearest failed than the share expected: walked with the filter
+            rows = _walk(conn, scope, scope.where, vector, limit, min_similarity)
+    found = [(i, float(sim)) for i, sim in rows if sim >= min_similarity]
+    return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
+
+
+def _walk(
+    conn: Connection[Any],
+    scope: SearchScope,
+    where: Where,
+    vector: np.ndarray,
+    limit: int,
+    min_similarity: float,
+    first: Callable[[list[tuple[UUID, float]]], None] | None = None,
+    first_count: int = 0,
+) -> list[tuple[UUID, float]]:
+    """The HNSW walk: the `limit` units nearest to `vector` that pass `where`, (id, sim)."""
     sql = f"""
         SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim FROM memory_vectors m
         WHERE {vector_scope("m")} {where.sql}
@@ -144,17 +176,18 @@ def nearest(
     # (id, sim) tuples: no dict a row
     if first is None or not where.sql:
         cursor = conn.cursor(row_factory=tuple_row)
-        rows = cursor.execute(sql, params, prepare=where.prepare).fetchall()
-    else:
-        # a cursor: the server stops after the first rows and sends them (a plain query's
-        # rows would wait in its output buffer until the end)
-        with conn.cursor(name="semantic_walk", row_factory=tuple_row) as walk:
-            walk.execute(sql, params)
-            rows = walk.fetchmany(first_count)
-            first([(i, float(sim)) for i, sim in rows if sim >= min_similarity])
-            rows += walk.fetchall()
-    found = [(i, float(sim)) for i, sim in rows if sim >= min_similarity]
-    return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
+        rows: list[tuple[UUID, float]] = cursor.execute(
+            sql, params, prepare=where.prepare
+        ).fetchall()
+        return rows
+    # a cursor: the server stops after the first rows and sends them (a plain query's rows
+    # would wait in its output buffer until the end)
+    with conn.cursor(name="semantic_walk", row_factory=tuple_row) as walk:
+        walk.execute(sql, params)
+        rows = walk.fetchmany(first_count)
+        first([(i, float(sim)) for i, sim in rows if sim >= min_similarity])
+        rows += walk.fetchall()
+    return rows
 
 
 def _exact_scan_bound(
