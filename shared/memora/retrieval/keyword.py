@@ -92,6 +92,11 @@ class KeywordIndex:
         self._df: TTLCache[tuple[str, str], int] = TTLCache(max_entries, ttl)
         self._lock = threading.Lock()
 
+    def documents(self, agent_id: str) -> int | None:
+        """The agent's searchable units as last counted (`stats`, cached for the TTL), or None."""
+        with self._lock:
+            return self._df.get((agent_id, term_counts.DOCUMENTS))
+
     @staticmethod
     def terms(conn: Connection[Any], query: str) -> list[str]:
         """The query's lexemes as the `english` configuration parses them."""

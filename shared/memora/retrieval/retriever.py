@@ -359,6 +359,7 @@ class Retriever:
                 at_most = semantic.plan_scan(
                     conn, scope, limit=limit, exact_max=s.filter_exact_scan_max,
                     matching=matching, passing=held, failing=self.failing,
+                    units=self.keyword.documents(scope.agent_key),
                 )  # fmt: skip
                 if matching.broad:
                     self._learn_failing(conn, scope, matching)

@@ -58,6 +58,7 @@ def plan_scan(
     matching: Matching | None = None,
     passing: PassingUnits | None = None,
     failing: FailingUnits | None = None,
+    units: int | None = None,
 ) -> int:
     """How many units `nearest` may rank exactly for the scope's filter (0: walk the HNSW
     index), from the planner's estimates, no rows read: it needs no query vector, so the
@@ -65,10 +66,13 @@ def plan_scan(
     the query service ranks the filter's units itself (`held_scan`), so ranking them exactly
     costs less than the walk up to EXACT_SCAN_CAP units, and where it holds them already,
     their count as last read stands for the estimate; so does the agent's count less that of
-    the units failing a broad filter, where `failing` holds those."""
+    the units failing a broad filter, where `failing` holds those. `units`: the agent's
+    searchable units as counted lately (`KeywordIndex.documents`), else counted here."""
     if not scope.where.sql or exact_max <= 0:
         return 0
-    at_most, share = _exact_scan_bound(conn, scope, limit, exact_max, passing, failing)
+    if units is None:
+        units = term_counts.frequencies(conn, scope.agent_key, ())[term_counts.DOCUMENTS]
+    at_most, share = _exact_scan_bound(conn, scope, limit, exact_max, units, passing, failing)
     if matching is not None:
         matching.share = share
     return at_most
@@ -195,6 +199,7 @@ def _exact_scan_bound(
     scope: SearchScope,
     limit: int,
     exact_max: int,
+    units: int,
     passing: PassingUnits | None,
     failing: FailingUnits | None = None,
 ) -> tuple[int, float | None]:
@@ -205,7 +210,6 @@ def _exact_scan_bound(
     guesses a table-wide average, so in a table of many agents a new agent's narrow filter
     could be taken for a broad one and walked, with the similarity floor, when its few
     units should simply be ranked."""
-    units = term_counts.frequencies(conn, scope.agent_key, ())[term_counts.DOCUMENTS]
     if units <= exact_max:
         return exact_max, None
     held = passing.count(scope) if passing is not None else None
