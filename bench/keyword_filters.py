@@ -130,7 +130,7 @@ def _filter(
     held_terms.load(conn, scope)
 
     def terms(stats: Any) -> list[tuple[UUID, float]]:
-        current = held_terms.current(conn, scope)
+        current = held_terms.refreshed(conn, scope)
         assert current is not None, "the filter's keyword index is held"
         return current.best(stats.idf, stats.avgdl, LIMIT, k1=K1, b=B)
 

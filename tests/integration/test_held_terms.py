@@ -80,13 +80,13 @@ def test_held_terms_follow_every_change(agent_conn: Any, pool: Any, agent_id: st
     terms = FilterTerms(1 << 20, 600.0, at_most=30)
     talk = _scope(agent_id, {"kind": "talk"})
     assert [terms.wanted(talk), terms.wanted(talk), terms.wanted(talk)] == [False, True, False]
-    assert terms.current(conn, talk) is None
+    assert terms.refreshed(conn, talk) is None
     terms.load(conn, talk)
     conn.commit()
 
     def agrees() -> int:
         with conn.transaction():
-            held = terms.current(conn, talk)
+            held = terms.refreshed(conn, talk)
             assert held is not None
             for question in QUESTIONS:
                 exact, stats = _exact(conn, talk, {"kind": "talk"}, question)
@@ -111,14 +111,14 @@ def test_held_terms_follow_every_change(agent_conn: Any, pool: Any, agent_id: st
                  (Jsonb({"kind": "note"}), talks[1]))  # fmt: skip
     conn.commit()  # it leaves the filter: read whole again
     with conn.transaction():
-        assert terms.current(conn, talk) is None
+        assert terms.refreshed(conn, talk) is None
     assert terms.wanted(talk)
     terms.load(conn, talk)
     assert agrees() == 20
     conn.execute("DELETE FROM memory_units WHERE id = %s", (talks[2],))
     conn.commit()
     with conn.transaction():
-        assert terms.current(conn, talk) is None
+        assert terms.refreshed(conn, talk) is None
     assert terms.wanted(talk)
     terms.load(conn, talk)
     assert agrees() == 19
@@ -128,7 +128,7 @@ def test_held_terms_follow_every_change(agent_conn: Any, pool: Any, agent_id: st
         memory("talk", sentence())
     conn.commit()
     with conn.transaction():
-        assert terms.current(conn, talk) is None
+        assert terms.refreshed(conn, talk) is None
     assert not terms.wanted(talk)
 
 

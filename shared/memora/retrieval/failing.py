@@ -67,7 +67,7 @@ class FailingUnits(FilterHolder[Failing]):
     `ttl` seconds; a filter more than `at_most` units fail is not held."""
 
     def __init__(self, max_bytes: int, ttl: float, *, at_most: int = FAILING_CAP) -> None:
-        super().__init__(max_bytes, ttl, at_most=at_most)
+        super().__init__(max_bytes, ttl, at_most=at_most, reads=metrics.FILTER_FAILING_READS)
 
     def key(self, scope: SearchScope) -> tuple[Any, ...]:
         return filter_key(scope)
@@ -75,22 +75,16 @@ class FailingUnits(FilterHolder[Failing]):
     def current(self, conn: Connection[Any], scope: SearchScope) -> frozenset[str] | None:
         """The units failing the scope's filter as they stand in `conn`'s snapshot, or None
         when the filter is not held (or no longer: more than `at_most` fail)."""
-        key = self.key(scope)
-        held = self.held(key)
-        if held is None:
-            return None
-        horizon, failing, passing = _read(conn, scope, since=held.horizon)
-        metrics.FILTER_FAILING_READS.labels("changes").inc()
-        found = self.settle(key, held, held.merged(failing, passing, horizon), "changes")
+        found = self.refreshed(conn, scope)
         return None if found is None else found.members
 
-    def load(self, conn: Connection[Any], scope: SearchScope) -> None:
-        """Reads the units failing the scope's filter whole and holds them (after `wanted`)."""
-        key = self.key(scope)
-        with self.reading(key):
-            horizon, failing, _ = _read(conn, scope, cap=self.at_most + 1)
-            metrics.FILTER_FAILING_READS.labels("whole").inc()
-            self.settle(key, None, Failing(frozenset(failing), horizon), "whole")
+    def _whole(self, conn: Connection[Any], scope: SearchScope) -> Failing:
+        horizon, failing, _ = _read(conn, scope, cap=self.at_most + 1)
+        return Failing(frozenset(failing), horizon)
+
+    def _changes(self, conn: Connection[Any], scope: SearchScope, held: Failing) -> Failing:
+        horizon, failing, passing = _read(conn, scope, since=held.horizon)
+        return held.merged(failing, passing, horizon)
 
 
 # The agent's rows failing the filter (every one, at most `cap`), or those written at or after

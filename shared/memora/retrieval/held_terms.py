@@ -34,9 +34,8 @@ import numpy as np
 from psycopg import Connection
 
 from memora.basics import metrics
-from memora.retrieval.filters import vector_scope
 from memora.retrieval.holding import FilterHolder
-from memora.retrieval.passing import REMOVED_SINCE, filter_key
+from memora.retrieval.passing import filter_key, read_passing
 from memora.retrieval.types import SearchScope
 
 TERMS_CAP = 20_000  # a filter more units pass is selected in PostgreSQL, as before
@@ -181,30 +180,20 @@ class FilterTerms(FilterHolder[HeldTerms]):
     held. Read whole in the background, from a filter's second search (`wanted`, `load`)."""
 
     def __init__(self, max_bytes: int, ttl: float, *, at_most: int = TERMS_CAP) -> None:
-        super().__init__(max_bytes, ttl, at_most=at_most)
+        super().__init__(max_bytes, ttl, at_most=at_most, reads=metrics.FILTER_TERMS_READS)
 
     def key(self, scope: SearchScope) -> tuple[Any, ...]:
         return (*filter_key(scope), scope.fact_types)
 
-    def current(self, conn: Connection[Any], scope: SearchScope) -> HeldTerms | None:
-        """The filter's keyword index as it stands in `conn`'s snapshot, or None when it is not
-        held (or no longer: a unit was removed or left the filter, more than `at_most` pass)."""
-        key = self.key(scope)
-        held = self.held(key)
-        if held is None:
-            return None
-        horizon, removed, units = _read(conn, scope, since=held.horizon)
-        metrics.FILTER_TERMS_READS.labels("changes").inc()
-        found = None if removed else held.merged(units, horizon)
-        return self.settle(key, held, found, "changes")
+    def _whole(self, conn: Connection[Any], scope: SearchScope) -> HeldTerms:
+        horizon, _, units = _read(conn, scope, cap=self.at_most + 1)
+        return HeldTerms.read(units, horizon, self.now())
 
-    def load(self, conn: Connection[Any], scope: SearchScope) -> None:
-        """Reads the filter's units with their lexemes whole and holds them (after `wanted`)."""
-        key = self.key(scope)
-        with self.reading(key):
-            horizon, _, units = _read(conn, scope, cap=self.at_most + 1)
-            metrics.FILTER_TERMS_READS.labels("whole").inc()
-            self.settle(key, None, HeldTerms.read(units, horizon, self.now()), "whole")
+    def _changes(
+        self, conn: Connection[Any], scope: SearchScope, held: HeldTerms
+    ) -> HeldTerms | None:
+        horizon, removed, units = _read(conn, scope, since=held.horizon)
+        return None if removed else held.merged(units, horizon)
 
 
 # One row: the xmin of the statement's snapshot, whether the agent lost a vector or had a filter
@@ -226,15 +215,6 @@ def _read(
     """(the snapshot's xmin, whether a vector was removed since, each unit's lexemes) of the
     units passing the scope's filter: at most `cap` of all (`since` None), or those written at
     or after `since`."""
-    where = scope.where
-    statement = _READ.format(
-        removed="false" if since is None else REMOVED_SINCE,
-        scope=vector_scope("m"),
-        where=where.sql,
-        since="LIMIT %(cap)s" if since is None else "AND m.written >= %(since)s",
-    )
-    params = {**scope.params, **where.params, "since": since, "cap": cap}
-    row = conn.execute(statement, params, prepare=where.prepare).fetchone()
-    assert row is not None  # an aggregate: always one row
+    row = read_passing(conn, scope, _READ, since=since, cap=cap)
     units = {u: lexemes(text) for u, text in zip(row["ids"], row["words"], strict=True)}
     return int(row["horizon"]), bool(row["removed"]), units

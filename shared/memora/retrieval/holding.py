@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
 from cachetools import TTLCache
+from prometheus_client import Counter
 from psycopg import Connection
 
 from memora.retrieval.types import SearchScope
@@ -34,12 +35,15 @@ E = TypeVar("E", bound=Entry)
 class FilterHolder(ABC, Generic[E]):
     """Entries per filter (`key`), at most `max_bytes` in all (the least recently used go first),
     each dropped `ttl` seconds after its whole read; a filter whose entry would count more than
-    `at_most` units is not held. `reads` counts the whole reads and the reads of changes."""
+    `at_most` units is not held. `reads` counts the whole reads and the reads of changes, as
+    does the metric given."""
 
     def __init__(
-        self, max_bytes: int, ttl: float, *, at_most: int, filters_noted: int = 10_000
-    ) -> None:
+        self, max_bytes: int, ttl: float, *, at_most: int, reads: Counter,
+        filters_noted: int = 10_000,
+    ) -> None:  # fmt: skip
         self.at_most = at_most
+        self._counter = reads  # the metric of the whole reads and the reads of changes
         self._ttl = ttl  # the cache's own expiry restarts with each refresh: not a whole read
         self._entries: TTLCache[tuple[Any, ...], E] = TTLCache(
             max(max_bytes, 1), ttl, getsizeof=lambda e: max(e.nbytes, 1)
@@ -56,8 +60,32 @@ class FilterHolder(ABC, Generic[E]):
         """What an entry is held for."""
 
     @abstractmethod
+    def _whole(self, conn: Connection[Any], scope: SearchScope) -> E:
+        """The scope's entry, read whole in `conn`'s snapshot."""
+
+    @abstractmethod
+    def _changes(self, conn: Connection[Any], scope: SearchScope, held: E) -> E | None:
+        """`held` brought up to date with what was written since its last read (None: it
+        cannot be, read it whole again)."""
+
+    def refreshed(self, conn: Connection[Any], scope: SearchScope) -> E | None:
+        """The scope's entry as it stands in `conn`'s snapshot, or None when none is held (or
+        no longer: it could not be brought up to date, or counts more than `at_most`)."""
+        key = self.key(scope)
+        held = self.held(key)
+        if held is None:
+            return None
+        found = self._changes(conn, scope, held)
+        self._counter.labels("changes").inc()
+        return self.settle(key, held, found, "changes")
+
     def load(self, conn: Connection[Any], scope: SearchScope) -> None:
         """Reads the scope's entry whole and holds it (after `wanted`)."""
+        key = self.key(scope)
+        with self.reading(key):
+            entry = self._whole(conn, scope)
+            self._counter.labels("whole").inc()
+            self.settle(key, None, entry, "whole")
 
     @staticmethod
     def now() -> float:

@@ -237,23 +237,35 @@ REMOVED_SINCE = (
 )
 
 
-def _read(
-    conn: Connection[Any], scope: SearchScope, *, since: int | None = None, cap: int = 0
-) -> tuple[int, bool, list[str], np.ndarray]:
-    """(the snapshot's xmin, whether a vector was removed since, ids, unit vectors) of the
-    units passing the scope's filter: at most `cap` of all (`since` None), or those written
-    at or after `since`."""
+def read_passing(
+    conn: Connection[Any], scope: SearchScope, template: str, *, since: int | None, cap: int,
+    binary: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """The one row of `template` (a statement over `memory_vectors m` with `{removed}`,
+    `{scope}`, `{where}` and `{since}` to fill) for the units passing the scope's filter: at
+    most `cap` of all (`since` None), or those written at or after `since`, with whether the
+    agent lost a vector or had a filter column changed since."""
     where = scope.where
-    statement = _READ.format(
+    statement = template.format(
         removed="false" if since is None else REMOVED_SINCE,
         scope=vector_scope("m"),
         where=where.sql,
         since="LIMIT %(cap)s" if since is None else "AND m.written >= %(since)s",
     )
     params = {**scope.params, **where.params, "since": since, "cap": cap}
-    with conn.cursor(binary=True, row_factory=dict_row) as cur:
+    with conn.cursor(binary=binary, row_factory=dict_row) as cur:
         row = cur.execute(statement, params, prepare=where.prepare).fetchone()
     assert row is not None  # an aggregate: always one row
+    return row
+
+
+def _read(
+    conn: Connection[Any], scope: SearchScope, *, since: int | None = None, cap: int = 0
+) -> tuple[int, bool, list[str], np.ndarray]:
+    """(the snapshot's xmin, whether a vector was removed since, ids, unit vectors) of the
+    units passing the scope's filter: at most `cap` of all (`since` None), or those written
+    at or after `since`."""
+    row = read_passing(conn, scope, _READ, since=since, cap=cap, binary=True)
     count = int(row["n"])
     ids = row["ids"].split(",") if count else []
     return int(row["horizon"]), bool(row["removed"]), ids, unit_vectors(row["vectors"], count)

@@ -293,7 +293,7 @@ class Retriever:
         the unfiltered best are read without waiting for the plan, and those that fail
         dropped once it has them."""
         if self.terms is not None:
-            held = self.terms.current(conn, scope)
+            held = self.terms.refreshed(conn, scope)
             if held is not None:
                 return held.best(stats.idf, stats.avgdl, limit, k1=K1, b=B)
             if self.terms.wanted(scope):
