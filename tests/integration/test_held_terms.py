@@ -130,6 +130,10 @@ def test_held_terms_follow_every_change(agent_conn: Any, pool: Any, agent_id: st
     with conn.transaction():
         assert terms.refreshed(conn, talk) is None
     assert not terms.wanted(talk)
+    fresh = FilterTerms(1 << 20, 600.0, at_most=30)  # a filter too broad from the start
+    fresh.load(conn, talk)  # counted, its units' lexemes not read
+    assert fresh.reads == {"whole": 1, "changes": 0}
+    assert fresh.refreshed(conn, talk) is None and not fresh.wanted(talk)
 
 
 def test_a_narrow_filter_is_ranked_from_its_held_keyword_index(

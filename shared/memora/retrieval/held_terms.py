@@ -34,6 +34,7 @@ import numpy as np
 from psycopg import Connection
 
 from memora.basics import metrics
+from memora.retrieval.filters import vector_scope
 from memora.retrieval.holding import FilterHolder
 from memora.retrieval.passing import filter_key, read_passing
 from memora.retrieval.types import SearchScope
@@ -185,7 +186,9 @@ class FilterTerms(FilterHolder[HeldTerms]):
     def key(self, scope: SearchScope) -> tuple[Any, ...]:
         return (*filter_key(scope), scope.fact_types)
 
-    def _whole(self, conn: Connection[Any], scope: SearchScope) -> HeldTerms:
+    def _whole(self, conn: Connection[Any], scope: SearchScope) -> HeldTerms | None:
+        if _count(conn, scope, self.at_most + 1) > self.at_most:
+            return None  # a broad filter: its units' lexemes are not read for nothing
         horizon, _, units = _read(conn, scope, cap=self.at_most + 1)
         return HeldTerms.read(units, horizon, self.now())
 
@@ -218,3 +221,15 @@ def _read(
     row = read_passing(conn, scope, _READ, since=since, cap=cap)
     units = {u: lexemes(text) for u, text in zip(row["ids"], row["words"], strict=True)}
     return int(row["horizon"]), bool(row["removed"]), units
+
+
+def _count(conn: Connection[Any], scope: SearchScope, cap: int) -> int:
+    """How many units pass the scope's filter, counting at most `cap`."""
+    where = scope.where
+    row = conn.execute(
+        f"SELECT count(*) AS n FROM (SELECT 1 FROM memory_vectors m "
+        f"WHERE {vector_scope('m')} {where.sql} LIMIT %(cap)s) AS m",
+        {**scope.params, **where.params, "cap": cap},
+        prepare=where.prepare,
+    ).fetchone()
+    return int(row["n"]) if row else 0

@@ -60,8 +60,9 @@ class FilterHolder(ABC, Generic[E]):
         """What an entry is held for."""
 
     @abstractmethod
-    def _whole(self, conn: Connection[Any], scope: SearchScope) -> E:
-        """The scope's entry, read whole in `conn`'s snapshot."""
+    def _whole(self, conn: Connection[Any], scope: SearchScope) -> E | None:
+        """The scope's entry, read whole in `conn`'s snapshot (None: it counts more than
+        `at_most`, found without reading it all)."""
 
     @abstractmethod
     def _changes(self, conn: Connection[Any], scope: SearchScope, held: E) -> E | None:
@@ -85,7 +86,7 @@ class FilterHolder(ABC, Generic[E]):
         with self.reading(key):
             entry = self._whole(conn, scope)
             self._counter.labels("whole").inc()
-            self.settle(key, None, entry, "whole")
+            self.settle(key, None, entry, "whole", again=False)
 
     @staticmethod
     def now() -> float:
@@ -132,15 +133,18 @@ class FilterHolder(ABC, Generic[E]):
             with self._lock:
                 self._reading.discard(key)
 
-    def settle(self, key: tuple[Any, ...], held: E | None, found: E | None, read: str) -> E | None:
+    def settle(
+        self, key: tuple[Any, ...], held: E | None, found: E | None, read: str, *,
+        again: bool = True,
+    ) -> E | None:  # fmt: skip
         """Holds `found`, read from `held` (None: read whole) as `read` says, in its place unless
-        another read replaced `held` meanwhile; `found` None (the entry can no longer be
-        brought up to date) drops it to be read whole again, and so does counting more than
-        `at_most` units, for good. Returns what the search may use."""
+        another read replaced `held` meanwhile. `found` None drops the entry: to be read whole
+        again (`again`: it could not be brought up to date) or not (it counts too many), as
+        counting more than `at_most` units does. Returns what the search may use."""
         with self._lock:
             self.reads[read] += 1
             if found is None or found.count > self.at_most:
-                self._noted[key] = found is None
+                self._noted[key] = found is None and again
                 self._entries.pop(key, None)
                 return None
             if held is None or self._entries.get(key) is held:

@@ -92,7 +92,7 @@ def nearest(
     first: Callable[[list[tuple[UUID, float]]], None] | None = None,
     first_count: int = 0,
     passing: PassingUnits | None = None,
-    held: Passing | None = None,
+    known: Passing | None = None,
 ) -> list[tuple[UUID, float]]:
     """Nearest units by cosine similarity through the HNSW index, at least `min_similarity`.
 
@@ -108,7 +108,7 @@ def nearest(
     an exact scan `matching.complete` holds every unit that passed (the graph's steps then
     check their targets against it). `at_most`: `plan_scan`'s answer, when already made.
     `passing`: the query service's units held per filter, which then rank the exact scan
-    (`held_scan`) in place of the database; `held`: the filter's, already read from it in
+    (`held_scan`) in place of the database; `known`: the filter's, already read from it in
     this search (`PassingUnits.read`).
 
     Under a broad filter whose failing units are known (`matching.failing`: held in the
@@ -125,8 +125,8 @@ def nearest(
             conn, scope, limit=limit, exact_max=exact_max, matching=matching, passing=passing
         )
     exact = None
-    if at_most and held is not None:
-        exact = ExactScan(held.nearest(vector, limit), held.count, held.text, held.members)
+    if at_most and known is not None:
+        exact = ExactScan(known.nearest(vector, limit), known.count, known.text, known.members)
     elif at_most and passing is not None:
         exact = held_scan(passing, conn, scope, vector=vector, limit=limit, at_most=at_most)
     elif at_most:
