@@ -72,6 +72,7 @@ def test_ranking_agrees_with_bm25_unit_by_unit_through_merges() -> None:
         _agrees(held, units, rng)
         whole = HeldTerms.read(units, horizon=0, at=0.0)
         assert set(held.index) == set(whole.index)
+        assert held.postings == whole.postings and held.nbytes == whole.nbytes
     assert held.merged({}, horizon=99).horizon == 99
 
 

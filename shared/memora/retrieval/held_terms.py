@@ -36,7 +36,7 @@ from psycopg import Connection
 from memora.basics import metrics
 from memora.retrieval.filters import vector_scope
 from memora.retrieval.holding import FilterHolder
-from memora.retrieval.passing import filter_key, read_passing
+from memora.retrieval.passing import read_passing, units_key
 from memora.retrieval.types import SearchScope
 
 TERMS_CAP = 20_000  # a filter more units pass is selected in PostgreSQL, as before
@@ -68,7 +68,7 @@ def _unescaped(word: str) -> str:
 class HeldTerms:
     """The units passing a filter (ids as text, a position each), each one's lexemes and length
     (distinct lexemes), each lexeme's postings; the xmin of the snapshot they were last read
-    in, when (`time.monotonic`) they were read whole, and about how many bytes they take."""
+    in, when (`time.monotonic`) they were read whole, and how many postings there are."""
 
     ids: tuple[str, ...]
     positions: dict[str, int]
@@ -77,26 +77,23 @@ class HeldTerms:
     index: dict[str, Postings]
     horizon: int
     whole_at: float
-    nbytes: int
+    postings: int
 
     @classmethod
     def read(cls, units: dict[str, list[tuple[str, int]]], horizon: int, at: float) -> HeldTerms:
         ids = tuple(units)
         words = tuple(tuple(w for w, _ in units[u]) for u in ids)
-        return cls._made(ids, {u: i for i, u in enumerate(ids)}, words,
-                         _index(enumerate(units.values())), horizon, at)  # fmt: skip
+        lengths = np.fromiter((len(w) for w in words), dtype=np.float64, count=len(words))
+        return cls(
+            ids, {u: i for i, u in enumerate(ids)}, words, lengths,
+            _index(enumerate(units.values())), horizon, at, int(lengths.sum()),
+        )  # fmt: skip
 
-    @classmethod
-    def _made(
-        cls, ids: tuple[str, ...], positions: dict[str, int], words: tuple[tuple[str, ...], ...],
-        index: dict[str, Postings], horizon: int, at: float,
-    ) -> HeldTerms:  # fmt: skip
-        postings = sum(len(w) for w in words)
+    @property
+    def nbytes(self) -> int:
         # a posting: 8 bytes in its arrays and its lexeme's place in its unit's tuple; a
         # lexeme: its str, two arrays and dict entry; a unit: its id (str, dict entry), tuple
-        nbytes = 16 * postings + 360 * len(index) + 220 * len(ids)
-        lengths = np.fromiter((len(w) for w in words), dtype=np.float64, count=len(words))
-        return cls(ids, positions, words, lengths, index, horizon, at, nbytes)
+        return 16 * self.postings + 360 * len(self.index) + 220 * len(self.ids)
 
     @property
     def count(self) -> int:
@@ -133,6 +130,7 @@ class HeldTerms:
         ids, positions, words = list(self.ids), dict(self.positions), list(self.words)
         changed: set[str] = set()  # the lexemes whose postings change
         moved: list[int] = []
+        postings = self.postings
         for unit, found in units.items():
             at = positions.get(unit)
             if at is None:
@@ -140,9 +138,13 @@ class HeldTerms:
                 ids.append(unit)
                 words.append(())
             changed.update(words[at])
+            postings += len(found) - len(words[at])
             words[at] = tuple(w for w, _ in found)
             changed.update(words[at])
             moved.append(at)
+        lengths = np.zeros(len(ids), dtype=np.float64)
+        lengths[: self.count] = self.lengths
+        lengths[moved] = [len(words[at]) for at in moved]
         index = dict(self.index)
         added = _index(zip(moved, units.values(), strict=True))
         for word in changed:
@@ -157,7 +159,9 @@ class HeldTerms:
                 index[word] = kept
             elif add is not None:
                 index[word] = add
-        return HeldTerms._made(tuple(ids), positions, tuple(words), index, horizon, self.whole_at)
+        return HeldTerms(
+            tuple(ids), positions, tuple(words), lengths, index, horizon, self.whole_at, postings
+        )
 
 
 def _index(units: Iterable[tuple[int, Sequence[tuple[str, int]]]]) -> dict[str, Postings]:
@@ -184,7 +188,7 @@ class FilterTerms(FilterHolder[HeldTerms]):
         super().__init__(max_bytes, ttl, at_most=at_most, reads=metrics.FILTER_TERMS_READS)
 
     def key(self, scope: SearchScope) -> tuple[Any, ...]:
-        return (*filter_key(scope), scope.fact_types)
+        return units_key(scope)
 
     def _whole(self, conn: Connection[Any], scope: SearchScope) -> HeldTerms | None:
         if _count(conn, scope, self.at_most + 1) > self.at_most:

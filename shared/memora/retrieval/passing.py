@@ -157,7 +157,7 @@ class PassingUnits:
     def recurs(self, scope: SearchScope) -> bool:
         """Whether the scope's filter is held, or was searched before (and not found too broad
         to hold) within the ttl; notes this search of it."""
-        key = _key(scope)
+        key = units_key(scope)
         with self._lock:
             if key in self._entries:
                 return True
@@ -169,13 +169,13 @@ class PassingUnits:
     def count(self, scope: SearchScope) -> int | None:
         """How many units passed the scope's filter when last read (None: not held)."""
         with self._lock:
-            held = self._entries.get(_key(scope))
+            held = self._entries.get(units_key(scope))
         return None if held is None else held.count
 
     def read(self, conn: Connection[Any], scope: SearchScope, at_most: int) -> Passing | None:
         """The units passing the scope's filter as they stand in `conn`'s snapshot, or None
         when more than `at_most` pass (then at most `at_most` + 1 rows were read)."""
-        key = _key(scope)
+        key = units_key(scope)
         with self._lock:
             held = self._entries.get(key)
         found: Passing | None = None
@@ -215,7 +215,7 @@ def filter_key(scope: SearchScope) -> tuple[Any, ...]:
     return (scope.tenant_id, scope.agent_key, scope.where.sql, values)
 
 
-def _key(scope: SearchScope) -> tuple[Any, ...]:
+def units_key(scope: SearchScope) -> tuple[Any, ...]:
     """What an entry holds the units of: the filter with the fact types."""
     return (*filter_key(scope), scope.fact_types)
 

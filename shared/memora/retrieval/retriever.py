@@ -386,7 +386,7 @@ class Retriever:
                         min_similarity=s.semantic_min_similarity,
                         exact_max=s.filter_exact_scan_max, matching=matching, at_most=at_most,
                         first=start_graph if narrow_walk else None,
-                        first_count=s.graph_entry_points, passing=held, known=known,
+                        first_count=s.graph_entry_points, known=known,
                     ),
                 )  # fmt: skip
                 matching.settled.set()

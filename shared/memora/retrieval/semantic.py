@@ -91,7 +91,6 @@ def nearest(
     at_most: int | None = None,
     first: Callable[[list[tuple[UUID, float]]], None] | None = None,
     first_count: int = 0,
-    passing: PassingUnits | None = None,
     known: Passing | None = None,
 ) -> list[tuple[UUID, float]]:
     """Nearest units by cosine similarity through the HNSW index, at least `min_similarity`.
@@ -107,9 +106,8 @@ def nearest(
     when that costs less than the walk (WALK_COST), with the floor, as the walk would. After
     an exact scan `matching.complete` holds every unit that passed (the graph's steps then
     check their targets against it). `at_most`: `plan_scan`'s answer, when already made.
-    `passing`: the query service's units held per filter, which then rank the exact scan
-    (`held_scan`) in place of the database; `known`: the filter's, already read from it in
-    this search (`PassingUnits.read`).
+    `known`: the filter's units held in the query service, as read in this search
+    (`PassingUnits.read`), which then rank the exact scan in place of the database.
 
     Under a broad filter whose failing units are known (`matching.failing`: held in the
     query service) the walk is the unfiltered one, as many as the filter's share needs for
@@ -121,14 +119,10 @@ def nearest(
     the walk's first pass over the index, in order: its nearest, before the rounds that look
     further out for the filter's sake (what the graph starts from)."""
     if at_most is None:
-        at_most = plan_scan(
-            conn, scope, limit=limit, exact_max=exact_max, matching=matching, passing=passing
-        )
+        at_most = plan_scan(conn, scope, limit=limit, exact_max=exact_max, matching=matching)
     exact = None
     if at_most and known is not None:
-        exact = ExactScan(known.nearest(vector, limit), known.count, known.text, known.members)
-    elif at_most and passing is not None:
-        exact = held_scan(passing, conn, scope, vector=vector, limit=limit, at_most=at_most)
+        exact = _held_ranked(known, vector, limit)
     elif at_most:
         exact = exact_scan(conn, scope, vector=vector, limit=limit, at_most=at_most)
     if at_most and matching is not None:
@@ -308,6 +302,8 @@ def held_scan(
     """`exact_scan`'s answer from the units held in the query service for the scope's filter
     (`memora.retrieval.passing`: brought up to date in `conn`'s snapshot first)."""
     held = passing.read(conn, scope, at_most)
-    if held is None:
-        return None
+    return None if held is None else _held_ranked(held, vector, limit)
+
+
+def _held_ranked(held: Passing, vector: np.ndarray, limit: int) -> ExactScan:
     return ExactScan(held.nearest(vector, limit), held.count, held.text, held.members)
