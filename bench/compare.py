@@ -47,7 +47,7 @@ from psycopg.rows import dict_row
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import search_latency as bench  # bench/search_latency.py: the agent and its questions
-from common import wait_ready  # bench/common.py
+from common import analyze_accesses, wait_ready  # bench/common.py
 
 from memora.infra.embedded import EmbeddedPostgres, free_port
 
@@ -354,23 +354,6 @@ def run(sides: list[Side], questions: list[str], warmup: int, rounds: int, every
         searches = len(side.latency) + len(side.traces)
         after = side.cpu_seconds()
         side.cpu = {k: (after[k] - cpu_before[side.name][k]) * 1000 / searches for k in after}
-
-
-def analyze_accesses(url: str, wait: float = 5.0) -> None:
-    """`memory_access` analysed once the warm-up's accesses are in it (a query service writes
-    them every second). Emptied and analysed by `settle`, it has no statistics of `tenant_id`
-    then, and under row-level security PostgreSQL expects 0.5 % of its rows to pass: hydration
-    compared each of its 100 candidates with every access row (~7 ms a search at 800 rows)
-    until autovacuum analysed the table, which came within a run's first minute or not at
-    all. A database in use has its statistics; a new one's first minute without them is not
-    measured here (docs/benchmarks.md, thirteenth round)."""
-    deadline = time.monotonic() + wait
-    with psycopg.connect(url, autocommit=True) as conn:
-        while not conn.execute("SELECT 1 FROM memory_access LIMIT 1").fetchone():
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        conn.execute("ANALYZE memory_access")
 
 
 def report(base: Side, change: Side) -> dict[str, Any]:

@@ -14,8 +14,9 @@ For each size: a fresh embedded PostgreSQL, N synthetic memories bulk-loaded wit
 normalised sum of its two sentences' real MiniLM embeddings, so neighbourhoods look like real
 text's), each memory's mention of its first sentence's person, temporal, entity and semantic
 links (≈16 per memory), the HNSW index built after the load, then VACUUM (ANALYZE) as
-autovacuum would; then the query service in its own process, warmed up, and distinct
-natural-language questions sent one at a time. Reports p50/p95/p99 over HTTP and the
+autovacuum would; then the query service in its own process, warmed up (then the access
+counts its searches recorded analysed, as autovacuum would soon: `common.analyze_accesses`),
+and distinct natural-language questions sent one at a time. Reports p50/p95/p99 over HTTP and the
 server's per-stage and per-retriever median timings from a traced sample.
 
 `--row-security`: the query service confined by row-level security (`on`, the default: its
@@ -68,7 +69,7 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from common import api_client, wait_ready  # bench/common.py
+from common import analyze_accesses, api_client, wait_ready  # bench/common.py
 from cross_encoder import LOCOMO, minilm_shaped_model  # bench/cross_encoder.py
 
 from memora.basics.config import Settings
@@ -307,6 +308,7 @@ def measure(
     reranker: str = "heuristic",
     trace_every: int = 10,
     clients: int = 1,
+    database: str | None = None,
 ) -> dict[str, Any]:
     """Each question to every target (name → service base URL and filters), one after the
     other, the order rotating from question to question, so that every target sees the same
@@ -314,7 +316,8 @@ def measure(
     questions split among that many concurrent clients. Every `trace_every`-th search is traced;
     the untraced ones give the latencies (all of them when every search is traced). Per target:
     latency percentiles, the server's stage medians (the rerank stage's p50/p95 with the
-    cross-encoder) and, after the first target, the median of the per-question ratios to it."""
+    cross-encoder) and, after the first target, the median of the per-question ratios to it.
+    `database`: its `memory_access` is analysed after the warm-up, as in use it would be."""
     names = list(targets)
     latencies: dict[str, dict[int, float]] = {name: {} for name in names}
     traces: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
@@ -343,6 +346,8 @@ def measure(
 
     numbered = list(enumerate(qs))
     send(numbered[:warmup])
+    if database is not None:
+        analyze_accesses(database)
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(send, [numbered[warmup + k :: clients] for k in range(clients)]))
     report: dict[str, Any] = {}
@@ -499,6 +504,7 @@ def main() -> None:
             result = measure(
                 targets, qs, args.warmup, reranker=args.reranker,
                 trace_every=args.trace_every, clients=args.clients,
+                database=settings.require_database_url(),
             )  # fmt: skip
             if len(bases) == 2 and len(backends) == 1 and not args.filters:
                 result["median_ratio_on_off"] = result["on"].pop("median_ratio_to_off")

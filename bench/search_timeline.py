@@ -29,11 +29,8 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import search_latency as bench  # bench/search_latency.py: the agent and its questions
-from compare import (  # bench/compare.py: the guard's data
-    DATA_ROOT,
-    analyze_accesses,
-    guard_database,
-)
+from common import analyze_accesses  # bench/common.py
+from compare import DATA_ROOT, guard_database  # bench/compare.py: the guard's data
 
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
@@ -41,7 +38,8 @@ from memora.nlp.embedding import embedder_for
 from memora.retrieval import arms, fusion, semantic
 from memora.retrieval import retriever as retriever_module
 from memora.retrieval.filters import Filters
-from memora.retrieval.held_links import AgentLinks
+from memora.retrieval.held_links import AgentLinks, HeldLinks
+from memora.retrieval.keyword import KeywordIndex
 from memora.retrieval.retriever import Retriever
 from memora.retrieval.types import SearchParams
 
@@ -50,7 +48,11 @@ STEPS: list[tuple[Any, str]] = [
     (retriever_module, "parse_query_range"),
     (Retriever, "_named_entities"),
     (Retriever, "_keyword"),
+    (KeywordIndex, "stats"),
+    (KeywordIndex, "best"),
     (semantic, "plan_scan"),
+    (Retriever, "_learn_failing"),
+    (HeldLinks, "current"),
     (semantic, "nearest"),
     (Retriever, "_graph"),
     (arms, "links"),
