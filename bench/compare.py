@@ -5,6 +5,7 @@ checkout, database and query service, questions alternating between them; prints
     python bench/compare.py --base 84899cc                    # base against this working tree
     python bench/compare.py --base main --change HEAD --size 100000 --queries 200
     python bench/compare.py --alone --size 1000000        # this working tree by itself
+    python bench/compare.py --base HEAD --filter "type (99.9%)"   # every search filtered
     make bench-compare BASE=84899cc
 
 Each checkout loads its own copy of the benchmark's data with its own code (its migrations and
@@ -17,9 +18,11 @@ query services start, under row-level security when the checkout has it, and eve
 goes to both, which one first alternating, for `--rounds` passes over the questions; every
 `--trace-every`-th request asks for the trace (not counted in the percentiles). Machine load
 hits both sides alike, so the ratios hold on a busy machine better than absolute figures do;
-a side that autovacuum ran beside during the run is named after the table.
-docs/benchmarks.md records a run for every change to the read path. The searches are plain
-HTTP (httpx), not memora_client: the base commit's API may predate the client's models.
+a side that autovacuum ran beside during the run is named after the table. `--filter NAME`
+sends every search under one of `search_latency.FILTER_SETS` (its warm-up fills what each
+query service holds for the filter). docs/benchmarks.md records a run for every change to
+the read path. The searches are plain HTTP (httpx), not memora_client: the base commit's API
+may predate the client's models.
 """
 
 from __future__ import annotations
@@ -323,7 +326,10 @@ def stage_medians(traces: list[dict[str, Any]]) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in found.items()}
 
 
-def run(sides: list[Side], questions: list[str], warmup: int, rounds: int, every: int) -> None:
+def run(
+    sides: list[Side], questions: list[str], warmup: int, rounds: int, every: int,
+    filters: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
     clients = {s.name: httpx.Client(base_url=s.base_url, timeout=60) for s in sides}
     n = 0
     cpu_before: dict[str, dict[str, float]] = {}
@@ -333,6 +339,8 @@ def run(sides: list[Side], questions: list[str], warmup: int, rounds: int, every
             traced = every > 0 and n % every == every - 1
             for side in order:
                 body = {"agent_id": bench.AGENT, "query": question, "trace": traced}
+                if filters is not None:
+                    body["filters"] = filters
                 started = time.perf_counter()
                 response = clients[side.name].post("/api/search", json=body)
                 response.raise_for_status()
@@ -412,6 +420,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="passes over the questions")
     parser.add_argument("--trace-every", type=int, default=5, help="0: no traces")
     parser.add_argument("--row-security", choices=["on", "off"], default="on")
+    parser.add_argument(
+        "--filter", choices=list(bench.FILTER_SETS), help="every search under this filter"
+    )
     parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
     parser.add_argument("--out", type=Path, help="JSON of the figures")
     parser.add_argument(
@@ -445,7 +456,8 @@ def main() -> None:
             settle(side)
         maintenance = {side.name: side.maintenance() for side in sides}
         questions = bench.questions(args.queries + args.warmup)
-        run(sides, questions, args.warmup, args.rounds, args.trace_every)
+        filters = bench.FILTER_SETS[args.filter] if args.filter else None
+        run(sides, questions, args.warmup, args.rounds, args.trace_every, filters)
         figures = report(*sides) if len(sides) == 2 else report_alone(sides[0])
         for side in sides:  # autovacuum shared the cores with the run: a tail not the code's
             after = side.maintenance()
