@@ -299,6 +299,91 @@ def test_mentions_not_held_are_compared_by_postgresql_then_held(conn: Any, agent
     assert [[u.mentions.ids[r] for r in u.rows] for u in after] == [[str(units[9])]]
 
 
+def test_embeddings_are_held_only_where_they_leave_the_signatures_room(
+    conn: Any, agent_id: str
+) -> None:
+    """A cache with room for an entity's signatures and not for its mentions' embeddings: the
+    searches compare them in PostgreSQL, nothing is read to be held, and the signatures stay
+    (brought up to date, not read whole again)."""
+    query, ana, _ = _ana(conn, agent_id, np.random.default_rng(7), 40)
+    with conn.transaction():
+        size = _mentions().read(conn, "default", [ana])[ana].nbytes
+    held = MentionSignatures(size + 4 * DIM * 10, 600.0)  # the signatures and ten embeddings
+    scope = SearchScope("default", agent_id, ("world",))
+
+    def ranked(unheld: list[Unheld]) -> list[tuple[uuid.UUID, float]]:
+        with conn.transaction():
+            return entities.entity_units(
+                conn, scope, entity_ids=[ana], vector=query, per_entity=8, oversample=2,
+                min_similarity=-1.0, exact_max=10, mentions=held, unheld=unheld,
+            )  # fmt: skip
+
+    def reads(kind: str) -> float:
+        labels = {"read": kind}
+        return REGISTRY.get_sample_value("memora_mention_cache_reads_total", labels) or 0.0
+
+    before = {kind: reads(kind) for kind in ("whole", "changes", "embeddings")}
+    first: list[Unheld] = []
+    in_postgresql = ranked(first)
+    with conn.transaction():
+        held.hold(conn, first)  # all 40 wanted (HOLD_ALL): they do not fit
+    assert reads("embeddings") == before["embeddings"]
+    again: list[Unheld] = []
+    here = ranked(again)
+    assert [u for u, _ in here] == [u for u, _ in in_postgresql]
+    assert [len(u.rows) for u in again] == [16]  # compared there again
+    assert reads("whole") - before["whole"] == 1 and reads("changes") - before["changes"] == 1
+    assert 0 <= held.room() < 4 * DIM * 10 + 1
+
+
+def test_a_new_entity_s_signatures_make_the_embeddings_give_up_room(
+    conn: Any, agent_id: str
+) -> None:
+    """Room for one entity's signatures and its mentions' embeddings, then a second entity
+    named: its signatures come in, the first entity's embeddings go (its signatures stay,
+    brought up to date, not read whole), and its mentions are compared in PostgreSQL again."""
+    rng = np.random.default_rng(11)
+    query, ana, _ = _ana(conn, agent_id, rng, 40)
+    bo = _entity(conn, agent_id, "Bo")
+    for d in range(40):
+        _mention(conn, agent_id, unit_vector(rng.standard_normal(DIM)), bo, 100 + d)
+    conn.commit()
+    with conn.transaction():
+        size = _mentions().read(conn, "default", [ana])[ana].nbytes
+    held = MentionSignatures(size + 4 * DIM * 40 + 4_000, 600.0)
+    scope = SearchScope("default", agent_id, ("world",))
+
+    def ranked(entity: uuid.UUID, unheld: list[Unheld]) -> list[tuple[uuid.UUID, float]]:
+        with conn.transaction():
+            return entities.entity_units(
+                conn, scope, entity_ids=[entity], vector=query, per_entity=8, oversample=2,
+                min_similarity=-1.0, exact_max=10, mentions=held, unheld=unheld,
+            )  # fmt: skip
+
+    def reads(kind: str) -> float:
+        labels = {"read": kind}
+        return REGISTRY.get_sample_value("memora_mention_cache_reads_total", labels) or 0.0
+
+    def same(found: list[tuple[uuid.UUID, float]]) -> bool:
+        return [u for u, _ in found] == [u for u, _ in in_postgresql] and dict(
+            found
+        ) == pytest.approx(dict(in_postgresql), abs=1e-6)
+
+    first: list[Unheld] = []
+    in_postgresql = ranked(ana, first)
+    with conn.transaction():
+        held.hold(conn, first)  # every one of Ana's 40: they fit
+    again: list[Unheld] = []
+    assert same(ranked(ana, again)) and again == []
+    whole = reads("whole")
+    ranked(bo, [])  # Bo's signatures read whole: Ana's embeddings give them room
+    assert reads("whole") == whole + 1 and held.room() >= 0
+    after: list[Unheld] = []
+    assert same(ranked(ana, after))
+    assert reads("whole") == whole + 1  # Ana's signatures stayed
+    assert [len(u.rows) for u in after] == [16]  # compared in PostgreSQL again
+
+
 def test_a_query_is_packed_as_postgresql_packs_a_signature(conn: Any) -> None:
     from psycopg.rows import tuple_row
 

@@ -52,3 +52,20 @@ def test_entries_of_an_entity_share_its_embeddings_through_changes() -> None:
     assert later.vectors is first.vectors and later.ids == ("a", "b", "c")
     assert later.written.tolist() == [5, 10, 11]
     assert later.vectors.held(np.arange(3), later.written).tolist() == [0, -1, -1]
+
+
+def test_what_fits_counts_the_matrix_as_it_would_grow() -> None:
+    """`fitting`: as many as the room takes once the matrix has doubled to hold them, else
+    only those its free rows hold."""
+    held = MentionVectors()
+    width = 4
+    row = 4 * width
+    assert held.fitting(3, width, room=3 * row - 1) == 0  # nothing allocated yet
+    assert held.fitting(3, width, room=3 * row) == 3
+    _add(held, [0, 1, 2], [1, 1, 1], np.eye(3, 4, dtype=np.float32))  # 3 rows, all used
+    assert held.fitting(1, width, room=0) == 0
+    assert held.fitting(1, width, room=3 * row) == 1  # it doubles: 3 more rows
+    _add(held, [3], [1], np.eye(1, 4, dtype=np.float32))  # 6 rows, 4 used
+    assert held.fitting(2, width, room=0) == 2  # in the rows it has
+    assert held.fitting(3, width, room=6 * row - 1) == 2  # growing to 12 rows would not fit
+    assert held.fitting(3, width, room=6 * row) == 3

@@ -85,6 +85,15 @@ class MentionVectors:
             gathered: np.ndarray = self._matrix[rows]
         return gathered
 
+    def fitting(self, count: int, width: int, room: int) -> int:
+        """How many of `count` more embeddings of `width` floats may be held within `room`
+        bytes: all of them when the matrix, grown as `add` grows it, fits; else those its
+        rows left free hold."""
+        with self._lock:
+            rows, free = len(self._matrix), len(self._matrix) - self._used
+        grown = max(self._used + count, 2 * rows) - rows if count > free else 0
+        return count if grown * width * 4 <= room else max(free, 0)
+
     def add(self, positions: np.ndarray, written: np.ndarray, vectors: np.ndarray) -> None:
         """Hold `vectors` (one row a position of `positions`, read when its mention was
         `written`), where no newer one is held."""
@@ -139,9 +148,10 @@ class Mentions:
         return cls(tuple(ids), {u: i for i, u in enumerate(ids)}, bits, written, horizon)
 
     @property
-    def nbytes(self) -> int:  # an id: its str and dict entry
-        held = int(self.bits.nbytes + self.written.nbytes) + self.vectors.nbytes
-        return held + 160 * len(self.ids)
+    def nbytes(self) -> int:
+        """The signatures' bytes with their ids (a str and a dict entry each) and when each
+        was written; not the embeddings held (`vectors`), which grow after the entry is in."""
+        return int(self.bits.nbytes + self.written.nbytes) + 160 * len(self.ids)
 
     def nearest(self, query: np.ndarray, k: int, rows: np.ndarray | None = None) -> list[str]:
         """The ids of the `k` mentions whose signatures are nearest `query`'s (packed the same
@@ -256,13 +266,41 @@ def query_signature(vector: np.ndarray) -> np.ndarray:
 class MentionSignatures:
     """The signatures of the entities searches name, per (tenant, entity), at most `max_bytes`
     in all (the least recently used go first), each entry read whole again after `ttl`
-    seconds."""
+    seconds unsearched; and the embeddings of their mentions searches compared, in what the
+    signatures leave free: a new entity's signatures make them give up room, never the
+    other way round."""
 
     def __init__(self, max_bytes: int, ttl: float) -> None:
         self._entries: TTLCache[tuple[str, UUID], Mentions] = TTLCache(
             max(max_bytes, 1), ttl, getsizeof=lambda m: max(m.nbytes, 1)
         )
         self._lock = threading.Lock()
+
+    def room(self) -> int:
+        """The bytes of `max_bytes` the signatures and the embeddings held leave free."""
+        with self._lock:
+            return self._room()
+
+    def _room(self) -> int:  # under the lock
+        try:
+            self._entries.expire()
+            embeddings = sum(m.vectors.nbytes for m in self._entries.values())
+        except KeyError:  # one expired meanwhile: none free this time
+            return 0
+        return int(self._entries.maxsize - self._entries.currsize) - embeddings
+
+    def _shed(self) -> None:
+        """Under the lock, after signatures were put in: embeddings given up (those of the
+        entities holding most first) until signatures and embeddings fit in `max_bytes`. The
+        entry takes an empty `MentionVectors`; a search using the old one still can."""
+        over = -self._room()
+        if over <= 0:
+            return
+        for key, mentions in sorted(self._entries.items(), key=lambda e: -e[1].vectors.nbytes):
+            if over <= 0 or not mentions.vectors.nbytes:
+                break
+            over -= mentions.vectors.nbytes
+            self._entries[key] = replace(mentions, vectors=MentionVectors())
 
     def read(
         self, conn: Connection[Any], tenant_id: str, entity_ids: Iterable[UUID]
@@ -292,17 +330,26 @@ class MentionSignatures:
                 if self._entries.get(key) is held[entity]:  # no other refresh came first
                     with suppress(ValueError):  # larger than the whole cache: used, not kept
                         self._entries[key] = mentions
+            if missing:  # signatures read whole: room for them first
+                self._shed()
         return found
 
     def hold(self, conn: Connection[Any], unheld: Sequence[Unheld]) -> None:
         """Read and hold the embeddings of the mentions searches compared in PostgreSQL
         (`Mentions.similarity`), and of every other mention of an entity mentioned at most
         `HOLD_ALL` times, but those held since: each as its mention was written when the
-        search read it (what is read now is that or newer), `HOLD_CHUNK` a statement."""
+        search read it (what is read now is that or newer), `HOLD_CHUNK` a statement. Only as
+        many as `max_bytes` has room for beside the signatures: embeddings never push out an
+        entity's signatures (at 1M memories a main character's take ~10 MB and its mentions'
+        embeddings ~90 MB; evicted, its signatures were read whole again, 28 ms of database
+        time, at every few searches)."""
         for wanted in unheld:
             mentions = wanted.mentions
             rows = np.arange(len(mentions.ids)) if len(mentions.ids) <= HOLD_ALL else wanted.rows
             rows = rows[mentions.vectors.held(rows, mentions.written[rows]) < 0]
+            width = 64 * mentions.bits.shape[1] if mentions.bits.ndim == 2 else 0
+            room = self.room() - 32 * len(mentions.ids)  # the positions' slots, doubled
+            rows = rows[: mentions.vectors.fitting(len(rows), width, room)]
             for start in range(0, len(rows), HOLD_CHUNK):
                 chunk = rows[start : start + HOLD_CHUNK]
                 found, read = _vectors(conn, [mentions.ids[i] for i in chunk.tolist()])
