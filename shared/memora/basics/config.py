@@ -264,9 +264,9 @@ class Settings(BaseSettings):
     # the rest of the query; at most this many per entity (0: off)
     entity_units_per_entity: int = 20
     entity_min_similarity: float = 0.2
-    # the named entities' mention signatures, and the embeddings of the mentions searches
-    # compared, a query process keeps in memory (in all), and how long an entity's are kept
-    # before they are read whole again (in between: what changed)
+    # the named entities' mention signatures, and in the room they leave the embeddings of
+    # the mentions searches compared, a query process keeps in memory (in all), and how long
+    # an entity's are kept before they are read whole again (in between: what changed)
     entity_signature_cache_mb: int = 256
     entity_signature_ttl_seconds: float = 600.0
     # the units passing the filters searches rank exactly, with their embeddings (5/8 of it),
