@@ -311,8 +311,8 @@ def measure(
     database: str | None = None,
 ) -> dict[str, Any]:
     """Each question to every target (name → service base URL and filters), one after the
-    other, the order rotating from question to question, so that every target sees the same
-    cache and the same load from whatever else runs on the machine; with `clients` > 1 the
+    other, the order rotating (once every `trace_every` questions), so that every target sees
+    the same cache and the same load from whatever else runs on the machine; with `clients` > 1 the
     questions split among that many concurrent clients. Every `trace_every`-th search is traced;
     the untraced ones give the latencies (all of them when every search is traced). Per target:
     latency percentiles, the server's stage medians (the rerank stage's p50/p95 with the
@@ -327,7 +327,11 @@ def measure(
         try:
             for i, q in share:
                 traced = i % trace_every == 0
-                for name in names[i % len(names) :] + names[: i % len(names)]:
+                # the first target of a question meets its cold caches (the keyword index's
+                # counts of its terms): the rotation turns once per `trace_every` questions, so
+                # the timed (untraced) searches see every target first as often as the others
+                turn = (i // trace_every) % len(names)
+                for name in names[turn:] + names[:turn]:
                     base, filters = targets[name]
                     body = {"agent_id": AGENT, "query": q, "trace": traced, "filters": filters,
                             "reranker": reranker}  # fmt: skip
