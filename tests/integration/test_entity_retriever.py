@@ -70,6 +70,33 @@ def _ana(
     return query, ana, units
 
 
+def _reads(kind: str) -> float:
+    """`memora_mention_cache_reads_total` for one kind of read, so far."""
+    labels = {"read": kind}
+    return REGISTRY.get_sample_value("memora_mention_cache_reads_total", labels) or 0.0
+
+
+def _ranked(
+    conn: Any, held: MentionSignatures, agent_id: str, entity: uuid.UUID, query: np.ndarray,
+    unheld: list[Unheld] | None, exact_max: int = 10,
+) -> list[tuple[uuid.UUID, float]]:  # fmt: skip
+    """The entity retriever's units for one entity (the 16 best signatures compared, with
+    `exact_max` 10), unfiltered, in a transaction of its own."""
+    scope = SearchScope("default", agent_id, ("world",))
+    with conn.transaction():
+        return entities.entity_units(
+            conn, scope, entity_ids=[entity], vector=query, per_entity=8, oversample=2,
+            min_similarity=-1.0, exact_max=exact_max, mentions=held, unheld=unheld,
+        )  # fmt: skip
+
+
+def _same(found: list[tuple[uuid.UUID, float]], expected: list[tuple[uuid.UUID, float]]) -> bool:
+    """The same units in the same order, with the same similarities (to float precision)."""
+    return [u for u, _ in found] == [u for u, _ in expected] and dict(found) == pytest.approx(
+        dict(expected), abs=1e-6
+    )
+
+
 def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     conn: Any, agent_id: str
 ) -> None:
@@ -265,33 +292,23 @@ def test_mentions_not_held_are_compared_by_postgresql_then_held(conn: Any, agent
     again, not taken as held."""
     query, ana, units = _ana(conn, agent_id, np.random.default_rng(5), 40)
     held = _mentions()
-    scope = SearchScope("default", agent_id, ("world",))
 
     def ranked(unheld: list[Unheld] | None, exact_max: int = 100) -> list[tuple[uuid.UUID, float]]:
-        with conn.transaction():
-            return entities.entity_units(
-                conn, scope, entity_ids=[ana], vector=query, per_entity=8, oversample=2,
-                min_similarity=-1.0, exact_max=exact_max, mentions=held, unheld=unheld,
-            )  # fmt: skip
+        return _ranked(conn, held, agent_id, ana, query, unheld, exact_max)
 
-    def reads(kind: str) -> float:
-        labels = {"read": kind}
-        return REGISTRY.get_sample_value("memora_mention_cache_reads_total", labels) or 0.0
-
-    before = {kind: reads(kind) for kind in ("whole", "changes", "embeddings")}
+    before = {kind: _reads(kind) for kind in ("whole", "changes", "embeddings")}
     first: list[Unheld] = []
     in_postgresql = ranked(first, exact_max=10)  # the 16 best signatures compared there
     assert [len(u.rows) for u in first] == [16]
     with conn.transaction():
         held.hold(conn, first)  # and every other mention of an entity of at most HOLD_ALL
-    assert reads("whole") - before["whole"] == 1
-    assert reads("embeddings") - before["embeddings"] == 40
+    assert _reads("whole") - before["whole"] == 1
+    assert _reads("embeddings") - before["embeddings"] == 40
     again: list[Unheld] = []
     here = ranked(again, exact_max=10)
     assert ranked(again) and again == []  # every mention compared: all here
-    assert reads("changes") - before["changes"] == 2
-    assert [u for u, _ in here] == [u for u, _ in in_postgresql]
-    assert dict(here) == pytest.approx(dict(in_postgresql), abs=1e-6)
+    assert _reads("changes") - before["changes"] == 2
+    assert _same(here, in_postgresql)
     conn.execute("UPDATE memory_units SET embedding = %s WHERE id = %s", (query, units[9]))
     conn.commit()
     after: list[Unheld] = []
@@ -309,30 +326,16 @@ def test_embeddings_are_held_only_where_they_leave_the_signatures_room(
     with conn.transaction():
         size = _mentions().read(conn, "default", [ana])[ana].nbytes
     held = MentionSignatures(size + 4 * DIM * 10, 600.0)  # the signatures and ten embeddings
-    scope = SearchScope("default", agent_id, ("world",))
-
-    def ranked(unheld: list[Unheld]) -> list[tuple[uuid.UUID, float]]:
-        with conn.transaction():
-            return entities.entity_units(
-                conn, scope, entity_ids=[ana], vector=query, per_entity=8, oversample=2,
-                min_similarity=-1.0, exact_max=10, mentions=held, unheld=unheld,
-            )  # fmt: skip
-
-    def reads(kind: str) -> float:
-        labels = {"read": kind}
-        return REGISTRY.get_sample_value("memora_mention_cache_reads_total", labels) or 0.0
-
-    before = {kind: reads(kind) for kind in ("whole", "changes", "embeddings")}
+    before = {kind: _reads(kind) for kind in ("whole", "changes", "embeddings")}
     first: list[Unheld] = []
-    in_postgresql = ranked(first)
+    in_postgresql = _ranked(conn, held, agent_id, ana, query, first)
     with conn.transaction():
         held.hold(conn, first)  # all 40 wanted (HOLD_ALL): they do not fit
-    assert reads("embeddings") == before["embeddings"]
+    assert _reads("embeddings") == before["embeddings"]
     again: list[Unheld] = []
-    here = ranked(again)
-    assert [u for u, _ in here] == [u for u, _ in in_postgresql]
+    assert _same(_ranked(conn, held, agent_id, ana, query, again), in_postgresql)
     assert [len(u.rows) for u in again] == [16]  # compared there again
-    assert reads("whole") - before["whole"] == 1 and reads("changes") - before["changes"] == 1
+    assert _reads("whole") - before["whole"] == 1 and _reads("changes") - before["changes"] == 1
     assert 0 <= held.room() < 4 * DIM * 10 + 1
 
 
@@ -351,36 +354,18 @@ def test_a_new_entity_s_signatures_make_the_embeddings_give_up_room(
     with conn.transaction():
         size = _mentions().read(conn, "default", [ana])[ana].nbytes
     held = MentionSignatures(size + 4 * DIM * 40 + 4_000, 600.0)
-    scope = SearchScope("default", agent_id, ("world",))
-
-    def ranked(entity: uuid.UUID, unheld: list[Unheld]) -> list[tuple[uuid.UUID, float]]:
-        with conn.transaction():
-            return entities.entity_units(
-                conn, scope, entity_ids=[entity], vector=query, per_entity=8, oversample=2,
-                min_similarity=-1.0, exact_max=10, mentions=held, unheld=unheld,
-            )  # fmt: skip
-
-    def reads(kind: str) -> float:
-        labels = {"read": kind}
-        return REGISTRY.get_sample_value("memora_mention_cache_reads_total", labels) or 0.0
-
-    def same(found: list[tuple[uuid.UUID, float]]) -> bool:
-        return [u for u, _ in found] == [u for u, _ in in_postgresql] and dict(
-            found
-        ) == pytest.approx(dict(in_postgresql), abs=1e-6)
-
     first: list[Unheld] = []
-    in_postgresql = ranked(ana, first)
+    in_postgresql = _ranked(conn, held, agent_id, ana, query, first)
     with conn.transaction():
         held.hold(conn, first)  # every one of Ana's 40: they fit
     again: list[Unheld] = []
-    assert same(ranked(ana, again)) and again == []
-    whole = reads("whole")
-    ranked(bo, [])  # Bo's signatures read whole: Ana's embeddings give them room
-    assert reads("whole") == whole + 1 and held.room() >= 0
+    assert _same(_ranked(conn, held, agent_id, ana, query, again), in_postgresql) and again == []
+    whole = _reads("whole")
+    _ranked(conn, held, agent_id, bo, query, [])  # Bo's signatures read whole: they take the room
+    assert _reads("whole") == whole + 1 and held.room() >= 0
     after: list[Unheld] = []
-    assert same(ranked(ana, after))
-    assert reads("whole") == whole + 1  # Ana's signatures stayed
+    assert _same(_ranked(conn, held, agent_id, ana, query, after), in_postgresql)
+    assert _reads("whole") == whole + 1  # Ana's signatures stayed
     assert [len(u.rows) for u in after] == [16]  # compared in PostgreSQL again
 
 
