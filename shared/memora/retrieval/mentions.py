@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 import numpy as np
-from cachetools import TTLCache
+from cachetools import Cache, TTLCache
 from psycopg import Connection, sql
 from psycopg.rows import tuple_row
 
@@ -282,25 +282,28 @@ class MentionSignatures:
             return self._room()
 
     def _room(self) -> int:  # under the lock
-        try:
-            self._entries.expire()
-            embeddings = sum(m.vectors.nbytes for m in self._entries.values())
-        except KeyError:  # one expired meanwhile: none free this time
-            return 0
+        embeddings = sum(m.vectors.nbytes for _, m in self._held())
         return int(self._entries.maxsize - self._entries.currsize) - embeddings
+
+    def _held(self) -> list[tuple[tuple[str, UUID], Mentions]]:
+        """Under the lock: the entries, their order of use untouched (the cache's own lookups
+        would make each the most recently used)."""
+        self._entries.expire()
+        return [
+            (k, Cache.__getitem__(self._entries, k)) for k in list(Cache.__iter__(self._entries))
+        ]
 
     def _shed(self) -> None:
         """Under the lock, after signatures were put in: embeddings given up (those of the
         entities holding most first) until signatures and embeddings fit in `max_bytes`. The
-        entry takes an empty `MentionVectors`; a search using the old one still can."""
+        entry takes an empty `MentionVectors` (a search using the old one still can), in its
+        place: neither its expiry nor its order of use changes."""
         over = -self._room()
-        if over <= 0:
-            return
-        for key, mentions in sorted(self._entries.items(), key=lambda e: -e[1].vectors.nbytes):
+        for key, mentions in sorted(self._held(), key=lambda e: -e[1].vectors.nbytes):
             if over <= 0 or not mentions.vectors.nbytes:
                 break
             over -= mentions.vectors.nbytes
-            self._entries[key] = replace(mentions, vectors=MentionVectors())
+            Cache.__setitem__(self._entries, key, replace(mentions, vectors=MentionVectors()))
 
     def read(
         self, conn: Connection[Any], tenant_id: str, entity_ids: Iterable[UUID]
