@@ -350,7 +350,7 @@ class MentionSignatures:
             mentions = wanted.mentions
             rows = np.arange(len(mentions.ids)) if len(mentions.ids) <= HOLD_ALL else wanted.rows
             rows = rows[mentions.vectors.held(rows, mentions.written[rows]) < 0]
-            width = 64 * mentions.bits.shape[1] if mentions.bits.ndim == 2 else 0
+            width = 64 * mentions.bits.shape[1]  # the embedding's dimensions, a bit each
             room = self.room() - 32 * len(mentions.ids)  # the positions' slots, doubled
             rows = rows[: mentions.vectors.fitting(len(rows), width, room)]
             for start in range(0, len(rows), HOLD_CHUNK):
