@@ -286,3 +286,54 @@ def test_a_broad_filter_walked_without_it_drops_the_failing_units(
         dropped = nearest(limit, Matching(failing=failing, share=0.9))
         assert [u for u, _ in dropped] == [u for u, _ in walked]
         assert not {str(u) for u, _ in dropped} & failing
+
+
+def test_a_unit_written_after_the_failing_units_were_read_is_not_found_under_the_filter(
+    settings: Settings, pool: Any, inline_api: Any, agent_id: str, monkeypatch: Any
+) -> None:
+    """The failing units held are as of their refresh's snapshot; a unit that fails the filter
+    and commits after it (while the query is embedded, before the walk without the filter)
+    is in no list of failing units, so the retrievers may return it: the candidates' read
+    checks the filter again, and the search does not return it."""
+    from memora.nlp.embedding import get_embedder
+    from memora.retrieval import Retriever, semantic
+    from memora.retrieval.types import SearchParams
+
+    _store_pets(inline_api, agent_id)  # 24 units, 16 by Alice or Bob: a broad filter
+    monkeypatch.setattr(semantic, "EXACT_SCAN_CAP", 3)  # walked, not ranked exactly
+    monkeypatch.setattr(semantic, "_estimate", lambda _c, _s, where: 16.0 if where.sql else 24.0)
+    embedder = get_embedder(settings.embedding_model)
+    retriever = Retriever(settings.model_copy(update={"filter_exact_scan_max": 2}), pool, embedder)
+    query = "Which pet did Bob talk about at dinner?"
+    speakers = Filters.model_validate({"speaker": ["Alice", "Bob"]})
+    params = SearchParams(agent_id, query, filters=speakers, top_k=40, trace=True)
+    agent_key = SearchScope.of(params).agent_key
+    try:
+        assert retriever.failing is not None
+        for _ in range(2):  # the filter's second search: read in the background
+            retriever.search(params)
+        deadline = time.monotonic() + 30
+        while retriever.failing.reads["whole"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        late: list[uuid.UUID] = []
+        read = retriever.failing.current
+
+        def then_written(conn: Any, scope: SearchScope) -> frozenset[str] | None:
+            held = read(conn, scope)
+            with pool.connection() as other:  # Chen's: fails the filter
+                vector = embedder.embed([query])[0]
+                late.append(store_memory(other, agent_key, vector, START, {"speaker": "Chen"},
+                                         "Bob's parrot, Chen said at dinner."))  # fmt: skip
+                other.commit()
+            return held
+
+        monkeypatch.setattr(retriever.failing, "current", then_written)
+        outcome = retriever.search(params)
+        assert late and retriever.failing.reads["changes"] >= 1
+        assert outcome.trace is not None
+        walked = {r["id"] for r in outcome.trace["paths"]["semantic"]["results"]}
+        assert str(late[0]) in walked  # the walk without the filter found it
+        assert str(late[0]) not in {str(h.id) for h in outcome.hits}
+        assert len(outcome.hits) == 16  # the filter's every unit, no other
+    finally:
+        retriever.close()

@@ -17,7 +17,7 @@ from psycopg.rows import tuple_row
 
 from memora.basics.config import Settings
 from memora.db.pool import Pool
-from memora.retrieval.filters import scope_where
+from memora.retrieval.filters import NO_FILTER, Where, scope_where
 from memora.retrieval.question import AnswerType, answer_type
 from memora.retrieval.types import ArmResult, Candidate, SearchParams, SearchScope
 from memora.retrieval.validity import Window, holding, status_where
@@ -71,6 +71,7 @@ def fuse(
     keyword: tuple[str, dict[str, Any]],
     window: Window | None = None,
     mentioning: Callable[[str], bool] | None = None,
+    recheck: Where = NO_FILTER,
 ) -> list[Candidate]:
     """RRF over the retrievers' lists, then the best candidates read with their signals, on a
     connection of the scope's tenant held for that read only. `about_vec` embeds the query
@@ -83,7 +84,10 @@ def fuse(
     under as_of only memories that held then are. `mentioning`: whether a unit mentions one of
     `entity_ids`, from their mentions held in the query service (`NamedEntities.mentioning`);
     hydration then does not look it up, unless it reads the candidates' mentions anyway (the
-    question asks for a kind of entity)."""
+    question asks for a kind of entity). `recheck`: the search's filter, when the retrievers
+    screened a broad one against the units held as failing it (`Matching.failing`, as of
+    their refresh: a unit written since that fails it is on no such list), checked again
+    here."""
     s = settings
     answer = answer_type(p.query)
     by_service = mentioning is not None and not answer.entity_types
@@ -106,6 +110,7 @@ def fuse(
         found = hydrate(
             conn, scope, ids=shortlist, vector=context_vec, keyword=keyword,
             entity_ids=() if by_service else entity_ids, answer=answer, window=window,
+            where=recheck,
         )  # fmt: skip
     if by_service:
         assert mentioning is not None
@@ -182,6 +187,7 @@ def hydrate(
     entity_ids: Sequence[UUID] = (),
     answer: AnswerType = AnswerType(),
     window: Window | None = None,
+    where: Where = NO_FILTER,
 ) -> dict[UUID, Candidate]:
     """The candidates' rows (agent, fact types and active status checked again here) with their
     access counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
@@ -191,7 +197,7 @@ def hydrate(
     and the turn's own speaker (a person's every turn names them), or, for a time, a date the
     memory states (its occurred date). Read in binary, the embeddings as their wire form (one
     numpy view each, not pgvector's objects), the metadata as text, parsed for the kept hits
-    only (`Candidate.hit`)."""
+    only (`Candidate.hit`). `where`: conditions on `m` checked too (a search's filter)."""
     lateral, params = keyword
     rows = (
         conn.cursor(row_factory=tuple_row)
@@ -212,10 +218,11 @@ def hydrate(
             SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
         ) ctx ON true
         WHERE m.id = ANY(string_to_array(%(ids)s, ',')::uuid[])
-          AND {scope_where("m", status_where("m", window))}
+          AND {scope_where("m", status_where("m", window))} {where.sql}
         """,
             {
                 **params,
+                **where.params,
                 **scope.params,
                 **(window.params if window is not None else {}),
                 "v": vector,
@@ -224,6 +231,7 @@ def hydrate(
                 "answer_types": sorted(answer.entity_types),
                 "answer_time": answer.time,
             },
+            prepare=where.prepare,  # filtered: planned for the filter's values (`Where.prepare`)
             binary=True,
         )
         .fetchall()

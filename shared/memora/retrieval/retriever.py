@@ -35,7 +35,7 @@ from memora.retrieval import arms, entities, expansion, fusion, scoring, semanti
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.cross_encoder import PairScorer
 from memora.retrieval.failing import FailingUnits
-from memora.retrieval.filters import Matching
+from memora.retrieval.filters import NO_FILTER, Matching
 from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.held_links import AgentLinks, HeldLinks
 from memora.retrieval.held_terms import FilterTerms
@@ -220,6 +220,7 @@ class Retriever:
             self.pool, scope, p, settings=self.settings, results=results, query_vec=query_vec,
             about_vec=query_vec if about_vec is None else about_vec, entity_ids=entity_ids,
             keyword=self.keyword.lateral(stats), window=window, mentioning=naming.mentioning(),
+            recheck=scope.where if matching.failing is not None else NO_FILTER,
         )  # fmt: skip
         t = clock.lap("fusion", t)
         if candidates:
