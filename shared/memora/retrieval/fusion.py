@@ -197,7 +197,10 @@ def hydrate(
     and the turn's own speaker (a person's every turn names them), or, for a time, a date the
     memory states (its occurred date). Read in binary, the embeddings as their wire form (one
     numpy view each, not pgvector's objects), the metadata as text, parsed for the kept hits
-    only (`Candidate.hit`). `where`: conditions on `m` checked too (a search's filter)."""
+    only (`Candidate.hit`). `where`: conditions on `m` checked too (a search's filter), in
+    the SELECT list, so that the plan, led by the ids, stays the unfiltered one's and its
+    text the filter's shape's (planned for the filter in the WHERE clause, each search: the
+    stage 11.3 → 14.3 ms at 100k in a slow phase of the machine)."""
     lateral, params = keyword
     rows = (
         conn.cursor(row_factory=tuple_row)
@@ -210,7 +213,8 @@ def hydrate(
                coalesce(kw.bm25, 0) AS bm25, coalesce(ctx.sim, 0) AS context_sim,
                coalesce(said.names_entity, false) AS names_entity,
                (%(answer_time)s AND m.occurred_start IS NOT NULL)
-               OR coalesce(said.answer_entity, false) AS answer_type
+               OR coalesce(said.answer_entity, false) AS answer_type,
+               coalesce(true {where.sql}, false) AS passes
         FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
         LEFT JOIN LATERAL {lateral} kw ON true
         LEFT JOIN LATERAL {_MENTIONS} said ON true
@@ -218,7 +222,7 @@ def hydrate(
             SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
         ) ctx ON true
         WHERE m.id = ANY(string_to_array(%(ids)s, ',')::uuid[])
-          AND {scope_where("m", status_where("m", window))} {where.sql}
+          AND {scope_where("m", status_where("m", window))}
         """,
             {
                 **params,
@@ -231,7 +235,6 @@ def hydrate(
                 "answer_types": sorted(answer.entity_types),
                 "answer_time": answer.time,
             },
-            prepare=where.prepare,  # filtered: planned for the filter's values (`Where.prepare`)
             binary=True,
         )
         .fetchall()
@@ -260,6 +263,7 @@ def hydrate(
         for (
             unit, text, context, fact_type, event_date, occurred_start, occurred_end, metadata,
             embedding, access_count, importance, category, last_used, bm25, context_sim,
-            names_entity, answer_type,
+            names_entity, answer_type, passes,
         ) in rows
+        if passes
     }  # fmt: skip
