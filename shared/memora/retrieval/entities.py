@@ -114,10 +114,12 @@ def entity_units(
         rows = (
             listed.rows_in(passing) if passing is not None
             else listed.rows_out(failing) if failing is not None
-            else np.arange(len(listed.ids))
+            else None  # all of them
         )  # fmt: skip
-        if len(rows) > exact_max:
+        if (len(listed.ids) if rows is None else len(rows)) > exact_max:
             rows = listed.nearest_rows(signature, scan, rows)
+        elif rows is None:
+            rows = np.arange(len(listed.ids))
         if not len(rows):
             continue
         similarity = listed.similarity(conn, rows, vector, unheld)

@@ -214,10 +214,14 @@ class Mentions:
         inside = np.fromiter((u in units for u in self.ids), dtype=bool, count=len(self.ids))
         return np.flatnonzero(inside)
 
-    def rows_out(self, units: frozenset[str]) -> np.ndarray:
-        """The rows of the mentions of units other than `units` (few), in their order here."""
+    def rows_out(self, units: frozenset[str]) -> np.ndarray | None:
+        """The rows of the mentions of units other than `units` (few), in their order here;
+        None when none of them is mentioned here (all rows: `nearest_rows` copies nothing)."""
+        out = self.rows_in(units)
+        if not len(out):
+            return None
         keep = np.ones(len(self.ids), dtype=bool)
-        keep[self.rows_in(units)] = False
+        keep[out] = False
         return np.flatnonzero(keep)
 
     def merged(
