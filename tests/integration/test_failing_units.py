@@ -337,3 +337,47 @@ def test_a_unit_written_after_the_failing_units_were_read_is_not_found_under_the
         assert len(outcome.hits) == 16  # the filter's every unit, no other
     finally:
         retriever.close()
+
+
+def test_an_entry_with_nothing_written_since_stands_as_read(
+    agent_conn: Any, pool: Any, agent_id: str
+) -> None:
+    """A held entry is read again only when one of the agent's units was written or removed
+    since (`holding.written_since`): otherwise it stands, the same object with the same
+    horizon; a write still open stays unseen until it commits, then is read as written."""
+    conn = agent_conn
+    rng = np.random.default_rng(31)
+
+    def memory(kind: str, db: Any = conn) -> uuid.UUID:
+        vector = unit_vector(rng.standard_normal(DIM))
+        return store_memory(db, agent_id, vector, START, {"kind": kind}, kind)
+
+    first = [memory("talk") for _ in range(5)] + [memory("note")]
+    conn.commit()
+    failing = FailingUnits(1 << 20, 600.0)
+    talk = _scope(agent_id, {"kind": "talk"})
+    key = failing.key(talk)
+    failing.load(conn, talk)
+    conn.commit()
+    held = failing.held(key)
+    assert held is not None and held.members == {str(first[-1])}
+
+    def current() -> frozenset[str] | None:
+        with conn.transaction():
+            return failing.current(conn, talk)
+
+    assert current() == held.members and failing.held(key) is held  # nothing written
+    with pool.connection() as other:
+        late = memory("note", other)
+        assert current() == held.members and failing.held(key) is held  # not committed
+        other.commit()
+    assert current() == {str(first[-1]), str(late)}
+    after = failing.held(key)
+    assert after is not None and after is not held and after.horizon > held.horizon
+    assert current() is not None and failing.held(key) is after
+    conn.execute("DELETE FROM memory_units WHERE id = %s", (first[0],))  # a removal
+    conn.commit()
+    current()
+    removed = failing.held(key)
+    assert removed is not after and removed is not None and removed.horizon > after.horizon
+    assert failing.reads == {"whole": 1, "changes": 5}

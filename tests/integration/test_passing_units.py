@@ -225,3 +225,27 @@ def test_a_filter_in_use_is_read_whole_again_after_the_ttl(conn: Any, agent_id: 
         with conn.transaction():
             assert passing.read(conn, scope, 100) is not None
     assert passing.reads == {"whole": 2, "changes": 2}
+
+
+def test_held_units_with_nothing_written_since_stand_as_read(conn: Any, agent_id: str) -> None:
+    """A read with none of the agent's units written or removed since the last one
+    (`holding.written_since`) gives the held units as they are, horizon and all; one written
+    since is read as what changed."""
+    rng = np.random.default_rng(37)
+    for day in range(8):
+        _memory(conn, agent_id, unit_vector(rng.standard_normal(DIM)), day)
+    conn.commit()
+    passing = PassingUnits(1 << 24, 600.0)
+    scope = _scope(agent_id, EVEN)
+    with conn.transaction():
+        first = passing.read(conn, scope, 100)
+    with conn.transaction():
+        again = passing.read(conn, scope, 100)
+    assert first is not None and again is first
+    _memory(conn, agent_id, unit_vector(rng.standard_normal(DIM)), 20)  # even: passes
+    conn.commit()
+    with conn.transaction():
+        after = passing.read(conn, scope, 100)
+    assert after is not None and after.count == first.count + 1
+    assert after.horizon > first.horizon
+    assert passing.reads == {"whole": 1, "changes": 2}

@@ -38,6 +38,7 @@ from psycopg.types.json import Jsonb
 
 from memora.basics import metrics
 from memora.retrieval.filters import vector_scope
+from memora.retrieval.holding import written_since
 from memora.retrieval.types import SearchScope
 
 HALFVEC_HEADER = 4  # pgvector's binary form of a halfvec: dimensions and an unused int16
@@ -180,7 +181,9 @@ class PassingUnits:
             held = self._entries.get(key)
         found: Passing | None = None
         fresh = held is not None and time.monotonic() - held.whole_at <= self._ttl
-        if held is not None and fresh:
+        if held is not None and fresh and not written_since(conn, scope.agent_key, held.horizon):
+            found = held  # nothing written or removed since its last read
+        elif held is not None and fresh:
             horizon, removed, ids, vectors = _read(conn, scope, since=held.horizon)
             if not removed:
                 found = held.merged(ids, vectors, horizon)
