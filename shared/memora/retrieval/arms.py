@@ -49,8 +49,7 @@ def graph_walk(
     checked as it comes up for exploration, otherwise (and when the units failing a broad filter
     are known) each step's links are kept to the units that pass (see `neighbours`). `held`
     (the agent's links in memory, up to date) gives the links when there, but for a check of
-    the filter in the links' query; with the failing units known, it leaves them out itself
-    (`AgentLinks.links`)."""
+    the filter in the links' query."""
     where = scope.where
     read = held.links if held is not None else _reader(conn)
     if matching.broad and matching.failing is None:  # broad: for filtered searches only
@@ -62,15 +61,6 @@ def graph_walk(
             admit=lambda ids: passing(conn, ids, where=where, known=matching.known),
             fanout=fanout,
         )
-    elif (failing := _held_failing(held, where, matching)) is not None:
-        assert held is not None
-        most = FILTERED_SCAN * fanout  # as `neighbours` keeps them
-        found = spread_activation(
-            entry,
-            lambda ids: held.links(ids, fanout, leaving_out=failing, among=most),
-            budget,
-            spread,
-        )
     else:
         found = spread_activation(
             entry,
@@ -81,16 +71,6 @@ def graph_walk(
             spread,
         )
     return [(UUID(node), activation) for node, activation in found]
-
-
-def _held_failing(
-    held: AgentLinks | None, where: Where, matching: Matching
-) -> frozenset[str] | None:
-    """The units failing a broad filter, where the graph keeps the held links to the others
-    in the held links' own arrays."""
-    if held is None or not where.sql or matching.complete is not None:
-        return None
-    return matching.failing
 
 
 # each unit's strongest `limit` links to active units: `links` without a filter, or the held ones

@@ -74,67 +74,34 @@ class AgentLinks:
     gone: np.ndarray | None = None
     read_at: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    _marked: tuple[frozenset[str], np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def nbytes(self) -> int:
         arrays = self.offsets.nbytes + self.targets.nbytes + self.types.nbytes
         return int(arrays + self.weights.nbytes) + UNIT_BYTES * len(self.ids)
 
-    def links(
-        self, units: Sequence[str], limit: int, *, leaving_out: frozenset[str] = frozenset(),
-        among: int = 0,
-    ) -> dict[str, list[Edge[str]]]:  # fmt: skip
+    def links(self, units: Sequence[str], limit: int) -> dict[str, list[Edge[str]]]:
         """Each unit's strongest `limit` links to active units, as `arms.links` reads them;
-        units without any left out. `leaving_out`: units (a broad filter's failing ones) the
-        links to which are skipped among each unit's strongest `among`, as `arms.neighbours`
-        keeps them, here in numpy (a Python check a link cost ~0.2 ms a search at 100k)."""
+        units without any left out."""
         out: dict[str, list[Edge[str]]] = {}
-        skip = self._rows_marked(leaving_out) if leaving_out else None
         for unit in units:
-            edges = self._strongest(unit, limit, skip, leaving_out, among)
+            edges = self._strongest(unit, limit)
             if edges:
                 out[unit] = edges
         return out
 
-    def _rows_marked(self, units: frozenset[str]) -> np.ndarray:
-        """A mask of the rows of `units`, kept for the set last asked about (a held entry of
-        failing units is the same set from search to search while nothing changes)."""
-        marked = self._marked
-        if marked is not None and marked[0] is units:
-            return marked[1]
-        mask = np.zeros(len(self.ids), dtype=bool)
-        mask[[r for u in units if (r := self.rows.get(u)) is not None]] = True
-        self._marked = (units, mask)
-        return mask
-
-    def _strongest(
-        self, unit: str, limit: int, skip: np.ndarray | None = None,
-        leaving_out: frozenset[str] = frozenset(), among: int = 0,
-    ) -> list[Edge[str]]:  # fmt: skip
+    def _strongest(self, unit: str, limit: int) -> list[Edge[str]]:
         edges = self.changed.get(unit)
         if edges is not None:
-            if skip is None:
-                return edges[:limit]
-            return [e for e in edges[:among] if e[0] not in leaving_out][:limit]
+            return edges[:limit]
         row = self.rows.get(unit)
         if row is None:
             return []
         start, stop = int(self.offsets[row]), int(self.offsets[row + 1])
-        picked: slice | np.ndarray
-        if self.gone is None and skip is None:
-            picked = slice(start, min(stop, start + limit))
-        else:  # the first `limit` of its links to units still active (and not skipped)
-            targets = self.targets[start:stop]
-            if self.gone is None:
-                assert skip is not None
-                kept = np.flatnonzero(~skip[targets[:among]])
-            else:
-                kept = np.flatnonzero(~self.gone[targets])
-                if skip is not None:
-                    kept = kept[:among]
-                    kept = kept[~skip[targets[kept]]]
-            picked = start + kept[:limit]
+        if self.gone is None:
+            picked: slice | np.ndarray = slice(start, min(stop, start + limit))
+        else:  # the first `limit` of its links to units still active
+            picked = start + np.flatnonzero(~self.gone[self.targets[start:stop]])[:limit]
         return list(  # built in C: no Python loop a link
             zip(
                 map(self.ids.__getitem__, self.targets[picked].tolist()),
