@@ -24,8 +24,8 @@ from memora.retrieval.types import SearchScope
 # Whether the agent's searchable units had a row written, or one removed, at or after `since`
 # (an xid: `memory_vectors.written`, `vector_removals.removed`). Each the first in its index's
 # order, so that the generic plan it is kept with reads that range (an EXISTS's would not:
-# held_links.py); ~0.1 ms where the read of the changes, planned for its filter each time,
-# took 0.35–0.45 ms (benchmarks.md, nineteenth round).
+# held_links.py); 0.12–0.15 ms where the read of the changes, planned for its filter each
+# time, took 0.34–0.46 ms (at 100k in a slow phase: benchmarks.md, nineteenth round).
 _WRITTEN_SINCE = """
     SELECT (SELECT m.written FROM memory_vectors m
             WHERE m.agent_id = %(agent)s AND m.written >= %(since)s

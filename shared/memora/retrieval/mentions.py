@@ -405,7 +405,7 @@ def _read(
         rows = cur.execute(
             _WHOLE if since is None else _SINCE,
             {"entities": entities, "since": since or [0] * len(entities)},
-            prepare=True,  # planned once (~1.3 ms a time): a generic plan (above)
+            prepare=True,  # kept with one generic plan (above)
         ).fetchall()
     return {
         entity: _Read(
