@@ -79,7 +79,7 @@ def measure(
 def _failing(conn: Any, scope: SearchScope, firsts: int, reads: int) -> dict[str, Any]:
     held = FailingUnits(1 << 30, 600.0)
     first = [timed_call(lambda: held.load(conn, scope))[1] for _ in range(firsts)]
-    current = [timed_call(lambda: held.current(conn, scope))[1] for _ in range(reads)]
+    current = [timed_call(lambda: held.refreshed(conn, scope))[1] for _ in range(reads)]
     return {
         "failing": held.count(scope),
         "first": _median(first),

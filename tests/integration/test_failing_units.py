@@ -14,8 +14,8 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memora.basics.config import Settings
-from memora.retrieval.failing import FailingUnits
-from memora.retrieval.filters import Filters, Matching, compile_filters
+from memora.retrieval.failing import Failing, FailingUnits
+from memora.retrieval.filters import Filters, Matching, UnitSet, compile_filters
 from memora.retrieval.types import SearchScope
 from tests.integration.memory_support import store_memory, unit_vector
 from tests.integration.test_search_filters import _store_pets
@@ -24,6 +24,11 @@ pytestmark = pytest.mark.integration
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 DIM = 384
+
+
+def _text(held: Failing | None) -> frozenset[str] | None:
+    """The failing units' ids as text (None: not held)."""
+    return None if held is None else held.members.text
 
 
 def _scope(agent_id: str, filters: dict[str, Any]) -> SearchScope:
@@ -64,13 +69,13 @@ def test_failing_units_follow_every_change(agent_conn: Any, pool: Any, agent_id:
     assert [failing.wanted(talk), failing.wanted(talk), failing.wanted(talk)] == [
         False, True, False  # noted; read now; being read
     ]  # fmt: skip
-    assert failing.current(conn, talk) is None
+    assert failing.refreshed(conn, talk) is None
     failing.load(conn, talk)
     conn.commit()
 
     def agrees(scope: SearchScope) -> frozenset[str]:
         with conn.transaction():
-            held = failing.current(conn, scope)
+            held = _text(failing.refreshed(conn, scope))
             truth = _truly_failing(conn, scope)
         assert held is not None and truth <= held
         searchable = {
@@ -112,18 +117,18 @@ def test_failing_units_follow_every_change(agent_conn: Any, pool: Any, agent_id:
         memory({"kind": "note"}, 60)
     conn.commit()
     with conn.transaction():
-        assert failing.current(conn, talk) is None
-    assert failing.current(conn, talk) is None and not failing.wanted(talk)
+        assert failing.refreshed(conn, talk) is None
+    assert failing.refreshed(conn, talk) is None and not failing.wanted(talk)
     with conn.transaction():
         failing.load(conn, talk)  # read whole: still too many
-    assert failing.current(conn, talk) is None
+    assert failing.refreshed(conn, talk) is None
 
 
 def test_a_broad_filter_in_use_is_read_whole_again_after_the_ttl(
     agent_conn: Any, agent_id: str
 ) -> None:
     """A filter searched again and again is read whole once the TTL has passed since its last
-    whole read (each read of what changed refreshes the cache's own expiry): `current` then
+    whole read (each read of what changed refreshes the cache's own expiry): `refreshed` then
     has nothing, and the next search reads it (`wanted`), dropping units removed since."""
     conn = agent_conn
     rng = np.random.default_rng(19)
@@ -143,14 +148,14 @@ def test_a_broad_filter_in_use_is_read_whole_again_after_the_ttl(
     for _ in range(2):
         time.sleep(0.25)
         with conn.transaction():
-            assert failing.current(conn, talk) == {str(units[0])}  # removed: kept till then
+            assert _text(failing.refreshed(conn, talk)) == {str(units[0])}  # kept till then
     time.sleep(0.25)
     with conn.transaction():
-        assert failing.current(conn, talk) is None
+        assert failing.refreshed(conn, talk) is None
     assert failing.wanted(talk)
     failing.load(conn, talk)
     with conn.transaction():
-        assert failing.current(conn, talk) == frozenset()
+        assert _text(failing.refreshed(conn, talk)) == frozenset()
     assert failing.reads == {"whole": 2, "changes": 3}
 
 
@@ -166,7 +171,7 @@ def test_links_kept_to_units_not_failing_match_the_check_by_key(
     for kept in ({"speaker": "Chen"}, {"speaker": ["Alice", "Bob"]}):
         scope = _scope(agent_id, kept)
         with pool.tenant_connection("default") as conn:
-            failing = frozenset(_truly_failing(conn, scope))
+            failing = UnitSet.of(_truly_failing(conn, scope))
             ids = [
                 r["id"]
                 for r in conn.execute(
@@ -253,6 +258,72 @@ def test_a_broad_filter_is_checked_against_the_units_held_as_failing(
         retriever.close()
 
 
+def test_the_keyword_retriever_reads_further_when_more_of_the_best_fail(
+    settings: Settings, pool: Any, agent_conn: Any, agent_id: str, monkeypatch: Any
+) -> None:
+    """With a broad filter's failing units held, the keyword retriever takes as many of the
+    unfiltered best as the share makes enough (`broad_count`); where more of them fail (here
+    the 60 best-scored), it reads further: the 50 best that pass, as ranking those alone
+    gives them."""
+    from memora.nlp.embedding import get_embedder
+    from memora.retrieval import Retriever, semantic
+    from memora.retrieval.filters import broad_count
+    from memora.retrieval.keyword import KeywordIndex
+    from memora.retrieval.types import SearchParams
+
+    conn, rng = agent_conn, np.random.default_rng(5)
+    filler = "on the walk home after a long day at the office with the whole team"
+
+    def memory(text: str, speaker: str, day: int) -> None:
+        vector = unit_vector(rng.standard_normal(DIM))
+        store_memory(conn, agent_id, vector, START + timedelta(days=day), {"speaker": speaker},
+                     text)  # fmt: skip
+
+    for day in range(60):  # the best-scored "ferret" units (short), failing the filter
+        memory(f"the ferret {day}", "Chen", day)
+    for day in range(60):  # weaker matches that pass
+        memory(f"a ferret {day} {filler}", "Alice", 100 + day)
+    for day in range(100):  # no match, passing: 160 of 220 pass, a broad filter
+        memory(f"a parrot {day} {filler}", "Bob", 200 + day)
+    conn.commit()
+    monkeypatch.setattr(semantic, "EXACT_SCAN_CAP", 3)  # walked, not ranked exactly
+    monkeypatch.setattr(semantic, "_estimate", lambda _c, _s, where: 160.0 if where.sql else 220.0)
+    embedder = get_embedder(settings.embedding_model)
+    retriever = Retriever(settings.model_copy(update={"filter_exact_scan_max": 2}), pool, embedder)
+    retriever.terms = None  # so few units: their keyword index would be held and ranked whole
+    filters = Filters.model_validate({"speaker": ["Alice", "Bob"]})
+    params = SearchParams(agent_id, "Tell me about the ferret", filters=filters, trace=True)
+    scope = SearchScope.of(params)
+    failing = _truly_failing(conn, scope)
+    assert len(failing) == 60 and broad_count(50, 160 / 220, 60) < 50 + 60
+
+    def keyword() -> list[tuple[str, float]]:
+        outcome = retriever.search(params)
+        assert outcome.trace is not None
+        return [(r["id"], r["score"]) for r in outcome.trace["paths"]["keyword"]["results"]]
+
+    try:
+        assert retriever.failing is not None
+        keyword()
+        keyword()  # the filter's second search: its failing units read in the background
+        deadline = time.monotonic() + 30
+        while retriever.failing.reads["whole"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert retriever.failing.reads["whole"] == 1
+        found = keyword()
+        assert retriever.failing.reads["changes"] >= 1  # the held units were used
+    finally:
+        retriever.close()
+    index = KeywordIndex()
+    stats = index.stats(conn, agent_id, index.terms(conn, params.query))
+    unfiltered = SearchScope("default", agent_id, ("world",))
+    best = index.best(conn, unfiltered, stats=stats, count=500, match_budget=1000)
+    truth = [(str(u), score) for u, score in best if str(u) not in failing][:50]
+    assert len(found) == 50 and not {u for u, _ in found} & failing
+    assert [u for u, _ in found] == [u for u, _ in truth]
+    assert [s for _, s in found] == pytest.approx([s for _, s in truth], abs=1e-6)
+
+
 def test_a_broad_filter_walked_without_it_drops_the_failing_units(
     agent_conn: Any, agent_id: str
 ) -> None:
@@ -271,7 +342,7 @@ def test_a_broad_filter_walked_without_it_drops_the_failing_units(
         store_memory(conn, agent_id, vector, START + timedelta(days=d), {"kind": kind}, "m")
     conn.commit()
     talk = _scope(agent_id, {"kind": "talk"})
-    failing = frozenset(_truly_failing(conn, talk))
+    failing = UnitSet.of(_truly_failing(conn, talk))
     assert len(failing) == 10
 
     def nearest(limit: int, matching: Matching | None) -> list[Any]:
@@ -285,7 +356,7 @@ def test_a_broad_filter_walked_without_it_drops_the_failing_units(
         walked = nearest(limit, None)
         dropped = nearest(limit, Matching(failing=failing, share=0.9))
         assert [u for u, _ in dropped] == [u for u, _ in walked]
-        assert not {str(u) for u, _ in dropped} & failing
+        assert not {str(u) for u, _ in dropped} & failing.text
 
 
 def test_a_unit_written_after_the_failing_units_were_read_is_not_found_under_the_filter(
@@ -316,9 +387,9 @@ def test_a_unit_written_after_the_failing_units_were_read_is_not_found_under_the
         while retriever.failing.reads["whole"] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         late: list[uuid.UUID] = []
-        read = retriever.failing.current
+        read = retriever.failing.refreshed
 
-        def then_written(conn: Any, scope: SearchScope) -> frozenset[str] | None:
+        def then_written(conn: Any, scope: SearchScope) -> Failing | None:
             held = read(conn, scope)
             with pool.connection() as other:  # Chen's: fails the filter
                 vector = embedder.embed([query])[0]
@@ -327,7 +398,7 @@ def test_a_unit_written_after_the_failing_units_were_read_is_not_found_under_the
                 other.commit()
             return held
 
-        monkeypatch.setattr(retriever.failing, "current", then_written)
+        monkeypatch.setattr(retriever.failing, "refreshed", then_written)
         outcome = retriever.search(params)
         assert late and retriever.failing.reads["changes"] >= 1
         assert outcome.trace is not None
@@ -360,16 +431,16 @@ def test_an_entry_with_nothing_written_since_stands_as_read(
     failing.load(conn, talk)
     conn.commit()
     held = failing.held(key)
-    assert held is not None and held.members == {str(first[-1])}
+    assert held is not None and held.members.text == {str(first[-1])}
 
     def current() -> frozenset[str] | None:
         with conn.transaction():
-            return failing.current(conn, talk)
+            return _text(failing.refreshed(conn, talk))
 
-    assert current() == held.members and failing.held(key) is held  # nothing written
+    assert current() == held.members.text and failing.held(key) is held  # nothing written
     with pool.connection() as other:
         late = memory("note", other)
-        assert current() == held.members and failing.held(key) is held  # not committed
+        assert current() == held.members.text and failing.held(key) is held  # not committed
         other.commit()
     assert current() == {str(first[-1]), str(late)}
     after = failing.held(key)

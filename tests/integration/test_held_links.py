@@ -169,7 +169,7 @@ def test_filtered_walks_keep_the_held_links_as_the_databases(
     """Under a filter whose passing units are known (an exact scan) or whose failing ones are
     (a broad filter held), each unit's strongest `fanout` links to passing units come from the
     held links as from the database's (the failing ones' read further where many fail)."""
-    from memora.retrieval.filters import Matching, Where
+    from memora.retrieval.filters import Matching, UnitSet, Where
     from memora.retrieval.held_links import read_whole
 
     conn, rng = agent_conn, np.random.default_rng(11)
@@ -180,7 +180,7 @@ def test_filtered_walks_keep_the_held_links_as_the_databases(
         held = read_whole(read, agent_id)
         for kept in (frozenset(units[::3]), frozenset(units[: len(units) // 2])):
             for fanout in (1, 2, 4, 8):
-                for matching in (Matching(complete=kept), Matching(failing=kept)):
+                for matching in (Matching(complete=kept), Matching(failing=UnitSet.of(kept))):
                     assert arms.neighbours(
                         read, units, fanout=fanout, where=where, matching=matching,
                         read=held.links,

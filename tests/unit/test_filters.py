@@ -1,11 +1,14 @@
-"""The filter compiler: the public flat form, validation, and SQL with values only as parameters."""
+"""The filter compiler: the public flat form, validation, and SQL with values only as parameters;
+how many of the unfiltered best a broad filter takes, and the units it is known to fail."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 from pydantic import ValidationError
 
-from memora.retrieval.filters import NO_FILTER, Filters, compile_filters
+from memora.retrieval.filters import NO_FILTER, Filters, UnitSet, broad_count, compile_filters
 
 
 def test_flat_form_splits_metadata_from_reserved_keys() -> None:
@@ -57,3 +60,27 @@ def test_bad_filters_are_refused(bad: dict[str, object]) -> None:
 def test_alias_must_be_an_identifier() -> None:
     with pytest.raises(ValueError):
         compile_filters(Filters.model_validate({"a": 1}), "m; DROP")
+
+
+def test_broad_count_takes_a_margin_for_the_share_or_the_known_failing_units() -> None:
+    """Unknown failing units: a quarter more than the share needs. Known: as many more as are
+    likely to fail at that share (three deviations over the expected count, and one), never
+    more than fail in all."""
+    assert broad_count(50, 0.8) == 79
+    assert broad_count(50, 0.1) == 125  # below BROAD_SHARE: counted at it
+    assert broad_count(50, 0.999, 100) == 52
+    assert broad_count(50, 0.999, 0) == 50
+    assert broad_count(50, 0.999, 1) == 51
+    assert broad_count(50, 0.8, 20_000) == 75  # 12.5 expected: 12.5 + 10.6, and one
+    assert broad_count(4, 0.5, 1_000) == 10  # the share's quarter more is the smaller
+
+
+def test_a_unit_set_checks_rows_by_their_ids_integers() -> None:
+    ids = [uuid.uuid4() for _ in range(6)]
+    units = UnitSet.of(str(u) for u in ids[:3])
+    rows = [(u, float(i)) for i, u in enumerate(ids)]
+    assert units.outside(rows) == rows[3:]
+    changed = units.changed(added=[str(ids[4])], removed=[str(ids[0])])
+    assert changed.text == {str(u) for u in (ids[1], ids[2], ids[4])}
+    assert changed.outside(rows) == [rows[0], rows[3], rows[5]]
+    assert units.changed([], []) is units and len(changed) == 3

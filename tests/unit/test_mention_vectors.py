@@ -69,3 +69,24 @@ def test_what_fits_counts_the_matrix_as_it_would_grow() -> None:
     assert held.fitting(2, width, room=0) == 2  # in the rows it has
     assert held.fitting(3, width, room=6 * row - 1) == 2  # growing to 12 rows would not fit
     assert held.fitting(3, width, room=6 * row) == 3
+
+
+def test_the_nearest_without_some_rows_are_the_nearest_of_the_others() -> None:
+    """`nearest_rows(without=...)`: the nearest `k` of the rows left (a broad filter's failing
+    units taken out), ranked over all the signatures (none copied), as near as ranking only
+    the others gives them (equal distances may come in either order)."""
+    rng = np.random.default_rng(3)
+    bits = rng.integers(0, 2**63, size=(400, 6), dtype=np.uint64)
+    mentions = Mentions.read([f"u{i}" for i in range(400)], bits, np.zeros(400), horizon=1)
+    query = rng.integers(0, 2**63, size=6, dtype=np.uint64)
+    distance = np.bitwise_count(bits ^ query).sum(axis=1)
+    nearest = np.argsort(distance, kind="stable")
+    for k in (1, 10, 50):
+        without = nearest[: k + 3 : 2]  # some of the very nearest
+        others = np.setdiff1d(np.arange(400), without)
+        found = mentions.nearest_rows(query, k, without=without)
+        assert len(found) == k and not set(found.tolist()) & set(without.tolist())
+        assert distance[found].tolist() == sorted(distance[others])[:k]
+        assert distance[mentions.nearest_rows(query, k, without=without[:0])].tolist() == (
+            distance[nearest[:k]].tolist()
+        )

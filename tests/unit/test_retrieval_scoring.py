@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from memora.retrieval.fusion import rrf
+from memora.retrieval.filters import NO_FILTER
+from memora.retrieval.fusion import Recheck, rrf
 from memora.retrieval.graph import Edge, Neighbours, SpreadSettings, spread_activation
 from memora.retrieval.rerank.heuristic import (
     HeuristicWeights,
@@ -38,6 +39,18 @@ def test_rrf_weights_scale_a_list_and_zero_drops_it() -> None:
     scores = rrf({"semantic": [A], "graph": [B]}, weights={"graph": 0.5})
     assert scores[B] == pytest.approx(0.5 / 61)
     assert B not in rrf({"semantic": [A], "graph": [B]}, weights={"graph": 0})
+
+
+def test_a_recheck_takes_the_rows_written_since_by_their_wrapping_xids() -> None:
+    """A row's xmin is a 32-bit xid, the failing units' horizon a 64-bit one: a row written at
+    or after the horizon is checked again, across the 32-bit wrap and epochs too."""
+    epoch = 3 << 32
+    recheck = Recheck(NO_FILTER, since=epoch + 1000)
+    assert recheck.written_since(1000) and recheck.written_since(1001)
+    assert not recheck.written_since(999) and not recheck.written_since(2)  # older; frozen
+    near_wrap = Recheck(NO_FILTER, since=epoch + 0xFFFFFFF0)
+    assert near_wrap.written_since(0xFFFFFFF5) and near_wrap.written_since(5)  # after the wrap
+    assert not near_wrap.written_since(0xFFFFFF00)
 
 
 def test_minmax_handles_constant_and_empty_input() -> None:

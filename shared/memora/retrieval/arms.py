@@ -22,7 +22,14 @@ from psycopg import Connection
 from psycopg.rows import tuple_row
 
 from memora.nlp.temporal import QueryTimeRange
-from memora.retrieval.filters import NO_FILTER, Matching, Where, in_time_range, vector_scope
+from memora.retrieval.filters import (
+    NO_FILTER,
+    Matching,
+    Where,
+    broad_count,
+    in_time_range,
+    vector_scope,
+)
 from memora.retrieval.graph import Edge, SpreadSettings, spread_activation
 from memora.retrieval.held_links import STRONGEST, AgentLinks
 from memora.retrieval.scoring import temporal_closeness
@@ -30,7 +37,6 @@ from memora.retrieval.semantic import EXACT_SCAN_MAX, exact_scan, plan_scan
 from memora.retrieval.types import SearchScope
 
 FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
-FAILING_SLACK = 5  # links read beyond the fanout when the few units failing a filter are known
 
 
 def graph_walk(
@@ -151,7 +157,8 @@ def neighbours(
     keep = matching.complete if matching is not None else None
     failing = matching.failing if matching is not None else None
     if keep is None and failing is not None:
-        return _links_passing(read, ids, fanout=fanout, failing=failing)
+        share = matching.share if matching is not None and matching.share else 0.0
+        return _links_passing(read, ids, fanout=fanout, failing=failing.text, share=share)
     if keep is None:
         found = links(conn, ids, limit=FILTERED_SCAN * fanout, where=where)
         return {s: edges[:fanout] for s, edges in found.items()}
@@ -160,14 +167,15 @@ def neighbours(
 
 
 def _links_passing(
-    read: ReadLinks, ids: list[str], *, fanout: int, failing: frozenset[str]
+    read: ReadLinks, ids: list[str], *, fanout: int, failing: frozenset[str], share: float
 ) -> dict[str, list[Edge[str]]]:
     """Each unit's strongest `fanout` links to units not in `failing` (few, under a broad
-    filter), among its FILTERED_SCAN · fanout strongest, as `neighbours` keeps them: from its
-    strongest `fanout` + FAILING_SLACK links, read further for the units that had more
-    failing than that among them."""
+    filter that `share` of the units pass), among its FILTERED_SCAN · fanout strongest, as
+    `neighbours` keeps them: from as many of its strongest as the share makes enough
+    (`broad_count`: 22 for 20 under a 99.9 % filter), read further for the units that had more
+    failing among them."""
     most = FILTERED_SCAN * fanout
-    limit = min(fanout + FAILING_SLACK, most)
+    limit = min(broad_count(fanout, share, len(failing)), most)
     found: dict[str, list[Edge[str]]] = {}
     short = []
     for source, edges in read(ids, limit).items():

@@ -17,7 +17,13 @@ import numpy as np
 from psycopg import Connection
 
 from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
-from memora.retrieval.mentions import Mentions, MentionSignatures, Unheld, query_signature
+from memora.retrieval.mentions import (
+    Mentions,
+    MentionSignatures,
+    Unheld,
+    query_signature,
+    rows_without,
+)
 from memora.retrieval.types import SearchScope
 
 # The common entity's mentions compared with full embeddings: this many per unit wanted, the
@@ -111,15 +117,14 @@ def entity_units(
     if read is not None:
         read.update(held)
     for listed in held.values():
-        rows = (
-            listed.rows_in(passing) if passing is not None
-            else listed.rows_out(failing) if failing is not None
-            else None  # all of them
-        )  # fmt: skip
+        rows = listed.rows_in(passing) if passing is not None else None  # None: all of them
+        out = listed.rows_in(failing.text) if failing is not None else None  # few, if any
         if (len(listed.ids) if rows is None else len(rows)) > exact_max:
-            rows = listed.nearest_rows(signature, scan, rows)
-        elif rows is None:
-            rows = np.arange(len(listed.ids))
+            rows = listed.nearest_rows(signature, scan, rows, without=out)
+        else:
+            rows = np.arange(len(listed.ids)) if rows is None else rows
+            if out is not None and len(out):
+                rows = rows_without(rows, out)
         if not len(rows):
             continue
         similarity = listed.similarity(conn, rows, vector, unheld)

@@ -29,6 +29,7 @@ from typing import Any
 from psycopg import Connection
 
 from memora.basics import metrics
+from memora.retrieval.filters import UnitSet
 from memora.retrieval.holding import FilterHolder
 from memora.retrieval.passing import filter_key
 from memora.retrieval.types import SearchScope
@@ -38,10 +39,10 @@ FAILING_CAP = 20_000  # a broad filter more units fail is checked by key, as bef
 
 @dataclass(frozen=True)
 class Failing:
-    """The units failing a filter (ids as text), the xmin of the snapshot they were last read
-    in, and when (`time.monotonic`) they were last read whole."""
+    """The units failing a filter, the xmin of the snapshot they were last read in, and when
+    (`time.monotonic`) they were last read whole."""
 
-    members: frozenset[str]
+    members: UnitSet
     horizon: int
     whole_at: float = field(default_factory=time.monotonic)
 
@@ -51,14 +52,11 @@ class Failing:
 
     @property
     def nbytes(self) -> int:
-        return 120 * len(self.members) + 100  # an id: its str and its set entry
+        return 200 * len(self.members) + 100  # an id: its str, its int and their set entries
 
     def merged(self, failing: list[str], passing: list[str], horizon: int) -> Failing:
         """With the units written since: those that fail added, those that pass taken out."""
-        members = self.members
-        if failing or passing:
-            members = (members - frozenset(passing)) | frozenset(failing)
-        return Failing(members, horizon, self.whole_at)
+        return Failing(self.members.changed(failing, passing), horizon, self.whole_at)
 
 
 class FailingUnits(FilterHolder[Failing]):
@@ -72,15 +70,9 @@ class FailingUnits(FilterHolder[Failing]):
     def key(self, scope: SearchScope) -> tuple[Any, ...]:
         return filter_key(scope)
 
-    def current(self, conn: Connection[Any], scope: SearchScope) -> frozenset[str] | None:
-        """The units failing the scope's filter as they stand in `conn`'s snapshot, or None
-        when the filter is not held (or no longer: more than `at_most` fail)."""
-        found = self.refreshed(conn, scope)
-        return None if found is None else found.members
-
     def _whole(self, conn: Connection[Any], scope: SearchScope) -> Failing:
         horizon, failing, _ = _read(conn, scope, cap=self.at_most + 1)
-        return Failing(frozenset(failing), horizon)
+        return Failing(UnitSet.of(failing), horizon)
 
     def _changes(self, conn: Connection[Any], scope: SearchScope, held: Failing) -> Failing:
         horizon, failing, passing = _read(conn, scope, since=held.horizon)

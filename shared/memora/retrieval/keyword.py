@@ -35,7 +35,7 @@ from cachetools import TTLCache
 from psycopg import Connection
 from psycopg.rows import tuple_row
 
-from memora.retrieval.filters import BROAD_SHARE, NO_FILTER, Where
+from memora.retrieval.filters import BROAD_SHARE, NO_FILTER, Where, broad_count
 from memora.retrieval.types import SearchScope
 from memora.store import terms as term_counts
 
@@ -64,15 +64,6 @@ class TermStats:
             chosen.append(term)
             total += self.df[term]
         return chosen
-
-
-def broad_count(limit: int, share: float, failing: int | None = None) -> int:
-    """How many of the unfiltered best to take for `limit` that pass a filter `share` of the
-    units pass (at least BROAD_SHARE): a quarter more than that share should need, or, where
-    the units that fail it are known (`failing` of them), `limit` and that many more when
-    fewer."""
-    count = math.ceil(1.25 * limit / max(share, BROAD_SHARE))
-    return count if failing is None else min(count, limit + failing)
 
 
 def idf(n_docs: int, df: int) -> float:

@@ -35,12 +35,12 @@ from memora.retrieval import arms, entities, expansion, fusion, scoring, semanti
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.cross_encoder import PairScorer
 from memora.retrieval.failing import FailingUnits
-from memora.retrieval.filters import NO_FILTER, Matching
+from memora.retrieval.filters import Matching, broad_count
 from memora.retrieval.graph import SpreadSettings
 from memora.retrieval.held_links import AgentLinks, HeldLinks
 from memora.retrieval.held_terms import FilterTerms
 from memora.retrieval.holding import FilterHolder
-from memora.retrieval.keyword import K1, B, KeywordIndex, TermStats, broad_count
+from memora.retrieval.keyword import K1, B, KeywordIndex, TermStats
 from memora.retrieval.mentions import Mentions, MentionSignatures, Unheld
 from memora.retrieval.passing import PassingUnits
 from memora.retrieval.rerank import Reranker, Rerankers
@@ -220,7 +220,11 @@ class Retriever:
             self.pool, scope, p, settings=self.settings, results=results, query_vec=query_vec,
             about_vec=query_vec if about_vec is None else about_vec, entity_ids=entity_ids,
             keyword=self.keyword.lateral(stats), window=window, mentioning=naming.mentioning(),
-            recheck=scope.where if matching.failing is not None else NO_FILTER,
+            recheck=(
+                fusion.Recheck(scope.where, matching.failing_since)
+                if matching.failing is not None
+                else None
+            ),
         )  # fmt: skip
         t = clock.lap("fusion", t)
         if candidates:
@@ -291,8 +295,9 @@ class Retriever:
         on the share of the agent's units the planner expects to pass it, estimated once a
         search by the semantic retriever's plan (`matching.planned`; none: a filter few units
         pass). Where the units failing a broad filter are held (`memora.retrieval.failing`),
-        the unfiltered best are read without waiting for the plan, and those that fail
-        dropped once it has them."""
+        the unfiltered best are read without waiting for the plan (as many as the share
+        makes enough: `broad_count`), and those that fail dropped once it has them; read
+        further when more failed."""
         if self.terms is not None:
             held = self.terms.refreshed(conn, scope)
             if held is not None:
@@ -316,7 +321,13 @@ class Retriever:
         if early is None:  # held since this search began
             count = broad_count(limit, matching.share or 0.0, len(failing))
             early = self.keyword.best(conn, scope, stats=stats, count=count, match_budget=budget)
-        return [(unit, score) for unit, score in early if str(unit) not in failing][:limit]
+        passed = failing.outside(early)
+        if len(passed) < limit and len(early) == count < limit + len(failing):
+            # more of the best failed than the share made likely: as many more as fail
+            count = limit + len(failing)
+            early = self.keyword.best(conn, scope, stats=stats, count=count, match_budget=budget)
+            passed = failing.outside(early)
+        return passed[:limit]
 
     def _semantic_then_graph(
         self,
@@ -406,8 +417,10 @@ class Retriever:
         background for the next searches (`memora.retrieval.failing`)."""
         if self.failing is None:
             return
-        matching.failing = self.failing.current(conn, scope)
-        if matching.failing is None and self.failing.wanted(scope):
+        held = self.failing.refreshed(conn, scope)
+        if held is not None:
+            matching.failing, matching.failing_since = held.members, held.horizon
+        elif self.failing.wanted(scope):
             self._background.submit(self._read_whole, self.failing, scope)
 
     def _read_whole(self, holder: FilterHolder[Any], scope: SearchScope) -> None:

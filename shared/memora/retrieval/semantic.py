@@ -19,8 +19,7 @@ from psycopg.rows import tuple_row
 
 from memora.basics.models import FACT_TYPES
 from memora.retrieval.failing import FailingUnits
-from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
-from memora.retrieval.keyword import broad_count
+from memora.retrieval.filters import NO_FILTER, Matching, Where, broad_count, vector_scope
 from memora.retrieval.passing import Passing, PassingUnits
 from memora.retrieval.types import SearchScope
 from memora.store import terms as term_counts
@@ -145,7 +144,7 @@ def nearest(
         share = matching.share if matching is not None else None
         walked = broad_count(limit, share or 0.0, len(failing))
         rows = _walk(conn, scope, NO_FILTER, vector, walked, min_similarity)
-        passed = [(i, sim) for i, sim in rows if str(i) not in failing]
+        passed = failing.outside(rows)
         if len(passed) >= limit or len(rows) < walked:
             rows = passed[:limit]
         else:  # more of the nearest failed than the share expected: walked with the filter
