@@ -4,6 +4,7 @@ with them what they give checking the filter by key."""
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -178,12 +179,13 @@ def test_links_kept_to_units_not_failing_match_the_check_by_key(
                     "SELECT id::text AS id FROM memory_units WHERE agent_id = %s", (agent_id,)
                 ).fetchall()
             ]
-            for fanout in (1, 2, 4):
+            for fanout, ahead in itertools.product((1, 2, 4), (True, False)):
                 checked = arms.neighbours(conn, ids, fanout=fanout, where=scope.where)
                 known = arms.neighbours(
-                    conn, ids, fanout=fanout, where=scope.where, matching=Matching(failing=failing)
-                )
-                assert known == checked, (kept, fanout)
+                    conn, ids, fanout=fanout, where=scope.where,
+                    matching=Matching(failing=failing), read_ahead=ahead,
+                )  # fmt: skip
+                assert known == checked, (kept, fanout, ahead)
         assert any(len(edges) == 4 for edges in checked.values())
 
 

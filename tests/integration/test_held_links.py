@@ -183,7 +183,7 @@ def test_filtered_walks_keep_the_held_links_as_the_databases(
                 for matching in (Matching(complete=kept), Matching(failing=UnitSet.of(kept))):
                     assert arms.neighbours(
                         read, units, fanout=fanout, where=where, matching=matching,
-                        read=held.links,
+                        read=held.links, read_ahead=False,
                     ) == arms.neighbours(
                         read, units, fanout=fanout, where=where, matching=matching
                     ), (fanout, matching.complete is None)  # fmt: skip

@@ -31,7 +31,6 @@ from psycopg import Connection
 from memora.basics import metrics
 from memora.retrieval.filters import UnitSet
 from memora.retrieval.holding import FilterHolder
-from memora.retrieval.passing import filter_key
 from memora.retrieval.types import SearchScope
 
 FAILING_CAP = 20_000  # a broad filter more units fail is checked by key, as before
@@ -68,7 +67,7 @@ class FailingUnits(FilterHolder[Failing]):
         super().__init__(max_bytes, ttl, at_most=at_most, reads=metrics.FILTER_FAILING_READS)
 
     def key(self, scope: SearchScope) -> tuple[Any, ...]:
-        return filter_key(scope)
+        return scope.filter_key
 
     def _whole(self, conn: Connection[Any], scope: SearchScope) -> Failing:
         horizon, failing, _ = _read(conn, scope, cap=self.at_most + 1)

@@ -36,7 +36,7 @@ from psycopg import Connection
 from memora.basics import metrics
 from memora.retrieval.filters import vector_scope
 from memora.retrieval.holding import FilterHolder
-from memora.retrieval.passing import read_passing, units_key
+from memora.retrieval.passing import read_passing
 from memora.retrieval.types import SearchScope
 
 TERMS_CAP = 20_000  # a filter more units pass is selected in PostgreSQL, as before
@@ -188,7 +188,7 @@ class FilterTerms(FilterHolder[HeldTerms]):
         super().__init__(max_bytes, ttl, at_most=at_most, reads=metrics.FILTER_TERMS_READS)
 
     def key(self, scope: SearchScope) -> tuple[Any, ...]:
-        return units_key(scope)
+        return scope.units_key
 
     def _whole(self, conn: Connection[Any], scope: SearchScope) -> HeldTerms | None:
         if _count(conn, scope, self.at_most + 1) > self.at_most:

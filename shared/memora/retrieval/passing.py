@@ -21,7 +21,6 @@ refresh did meanwhile.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Sequence
@@ -34,7 +33,6 @@ import numpy as np
 from cachetools import TTLCache
 from psycopg import Connection
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 from memora.basics import metrics
 from memora.retrieval.filters import vector_scope
@@ -158,7 +156,7 @@ class PassingUnits:
     def recurs(self, scope: SearchScope) -> bool:
         """Whether the scope's filter is held, or was searched before (and not found too broad
         to hold) within the ttl; notes this search of it."""
-        key = units_key(scope)
+        key = scope.units_key
         with self._lock:
             if key in self._entries:
                 return True
@@ -170,13 +168,13 @@ class PassingUnits:
     def count(self, scope: SearchScope) -> int | None:
         """How many units passed the scope's filter when last read (None: not held)."""
         with self._lock:
-            held = self._entries.get(units_key(scope))
+            held = self._entries.get(scope.units_key)
         return None if held is None else held.count
 
     def read(self, conn: Connection[Any], scope: SearchScope, at_most: int) -> Passing | None:
         """The units passing the scope's filter as they stand in `conn`'s snapshot, or None
         when more than `at_most` pass (then at most `at_most` + 1 rows were read)."""
-        key = units_key(scope)
+        key = scope.units_key
         with self._lock:
             held = self._entries.get(key)
         found: Passing | None = None
@@ -206,21 +204,6 @@ class PassingUnits:
                 with suppress(ValueError):  # larger than the whole cache: used, not kept
                     self._entries[key] = found
         return found
-
-
-def filter_key(scope: SearchScope) -> tuple[Any, ...]:
-    """The scope's tenant, agent, filter conditions and their values."""
-    values = json.dumps(
-        {k: v.obj if isinstance(v, Jsonb) else v for k, v in scope.where.params.items()},
-        sort_keys=True,
-        default=str,
-    )
-    return (scope.tenant_id, scope.agent_key, scope.where.sql, values)
-
-
-def units_key(scope: SearchScope) -> tuple[Any, ...]:
-    """What an entry holds the units of: the filter with the fact types."""
-    return (*filter_key(scope), scope.fact_types)
 
 
 # One row: the xmin of the statement's snapshot, whether the agent lost a vector or had a

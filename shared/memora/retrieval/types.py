@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Literal
 from uuid import UUID
 
 import numpy as np
+from psycopg.types.json import Jsonb
 
 from memora.basics.models import FACT_TYPES
 from memora.basics.tenancy import DEFAULT_SCOPE, Scope
@@ -69,6 +71,22 @@ class SearchScope:
     def params(self) -> dict[str, Any]:
         """The parameters of `filters.scope_where` and `filters.vector_scope`."""
         return {"agent": self.agent_key, "types": list(self.fact_types)}
+
+    @cached_property
+    def filter_key(self) -> tuple[Any, ...]:
+        """The tenant, agent, filter conditions and their values: what the query service holds
+        a filter's units under (`memora.retrieval.holding`); made once a search."""
+        values = json.dumps(
+            {k: v.obj if isinstance(v, Jsonb) else v for k, v in self.where.params.items()},
+            sort_keys=True,
+            default=str,
+        )
+        return (self.tenant_id, self.agent_key, self.where.sql, values)
+
+    @cached_property
+    def units_key(self) -> tuple[Any, ...]:
+        """`filter_key` with the fact types: what an entry holds the units of."""
+        return (*self.filter_key, self.fact_types)
 
 
 @dataclass
