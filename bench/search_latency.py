@@ -31,7 +31,8 @@ scenes) or, one in a thousand, a character memory of one of 7 categories. With `
 every question runs unfiltered and with each filter of FILTER_SETS (from a category matching
 0.014% of the memories to an episodic type matching 99.9%, and a month of the two years),
 one after the other in a rotating order, and each filter is reported with the median of its
-per-question ratios to the unfiltered search.
+per-question ratios to the unfiltered search; `--filters NAME ...` runs only those beside the
+unfiltered search (more questions in the same time, for one filter's ratio).
 
 `--conversation-turns N`: the memories are the turns of conversations N long, in order, a
 document each (as a chat platform's conversations are stored), so that what reads a unit's
@@ -403,7 +404,10 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "search_latency.json"
     )
-    parser.add_argument("--filters", action="store_true", help="also each of FILTER_SETS")
+    parser.add_argument(
+        "--filters", nargs="*", metavar="NAME", choices=list(FILTER_SETS),
+        help="also each of FILTER_SETS (or those named: `--filters \"type (99.9%%)\"`)",
+    )  # fmt: skip
     parser.add_argument(
         "--recall", type=int, default=0, metavar="N",
         help="with --filters: the semantic retriever's recall per filter on N questions",
@@ -500,9 +504,10 @@ def main() -> None:
             stack.wait_ready()
             for base in bases.values():
                 wait_ready(base)
-            if args.filters:  # each question with every filter in turn, on the first service
+            if args.filters is not None:  # each question with each filter in turn, one service
                 base = next(iter(bases.values()))
-                targets = {name: (base, f) for name, f in FILTER_SETS.items()}
+                chosen = {"none", *args.filters} if args.filters else set(FILTER_SETS)
+                targets = {n: (base, f) for n, f in FILTER_SETS.items() if n in chosen}
             else:
                 targets = {mode: (base, None) for mode, base in reversed(bases.items())}
             result = measure(
@@ -510,11 +515,11 @@ def main() -> None:
                 trace_every=args.trace_every, clients=args.clients,
                 database=settings.require_database_url(),
             )  # fmt: skip
-            if len(bases) == 2 and len(backends) == 1 and not args.filters:
+            if len(bases) == 2 and len(backends) == 1 and args.filters is None:
                 result["median_ratio_on_off"] = result["on"].pop("median_ratio_to_off")
-            elif len(bases) == 1 and not args.filters:
+            elif len(bases) == 1 and args.filters is None:
                 result = result[modes[0]]
-            if args.filters and args.recall:
+            if args.filters is not None and args.recall:
                 result["semantic_recall"] = filtered_recall(
                     settings.require_database_url(), embedder, qs[: args.recall]
                 )
