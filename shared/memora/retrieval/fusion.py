@@ -215,7 +215,8 @@ def hydrate(
     memory states (its occurred date). Read in binary, the embeddings as their wire form (one
     numpy view each, not pgvector's objects), the metadata as text, parsed for the kept hits
     only (`Candidate.hit`). `recheck`: a search's filter, checked again on the candidates
-    written since its `since` (`Recheck`), by their xmin, in a statement of their own when
+    written since its `since` (`Recheck`), by their xmin (read only then: one statement text
+    with a recheck, one without, whatever the filter), in a statement of their own when
     there are any (rarely: a unit committed while the query was embedded). In the SELECT
     list of every read instead, the statement took its filter's text and was planned anew
     for it on each connection (fusion 4.4 → 5.0 ms under a 99.9 % filter at 100k memories;
@@ -233,7 +234,7 @@ def hydrate(
                coalesce(said.names_entity, false) AS names_entity,
                (%(answer_time)s AND m.occurred_start IS NOT NULL)
                OR coalesce(said.answer_entity, false) AS answer_type,
-               m.xmin::text::int8 AS xmin
+               {"m.xmin::text::int8" if recheck is not None else "0::int8"} AS xmin
         FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
         LEFT JOIN LATERAL {lateral} kw ON true
         LEFT JOIN LATERAL {_MENTIONS} said ON true
