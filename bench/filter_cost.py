@@ -17,28 +17,21 @@ step). For the latency a user sees, take the HTTP figures of `bench/search_laten
 
 from __future__ import annotations
 
-import argparse
 import functools
-import gc
 import os
 import statistics
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import search_latency as bench  # bench/search_latency.py: the agent and its questions
-from common import analyze_accesses  # bench/common.py
-from compare import DATA_ROOT, guard_database  # bench/compare.py: the guard's data
-from search_timeline import STEPS  # bench/search_timeline.py: the read path's steps
+from compare import guard_database  # bench/compare.py: the guard's data
+from search_timeline import arguments, query_service, settle  # bench/search_timeline.py
 
-from memora.basics.config import Settings
-from memora.db.pool import make_pool
-from memora.nlp.embedding import embedder_for
 from memora.retrieval import entities
 from memora.retrieval.filters import Filters
 from memora.retrieval.retriever import Retriever
@@ -74,36 +67,27 @@ class StepCPU:
 
 def run(url: str, searches: int, filter_name: str) -> None:
     steps = StepCPU()
-    for owner, name in [*STEPS, (Retriever, "_search"), (entities, "entity_units")]:
+    for owner, name in [(Retriever, "_search"), (entities, "entity_units")]:
         steps.wrap(owner, name)
-    settings = Settings(database_url=url, row_security=True)
-    pool = make_pool(url, min_size=2, max_size=12, name="query", row_security=True)
-    embedder = embedder_for(settings, 0, queries=True)
-    for name in ("embed_queries", "count_tokens"):
-        steps.wrap(embedder, name)
-    retriever = Retriever(settings, pool, embedder)
     filters = {SIDES[0]: None, SIDES[1]: Filters.model_validate(bench.FILTER_SETS[filter_name])}
     questions = bench.questions(searches + 20)
     wall: dict[str, list[float]] = {side: [] for side in SIDES}
     cpu: dict[str, float] = dict.fromkeys(SIDES, 0.0)
 
-    def search(side: str, question: str) -> None:
-        steps.side = side
-        started, used = time.perf_counter(), time.process_time()
-        retriever.search(SearchParams(agent_id=bench.AGENT, query=question, filters=filters[side]))
-        wall[side].append((time.perf_counter() - started) * 1000)
-        cpu[side] += time.process_time() - used
+    with query_service(url, steps.wrap) as retriever:
 
-    try:
+        def search(side: str, question: str) -> None:
+            steps.side = side
+            started, used = time.perf_counter(), time.process_time()
+            params = SearchParams(agent_id=bench.AGENT, query=question, filters=filters[side])
+            retriever.search(params)
+            wall[side].append((time.perf_counter() - started) * 1000)
+            cpu[side] += time.process_time() - used
+
         for question in questions[:20]:
             for side in SIDES:
                 search(side, question)
-        while retriever.links is not None and retriever.links.reading:
-            time.sleep(0.1)  # the agent's links, read in the background on its first search
-        retriever._background.submit(lambda: None).result()  # the filter's reads, queued
-        time.sleep(0.5)
-        analyze_accesses(url)
-        gc.freeze()
+        settle(retriever, url)
         steps.seconds.clear()
         for side in SIDES:
             wall[side].clear()
@@ -111,9 +95,6 @@ def run(url: str, searches: int, filter_name: str) -> None:
         for i, question in enumerate(questions[20:]):
             for side in SIDES if i % 2 == 0 else SIDES[::-1]:
                 search(side, question)
-    finally:
-        retriever.close()
-        pool.close()
     report(filter_name, wall, cpu, steps.seconds, searches)
 
 
@@ -140,15 +121,7 @@ def report(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--searches", type=int, default=300)
-    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
-    parser.add_argument(
-        "--filter", default="type (99.9%)",
-        choices=sorted(k for k in bench.FILTER_SETS if k != "none"),
-    )  # fmt: skip
-    args = parser.parse_args()
+    args = arguments(__doc__.split("\n\n")[0], default_filter="type (99.9%)").parse_args()
     with guard_database(args.size, args.data_root) as url:
         run(url, args.searches, args.filter)
 

@@ -22,7 +22,8 @@ import gc
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,16 +91,52 @@ class Timeline:
         setattr(owner, name, timed)
 
 
-def run(url: str, searches: int, filter_name: str | None = None) -> None:
-    timeline = Timeline()
+@contextmanager
+def query_service(url: str, wrap: Callable[[Any, str], None]) -> Iterator[Retriever]:
+    """A retriever as the query service makes one (row-level security, a 12-connection pool,
+    the query embedder), each of STEPS and the embedder's two calls passed to `wrap` first;
+    closed on leaving."""
     for owner, name in STEPS:
-        timeline.wrap(owner, name)
+        wrap(owner, name)
     settings = Settings(database_url=url, row_security=True)
     pool = make_pool(url, min_size=2, max_size=12, name="query", row_security=True)
     embedder = embedder_for(settings, 0, queries=True)
     for name in ("embed_queries", "count_tokens"):
-        timeline.wrap(embedder, name)
+        wrap(embedder, name)
     retriever = Retriever(settings, pool, embedder)
+    try:
+        yield retriever
+    finally:
+        retriever.close()
+        pool.close()
+
+
+def settle(retriever: Retriever, url: str) -> None:
+    """After the warm-up: what it had read in the background in (the agent's links, a filter's
+    units), `memory_access` analysed, the objects so far frozen for the garbage collector."""
+    while retriever.links is not None and retriever.links.reading:
+        time.sleep(0.1)  # the agent's links, read in the background on its first search
+    retriever._background.submit(lambda: None).result()  # the filter's reads, queued
+    time.sleep(0.5)
+    analyze_accesses(url)
+    gc.freeze()
+
+
+def arguments(description: str, default_filter: str | None = None) -> argparse.ArgumentParser:
+    """The options of the in-process tools on the guard's data that search under a filter."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--searches", type=int, default=300)
+    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
+    parser.add_argument(
+        "--filter", default=default_filter,
+        choices=sorted(k for k in bench.FILTER_SETS if k != "none"),
+    )  # fmt: skip
+    return parser
+
+
+def run(url: str, searches: int, filter_name: str | None = None) -> None:
+    timeline = Timeline()
     questions = bench.questions(searches + 20)
     chosen = bench.FILTER_SETS[filter_name] if filter_name else None
     filters = Filters.model_validate(chosen) if chosen else None
@@ -107,15 +144,10 @@ def run(url: str, searches: int, filter_name: str | None = None) -> None:
     def params(question: str) -> SearchParams:
         return SearchParams(agent_id=bench.AGENT, query=question, filters=filters)
 
-    try:
+    with query_service(url, timeline.wrap) as retriever:
         for question in questions[:20]:
             retriever.search(params(question))
-        while retriever.links is not None and retriever.links.reading:
-            time.sleep(0.1)  # the agent's links, read in the background on its first search
-        retriever._background.submit(lambda: None).result()  # the filter's reads, queued
-        time.sleep(0.5)
-        analyze_accesses(url)
-        gc.freeze()
+        settle(retriever, url)
         totals: list[float] = []
         per_search: list[dict[str, list[Span]]] = []
         cpu = time.process_time()
@@ -126,9 +158,6 @@ def run(url: str, searches: int, filter_name: str | None = None) -> None:
             totals.append((time.perf_counter() - timeline.started) * 1000)
             per_search.append(timeline.spans)
         cpu_ms = (time.process_time() - cpu) * 1000 / searches
-    finally:
-        retriever.close()
-        pool.close()
     report(questions[20:], totals, per_search, cpu_ms)
 
 
@@ -165,12 +194,7 @@ def report(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", type=int, default=100_000)
-    parser.add_argument("--searches", type=int, default=300)
-    parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
-    parser.add_argument("--filter", choices=sorted(k for k in bench.FILTER_SETS if k != "none"))
-    args = parser.parse_args()
+    args = arguments(__doc__.split("\n\n")[0]).parse_args()
     with guard_database(args.size, args.data_root) as url:
         run(url, args.searches, args.filter)
 
