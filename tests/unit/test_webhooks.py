@@ -1,4 +1,5 @@
-"""Webhooks without a server: Standard Webhooks signatures, the SSRF rule, the back-off."""
+"""Webhooks without the stack: Standard Webhooks signatures, the SSRF rule (at registration's
+check and at each attempt, against a receiver on 127.0.0.1), the back-off."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ import hashlib
 import hmac
 import ipaddress
 import itertools
+import json
+import uuid
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 import pytest
 
 from memora.basics.config import Settings
+from memora.store.webhooks import Claimed
 from memora.webhooks import guard, signing
-from memora.webhooks.delivery import retry_delay
-from memora.webhooks.sender import _pinned
+from memora.webhooks.delivery import attempt, retry_delay
+from memora.webhooks.sender import _pinned, send
+from tests.integration.webhook_support import receiving
 
 
 def test_signature_matches_the_specifications_example() -> None:
@@ -101,3 +108,33 @@ def test_retries_back_off_exponentially_up_to_the_cap() -> None:
         attempts += 1
         total += retry_delay(attempts, s)
     assert 25 <= attempts <= 35
+
+
+def _claimed(url: str) -> Claimed:
+    """A delivery as a sender holds it, to `url` (as if registered when it resolved publicly)."""
+    payload = {"type": "webhook.ping", "data": {}}
+    return Claimed(uuid.uuid4(), "evt_1", payload, 1, datetime.now(UTC), url,
+                   signing.generate_secret())  # fmt: skip
+
+
+def test_an_attempt_to_a_name_resolving_to_loopback_is_refused_and_never_sent() -> None:
+    """The guard runs again at every attempt: `localhost` (resolved offline, to loopback) is
+    refused without a connection, for good (no retry), unless private targets are allowed."""
+    with receiving() as receiver:
+        port = urlsplit(receiver.url).port
+        url = f"http://localhost:{port}/ok"
+        refused = send(url, b"{}", {}, allow_private=False, connect_timeout=2, total_timeout=5)
+        assert refused.status_code is None and refused.retry is False, refused
+        assert refused.error is not None and refused.error.startswith("refused: "), refused
+        assert "loopback" in refused.error
+        # the delivery path passes the operator's setting on
+        by_delivery = attempt(_claimed(url), Settings(webhook_allow_private=False))
+        assert by_delivery.error is not None and by_delivery.error.startswith("refused: ")
+        assert receiver.requests == []  # nothing reached the receiver
+        # the receiver answers: with private targets allowed, the same attempt gets through
+        allowed = attempt(
+            _claimed(f"http://127.0.0.1:{port}/ok"), Settings(webhook_allow_private=True)
+        )
+        assert allowed.succeeded and allowed.status_code == 204, allowed
+        (request,) = receiver.at("/ok")
+        assert json.loads(request.body)["type"] == "webhook.ping"
