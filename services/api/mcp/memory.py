@@ -1,40 +1,84 @@
-"""One agent's memory as the MCP tools reach it: Memora's REST API with the caller's key."""
+"""One agent's memory as the MCP tools reach it: Memora's REST API through the typed client
+(`memora_client`) with the caller's key; an error answer becomes a ToolError the model reads."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, TypeVar
 
 import httpx
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+from memora_client import AsyncMemoraClient
+from memora_client.errors import APIError, MemoraConnectionError
+from memora_client.models import SearchableType, SearchResult
+
+T = TypeVar("T")
+# A tool call's own route runs through the app in-process; think waits for the LLM.
+TIMEOUT = httpx.Timeout(180.0, connect=5.0)
 
 
 @dataclass(frozen=True)
 class Memory:
     agent_id: str
-    http: httpx.AsyncClient
-    headers: dict[str, str]  # the caller's credentials, passed on
-
-    async def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """The route's JSON answer; an error answer becomes a ToolError the model can read."""
-        try:
-            response = await self.http.request(method, path, json=body, headers=self.headers)
-        except httpx.HTTPError as exc:
-            raise ToolError(f"Memora is unreachable ({type(exc).__name__}); retry later") from exc
-        if response.status_code >= 400:
-            raise ToolError(_describe(response))
-        return response.json()
+    client: AsyncMemoraClient  # carries the caller's credentials
 
     async def search(
-        self, query: str, top_k: int, filters: dict[str, Any] | None = None, **extra: Any
-    ) -> list[dict[str, Any]]:
-        body = {"agent_id": self.agent_id, "query": query, "top_k": top_k, "filters": filters}
-        found = await self.call("POST", "/api/search", body | extra)
-        results: list[dict[str, Any]] = found["results"]
-        return results
+        self,
+        query: str,
+        top_k: int,
+        filters: dict[str, Any] | None = None,
+        *,
+        fact_type: list[SearchableType] | None = None,
+        as_of: datetime | None = None,
+    ) -> list[SearchResult]:
+        found = await answer(
+            self.client.search(
+                self.agent_id, query, top_k, fact_type=fact_type, filters=filters, as_of=as_of
+            )
+        )
+        return found.results
 
 
-def _describe(response: httpx.Response) -> str:
+def connect(
+    agent_id: str,
+    base_url: str,
+    *,
+    api_key: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Memory:
+    """The agent's memory at `base_url`. A tool call is one request: no retries (the model
+    sees a 429 or a 503 and decides)."""
+    client = AsyncMemoraClient(
+        base_url, api_key, TIMEOUT, max_retries=0, headers=headers, transport=transport
+    )
+    return Memory(agent_id, client)
+
+
+async def answer(pending: Awaitable[T]) -> T:
+    """The call's typed answer; an error answer or a failed connection raises a ToolError."""
+    try:
+        return await pending
+    except MemoraConnectionError as exc:
+        cause = exc.__cause__ or exc
+        raise ToolError(f"Memora is unreachable ({type(cause).__name__}); retry later") from exc
+    except APIError as exc:
+        raise ToolError(_describe(exc)) from exc
+
+
+def as_sent(model: BaseModel) -> dict[str, Any]:
+    """A typed answer as the API sent it: the fields it sent, as JSON values."""
+    return model.model_dump(mode="json", exclude_unset=True)
+
+
+def _describe(exc: APIError) -> str:
+    response = exc.response
+    if response is None:
+        return str(exc)
     try:
         error = response.json()["error"]
     except (ValueError, KeyError, TypeError):

@@ -2,9 +2,9 @@
 
 Streamable HTTP: `install(app)` adds `/mcp/{agent_id}` to the write API. Each HTTP request is
 authenticated with the REST API's keys (services.api.auth) before the MCP layer sees it; the
-tools then call the app's own routes in-process with the same key, so tenancy, validation and
-rate limits are the REST API's (a tool call counts as one request). The server is stateless
-(no session affinity between API replicas) and answers in JSON.
+tools then call the app's own routes in-process, through the typed client, with the same key,
+so tenancy, validation and rate limits are the REST API's (a tool call counts as one request).
+The server is stateless (no session affinity between API replicas) and answers in JSON.
 
 stdio: `run_stdio(agent_id, api_url, api_key)`, behind `memora mcp --agent ID`: the same tools
 against a Memora API over the network.
@@ -31,7 +31,7 @@ from starlette.types import Receive, Scope, Send
 from memora.basics.models import AGENT_ID_PATTERN
 from services.api.auth import identify
 from services.api.errors import APIError, error_body
-from services.api.mcp.memory import Memory
+from services.api.mcp.memory import Memory, connect
 from services.api.mcp.tools import Binder, MemoraMCP, register_all
 
 INSTRUCTIONS = (
@@ -40,8 +40,7 @@ INSTRUCTIONS = (
     "to recall what was said (with turn numbers); search for anything else; retain to store "
     "something new."
 )
-# A tool call's own route runs through the app in-process; think waits for the LLM.
-TIMEOUT = httpx.Timeout(180.0, connect=5.0)
+INTERNAL_URL = "http://memora.internal"  # the app itself, reached in-process
 _AGENT = re.compile(AGENT_ID_PATTERN)
 _BINDING = "memora.mcp"  # where the endpoint leaves a request's Memory in its ASGI scope
 
@@ -72,13 +71,14 @@ def _credentials(request: Request) -> tuple[str | None, dict[str, str]]:
 
 class Endpoint:
     """`/mcp/{agent_id}`: authenticates, binds the agent, hands the request to the MCP layer.
-    Its session manager and in-process HTTP client live for one run of the app's lifespan (a
-    session manager runs once; tests and servers may start the same app again)."""
+    Its session manager and in-process transport live for one run of the app's lifespan (a
+    session manager runs once; tests and servers may start the same app again); each request
+    gets a client of its own with the caller's credentials."""
 
     def __init__(self, app: FastAPI, server: MemoraMCP) -> None:
         self.app, self.server = app, server
         self.manager: StreamableHTTPSessionManager | None = None
-        self.http: httpx.AsyncClient | None = None
+        self.transport: httpx.ASGITransport | None = None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -90,24 +90,18 @@ class Endpoint:
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
         manager = self.server.session_manager
-        http = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=self.app),
-            base_url="http://memora.internal",
-            timeout=TIMEOUT,
-        )
         async with manager.run():
-            self.manager, self.http = manager, http
+            self.manager, self.transport = manager, httpx.ASGITransport(app=self.app)
             try:
                 yield
             finally:
-                self.manager, self.http = None, None
-                await http.aclose()
+                self.manager, self.transport = None, None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         agent_id = request.path_params["agent_id"]
         try:
-            if self.manager is None or self.http is None:
+            if self.manager is None or self.transport is None:
                 raise APIError(503, "unavailable", "the MCP server is not running")
             if not _AGENT.match(agent_id):
                 raise APIError(404, "not_found", f"no MCP server for agent id {agent_id!r}")
@@ -119,7 +113,8 @@ class Endpoint:
             )
             await response(scope, receive, send)
             return
-        scope[_BINDING] = Memory(agent_id, self.http, headers)
+        # The client holds nothing to release: its transport is the app itself.
+        scope[_BINDING] = connect(agent_id, INTERNAL_URL, headers=headers, transport=self.transport)
         scope["path"], scope["root_path"] = "/", ""
         await self.manager.handle_request(scope, receive, send)
 
@@ -132,7 +127,5 @@ def install(app: FastAPI) -> Any:
 
 
 def run_stdio(agent_id: str, api_url: str, api_key: str | None) -> None:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    http = httpx.AsyncClient(base_url=api_url, timeout=TIMEOUT)
-    binding = Memory(agent_id, http, headers)
+    binding = connect(agent_id, api_url, api_key=api_key)
     build_server(lambda ctx: binding).run("stdio")

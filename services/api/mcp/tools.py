@@ -1,6 +1,7 @@
 """The MCP tools. Adding one: a small async function here, decorated with `@tool(...)`, whose
 docstring is its description for the model and whose annotated parameters are its JSON schema;
-it gets the agent's `Memory` through `memory(ctx)` and calls one Memora route.
+it gets the agent's `Memory` through `memory(ctx)` and calls one Memora route through the typed
+client (`memory.answer(...)` turns an error answer into a ToolError).
 
 Seed 001's fixed-query tools search the agent's own memories with a category filter and a
 canonical query (nothing is stored twice under several query embeddings); their answers have
@@ -19,7 +20,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from services.api.mcp.memory import Memory
+from memora_client.models import MemoryItem, SearchResult
+from services.api.mcp.memory import Memory, answer, as_sent
 
 ToolFn = Callable[..., Coroutine[Any, Any, dict[str, Any]]]
 
@@ -92,16 +94,11 @@ AsOf = Annotated[
 ]
 
 
-def _as_of(as_of: datetime | None) -> dict[str, Any]:
-    """The body's `as_of`, when one was given."""
-    return {"as_of": as_of.isoformat()} if as_of is not None else {}
-
-
-def _memories(results: list[dict[str, Any]], *, turns: bool = False) -> list[dict[str, Any]]:
+def _memories(results: list[SearchResult], *, turns: bool = False) -> list[dict[str, Any]]:
     out = []
     for r in results:
-        entry: dict[str, Any] = {"content": r["text"], "relevance": round(r["weight"], 4)}
-        turn = (r.get("metadata") or {}).get("turn")
+        entry: dict[str, Any] = {"content": r.text, "relevance": round(r.weight, 4)}
+        turn = (r.metadata or {}).get("turn")
         if turns and turn is not None:
             entry["turn"] = str(turn)
         out.append(entry)
@@ -156,14 +153,13 @@ async def retain(
     """Store something in your long-term memory (a message, a conversation, a fact). Returns
     at once with an operation id; the memory becomes searchable a moment later."""
     m = memory(ctx)
-    item: dict[str, Any] = {"content": content, "context": context, "metadata": metadata or {}}
-    if event_date is not None:
-        item["event_date"] = event_date.isoformat()
-    item |= {k: v for k, v in (("speaker", speaker), ("message_id", message_id)) if v}
-    body = {"agent_id": m.agent_id, "items": [item], "document_id": document_id}
-    if update_mode == "append":
-        body["update_mode"] = "append"
-    stored = await m.call("POST", "/api/memories/batch", body)
+    item = MemoryItem(content=content, context=context, event_date=event_date,
+                      metadata=dict(metadata or {}), speaker=speaker or None,
+                      message_id=message_id or None)  # fmt: skip
+    accepted = await answer(
+        m.client.store_batch(m.agent_id, [item], document_id, update_mode=update_mode)
+    )
+    stored = as_sent(accepted)
     keys = ("operation_id", "document_id", "status", "messages_new", "messages_existing")
     return {k: stored[k] for k in keys if stored.get(k) is not None}
 
@@ -186,21 +182,19 @@ async def search(
 ) -> dict[str, Any]:
     """Search your long-term memory: facts, experiences and opinions relevant to the query,
     best first, each with its relevance, date and metadata; with as_of, what was true then."""
-    extra = ({"fact_type": fact_types} if fact_types else {}) | _as_of(as_of)
-    results = await memory(ctx).search(query, top_k, filters, **extra)
+    results = await memory(ctx).search(query, top_k, filters, fact_type=fact_types, as_of=as_of)
+    return {"query": query, "memories": [_found(as_sent(r)) for r in results]}
+
+
+def _found(hit: dict[str, Any]) -> dict[str, Any]:
+    """One search result as `search` answers it."""
     return {
-        "query": query,
-        "memories": [
-            {
-                "id": r["id"],
-                "content": r["text"],
-                "relevance": round(r["weight"], 4),
-                "fact_type": r["fact_type"],
-                "event_date": r["event_date"],
-                "metadata": r.get("metadata") or {},
-            }
-            for r in results
-        ],
+        "id": hit["id"],
+        "content": hit["text"],
+        "relevance": round(hit["weight"], 4),
+        "fact_type": hit["fact_type"],
+        "event_date": hit["event_date"],
+        "metadata": hit.get("metadata") or {},
     }
 
 
@@ -217,12 +211,11 @@ async def think(
     as_of, from what was true then. The opinions the answer forms are stored in the background
     (their operation id is returned)."""
     m = memory(ctx)
-    body = {"agent_id": m.agent_id, "query": query, "context": context} | _as_of(as_of)
-    answer = await m.call("POST", "/api/think", body)
+    thought = as_sent(await answer(m.client.think(m.agent_id, query, context=context, as_of=as_of)))
     return {
-        "answer": answer["text"],
-        "new_opinions": [o["statement"] for o in answer["new_opinions"]],
-        "opinions_operation_id": answer.get("opinions_operation_id"),
+        "answer": thought["text"],
+        "new_opinions": [o["statement"] for o in thought["new_opinions"]],
+        "opinions_operation_id": thought.get("opinions_operation_id"),
     }
 
 
@@ -316,17 +309,12 @@ async def conversation_search(
     not the facts extracted from them. Each result: conversation id and title, message id,
     role, time, a snippet and its score."""
     m = memory(ctx)
-    body: dict[str, Any] = {"agent_id": m.agent_id, "query": query, "limit": limit}
-    optional = {"document_id": document_id, "roles": roles, "min_score": min_score,
-                "highlight": highlight}  # fmt: skip
-    body |= {k: v for k, v in optional.items() if v is not None}
-    if start is not None or end is not None:
-        body["time_range"] = {
-            "start": start.isoformat() if start else None,
-            "end": end.isoformat() if end else None,
-        }
-    found: dict[str, Any] = await m.call("POST", "/api/conversation_search", body)
-    return found
+    window = (start, end) if start is not None or end is not None else None
+    found = m.client.conversation_search(
+        m.agent_id, query, limit, conversation_id=document_id, time_range=window, roles=roles,
+        min_score=min_score, highlight=highlight,
+    )  # fmt: skip
+    return as_sent(await answer(found))
 
 
 # ------------------------------------------------------------------ lifecycle (seed 002 §4)
@@ -352,13 +340,10 @@ async def remember(
     near-duplicate merged, a changed one (a move, a new job, a new favourite) supersedes the
     old, which stays in history. Returns the decision and the memory ids it touched."""
     m = memory(ctx)
-    body: dict[str, Any] = {"content": content, "related_to": related_to or []}
-    if category is not None:
-        body["category"] = category
-    if importance is not None:
-        body["importance"] = importance
-    decided: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/remember", body)
-    return decided
+    decided = m.client.remember(
+        m.agent_id, content, category=category, importance=importance, related_to=related_to or []
+    )
+    return as_sent(await answer(decided))
 
 
 @tool("Forget", read_only=False, destructive=True, idempotent=True)
@@ -379,10 +364,11 @@ async def forget(
     Forgotten memories leave every search at once and can be restored for a while."""
     m = memory(ctx)
     dry = dry_run or not confirm
-    body = {"memory_id": memory_id, "query": query, "reason": reason, "dry_run": dry}
-    body["confirm"] = confirm  # also lets a query forget more than the cap
-    done: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/forget", body)
-    return done
+    # confirm also lets a query forget more than the cap
+    done = m.client.forget(
+        m.agent_id, memory_id, query=query, reason=reason, dry_run=dry, confirm=confirm
+    )
+    return as_sent(await answer(done))
 
 
 @tool("Recall", read_only=False, idempotent=False)
@@ -398,15 +384,11 @@ async def recall(
     you used them, how important they are and how often they come up; with as_of, those true
     then."""
     m = memory(ctx)
-    body: dict[str, Any] = {
-        "query": query,
-        "limit": limit,
-        "include_reflections": include_reflections,
-    } | _as_of(as_of)
-    if categories:
-        body["categories"] = categories
-    found: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/recall", body)
-    return found
+    found = m.client.recall(
+        m.agent_id, query, limit, categories=categories or None,
+        include_reflections=include_reflections, as_of=as_of,
+    )  # fmt: skip
+    return as_sent(await answer(found))
 
 
 @tool("Reflect", read_only=False, idempotent=False)
@@ -418,9 +400,7 @@ async def reflect(
     """Think over your memories (of a topic, or recent ones) and store the insights as
     reflections linked to what they came from (uses the LLM)."""
     m = memory(ctx)
-    body = {"topic": topic, "depth": depth}
-    done: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/reflect", body)
-    return done
+    return as_sent(await answer(m.client.reflect(m.agent_id, topic, depth=depth)))
 
 
 @tool("Link memories", read_only=False, idempotent=True)
@@ -435,13 +415,8 @@ async def link(
     """Link two of your memories with a typed relationship (both directions); later searches
     follow it."""
     m = memory(ctx)
-    body = {
-        "memory_id": memory_id,
-        "related_memory_id": related_memory_id,
-        "relationship": relationship,
-    }
-    done: dict[str, Any] = await m.call("POST", f"/api/agents/{m.agent_id}/link", body)
-    return done
+    done = m.client.link(m.agent_id, memory_id, related_memory_id, relationship)
+    return as_sent(await answer(done))
 
 
 def register_all(server: MCPServer) -> None:
