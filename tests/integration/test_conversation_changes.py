@@ -15,6 +15,7 @@ from memora.jobs import JOBS, JobContext, run_job
 from memora.pipeline.backend import InlineBackend
 from memora.pipeline.runner import Pipeline
 from memora.store import lifecycle as store
+from memora.store import memory_view
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.integration
@@ -64,7 +65,7 @@ def test_a_turn_stating_a_move_supersedes_the_older_home(
     others = [t for t in units if t not in {lisbon.text, berlin.text}]
     assert all(units[t].status == "active" for t in others)  # a visit, someone else's home
     with pool.connection() as conn:
-        [event] = [e for e in store.history(conn, lisbon.id) if e.event == "superseded"]
+        [event] = [e for e in memory_view.history(conn, lisbon.id) if e.event == "superseded"]
     assert event.actor == "job:consolidate" and "residence of maya" in (event.reason or "")
 
     found = query_api.post(

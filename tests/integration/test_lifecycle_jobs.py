@@ -21,7 +21,7 @@ from memora.lifecycle.reflect import REFLECT_MARKER
 from memora.nlp.embedding import get_embedder
 from memora.pipeline.backend import InlineBackend
 from memora.pipeline.runner import Pipeline
-from memora.store import evolution
+from memora.store import evolution, memory_view
 from memora.store import lifecycle as store
 from tests.fakes import FakeOpenAI, Reply
 
@@ -91,7 +91,7 @@ def test_consolidate_merges_supersedes_and_resumes(
     assert old.valid_until == new.valid_from and new.valid_until is None
     assert state(pool, agent_id, dup_new).valid_until is None  # a restatement still holds
     with pool.connection() as conn:
-        [event] = [e for e in store.history(conn, home_old) if e.event == "superseded"]
+        [event] = [e for e in memory_view.history(conn, home_old) if e.event == "superseded"]
     assert event.actor == "job:consolidate" and event.related_id == home_new
     assert event.details["old_text"] == "Bob lives in Madrid."
     assert event.details["new_text"] == "Bob moved to Lisbon."
@@ -140,7 +140,7 @@ def test_reflect_job_fires_at_the_threshold(
             (agent_id,),
         ).fetchone()
         assert row is not None
-        linked = {r.target for r in store.links_of(conn, row["id"])}
+        linked = {r.target for r in memory_view.links_of(conn, row["id"])}
     assert set(ids) <= linked
 
 
@@ -155,7 +155,7 @@ def test_graph_maintenance_prunes_weak_generated_links(
     s = settings.model_copy(update={"graph_prune_weight": 0.5})
     assert job("graph_maintenance", s, pool, agent_id).details["links_pruned"] == 2
     with pool.connection() as conn:
-        left = {r.type for r in store.links_of(conn, a)}
+        left = {r.type for r in memory_view.links_of(conn, a)}
     assert left == {"explicit"}
 
 

@@ -33,7 +33,7 @@ from memora.lifecycle.rules import Decision, Statement, Thresholds, Verdict
 from memora.lifecycle.scores import clamp_importance, heuristic_importance
 from memora.nlp.embedding import TextEmbedder
 from memora.nlp.llm import LLMClient
-from memora.store import agents, evolution, links
+from memora.store import agents, evolution, links, memory_view
 from memora.store import entities as entity_store
 from memora.store import lifecycle as store
 from memora.store.units import Unresolved
@@ -475,14 +475,14 @@ def view(conn: Connection[Any], scope: Scope, agent_id: str, memory_id: UUID) ->
     changed, what superseded it), source document and access counts; the entities it names;
     its links (explicit first, then the strongest; 50 at most); its history (every audit
     event, oldest first) and the memories it replaced. Reads only: no model, no lock."""
-    row = store.memory_detail(conn, scope.key(agent_id), memory_id)
+    row = memory_view.memory_detail(conn, scope.key(agent_id), memory_id)
     if row is None:
         raise NotFound("memory_not_found", f"memory {memory_id} not found for agent {agent_id}")
     return {
         **asdict(row),
         "agent_id": agent_id,
-        "entities": [asdict(e) for e in store.entities_of(conn, memory_id)],
-        "links": [asdict(link) for link in store.links_of(conn, memory_id)],
-        "history": [asdict(e) for e in store.history(conn, memory_id)],
-        "replaced": store.superseding(conn, memory_id),
+        "entities": [asdict(e) for e in memory_view.entities_of(conn, memory_id)],
+        "links": [asdict(link) for link in memory_view.links_of(conn, memory_id)],
+        "history": [asdict(e) for e in memory_view.history(conn, memory_id)],
+        "replaced": memory_view.superseding(conn, memory_id),
     }
