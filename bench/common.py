@@ -111,11 +111,10 @@ def analyze_accesses(url: str, wait: float = 5.0) -> None:
     """`memory_access` analysed once the warm-up's accesses are in it (a query service writes
     them every second). Emptied and analysed by `settle`, it has no statistics of `tenant_id`
     then, and under row-level security PostgreSQL expects 0.5 % of its rows to pass: hydration
-    compared each of its 100 candidates with every access row (~7 ms a search at 800 rows)
-    until autovacuum analysed the table, which came within a run's first minute or not at
-    all; a freshly loaded one has none either. A database in use has its statistics; a new
-    one's first minute without them is not measured here (docs/benchmarks.md, thirteenth and
-    eighteenth rounds)."""
+    compared each of its 100 candidates with every access row until autovacuum analysed the
+    table, which came within a run's first minute or not at all; a freshly loaded one has none
+    either. A database in use has its statistics; a new one's first minute without them is not
+    measured here (its cost: docs/benchmarks-history.md, thirteenth and eighteenth rounds)."""
     deadline = time.monotonic() + wait
     with psycopg.connect(url, autocommit=True) as conn:
         while not conn.execute("SELECT 1 FROM memory_access LIMIT 1").fetchone():

@@ -20,9 +20,9 @@ goes to both, which one first alternating, for `--rounds` passes over the questi
 hits both sides alike, so the ratios hold on a busy machine better than absolute figures do;
 a side that autovacuum ran beside during the run is named after the table. `--filter NAME`
 sends every search under one of `search_latency.FILTER_SETS` (its warm-up fills what each
-query service holds for the filter). docs/benchmarks.md records a run for every change to
-the read path. The searches are plain HTTP (httpx), not memora_client: the base commit's API
-may predate the client's models.
+query service holds for the filter). Every change to the read path records a run
+(docs/benchmarks.md has the current figures). The searches are plain HTTP (httpx), not
+memora_client: the base commit's API may predate the client's models.
 """
 
 from __future__ import annotations
@@ -246,7 +246,8 @@ def prewarm(side: Side) -> None:
     (pg_prewarm's `read` mode), so that both sides start from memory. This VM pages out memory
     left idle for about a minute, page cache included (the ninth and twelfth rounds): a copy
     of the data that sat idle while the other side loaded or ran read its pages back from disk
-    during the run, p95 40.8 against 28.6 ms with the medians equal (the thirteenth round)."""
+    during the run, which raised that side's p95 with the medians equal (the thirteenth round,
+    docs/benchmarks-history.md)."""
     assert side.postgres is not None
     started = time.perf_counter()
     with psycopg.connect(side.postgres.url, autocommit=True) as conn:
