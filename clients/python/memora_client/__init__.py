@@ -3,7 +3,7 @@ with the same methods, typed models (`memora_client.models`) and exceptions carr
 error code (`memora_client.errors`). See docs/client.md."""
 
 from memora_client._async import AsyncMemoraClient
-from memora_client._calls import RetryPolicy
+from memora_client._retries import RetryPolicy
 from memora_client._sync import MemoraClient
 from memora_client.errors import (
     APIError,

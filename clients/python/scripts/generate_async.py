@@ -1,7 +1,8 @@
-"""Writes memora_client/_async.py from memora_client/_sync.py: one source for both clients.
+"""Writes memora_client/_async.py and _async_base.py from _sync.py and _sync_base.py: one
+source for both clients.
 
-python clients/python/scripts/generate_async.py          # rewrite _async.py
-python clients/python/scripts/generate_async.py --check  # exit 1 if it is out of date
+python clients/python/scripts/generate_async.py          # rewrite them
+python clients/python/scripts/generate_async.py --check  # exit 1 if one is out of date
 """
 
 from __future__ import annotations
@@ -14,14 +15,21 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "memora_client"
 
-# (old, new): each must occur in _sync.py, so a rename there cannot silently break this.
+# source -> generated, in memora_client/
+FILES = {"_sync_base.py": "_async_base.py", "_sync.py": "_async.py"}
+# (old, new), applied to every source: each must occur in one, so a rename there cannot
+# silently break this.
 REPLACEMENTS = [
     (
-        '"""The synchronous client. memora_client/_async.py is generated from this file\n'
-        '(clients/python/scripts/generate_async.py): edit this one, then run the script."""',
-        '"""The asynchronous client, generated from memora_client/_sync.py by\n'
-        'clients/python/scripts/generate_async.py: do not edit."""',
+        "Edit the sync files (_sync.py, _sync_base.py), then run\n"
+        "clients/python/scripts/generate_async.py: it writes the async ones.",
+        "Generated from _sync.py and _sync_base.py by clients/python/scripts/generate_async.py:\n"
+        "do not edit.",
     ),
+    ("The synchronous client", "The asynchronous client"),
+    ("(its connection: _sync_base.py)", "(its connection: _async_base.py)"),
+    ("(the API's methods: _sync.py)", "(the API's methods: _async.py)"),
+    ("memora_client._sync_base import", "memora_client._async_base import"),
     ("import time\n", "import asyncio\n"),
     ("MemoraClient", "AsyncMemoraClient"),
     ("        with AsyncMemoraClient(", "        async with AsyncMemoraClient("),
@@ -50,21 +58,26 @@ REPLACEMENTS = [
 METHOD = re.compile(r"^    def (?!__init__\b)", re.MULTILINE)
 
 
-def generate(source: str) -> str:
+def generate(sources: dict[str, str]) -> dict[str, str]:
+    """The generated files' texts, by name, from the sources' texts, by name."""
+    texts = dict(sources)
     for old, new in REPLACEMENTS:
-        if old not in source:
-            raise SystemExit(f"generate_async: {old!r} is not in _sync.py")
-        source = source.replace(old, new)
-    return _formatted(METHOD.sub("    async def ", source))
+        if not any(old in text for text in texts.values()):
+            raise SystemExit(f"generate_async: {old!r} is in none of {', '.join(FILES)}")
+        texts = {name: text.replace(old, new) for name, text in texts.items()}
+    return {
+        FILES[name]: _formatted(METHOD.sub("    async def ", text), FILES[name])
+        for name, text in texts.items()
+    }
 
 
-def _formatted(source: str) -> str:
+def _formatted(source: str, target_name: str) -> str:
     """As `ruff format` leaves it (the repository's settings), so lint passes on the output."""
     beside = Path(sys.executable).parent / "ruff"
     ruff = str(beside) if beside.exists() else shutil.which("ruff")
     if ruff is None:
         raise SystemExit("generate_async: ruff is needed (pip install ruff)")
-    target = PACKAGE / "_async.py"
+    target = PACKAGE / target_name
     done = subprocess.run(
         [ruff, "format", "--stdin-filename", str(target), "-"],
         input=source,
@@ -77,15 +90,20 @@ def _formatted(source: str) -> str:
 
 
 def main() -> int:
-    target = PACKAGE / "_async.py"
-    text = generate((PACKAGE / "_sync.py").read_text())
+    generated = generate({name: (PACKAGE / name).read_text() for name in FILES})
     if "--check" in sys.argv:
-        if target.read_text() != text:
-            print("memora_client/_async.py is out of date: run scripts/generate_async.py")
-            return 1
-        return 0
-    target.write_text(text)
+        stale = [name for name, text in generated.items() if _current(name) != text]
+        for name in stale:
+            print(f"memora_client/{name} is out of date: run scripts/generate_async.py")
+        return 1 if stale else 0
+    for name, text in generated.items():
+        (PACKAGE / name).write_text(text)
     return 0
+
+
+def _current(name: str) -> str | None:
+    path = PACKAGE / name
+    return path.read_text() if path.exists() else None
 
 
 if __name__ == "__main__":

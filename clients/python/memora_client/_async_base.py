@@ -1,0 +1,89 @@
+"""The asynchronous client's connection: its httpx client, its retries, and error answers
+raised as exceptions (the API's methods: _async.py).
+
+Generated from _sync.py and _sync_base.py by clients/python/scripts/generate_async.py:
+do not edit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+import tenacity
+
+from memora_client import _calls as c
+from memora_client._retries import RetryPolicy
+from memora_client.errors import MemoraConnectionError, error_from
+
+T = TypeVar("T")
+
+
+class AsyncMemoraClientBase:
+    """The connection `AsyncMemoraClient` sends its calls through (its arguments: its docstring)."""
+
+    def __init__(
+        self,
+        base_url: str = "http://localhost:8080",
+        api_key: str | None = None,
+        timeout: float | httpx.Timeout = 30.0,
+        *,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.retry = RetryPolicy(max_retries, backoff, max_backoff)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            timeout=timeout,
+            headers=c.headers(api_key, headers),
+            transport=transport,
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes the connections (not those of an `http_client` given to the constructor)."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def _send(self, call: c.Call[Any]) -> httpx.Response:
+        try:
+            response = await self._http.request(
+                call.method, call.path, json=call.json, params=call.params, headers=call.headers
+            )
+        except httpx.TransportError as exc:
+            raise MemoraConnectionError(f"{call.method} {call.path}: {exc!r}") from exc
+        if response.is_error:
+            raise error_from(response)
+        return response
+
+    async def _request(self, call: c.Call[T]) -> T:
+        retrying = tenacity.AsyncRetrying(**self.retry.options())
+        response: httpx.Response = await retrying(self._send, call)
+        return call.parse(response)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Any route, e.g. `request("GET", "/api/queues")`: its JSON answer, untyped (errors
+        and retries as for every method)."""
+        return await self._request(c.raw(method, path, json, params))
