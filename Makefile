@@ -46,6 +46,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	PYTHONPATH=shared:.:clients/python $(VENV)/bin/lint-imports
 	$(PY) clients/python/scripts/generate_async.py --check
+	$(PY) -m memora.basics.settings_doc --check
 
 # Headless locust run against an embedded stack it starts itself (docs/loadtests.md), e.g.
 #   make loadtest LOADTEST_ARGS="--scenario mixed --users 8 --run-time 5m"

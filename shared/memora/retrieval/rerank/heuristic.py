@@ -79,10 +79,10 @@ class HeuristicWeights:
     The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Four extensions, all 0 here (the
     seed's formula exactly): `context`, the best similarity to the query among the units next
     to the candidate in its conversation (the turn a reply answers, the reply to a question),
-    `fused`, the candidate's normalised RRF score, `answer_type`, 1 for a candidate naming a
-    thing of the kind the question word asks for (memora.retrieval.question), and `feedback`,
-    the similarity to the centroid of the first pass's best candidates
-    (`feedback_similarity`)."""
+    `fused`, the candidate's normalised RRF score (no setting: the service leaves it at 0),
+    `answer_type`, 1 for a candidate naming a thing of the kind the question word asks for
+    (memora.retrieval.question), and `feedback`, the similarity to the centroid of the first
+    pass's best candidates (`feedback_similarity`)."""
 
     semantic: float = 0.6
     keyword: float = 0.4
@@ -96,14 +96,13 @@ class HeuristicWeights:
     @classmethod
     def from_settings(cls, s: Settings) -> HeuristicWeights:
         return cls(
-            s.heuristic_semantic_weight,
-            s.heuristic_keyword_weight,
-            s.heuristic_recency_weight,
-            s.heuristic_frequency_weight,
-            s.heuristic_context_weight,
-            s.heuristic_fused_weight,
-            s.heuristic_feedback_weight,
-            s.heuristic_answer_type_weight,
+            semantic=s.heuristic_semantic_weight,
+            keyword=s.heuristic_keyword_weight,
+            recency=s.heuristic_recency_weight,
+            frequency=s.heuristic_frequency_weight,
+            context=s.heuristic_context_weight,
+            feedback=s.heuristic_feedback_weight,
+            answer_type=s.heuristic_answer_type_weight,
         )
 
 
