@@ -178,6 +178,15 @@ class _Reply:
     seconds: float
 
 
+@dataclass(frozen=True)
+class _Failure:
+    """A call that failed in a way worth retrying: its outcome (the metric's label), why."""
+
+    outcome: str
+    message: str
+    retry_after: float | None = None
+
+
 class LLMClient:
     def __init__(
         self,
@@ -291,6 +300,36 @@ class LLMClient:
         self, operation: str, messages: list[Message], *, json_mode: bool, max_tokens: int | None
     ) -> _Reply:
         model = self.model_for(operation)
+        kwargs = self._arguments(model, messages, json_mode, max_tokens)
+        attempts = 1 + max(0, self.settings.llm_max_retries)
+        last = ""
+        for attempt in range(attempts):
+            started = time.perf_counter()
+            result = self._attempt(operation, model, kwargs, started)
+            if isinstance(result, _Reply):
+                return result
+            last = result.message
+            self.registry.record(
+                LLMCall(operation, model, result.outcome, seconds=time.perf_counter() - started)
+            )
+            if attempt + 1 < attempts:
+                delay = self._backoff(attempt, result.retry_after)
+                log.warning(
+                    "LLM call failed; retrying",
+                    extra={
+                        "operation": operation,
+                        "outcome": result.outcome,
+                        "attempt": attempt + 1,
+                        "delay": delay,
+                    },
+                )
+                self._sleep(delay)
+        raise LLMUnavailable(f"LLM unavailable after {attempts} attempts: {last}", operation)
+
+    def _arguments(
+        self, model: str, messages: list[Message], json_mode: bool, max_tokens: int | None
+    ) -> dict[str, Any]:
+        """The chat completion's arguments."""
         kwargs: dict[str, Any] = {"model": model, "messages": messages}
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
@@ -298,59 +337,40 @@ class LLMClient:
             kwargs["max_tokens"] = max_tokens
         if self.settings.llm_temperature is not None:
             kwargs["temperature"] = self.settings.llm_temperature
-        attempts = 1 + max(0, self.settings.llm_max_retries)
-        last = ""
-        for attempt in range(attempts):
-            started = time.perf_counter()
-            retry_after: float | None = None
-            try:
-                response = self._client.chat.completions.create(**kwargs)
-            except openai.APITimeoutError as exc:
-                outcome, last = (
-                    "timeout",
-                    f"timed out after {self.settings.llm_timeout_seconds}s ({exc})",
+        return kwargs
+
+    def _attempt(
+        self, operation: str, model: str, kwargs: dict[str, Any], started: float
+    ) -> _Reply | _Failure:
+        """One call: its reply, or a failure worth retrying; a rejected request raises."""
+        try:
+            response = self._client.chat.completions.create(**kwargs)
+        except openai.APITimeoutError as exc:
+            timeout = self.settings.llm_timeout_seconds
+            return _Failure("timeout", f"timed out after {timeout}s ({exc})")
+        except openai.APIConnectionError as exc:
+            return _Failure("connection_error", f"cannot connect: {exc}")
+        except openai.APIStatusError as exc:
+            code = exc.status_code
+            if code not in (408, 409, 429) and code < 500:
+                self.registry.record(
+                    LLMCall(operation, model, "rejected", seconds=time.perf_counter() - started)
                 )
-            except openai.APIConnectionError as exc:
-                outcome, last = "connection_error", f"cannot connect: {exc}"
-            except openai.APIStatusError as exc:
-                code = exc.status_code
-                if code not in (408, 409, 429) and code < 500:
-                    self.registry.record(
-                        LLMCall(operation, model, "rejected", seconds=time.perf_counter() - started)
-                    )
-                    raise LLMRequestError(
-                        f"the LLM endpoint rejected the request (HTTP {code}): {exc}", operation
-                    ) from exc
-                outcome = "rate_limited" if code == 429 else "server_error"
-                last = f"HTTP {code}: {exc}"
-                retry_after = _retry_after(exc)
-            else:
-                seconds = time.perf_counter() - started
-                content = response.choices[0].message.content if response.choices else None
-                used = response.usage
-                return _Reply(
-                    content or "",
-                    model,
-                    used.prompt_tokens if used else 0,
-                    used.completion_tokens if used else 0,
-                    seconds,
-                )
-            self.registry.record(
-                LLMCall(operation, model, outcome, seconds=time.perf_counter() - started)
-            )
-            if attempt + 1 < attempts:
-                delay = self._backoff(attempt, retry_after)
-                log.warning(
-                    "LLM call failed; retrying",
-                    extra={
-                        "operation": operation,
-                        "outcome": outcome,
-                        "attempt": attempt + 1,
-                        "delay": delay,
-                    },
-                )
-                self._sleep(delay)
-        raise LLMUnavailable(f"LLM unavailable after {attempts} attempts: {last}", operation)
+                raise LLMRequestError(
+                    f"the LLM endpoint rejected the request (HTTP {code}): {exc}", operation
+                ) from exc
+            outcome = "rate_limited" if code == 429 else "server_error"
+            return _Failure(outcome, f"HTTP {code}: {exc}", _retry_after(exc))
+        seconds = time.perf_counter() - started
+        content = response.choices[0].message.content if response.choices else None
+        used = response.usage
+        return _Reply(
+            content or "",
+            model,
+            used.prompt_tokens if used else 0,
+            used.completion_tokens if used else 0,
+            seconds,
+        )
 
 
 class LazyLLM:
