@@ -1,7 +1,7 @@
 """Sentence embeddings with sentence-transformers, offline, batched, one model per process.
 
 On a CPU the forward pass runs on ONNX Runtime when it can (`memora.nlp.onnx_encoder`: the same
-vectors, about 3x faster for a short query); `backend="torch"` keeps sentence-transformers' own.
+vectors, faster for a short query); `backend="torch"` keeps sentence-transformers' own.
 On CUDA (fp16) concurrent calls share forward passes through a `MicroBatcher`: the query
 service's searches embed their queries together. `embedder_for(settings)` gives the process's
 embedder as MEMORA_EMBEDDING_PROVIDER chooses: this local model, or a server
@@ -90,7 +90,7 @@ class Embedder:
         if torch_threads > 0:
             torch.set_num_threads(torch_threads)
             # numpy's OpenBLAS starts a thread per core that spins after each call: on two
-            # cores that burned ~25 ms of CPU per search, beside the query's own work
+            # cores that took a search's CPU from the query's own work
             threadpool_limits(limits=torch_threads, user_api="blas")
         device = "cuda" if torch.cuda.is_available() else "cpu"
         where = resolve_model_path(model_name)

@@ -2,16 +2,16 @@
 
 A sentence-transformers model of the usual shape (Transformer → Pooling → optional Normalize)
 is exported once to ONNX and cached on disk under a key that hashes its weights
-(`memora.nlp.onnx_export`); later processes load the file. On this project's 2-vCPU machine a
-short query takes 3.1 ms instead of 9.1 ms through torch (docs/benchmarks.md), because ONNX
-Runtime runs the graph without Python-level dispatch per operator. Results match torch to
+(`memora.nlp.onnx_export`); later processes load the file. A short query is embedded faster
+than through torch (docs/benchmarks.md, "Query embedding"), because ONNX Runtime runs the
+graph without Python-level dispatch per operator. Results match torch to
 1e-6; the encoder checks that on probe sentences before it is used, and anything it cannot
 reproduce raises `OnnxUnsupported` so the caller can keep torch.
 
 With `int8_queries` the encoder also opens the model quantised to int8 (dynamic quantisation,
 `onnx_export.quantized`) for `encode(..., queries=True)`: the query service's search queries,
-embedded on every search's critical path (`bench/embedding.py` on the 2-vCPU machine: one
-query 7.75 → 5.81 ms, the usual two texts 12.19 → 7.46 ms). Those vectors are compared with
+embedded on every search's critical path (`bench/embedding.py`; docs/benchmarks.md, "Query
+embedding"). Those vectors are compared with
 stored ones and never stored themselves; memories stay fp32. The int8 session is used only
 when its vectors of `QUERY_PROBES` are within `INT8_MIN_COSINE` of fp32's (seen: 0.983 at the
 least, 0.993 median, over the 399 texts of memora/data/similarity_pairs.json); otherwise

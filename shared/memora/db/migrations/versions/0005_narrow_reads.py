@@ -19,7 +19,7 @@ A row exists for every embedded unit (the searchable ones), written by a trigger
 Graph retrieval asks for each explored unit's strongest links. `(from_unit, weight DESC,
 to_unit) INCLUDE (link_type)` answers that by an index-only scan that stops after the fanout,
 where the primary key needed a heap visit per link and a sort (measured at 100k memories:
-5.0 → 0.4 ms of execution for a wave of 25 units).
+docs/benchmarks-history.md, "Search latency").
 
 Revision ID: 0005_narrow_reads
 Revises: 0004_tenants

@@ -16,9 +16,10 @@
   `tenant_id = (SELECT current_setting('memora.tenant', true))`. A plain column compared
   with a value computed once per query (the sub-select) costs one comparison per row, is
   estimated from the column's statistics (1/number of tenants) and never stands in the way
-  of an index: a per-row derivation from the agent key (strpos, split_part) measured 2-6 µs a
-  row on the keyword retriever's matches, and its default selectivity made the planner trade
-  the HNSW index for a sequential scan.
+  of an index: a per-row derivation from the agent key (strpos, split_part) cost a function
+  call on each of the keyword retriever's matches, and its default selectivity made the
+  planner trade the HNSW index for a sequential scan (docs/benchmarks-history.md,
+  "Row-level security").
   - `agents`, `api_keys`, `tenants` have the column already.
   - Tables keyed by an agent (`documents`, `operations`, `memory_units`, `memory_search`,
     `entities`): a stored generated column, `memora_key_tenant(agent_id)` (the tenant of a

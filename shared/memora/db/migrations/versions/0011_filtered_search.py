@@ -3,7 +3,8 @@
 PostgreSQL applies a query's conditions that are not LEAKPROOF only after the row policies
 (0006_security), so they cannot be index conditions: under `memora_tenant` the filters of
 migration 0009 were evaluated row by row, and a filter matching 15 of 100,000 units made the
-semantic retriever's probe a sequential scan of the agent (110–240 ms instead of 0.3 ms).
+semantic retriever's probe a sequential scan of the agent (docs/benchmarks-history.md,
+"Filtered search").
 
 - `jsonb_contains` (`metadata @> ...`: equalities, one-of lists, tags) is declared LEAKPROOF
   when the migrating role is a superuser, as 0006 did for `ts_match_vq`: it compares two

@@ -2,10 +2,9 @@
 
 An embedding (384 float4, 1.5 kB) makes a `memory_units` row about 2 kB, past PostgreSQL's
 TOAST threshold once text and metadata are added: at 100k memories 88 % of the embeddings lay
-out of line, so every distance computed from the heap cost a TOAST index probe and a page
-(~3 µs). A filtered search that ranks the units matching its filter exactly paid that for
-each of them (4,431 units: 21 ms, two thirds of it in TOAST), and the HNSW walk paid it for
-every unit it returned.
+out of line, so every distance computed from the heap cost a TOAST index probe and a page.
+A filtered search that ranks the units matching its filter exactly paid that for each of them
+(most of its time went to TOAST), and the HNSW walk paid it for every unit it returned.
 
 `memory_vectors` holds, for every searchable unit (embedded and active, as `memory_search`),
 what the semantic, temporal and entity retrievers read: the agent, fact type, the filter
@@ -13,7 +12,8 @@ columns (metadata, event and occurred dates) and the embedding as `halfvec` stor
 (768 B, no TOAST; cosine within ~1e-3 of float4, and the candidates are scored again from the
 float4 embedding when hydrated). Its HNSW index (halfvec_cosine_ops) replaces the one on
 `memory_units.embedding`: half the size, and every k-nearest query (retrieval, semantic links,
-the lifecycle's look-ups) reads from here. The same 4,431 units now rank in ~9 ms.
+the lifecycle's look-ups) reads from here. Ranking a filter's units exactly no longer
+touches TOAST (docs/benchmarks-history.md, "Filtered search after `memory_vectors`").
 
 The metadata filters now read `memory_vectors` (semantic, temporal, entity retrievers, the
 graph's checks) and `memory_search` (keyword), so the metadata and turn indexes of
@@ -21,9 +21,8 @@ graph's checks) and `memory_search` (keyword), so the metadata and turn indexes 
 `memory_search` one GIN index over (agent_id, search_vector, metadata jsonb_path_ops) replaces
 the two over (agent_id, search_vector) and (agent_id, metadata): a filtered keyword search is
 then one index scan matching words and filter together, where the planner had read every row
-the filter matched and checked the words on the heap (10 % filter: 15 → 7 ms, 5 %: 8–10 → 3–4
-ms; unfiltered unchanged, 12.5 ms), and the one index is smaller than the two (9.5 MB against
-15.6 MB at 100k).
+the filter matched and checked the words on the heap (unfiltered unchanged), and the one
+index is smaller than the two (9.5 MB against 15.6 MB at 100k).
 
 Rows follow `memory_units` through triggers, as `memory_search` does (0005, 0008): written
 when a unit is embedded and active, removed when it is not, also for rows that arrive by COPY

@@ -5,8 +5,8 @@ A unit lies in a range by when it happened (occurred_start/end, from the extract
 lacking that, by when it was said (event_date): the condition of `memora.retrieval.filters`
 (`time`) and of the temporal retriever is an OR of the two. Without indexes on these columns
 a narrow range could be read only by walking the HNSW index past every unit outside it (a
-month of a two-year history: semantic retriever 35 ms, keyword 34 ms, against 3 and 20 ms
-unfiltered at 100k; an empty range walked 20,000 units, 40 ms). On `memory_vectors` and
+month of a two-year history cost the semantic retriever many times its unfiltered time; an
+empty range walked 20,000 units). On `memory_vectors` and
 `memory_search`, each branch now has its own partial btree indexes, so the planner reads a
 range as a bitmap OR of index ranges, and the retrievers' estimates (`semantic.plan_scan`) see
 how many units it holds:

@@ -1,7 +1,7 @@
 """Keyword statistics kept by the write path (issue 29): `memory_terms` counts, per agent, the
 keyword rows (`memory_search`) holding each lexeme, so that the keyword retriever reads a
-term's document frequency from a few index entries instead of counting its matches (12.6 ms
-and 2,744 buffers for a term in 9 % of 100k memories, on every cache miss).
+term's document frequency from a few index entries instead of counting its matches on every
+cache miss (a common term's count read thousands of buffers).
 
 - Append-only deltas: statement-level triggers on `memory_search` (INSERT, UPDATE, DELETE,
   through transition tables, so COPY, cascades and the upserts of `memory_search_sync` count

@@ -3,10 +3,9 @@ of the mentioning unit's embedding (one bit a dimension, pgvector's `binary_quan
 entity retriever can rank an entity's tens of thousands of mentions by Hamming distance from one
 index (entity, signature) and compare only the best of them with the full embeddings.
 
-Measured on the benchmark's 1M-memory agent (a person mentioned 50,000 times, 20 mentions
-wanted): the exact ranking took 650 ms, the HNSW walk until 20 walked units mention them 35 ms
-(85 ms p95, 87 % of the exact list), the signatures' 1,000 best re-ranked exactly ~20 ms (97 %),
-their 400 best 16 ms (88 %); at 100k (5,000 mentions), 400: 6.5 ms against 18 ms exactly (98 %).
+Measured on the benchmark's 1M-memory agent (a person mentioned 50,000 times), the
+signatures' best re-ranked exactly come nearer the exact list than the HNSW walk, in less time
+than either (docs/benchmarks-history.md, "The read path, second round").
 
 - Filled by a BEFORE INSERT trigger from the unit's embedding (the pipeline embeds before it
   resolves entities), kept in step by an AFTER UPDATE OF embedding trigger on `memory_units`

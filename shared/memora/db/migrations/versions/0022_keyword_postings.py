@@ -3,13 +3,11 @@ per (keyword row, lexeme) of `memory_search`, with the lexeme's term frequency, 
 and its BM25 term weight at a reference length (`impact`), indexed by (agent, lexeme, impact,
 newest first). The keyword retriever reads each query term's strongest postings from that index
 alone and sums their exact BM25 weights, instead of walking the agent's units newest first
-until `match_budget` match and then computing BM25 over each one's tsvector (16 of a search's
-35 ms of database time at 100k memories).
-
-Measured on the benchmark's 100k-memory agent, 80 questions: the statement took 15.5 ms
-(median), the postings' 4.7 ms with 1,000 postings a term; of the exact BM25 top 50, the
-budgeted walk (newest 1,000 matches) returned 16 %, the postings 67 %. They take ~3.3 kB a
-memory (326 MB at 100k, a fifth of the database).
+until `match_budget` match and then computing BM25 over each one's tsvector (the largest
+share of a search's database time). On the benchmark's 100k-memory agent the postings return
+more of the exact BM25 top 50 than the budgeted walk, in less time (docs/benchmarks-history.md,
+the read path's fourth round). They take ~3.3 kB a memory (326 MB at 100k, a fifth of the
+database).
 
 - Kept by statement-level triggers on `memory_search` (INSERT, UPDATE, DELETE through
   transition tables, so COPY, cascades and `memory_search_sync`'s upserts count, as the term

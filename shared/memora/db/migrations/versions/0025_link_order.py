@@ -6,7 +6,7 @@ temporal link, both 1.0) tied, and a `LIMIT` could keep either. The graph retrie
 by key and against the units held as failing a filter then disagreed on which one a unit's
 fanout kept. With the type in the key the graph's reads order by `(weight DESC, to_unit,
 link_type)` from the index alone, as they did without it (an incremental sort in each
-lateral cost +0.1 ms a read, measured at 100k memories).
+lateral added to every read: docs/benchmarks-history.md, the read path's fourteenth round).
 
 Revision ID: 0025_link_order
 Revises: 0024_vector_changes

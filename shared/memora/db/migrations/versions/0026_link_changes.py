@@ -1,7 +1,7 @@
 """When memory links last changed (issue 29), so a query service that holds an agent's links in
 memory (`memora.retrieval.held_graph`) reads only what changed since it last looked, where the
-graph retriever's five reads of links a search cost ~1.7 ms of database time and ~2.5 ms of
-a search's latency at 100k memories:
+graph retriever read the links five times a search (docs/benchmarks-history.md, the read path's
+fourteenth round):
 
 - `memory_links.written`: the id of the transaction that inserted or last updated the row
   (`pg_current_xact_id()` as an int8, as `memory_vectors.written` in 0024), indexed alone: a
