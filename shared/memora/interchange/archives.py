@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from pydantic import ValidationError
 
@@ -155,96 +155,124 @@ def _jsonl(
     resume: Position | None,
     report: Problem,
 ) -> Iterator[Document]:
-    offset = (resume.offset or 0) if resume else 0
-    line_no = resume.line - 1 if resume else 0
-    index = resume.index - resume.skip if resume else 0
-    to_skip = resume.skip if resume else 0
-    run: _Run | None = None
-    # documents emitted from the current start offset (for Position.skip)
-    same_start: dict[int, int] = {}
+    return _JsonlReader(default_agent, max_items, resume, report).read(path)
 
-    def emit(agent: str, conversation: str, doc_id: str, items: list[MemoryItem], start: int,
-             line: int) -> Document:  # fmt: skip
-        nonlocal index
-        skip = same_start.get(start, 0) + 1
-        same_start.clear()
-        same_start[start] = skip
-        index += 1
-        position = Position(start, line, skip, index)
-        return Document(agent, doc_id, items, position, offset, conversation)
 
-    def flush(r: _Run) -> Iterator[Document]:
-        doc_id = f"{r.conversation_id}#L{r.line}"
-        yield emit(r.agent_id, r.conversation_id, doc_id, r.items, r.offset, r.line)
+class _JsonlReader:
+    """A JSONL archive's documents from a position: a line with `messages` is a conversation
+    (chunked by `max_items`); consecutive message lines of one conversation are one document.
+    Documents before the position's `skip` are read again but not yielded, errors on them not
+    reported."""
 
-    with path.open("rb") as handle:
-        handle.seek(offset)
-        for raw in handle:
-            start = offset
-            offset += len(raw)
-            line_no += 1
-            if not raw.strip():
-                continue
-            quiet = to_skip > 0
+    def __init__(
+        self, default_agent: str | None, max_items: int, resume: Position | None, report: Problem
+    ) -> None:
+        self.default_agent, self.max_items, self.report = default_agent, max_items, report
+        self.offset = (resume.offset or 0) if resume else 0
+        self.line_no = resume.line - 1 if resume else 0
+        self.index = resume.index - resume.skip if resume else 0
+        self.to_skip = resume.skip if resume else 0
+        self.run: _Run | None = None
+        # documents emitted from the current start offset (for Position.skip)
+        self.same_start: dict[int, int] = {}
+
+    def read(self, path: Path) -> Iterator[Document]:
+        with path.open("rb") as handle:
+            handle.seek(self.offset)
+            for raw in handle:
+                start = self.offset
+                self.offset += len(raw)
+                self.line_no += 1
+                if raw.strip():
+                    yield from self._line(raw, start)
+            yield from self._flush()
+
+    def _line(self, raw: bytes, start: int) -> Iterator[Document]:
+        quiet = self.to_skip > 0
+        record = self._record(raw, quiet)
+        if record is None:
+            return
+        agent = self.default_agent or str(record.get("agent_id") or "default")
+        conv_id = str(record.get("conversation_id") or f"line-{self.line_no}")
+        if isinstance(record.get("messages"), list):
+            yield from self._flush()
+            yield from self._conversation(record, agent, conv_id, start, quiet)
+            return
+        try:
+            item = make_item(record)
+        except ValueError as exc:
+            if not quiet:
+                self.report(self.line_no, str(exc))
+            return
+        run = self.run
+        if run is not None and (
+            run.conversation_id != conv_id
+            or run.agent_id != agent
+            or len(run.items) >= self.max_items
+        ):
+            yield from self._flush()
+        if self.run is None:
+            self.run = _Run(agent, conv_id, start, self.line_no)
+        self.run.items.append(item)
+
+    def _record(self, raw: bytes, quiet: bool) -> dict[str, Any] | None:
+        try:
+            record = json.loads(raw)
+            if not isinstance(record, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            if not quiet:
+                self.report(self.line_no, f"invalid JSON: {exc}")
+            return None
+        return record
+
+    def _conversation(
+        self, record: dict[str, Any], agent: str, conv_id: str, start: int, quiet: bool
+    ) -> Iterator[Document]:
+        """A line holding a whole conversation: its messages, chunked."""
+        items = []
+        for i, message in enumerate(record["messages"]):
             try:
-                record = json.loads(raw)
-                if not isinstance(record, dict):
-                    raise ValueError("not a JSON object")
+                items.append(make_item(message, record.get("started_at")))
             except ValueError as exc:
                 if not quiet:
-                    report(line_no, f"invalid JSON: {exc}")
-                continue
-            agent = default_agent or str(record.get("agent_id") or "default")
-            conv_id = str(record.get("conversation_id") or f"line-{line_no}")
-            if isinstance(record.get("messages"), list):
-                if run is not None:
-                    for doc in flush(run):
-                        if to_skip:
-                            to_skip -= 1
-                        else:
-                            yield doc
-                    run = None
-                items = []
-                for i, message in enumerate(record["messages"]):
-                    try:
-                        items.append(make_item(message, record.get("started_at")))
-                    except ValueError as exc:
-                        if not quiet:
-                            report(line_no, f"message {i}: {exc}")
-                for part, chunk in enumerate(_chunks(items, max_items)):
-                    doc_id = conv_id if part == 0 else f"{conv_id}#{part + 1}"
-                    doc = emit(agent, conv_id, doc_id, chunk, start, line_no)
-                    if to_skip:
-                        to_skip -= 1
-                    else:
-                        yield doc
-                continue
-            try:
-                item = make_item(record)
-            except ValueError as exc:
-                if not quiet:
-                    report(line_no, str(exc))
-                continue
-            if run is not None and (
-                run.conversation_id != conv_id
-                or run.agent_id != agent
-                or len(run.items) >= max_items
-            ):
-                for doc in flush(run):
-                    if to_skip:
-                        to_skip -= 1
-                    else:
-                        yield doc
-                run = None
-            if run is None:
-                run = _Run(agent, conv_id, start, line_no)
-            run.items.append(item)
-        if run is not None:
-            for doc in flush(run):
-                if to_skip:
-                    to_skip -= 1
-                else:
-                    yield doc
+                    self.report(self.line_no, f"message {i}: {exc}")
+        for part, chunk in enumerate(_chunks(items, self.max_items)):
+            doc_id = conv_id if part == 0 else f"{conv_id}#{part + 1}"
+            yield from self._unless_skipped(
+                self._emit(agent, conv_id, doc_id, chunk, start, self.line_no)
+            )
+
+    def _flush(self) -> Iterator[Document]:
+        """The run of message lines read so far, as one document."""
+        r, self.run = self.run, None
+        if r is not None:
+            doc_id = f"{r.conversation_id}#L{r.line}"
+            yield from self._unless_skipped(
+                self._emit(r.agent_id, r.conversation_id, doc_id, r.items, r.offset, r.line)
+            )
+
+    def _unless_skipped(self, doc: Document) -> Iterator[Document]:
+        if self.to_skip:
+            self.to_skip -= 1
+        else:
+            yield doc
+
+    def _emit(
+        self,
+        agent: str,
+        conversation: str,
+        doc_id: str,
+        items: list[MemoryItem],
+        start: int,
+        line: int,
+    ) -> Document:
+        skip = self.same_start.get(start, 0) + 1
+        self.same_start.clear()
+        self.same_start[start] = skip
+        self.index += 1
+        position = Position(start, line, skip, self.index)
+        return Document(agent, doc_id, items, position, self.offset, conversation)
 
 
 # ----------------------------------------------------------------------------- LoCoMo
@@ -264,60 +292,72 @@ def _locomo(
     resume: Position | None,
     report: Problem,
 ) -> Iterator[Document]:
-    import ijson
-
     to_skip = resume.index if resume else 0
     index = 0
     with path.open("rb") as handle:
-        conversation = 0
-        sessions: dict[str, list[dict[str, Any]]] = {}
-        times: dict[str, str] = {}
-        sample_id: str | None = None
-        builder: Any = None
-        session_key = ""
-        for prefix, event, value in ijson.parse(handle):
-            if builder is not None:
+        for number, sample_id, sessions, times in _locomo_conversations(handle):
+            name = sample_id or f"conversation-{number}"
+            agent = default_agent or name
+            for key in sorted(sessions, key=_session_number):
+                when = _locomo_time(times.get(key))
+                items = []
+                for turn in sessions[key]:
+                    try:
+                        items.append(_locomo_item(turn, when))
+                    except ValueError as exc:
+                        if index >= to_skip:
+                            report(index + 1, f"{name} {key}: {exc}")
+                for part, chunk in enumerate(_chunks(items, max_items)):
+                    doc_id = f"{name}:{key}" + (f"#{part + 1}" if part else "")
+                    index += 1
+                    if index <= to_skip:
+                        continue
+                    yield Document(
+                        agent, doc_id, chunk, Position(None, 0, 0, index), handle.tell(),
+                        f"{name}:{key}",
+                    )  # fmt: skip
+
+
+_Sessions = dict[str, list[dict[str, Any]]]
+
+
+def _locomo_conversations(
+    handle: BinaryIO,
+) -> Iterator[tuple[int, str | None, _Sessions, dict[str, str]]]:
+    """Each conversation of a LoCoMo file, streamed: its number, sample id, turns per session
+    and the sessions' date-times (suspended at its end, so `handle.tell()` is past it)."""
+    import ijson
+
+    conversation = 0
+    sessions: _Sessions = {}
+    times: dict[str, str] = {}
+    sample_id: str | None = None
+    builder: Any = None
+    session_key = ""
+    for prefix, event, value in ijson.parse(handle):
+        if builder is not None:
+            builder.event(event, value)
+            if prefix == f"item.conversation.{session_key}.item" and event == "end_map":
+                sessions[session_key].append(builder.value)
+                builder = None
+            continue
+        if prefix == "item" and event == "start_map":
+            conversation += 1
+            sessions, times, sample_id = {}, {}, None
+        elif prefix == "item.sample_id" and event in ("string", "number"):
+            sample_id = str(value)
+        elif prefix.startswith("item.conversation.session_"):
+            key = prefix.removeprefix("item.conversation.")
+            if key.endswith("_date_time") and event == "string":
+                times[key.removesuffix("_date_time")] = value
+            elif "." not in key and event == "start_array":
+                sessions.setdefault(key, [])
+            elif key.endswith(".item") and event == "start_map":
+                session_key = key.removesuffix(".item")
+                builder = ijson.ObjectBuilder()
                 builder.event(event, value)
-                if prefix == f"item.conversation.{session_key}.item" and event == "end_map":
-                    sessions[session_key].append(builder.value)
-                    builder = None
-                continue
-            if prefix == "item" and event == "start_map":
-                conversation += 1
-                sessions, times, sample_id = {}, {}, None
-            elif prefix == "item.sample_id" and event in ("string", "number"):
-                sample_id = str(value)
-            elif prefix.startswith("item.conversation.session_"):
-                key = prefix.removeprefix("item.conversation.")
-                if key.endswith("_date_time") and event == "string":
-                    times[key.removesuffix("_date_time")] = value
-                elif "." not in key and event == "start_array":
-                    sessions.setdefault(key, [])
-                elif key.endswith(".item") and event == "start_map":
-                    session_key = key.removesuffix(".item")
-                    builder = ijson.ObjectBuilder()
-                    builder.event(event, value)
-            elif prefix == "item" and event == "end_map":
-                name = sample_id or f"conversation-{conversation}"
-                agent = default_agent or name
-                for key in sorted(sessions, key=_session_number):
-                    when = _locomo_time(times.get(key))
-                    items = []
-                    for turn in sessions[key]:
-                        try:
-                            items.append(_locomo_item(turn, when))
-                        except ValueError as exc:
-                            if index >= to_skip:
-                                report(index + 1, f"{name} {key}: {exc}")
-                    for part, chunk in enumerate(_chunks(items, max_items)):
-                        doc_id = f"{name}:{key}" + (f"#{part + 1}" if part else "")
-                        index += 1
-                        if index <= to_skip:
-                            continue
-                        yield Document(
-                            agent, doc_id, chunk, Position(None, 0, 0, index), handle.tell(),
-                            f"{name}:{key}",
-                        )  # fmt: skip
+        elif prefix == "item" and event == "end_map":
+            yield conversation, sample_id, sessions, times
 
 
 def _session_number(key: str) -> int:
