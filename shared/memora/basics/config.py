@@ -1,4 +1,10 @@
-"""Settings, read once from MEMORA_* environment variables (and an optional .env file)."""
+"""Settings, read once from MEMORA_* environment variables (and an optional .env file).
+
+`Settings` composes the sections of memora.basics.settings (one class per concern, each field
+with its description) and holds what spans them: the providers' defaults, the checks at start,
+the placeholder secrets refused in production. docs/configuration.md is generated from it
+(`python -m memora.basics.settings_doc`); the environment is checked against it at start-up
+(`report_environment`)."""
 
 from __future__ import annotations
 
