@@ -1,18 +1,49 @@
-"""The reconciler re-enqueues operations that stopped moving, and nothing runs twice."""
+"""The reconciler re-enqueues operations that stopped moving, and nothing runs twice.
+
+On a database of its own: the operations back-dated here would be the suite's beat's to
+reconcile too (every 2 s, onto the suite's workers) on the suite's."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from memora.basics.config import Settings
 from memora.basics.models import MemoryItem
 from memora.basics.stages import Stage
 from memora.basics.tenancy import DEFAULT_SCOPE
 from memora.jobs.reconcile import reconcile
 from memora.pipeline.backend import InlineBackend
+from memora.pipeline.runner import Pipeline
 from memora.usecases.ingest import accept_batch
+from tests.conftest import own_database_pool
+
+pytestmark = pytest.mark.integration
 
 
-def test_stuck_operation_is_resumed_at_its_stage(pool: Any, pipeline: Any, agent_id: str) -> None:
+@pytest.fixture(scope="module")
+def own(pg_url: str) -> Iterator[tuple[str, Any]]:
+    with own_database_pool(pg_url, "memora_reconcile") as database:
+        yield database
+
+
+@pytest.fixture(scope="module")
+def own_pool(own: tuple[str, Any]) -> Any:
+    return own[1]
+
+
+@pytest.fixture(scope="module")
+def own_pipeline(settings: Settings, own: tuple[str, Any]) -> Pipeline:
+    url, pool = own
+    return Pipeline(settings.model_copy(update={"database_url": url}), pool)
+
+
+def test_stuck_operation_is_resumed_at_its_stage(
+    own_pool: Any, own_pipeline: Pipeline, agent_id: str
+) -> None:
+    pool, pipeline = own_pool, own_pipeline
     items = [MemoryItem(content="Alice: We moved the launch of Project Falcon to June.")]
     with pool.connection() as conn:
         accepted = accept_batch(conn, DEFAULT_SCOPE, agent_id, items, "stuck-doc")
@@ -54,8 +85,9 @@ class RecordingBackend:
 
 
 def test_backfill_work_waits_longer_and_goes_back_to_the_backfill_queues(
-    pool: Any, agent_id: str
+    own_pool: Any, agent_id: str
 ) -> None:
+    pool = own_pool
     items = [MemoryItem(content="Alice: the archive turn.")]
     with pool.connection() as conn:
         live = accept_batch(conn, DEFAULT_SCOPE, agent_id, items, "live-doc")
@@ -65,7 +97,7 @@ def test_backfill_work_waits_longer_and_goes_back_to_the_backfill_queues(
             ([live.operation_id, archived.operation_id],),
         )
     backend = RecordingBackend()
-    ours = {live.operation_id, archived.operation_id}  # other tests' operations may be stuck too
+    ours = {live.operation_id, archived.operation_id}  # the module's other test's may be stuck
     # 20 minutes: stuck for live work (10 min), merely queued for backfill work (1 h)
     reconcile(pool, backend, older_than_seconds=600, backfill_older_than_seconds=3600)
     assert [s for s in backend.sent if s[1] in ours] == [(Stage.EXTRACT, live.operation_id, False)]

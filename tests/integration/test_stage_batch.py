@@ -1,6 +1,10 @@
 """One stage run for many operations together (memora.pipeline.batch), on real PostgreSQL:
 in-process, where the embedder is watched, and through real Celery workers running with
-MEMORA_STAGE_BATCH_SIZE > 1 (a thread per task, one batcher per stage)."""
+MEMORA_STAGE_BATCH_SIZE > 1 (a thread per task, one batcher per stage).
+
+On a database of its own: on the suite's, the suite's beat would call an operation that waits
+(for the test to run its stages, for workers still loading their models) stuck and hand it to
+the suite's unbatched workers."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from memora.basics.config import Settings
 from memora.basics.stages import INGEST_STAGES, OperationKind, Stage, next_stage
 from memora.pipeline.batch import run_batch
 from memora.pipeline.runner import Pipeline
-from tests.conftest import WORKER_ENV, wait_until
+from tests.conftest import WORKER_ENV, own_database_pool, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -41,17 +45,34 @@ def _two_messages(i: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def batch_db(pg_url: str) -> Iterator[tuple[str, Any]]:
+    """The module's database: (url, pool)."""
+    with own_database_pool(pg_url, "memora_batch") as database:
+        yield database
+
+
+@pytest.fixture(scope="module")
+def db_settings(settings: Settings, batch_db: tuple[str, Any]) -> Settings:
+    return settings.model_copy(update={"database_url": batch_db[0]})
+
+
+@pytest.fixture(scope="module")
+def batch_pool(batch_db: tuple[str, Any]) -> Any:
+    return batch_db[1]
+
+
 @pytest.fixture()
-def recorded(settings: Settings, pool: Any) -> Iterator[tuple[TestClient, Recording]]:
+def recorded(db_settings: Settings, batch_pool: Any) -> Iterator[tuple[TestClient, Recording]]:
     from services.api.app import create_app
 
     backend = Recording()
-    with TestClient(create_app(settings, pool=pool, backend=backend)) as client:
+    with TestClient(create_app(db_settings, pool=batch_pool, backend=backend)) as client:
         yield client, backend
 
 
 def test_a_batch_embeds_every_operation_in_one_call_and_writes_each_once(
-    recorded: tuple[TestClient, Recording], settings: Settings, pool: Any, agent_id: str
+    recorded: tuple[TestClient, Recording], db_settings: Settings, batch_pool: Any, agent_id: str
 ) -> None:
     client, _ = recorded
     ids = []
@@ -64,7 +85,7 @@ def test_a_batch_embeds_every_operation_in_one_call_and_writes_each_once(
     superseded = ids.pop()
     ids.append(latest)
 
-    pipeline = Pipeline(settings, pool)
+    pipeline = Pipeline(db_settings, batch_pool)
     calls: list[int] = []
     embed = pipeline.context.embedder.embed
 
@@ -92,7 +113,7 @@ def test_a_batch_embeds_every_operation_in_one_call_and_writes_each_once(
         assert got["stages"]["embed"]["attempts"] == 1 and got["counts"]["embedded"] == 2
         assert got["counts"]["chunks_written"] == 1 and got["counts"]["chunks_embedded"] == 0
     assert client.get(f"/api/operations/{superseded}").json()["status"] == "superseded"
-    with pool.connection() as conn:
+    with batch_pool.connection() as conn:
         row = conn.execute(
             "SELECT count(*) AS n, count(embedding) AS e FROM memory_units WHERE agent_id = %s",
             (agent_id,),
@@ -101,14 +122,14 @@ def test_a_batch_embeds_every_operation_in_one_call_and_writes_each_once(
 
 
 def test_one_failing_operation_leaves_the_others_of_its_batch_done(
-    recorded: tuple[TestClient, Recording], settings: Settings, pool: Any, agent_id: str
+    recorded: tuple[TestClient, Recording], db_settings: Settings, batch_pool: Any, agent_id: str
 ) -> None:
     client, _ = recorded
     ids = []
     for i in range(3):
         body = {"agent_id": agent_id, "document_id": f"f{i}", "items": _two_messages(i)}
         ids.append(UUID(client.post("/api/memories/batch", json=body).json()["operation_id"]))
-    pipeline = Pipeline(settings, pool)
+    pipeline = Pipeline(db_settings, batch_pool)
     run_batch(pipeline, Stage.EXTRACT, ids)
     broken = ids[1]
     original = pipeline.write
@@ -128,12 +149,13 @@ def test_one_failing_operation_leaves_the_others_of_its_batch_done(
 
 # ------------------------------------------------------------------ through Celery workers
 @pytest.fixture(scope="module")
-def batching_stack(settings: Settings, redis_url: str, data_dir: Path) -> Iterator[Any]:
-    """The stage workers with batching on, on their own Redis database (not the suite's)."""
+def batching_stack(db_settings: Settings, redis_url: str, data_dir: Path) -> Iterator[Any]:
+    """The stage workers with batching on, on their own Redis and PostgreSQL databases (not
+    the suite's)."""
     from services.cli.stack import WORKER_QUEUES, Stack
 
     broker = re.sub(r"/\d*$", "", redis_url) + "/7"
-    stack_settings = settings.model_copy(
+    stack_settings = db_settings.model_copy(
         update={
             "broker_url": broker,
             "stage_batch_size": 8,
@@ -160,22 +182,20 @@ def batching_stack(settings: Settings, redis_url: str, data_dir: Path) -> Iterat
 
 
 def test_real_workers_run_many_small_operations_in_shared_batches(
-    batching_stack: Any, pool: Any, agent_id: str
+    batching_stack: Any, batch_pool: Any, agent_id: str
 ) -> None:
     from services.api.app import create_app
     from services.workers.probe import check_heartbeat
 
     # Workers first, ready (models loaded: their own heartbeat files), then the operations in
-    # one quick burst: each stage's batcher takes them together. (Queued before the workers,
-    # operations would wait while the models load, long enough for the suite's reconciler, on
-    # the same database, to call them stuck and hand them to the suite's unbatched workers.)
+    # one quick burst: each stage's batcher takes them together.
     batching_stack.start()
     beats = [
         Path(batching_stack.worker_ops_env(name)["MEMORA_WORKER_HEARTBEAT_FILE"])
         for name in batching_stack.workers
     ]
     wait_until(lambda: all(check_heartbeat(b)[0] for b in beats), 180, interval=0.5)
-    app = create_app(batching_stack.settings, pool=pool)
+    app = create_app(batching_stack.settings, pool=batch_pool)
     with TestClient(app) as client:
         ops = []
         for i in range(16):
