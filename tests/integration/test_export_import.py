@@ -1,8 +1,9 @@
 """Export and import (data portability) through the deployed topology: an agent exported from
 one server (the suite's database) and imported into a fresh one (a second database, its own
-pool, pipeline and services) answers the same searches with the same results, and exports
-again to the same file; a re-import changes nothing; a malformed or truncated file is a 4xx
-naming the line and leaves nothing behind; tenants stay apart."""
+pool, pipeline and services) holds as many of the agent's rows in every table, answers the
+same searches with the same results, and exports again to the same file; a re-import changes
+nothing; a malformed or truncated file is a 4xx naming the line and leaves nothing behind;
+tenants stay apart."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from psycopg import sql
 
 from memora.basics.config import Settings
 from memora_client import MemoraClient
@@ -48,6 +50,15 @@ QUERIES = [
     "What did Maya buy?",
 ]
 AGENT_TABLES = ("agents", "documents", "conversation_messages", "memory_units", "entities")
+# An agent's rows an export leaves behind (docs/operations.md, "Export and import"): its jobs'
+# history and cursors, and the exporting database's log of removed vectors.
+NOT_CARRIED = frozenset({"operations", "job_cursors", "vector_removals"})
+UNITS_OF_AGENT = "(SELECT id FROM memory_units WHERE agent_id = %(a)s)"
+# memory_terms holds changes of each term's count (compacted now and then): its terms are counted
+TERMS = (
+    "SELECT count(*) FROM (SELECT lexeme FROM memory_terms WHERE agent_id = %(a)s "
+    "GROUP BY lexeme HAVING sum(df) <> 0) terms"
+)
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +129,32 @@ def _counts(url: str, agent: str) -> dict[str, int]:
         }
 
 
+def _rows_per_table(url: str, agent: str) -> dict[str, int]:
+    """The agent's rows in every table of the schema that holds any (by `agent_id`, else by its
+    memories' ids), less NOT_CARRIED: read from the schema, so a table added later counts."""
+    with psycopg.connect(url) as conn:
+        found = conn.execute(
+            "SELECT table_name::text, array_agg(column_name::text) FROM information_schema.columns "
+            "WHERE table_schema = 'public' AND column_name IN ('agent_id', 'unit_id', 'from_unit') "
+            "GROUP BY table_name"
+        ).fetchall()
+        counts: dict[str, int] = {}
+        for table, owners in found:
+            if table in NOT_CARRIED:
+                continue
+            if table == "memory_terms":
+                counts[table] = conn.execute(TERMS, {"a": agent}).fetchone()[0]  # type: ignore[index]
+                continue
+            column = "agent_id" if "agent_id" in owners else owners[0]
+            condition = "= %(a)s" if column == "agent_id" else f"IN {UNITS_OF_AGENT}"
+            query = sql.SQL("SELECT count(*) FROM {t} WHERE {c} " + condition)
+            counted = conn.execute(
+                query.format(t=sql.Identifier(table), c=sql.Identifier(column)), {"a": agent}
+            ).fetchone()
+            counts[table] = counted[0]  # type: ignore[index]
+    return counts
+
+
 def _import(url: str, body: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
     return httpx.post(
         f"{url}/api/import",
@@ -128,7 +165,12 @@ def _import(url: str, body: bytes, headers: dict[str, str] | None = None) -> htt
 
 
 def test_round_trip_answers_the_same(
-    source: Topology, target: Topology, target_url: str, agent_id: str, tmp_path: Path
+    source: Topology,
+    target: Topology,
+    pg_url: str,
+    target_url: str,
+    agent_id: str,
+    tmp_path: Path,
 ) -> None:
     exported, again = tmp_path / "agent.ndjson", tmp_path / "again.ndjson"
     with MemoraClient(source.url, timeout=120) as src, MemoraClient(target.url, timeout=120) as dst:
@@ -147,6 +189,10 @@ def test_round_trip_answers_the_same(
         result = dst.import_file(exported)
         assert result.agents == [agent_id] and not result.unchanged
         assert result.imported == {k: v for k, v in end["counts"].items() if v}
+        # as many of the agent's rows in every table on both servers
+        rows = _rows_per_table(pg_url, agent_id)
+        assert all(rows[t] for t in AGENT_TABLES), rows
+        assert _rows_per_table(target_url, agent_id) == rows
         # everything travelled: the new server exports the same file
         dst.export_agent(agent_id, again)
         assert _lines(again)[1:] == records[1:]
