@@ -251,37 +251,9 @@ def subgraph(
     caller ranks a text's matches: `seed_count` of them per page), else the newest units
     (of `entity_id`), after `cursor`."""
     entity_budget = q.limit // 5
-    unit_budget = q.limit - entity_budget
-    n_seeds = seed_count(q)
     page = GraphPage()
-    if ranked is not None:
-        seeds = _ranked_seeds(conn, q, ranked)
-        page.next_cursor = ranked.offset + n_seeds if ranked.more else None
-    else:
-        after = cursor
-        if entity_id is not None:
-            seeds = _entity_seeds(conn, q, entity_id, after, n_seeds + 1)
-        else:
-            seeds = _recent_seeds(conn, q, after, n_seeds + 1)
-        if len(seeds) > n_seeds:
-            seeds = seeds[:n_seeds]
-            page.next_cursor = (seeds[-1]["event_date"], UUID(seeds[-1]["id"]))
-
-    units = {r["id"]: r for r in seeds}
-    links = _links_from(conn, q, list(units))
-    frontier = list(units)
-    for _ in range(q.depth):
-        if not frontier or len(units) >= unit_budget:
-            break
-        fresh = [u for u in _strongest_targets(links, frontier) if u not in units]
-        room = unit_budget - len(units)
-        page.truncated = page.truncated or len(fresh) > room
-        found = _units(conn, q, fresh[:room])
-        units.update((r["id"], r) for r in found)
-        frontier = [r["id"] for r in found]
-        # the links of the new units: to expand them next, and for the edges among all
-        links.update(_links_from(conn, q, frontier))
-
+    seeds = _page_seeds(conn, q, page, cursor, ranked, entity_id)
+    units, links = _expand(conn, q, page, seeds, q.limit - entity_budget)
     ids = list(units)
     edges, cut = _edges(links, set(ids), EDGES_PER_NODE * len(ids))
     page.truncated = page.truncated or cut
@@ -300,22 +272,83 @@ def subgraph(
         for a, b, kind, weight in edges
     ]
     if ids and entity_budget:
-        ents, mentions = _entities(conn, q.agent_key, ids, entity_budget, entity_id)
-        page.nodes += [
-            {
-                "id": e["id"],
-                "kind": "entity",
-                "label": e["label"],
-                "entity_type": e["entity_type"],
-                "mentions": e["mention_count"],
-            }
-            for e in ents
-        ]
-        page.edges += [
-            {"source": unit, "target": entity, "type": "mentions", "weight": 1.0}
-            for unit, entity in mentions
-        ]
+        _add_entities(conn, q, page, ids, entity_budget, entity_id)
     return page
+
+
+def _page_seeds(
+    conn: Connection[Any],
+    q: GraphQuery,
+    page: GraphPage,
+    cursor: tuple[datetime, UUID] | None,
+    ranked: RankedSeeds | None,
+    entity_id: UUID | None,
+) -> list[dict[str, Any]]:
+    """The page's seed units; sets its `next_cursor` when more follow."""
+    n_seeds = seed_count(q)
+    if ranked is not None:
+        page.next_cursor = ranked.offset + n_seeds if ranked.more else None
+        return _ranked_seeds(conn, q, ranked)
+    if entity_id is not None:
+        seeds = _entity_seeds(conn, q, entity_id, cursor, n_seeds + 1)
+    else:
+        seeds = _recent_seeds(conn, q, cursor, n_seeds + 1)
+    if len(seeds) > n_seeds:
+        seeds = seeds[:n_seeds]
+        page.next_cursor = (seeds[-1]["event_date"], UUID(seeds[-1]["id"]))
+    return seeds
+
+
+def _expand(
+    conn: Connection[Any],
+    q: GraphQuery,
+    page: GraphPage,
+    seeds: list[dict[str, Any]],
+    unit_budget: int,
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[Link]]]:
+    """The seeds and the units their strongest links reach, `q.depth` hops out, within the
+    budget (the page is `truncated` when some were left out); with the links of them all."""
+    units = {r["id"]: r for r in seeds}
+    links = _links_from(conn, q, list(units))
+    frontier = list(units)
+    for _ in range(q.depth):
+        if not frontier or len(units) >= unit_budget:
+            break
+        fresh = [u for u in _strongest_targets(links, frontier) if u not in units]
+        room = unit_budget - len(units)
+        page.truncated = page.truncated or len(fresh) > room
+        found = _units(conn, q, fresh[:room])
+        units.update((r["id"], r) for r in found)
+        frontier = [r["id"] for r in found]
+        # the links of the new units: to expand them next, and for the edges among all
+        links.update(_links_from(conn, q, frontier))
+    return units, links
+
+
+def _add_entities(
+    conn: Connection[Any],
+    q: GraphQuery,
+    page: GraphPage,
+    ids: list[str],
+    entity_budget: int,
+    entity_id: UUID | None,
+) -> None:
+    """The entities the page's units mention, as nodes, and their mentions as edges."""
+    ents, mentions = _entities(conn, q.agent_key, ids, entity_budget, entity_id)
+    page.nodes += [
+        {
+            "id": e["id"],
+            "kind": "entity",
+            "label": e["label"],
+            "entity_type": e["entity_type"],
+            "mentions": e["mention_count"],
+        }
+        for e in ents
+    ]
+    page.edges += [
+        {"source": unit, "target": entity, "type": "mentions", "weight": 1.0}
+        for unit, entity in mentions
+    ]
 
 
 def agent_sizes(conn: Connection[Any], tenant_id: str, limit: int = 1000) -> list[dict[str, Any]]:

@@ -73,6 +73,71 @@ _NEAREST_IN_DOCUMENT = (
 )
 
 
+# Each unit's nearest units in time, within the window, on either side (`half` each).
+_TEMPORAL_PAIRS = f"""
+SELECT u.id AS from_unit, n.id AS to_unit, 'temporal'::text AS link_type,
+       'temporal'::text AS reverse_type,
+       GREATEST(0.3, 1 - abs(extract(epoch FROM n.event_date - u.event_date)) / %(w)s)::real
+           AS weight, NULL::uuid AS entity_id
+FROM memory_units u
+CROSS JOIN LATERAL (
+    (SELECT m.id, m.event_date FROM memory_units m
+     WHERE m.agent_id = u.agent_id AND m.id <> u.id
+       AND m.event_date BETWEEN u.event_date AND u.event_date + make_interval(secs => %(w)s)
+       AND (m.event_date > u.event_date OR {_LATER_IN_DOCUMENT})
+     ORDER BY m.event_date ASC, {_NEAREST_IN_DOCUMENT} LIMIT %(k)s)
+    UNION ALL
+    (SELECT m.id, m.event_date FROM memory_units m
+     WHERE m.agent_id = u.agent_id AND m.id <> u.id
+       AND m.event_date BETWEEN u.event_date - make_interval(secs => %(w)s) AND u.event_date
+       AND (m.event_date < u.event_date OR NOT {_LATER_IN_DOCUMENT})
+     ORDER BY m.event_date DESC, {_NEAREST_IN_DOCUMENT} LIMIT %(k)s)
+) n
+WHERE u.id = ANY(%(ids)s)
+"""
+
+# Each unit's nearest neighbours by embedding (HNSW), above the threshold.
+_SEMANTIC_PAIRS = """
+SELECT u.unit_id AS from_unit, n.id AS to_unit, 'semantic'::text AS link_type,
+       'semantic'::text AS reverse_type, n.sim::real AS weight, NULL::uuid AS entity_id
+FROM memory_vectors u
+CROSS JOIN LATERAL (
+    SELECT m.unit_id AS id, 1 - (m.embedding <=> u.embedding) AS sim
+    FROM memory_vectors m WHERE m.agent_id = u.agent_id AND m.unit_id <> u.unit_id
+    ORDER BY m.embedding <=> u.embedding LIMIT %(k)s
+) n
+WHERE u.unit_id = ANY(%(ids)s) AND n.sim > %(t)s
+"""
+
+# For each entity a unit mentions, the other units mentioning it nearest in time.
+_ENTITY_PAIRS = """
+SELECT ue.unit_id AS from_unit, n.id AS to_unit, 'entity'::text AS link_type,
+       'entity'::text AS reverse_type, 1.0::real AS weight, ue.entity_id
+FROM unit_entities ue JOIN memory_units u ON u.id = ue.unit_id
+CROSS JOIN LATERAL (
+    SELECT m.id FROM unit_entities o JOIN memory_units m ON m.id = o.unit_id
+    WHERE o.entity_id = ue.entity_id AND o.unit_id <> ue.unit_id
+    ORDER BY abs(extract(epoch FROM m.event_date - u.event_date)), m.id
+    LIMIT %(k)s
+) n
+WHERE ue.unit_id = ANY(%(ids)s)
+"""
+
+# The causal relations the extraction found between units of one document.
+_CAUSAL_PAIRS = """
+SELECT u.id AS from_unit, t.id AS to_unit, r.relation AS link_type,
+       CASE r.relation WHEN 'causes' THEN 'caused_by' WHEN 'caused_by' THEN 'causes'
+            ELSE r.relation END AS reverse_type,
+       1.0::real AS weight, NULL::uuid AS entity_id
+FROM memory_units u
+CROSS JOIN LATERAL jsonb_to_recordset(u.relations)
+    AS r(target_item int, target_seq int, relation text)
+JOIN memory_units t ON t.document_pk = u.document_pk AND t.item_index = r.target_item
+                   AND t.seq = r.target_seq
+WHERE u.id = ANY(%(ids)s) AND u.relations IS NOT NULL AND r.relation = ANY(%(types)s)
+"""
+
+
 def build_links(conn: Connection[Any], unit_ids: list[UUID], s: LinkSettings) -> dict[str, int]:
     """Create all links for the given (new) units; idempotent. The caller commits."""
     if not unit_ids:
@@ -80,78 +145,12 @@ def build_links(conn: Connection[Any], unit_ids: list[UUID], s: LinkSettings) ->
     window = s.temporal_window_hours * 3600.0
     counts: dict[str, int] = {}
     half = max(1, s.temporal_per_unit // 2)
-    counts["temporal"] = _insert(
-        conn,
-        f"""
-        SELECT u.id AS from_unit, n.id AS to_unit, 'temporal'::text AS link_type,
-               'temporal'::text AS reverse_type,
-               GREATEST(0.3, 1 - abs(extract(epoch FROM n.event_date - u.event_date)) / %(w)s)::real
-                   AS weight, NULL::uuid AS entity_id
-        FROM memory_units u
-        CROSS JOIN LATERAL (
-            (SELECT m.id, m.event_date FROM memory_units m
-             WHERE m.agent_id = u.agent_id AND m.id <> u.id
-               AND m.event_date BETWEEN u.event_date AND u.event_date + make_interval(secs => %(w)s)
-               AND (m.event_date > u.event_date OR {_LATER_IN_DOCUMENT})
-             ORDER BY m.event_date ASC, {_NEAREST_IN_DOCUMENT} LIMIT %(k)s)
-            UNION ALL
-            (SELECT m.id, m.event_date FROM memory_units m
-             WHERE m.agent_id = u.agent_id AND m.id <> u.id
-               AND m.event_date BETWEEN u.event_date - make_interval(secs => %(w)s) AND u.event_date
-               AND (m.event_date < u.event_date OR NOT {_LATER_IN_DOCUMENT})
-             ORDER BY m.event_date DESC, {_NEAREST_IN_DOCUMENT} LIMIT %(k)s)
-        ) n
-        WHERE u.id = ANY(%(ids)s)
-        """,
-        {"w": window, "k": half, "ids": unit_ids},
-    )
+    counts["temporal"] = _insert(conn, _TEMPORAL_PAIRS, {"w": window, "k": half, "ids": unit_ids})
     conn.execute("SET LOCAL hnsw.ef_search = 64")
     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-    counts["semantic"] = _insert(
-        conn,
-        """
-        SELECT u.unit_id AS from_unit, n.id AS to_unit, 'semantic'::text AS link_type,
-               'semantic'::text AS reverse_type, n.sim::real AS weight, NULL::uuid AS entity_id
-        FROM memory_vectors u
-        CROSS JOIN LATERAL (
-            SELECT m.unit_id AS id, 1 - (m.embedding <=> u.embedding) AS sim
-            FROM memory_vectors m WHERE m.agent_id = u.agent_id AND m.unit_id <> u.unit_id
-            ORDER BY m.embedding <=> u.embedding LIMIT %(k)s
-        ) n
-        WHERE u.unit_id = ANY(%(ids)s) AND n.sim > %(t)s
-        """,
-        {"k": s.semantic_per_unit, "t": s.semantic_threshold, "ids": unit_ids},
-    )
-    counts["entity"] = _insert(
-        conn,
-        """
-        SELECT ue.unit_id AS from_unit, n.id AS to_unit, 'entity'::text AS link_type,
-               'entity'::text AS reverse_type, 1.0::real AS weight, ue.entity_id
-        FROM unit_entities ue JOIN memory_units u ON u.id = ue.unit_id
-        CROSS JOIN LATERAL (
-            SELECT m.id FROM unit_entities o JOIN memory_units m ON m.id = o.unit_id
-            WHERE o.entity_id = ue.entity_id AND o.unit_id <> ue.unit_id
-            ORDER BY abs(extract(epoch FROM m.event_date - u.event_date)), m.id
-            LIMIT %(k)s
-        ) n
-        WHERE ue.unit_id = ANY(%(ids)s)
-        """,
-        {"k": s.entity_per_entity, "ids": unit_ids},
-    )
-    counts["causal"] = _insert(
-        conn,
-        """
-        SELECT u.id AS from_unit, t.id AS to_unit, r.relation AS link_type,
-               CASE r.relation WHEN 'causes' THEN 'caused_by' WHEN 'caused_by' THEN 'causes'
-                    ELSE r.relation END AS reverse_type,
-               1.0::real AS weight, NULL::uuid AS entity_id
-        FROM memory_units u
-        CROSS JOIN LATERAL jsonb_to_recordset(u.relations)
-            AS r(target_item int, target_seq int, relation text)
-        JOIN memory_units t ON t.document_pk = u.document_pk AND t.item_index = r.target_item
-                           AND t.seq = r.target_seq
-        WHERE u.id = ANY(%(ids)s) AND u.relations IS NOT NULL AND r.relation = ANY(%(types)s)
-        """,
-        {"ids": unit_ids, "types": list(CAUSAL_TYPES)},
-    )
+    semantic = {"k": s.semantic_per_unit, "t": s.semantic_threshold, "ids": unit_ids}
+    counts["semantic"] = _insert(conn, _SEMANTIC_PAIRS, semantic)
+    counts["entity"] = _insert(conn, _ENTITY_PAIRS, {"k": s.entity_per_entity, "ids": unit_ids})
+    causal = {"ids": unit_ids, "types": list(CAUSAL_TYPES)}
+    counts["causal"] = _insert(conn, _CAUSAL_PAIRS, causal)
     return counts

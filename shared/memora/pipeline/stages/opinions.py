@@ -23,11 +23,7 @@ from memora.think.opinions import OpinionDraft, updated_confidence
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     op = job.operation
     payload = op.payload
-    try:
-        drafts = [OpinionDraft.model_validate(d) for d in payload.get("opinions", [])]
-        formed_at = datetime.fromisoformat(payload["formed_at"])
-    except (ValueError, KeyError) as exc:
-        raise PermanentStageError(f"invalid opinions payload: {exc}") from exc
+    drafts, formed_at = _drafts(payload)
     agent_id = job.agent_key
     vectors = ctx.embedder.embed([d.text() for d in drafts])
     found = entities.find_mentions(
@@ -52,29 +48,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
             previous = _previous(
                 c, agent_id, draft.previous_id, vector, s.opinion_same_topic_similarity
             )
-            stance: str = draft.stance
-            if previous is not None and draft.previous_id is None:
-                stance = "restates"
-            confidence = updated_confidence(
-                stance, draft.confidence, previous.confidence_score if previous else None
-            )
-            metadata = base_meta | {
-                "statement": draft.statement,
-                "reasons": draft.reasons,
-                "stance": stance if previous else "new",
-                "proposed_confidence": draft.confidence,
-            }
-            fact = Fact(
-                item_index=0,
-                seq=0,
-                text=draft.text(),
-                fact_type="opinion",
-                event_date=formed_at,
-                mentioned_at=formed_at,
-                confidence=confidence,
-                metadata=metadata,
-                mentions=found_mentions,
-            )
+            fact = _opinion_fact(draft, previous, formed_at, base_meta, found_mentions)
             [unit_id] = units.insert_facts(c, agent_id, None, [fact])
             units.set_opinion_vector(c, unit_id, vector, previous.id if previous else None)
             new_ids.append(unit_id)
@@ -97,6 +71,51 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
         return counts
 
     return write
+
+
+def _drafts(payload: dict[str, Any]) -> tuple[list[OpinionDraft], datetime]:
+    """The operation's opinions and when they were formed; a payload that cannot be read
+    fails the stage for good."""
+    try:
+        drafts = [OpinionDraft.model_validate(d) for d in payload.get("opinions", [])]
+        formed_at = datetime.fromisoformat(payload["formed_at"])
+    except (ValueError, KeyError) as exc:
+        raise PermanentStageError(f"invalid opinions payload: {exc}") from exc
+    return drafts, formed_at
+
+
+def _opinion_fact(
+    draft: OpinionDraft,
+    previous: units.OpinionHead | None,
+    formed_at: datetime,
+    base_meta: dict[str, Any],
+    mentions: list[Mention],
+) -> Fact:
+    """The opinion as a unit to store: a new one, or a version of the `previous` one's history
+    (a restatement when the draft did not name it), its confidence updated accordingly."""
+    stance: str = draft.stance
+    if previous is not None and draft.previous_id is None:
+        stance = "restates"
+    confidence = updated_confidence(
+        stance, draft.confidence, previous.confidence_score if previous else None
+    )
+    metadata = base_meta | {
+        "statement": draft.statement,
+        "reasons": draft.reasons,
+        "stance": stance if previous else "new",
+        "proposed_confidence": draft.confidence,
+    }
+    return Fact(
+        item_index=0,
+        seq=0,
+        text=draft.text(),
+        fact_type="opinion",
+        event_date=formed_at,
+        mentioned_at=formed_at,
+        confidence=confidence,
+        metadata=metadata,
+        mentions=mentions,
+    )
 
 
 def _previous(
