@@ -2,7 +2,8 @@
 
 The services only glue these to their frameworks (services/api/metrics.py: an ASGI middleware
 and /metrics; services/workers/metrics.py: Celery signals and a metrics server). docs/operations.md
-lists the metrics and what they mean.
+lists the metrics and what they mean. Their exposition (`render`, the multiprocess files):
+memora.basics.exposition, re-exported here.
 
 Several processes (Celery's prefork pool, uvicorn --workers): set PROMETHEUS_MULTIPROC_DIR to an
 empty directory, one per worker instance, *before* the process starts; prometheus-client then
@@ -17,20 +18,17 @@ import os
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
-from prometheus_client import multiprocess as _multiprocess
+from prometheus_client import Counter, Gauge, Histogram
 
+# exposition: re-exported, the services reach them here
+from memora.basics.exposition import NAMESPACE as NAMESPACE
+from memora.basics.exposition import exposition_registry as exposition_registry
+from memora.basics.exposition import mark_process_dead as mark_process_dead
+from memora.basics.exposition import metric_names as metric_names
+from memora.basics.exposition import multiprocess_dir as multiprocess_dir
+from memora.basics.exposition import remove_stale_files as remove_stale_files
+from memora.basics.exposition import render as render
 from memora.basics.stages import OperationStatus, Stage
-
-NAMESPACE = "memora"
 
 if _dir := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     os.makedirs(_dir, exist_ok=True)  # value files are opened as metrics are created
@@ -218,42 +216,43 @@ QUERY_EMBEDDING = Gauge(
 
 FILTER_CACHE_READS = Counter(
     "filter_cache_reads",
-    "Reads of the units a query process holds per filter (memora.retrieval.passing): whole (a "
-    "filter's first held search, after a removal, after the TTL) or changes (what was written "
-    "since; the rest of the ranking is the process's own)",
+    "Reads of the units a query process holds per filter (memora.retrieval.caches.passing_units): "
+    "whole (a filter's first held search, after a removal, after the TTL) or changes (what was "
+    "written since; the rest of the ranking is the process's own)",
     ["read"],
     namespace=NAMESPACE,
 )
 GRAPH_CACHE_READS = Counter(
     "graph_cache_reads",
-    "Reads of the agents' memory links a query process holds (memora.retrieval.held_links): "
-    "whole (in the background: an agent's first search, after a removal, after the TTL) or "
-    "changes (what was written since, on each search)",
+    "Reads of the agents' memory links a query process holds "
+    "(memora.retrieval.caches.agent_links): whole (in the background: an agent's first search, "
+    "after a removal, after the TTL) or changes (what was written since, on each search)",
     ["read"],
     namespace=NAMESPACE,
 )
 MENTION_CACHE_READS = Counter(
     "mention_cache_reads",
-    "Reads of the named entities' mentions a query process holds (memora.retrieval.mentions), "
-    "an entity each: whole (its first search, after it lost a mention, after the TTL) or "
-    "changes (what was written since); embeddings: the embeddings of mentions read in the "
-    "background after searches compared them in PostgreSQL, one each",
+    "Reads of the named entities' mentions a query process holds "
+    "(memora.retrieval.caches.mentions), an entity each: whole (its first search, after it lost a "
+    "mention, after the TTL) or changes (what was written since); embeddings: the embeddings of "
+    "mentions read in the background after searches compared them in PostgreSQL, one each",
     ["read"],
     namespace=NAMESPACE,
 )
 FILTER_TERMS_READS = Counter(
     "filter_terms_reads",
     "Reads of the keyword index of a narrow filter's units that a query process holds "
-    "(memora.retrieval.held_terms): whole (in the background, from a filter's second search, "
-    "after a removal and after the TTL) or changes (what was written since, on each search)",
+    "(memora.retrieval.caches.filter_terms): whole (in the background, from a filter's second "
+    "search, after a removal and after the TTL) or changes (what was written since, on each "
+    "search)",
     ["read"],
     namespace=NAMESPACE,
 )
 FILTER_FAILING_READS = Counter(
     "filter_failing_reads",
     "Reads of the units failing a broad filter that a query process holds "
-    "(memora.retrieval.failing): whole (in the background, from a filter's second search and "
-    "after the TTL) or changes (what was written since, on each search)",
+    "(memora.retrieval.caches.failing_units): whole (in the background, from a filter's second "
+    "search and after the TTL) or changes (what was written since, on each search)",
     ["read"],
     namespace=NAMESPACE,
 )
@@ -432,63 +431,3 @@ def record_operations(
     for stage in {*(s.value for s in Stage), *active_by_stage}:
         OPERATIONS_ACTIVE.labels(stage).set(active_by_stage.get(stage, 0))
     OLDEST_ACTIVE_AGE.set(oldest_age)
-
-
-# ------------------------------------------------------------------------------ exposition
-def multiprocess_dir() -> str | None:
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-
-
-def exposition_registry() -> CollectorRegistry:
-    """The registry to expose: every process's files in multiprocess mode, else this process."""
-    if multiprocess_dir():
-        registry = CollectorRegistry()
-        _multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return registry
-    return REGISTRY
-
-
-def render() -> tuple[bytes, str]:
-    """The text exposition format and its content type."""
-    return generate_latest(exposition_registry()), CONTENT_TYPE_LATEST
-
-
-def mark_process_dead(pid: int) -> None:
-    """Drop a finished process's live gauges (multiprocess mode only)."""
-    if multiprocess_dir():
-        _multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
-
-
-def remove_stale_files(directory: str, keep_pid: int) -> int:
-    """Delete value files of other processes (a previous run's) from a multiprocess directory;
-    returns how many were removed. Only safe while no other live process writes there."""
-    removed = 0
-    if not os.path.isdir(directory):
-        return 0
-    for name in os.listdir(directory):
-        if not name.endswith(".db"):
-            continue
-        pid = name[:-3].rsplit("_", 1)[-1]
-        if pid.isdigit() and int(pid) != keep_pid:
-            try:
-                os.remove(os.path.join(directory, name))
-                removed += 1
-            except FileNotFoundError:
-                pass
-    return removed
-
-
-def metric_names(registry: CollectorRegistry = REGISTRY) -> set[str]:
-    """Every Memora sample name as PromQL sees it (`_total`, `_bucket`, ... included)."""
-    names: set[str] = set()
-    for family in registry.collect():
-        if not family.name.startswith(f"{NAMESPACE}_"):
-            continue
-        names.add(family.name)
-        suffixes = {
-            "counter": ("_total", "_created"),
-            "histogram": ("_bucket", "_sum", "_count", "_created"),
-            "summary": ("_sum", "_count", "_created"),
-        }.get(family.type, ())
-        names.update(family.name + s for s in suffixes)
-    return names
