@@ -170,9 +170,15 @@ def test_document_deletion_and_failed_operations_are_events(
     path = f"/ok?t={tenant.tenant_id}"
     hook = _register(api, tenant, receiver.url + path, ["document.deleted", "operation.failed"])
     batch = {"agent_id": "bob", "document_id": "notes", "items": [{"content": "Bob likes tea."}]}
-    assert api.post("/api/memories/batch", json=batch, headers=tenant.headers).status_code == 200
+    posted = api.post("/api/memories/batch", json=batch, headers=tenant.headers)
+    assert posted.status_code == 200, posted.text
+    operation = f"/api/operations/{posted.json()['operation_id']}"
+    wait_until(  # its unit written: the deletion has one to count
+        lambda: api.get(operation, headers=tenant.headers).json()["status"] == "completed"
+    )
     deleted = api.delete("/api/agents/bob/documents/notes", headers=tenant.headers)
     assert deleted.status_code == 200, deleted.text
+    assert deleted.json()["deleted"]["units_deleted"] == 1
 
     # the final failure of an operation, recorded as the worker's on_failure records it
     with pool.connection() as conn:
@@ -185,7 +191,7 @@ def test_document_deletion_and_failed_operations_are_events(
     wait_until(lambda: len(receiver.at(path)) >= 2, timeout=120)
     events = {json.loads(r.body)["type"]: json.loads(r.body)["data"] for r in receiver.at(path)}
     assert events["document.deleted"]["document_id"] == "notes"
-    assert events["document.deleted"]["deleted"]["units_deleted"] >= 0
+    assert events["document.deleted"]["deleted"] == deleted.json()["deleted"]  # the same counts
     assert events["operation.failed"]["operation_id"] == str(op_id)
     assert events["operation.failed"]["error"] == "RuntimeError: boom"
     for request in receiver.at(path):
