@@ -1,4 +1,4 @@
-"""Cross-encoder rerank time through Memora's serving path (memora.retrieval.cross_encoder:
+"""Cross-encoder rerank time through Memora's serving path (memora.retrieval.rerank.cross_encoder_model:
 date prefix, one tokenisation, length-bucketed batches padded to their longest pair, the
 micro-batching queue, sigmoid), beside two floors measured in the same run: the bare forward
 passes over the same pre-padded batches, and the model's FLOPs for those tokens divided by the
@@ -44,7 +44,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from memora.nlp.batching import length_batches, padded
-from memora.retrieval.cross_encoder import CrossEncoderModel, ServingOptions, dated
+from memora.retrieval.rerank.cross_encoder_model import CrossEncoderModel, ServingOptions, dated
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "locomo" / "locomo_dev.json"
 

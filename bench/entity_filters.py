@@ -7,7 +7,7 @@ every passing mention finds, and what each costs alone.
 On the guard's synthetic agent (`bench/compare.py`'s data for this checkout, loaded under
 `--data-root` when missing), for every question naming one of the agent's entities and each
 filter of `--filters` (`search_latency.FILTER_SETS`): the semantic retriever's exact scan
-gives every unit that passes; then `entities.entity_units` three ways:
+gives every unit that passes; then `entity_arm.entity_units` three ways:
 "exhaustive", every mention compared with its full embedding, the filter in SQL (the
 reference); "checked", the way of a walked filter, the best signatures checked against the
 filter by key until enough pass; "kept", the mentions held in memory kept to the units the
@@ -30,10 +30,12 @@ from compare import guard_arguments, guard_database  # bench/compare.py: the gua
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.nlp.embedding import embedder_for
-from memora.retrieval import entities, expansion, semantic
+from memora.retrieval import expansion
+from memora.retrieval.arms import entity as entity_arm
+from memora.retrieval.arms import exact
+from memora.retrieval.arms.exact import EXACT_SCAN_CAP
+from memora.retrieval.caches.mentions import MentionSignatures, query_signature
 from memora.retrieval.filters import Matching
-from memora.retrieval.mentions import MentionSignatures, query_signature
-from memora.retrieval.semantic import EXACT_SCAN_CAP
 from memora.retrieval.types import SearchScope
 
 
@@ -63,12 +65,12 @@ def _question(
     held: MentionSignatures,
 ) -> dict[str, Any] | None:  # fmt: skip
     """The three ways on one question (None when it names none of the agent's entities)."""
-    named = entities.query_entities(conn, scope, names=expansion.phrases(question))
+    named = entity_arm.query_entities(conn, scope, names=expansion.phrases(question))
     if not named:
         return None
     names = {n for matched in named.values() for n in matched}
     vector = embedder.embed_queries([expansion.without_names(question, names)])[0]
-    scan = semantic.exact_scan(conn, scope, vector=vector, limit=50, at_most=EXACT_SCAN_CAP)
+    scan = exact.exact_scan(conn, scope, vector=vector, limit=50, at_most=EXACT_SCAN_CAP)
     if scan is None:
         raise SystemExit("more units pass the filter than an exact scan ranks")
     matching = Matching()
@@ -87,9 +89,9 @@ def _question(
     units, ms = {}, {}
     for way, kwargs in ways.items():
         started = time.perf_counter()
-        units[way] = {u for u, _ in entities.entity_units(**kwargs)}
+        units[way] = {u for u, _ in entity_arm.entity_units(**kwargs)}
         ms[way] = (time.perf_counter() - started) * 1000
-    oversample = entities.FILTERED_SIGNATURES * entities.SIGNATURE_OVERSAMPLE
+    oversample = entity_arm.FILTERED_SIGNATURES * entity_arm.SIGNATURE_OVERSAMPLE
     checked = oversample * s.entity_units_per_entity
     query, passing, among = query_signature(vector), [], []
     for entity in named:

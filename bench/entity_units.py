@@ -5,7 +5,7 @@ mention compared exactly, and what a call costs the query service and the databa
 
 On the guard's synthetic agent (`bench/compare.py`'s data for this checkout, loaded under
 `--data-root` when missing), for every question naming one of the agent's entities and each
-filter of `--filters` (`search_latency.FILTER_SETS`; "none": unfiltered), `entities.entity_units`
+filter of `--filters` (`search_latency.FILTER_SETS`; "none": unfiltered), `entity_arm.entity_units`
 as a search calls it when nothing is known of who passes the filter (the walked filter's way),
 with the mentions held in memory warmed by a first pass over the questions (each call then
 has the embeddings it compared in PostgreSQL read and held, untimed, as a search has them
@@ -34,9 +34,10 @@ from compare import guard_arguments, guard_database  # bench/compare.py: the gua
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.nlp.embedding import embedder_for
-from memora.retrieval import entities, expansion
+from memora.retrieval import expansion
+from memora.retrieval.arms import entity as entity_arm
+from memora.retrieval.caches.mentions import MentionSignatures, Unheld
 from memora.retrieval.filters import vector_scope
-from memora.retrieval.mentions import MentionSignatures, Unheld
 from memora.retrieval.types import SearchScope
 
 # every mention of each entity compared in PostgreSQL, the filter in SQL
@@ -80,7 +81,7 @@ def _calls(conn: Any, questions: list[str], s: Settings, embedder: Any) -> list[
     calls = []
     for question in questions:
         scope = bench.filter_scope("none", question)
-        named = entities.query_entities(conn, scope, names=expansion.phrases(question))
+        named = entity_arm.query_entities(conn, scope, names=expansion.phrases(question))
         if not named:
             continue
         names = {n for matched in named.values() for n in matched}
@@ -107,7 +108,7 @@ def _call(
     unheld: list[Unheld] = []
     service = time.thread_time()
     started = time.perf_counter()
-    found = entities.entity_units(conn, _scope(call, name), mentions=held, unheld=unheld, **kwargs)
+    found = entity_arm.entity_units(conn, _scope(call, name), mentions=held, unheld=unheld, **kwargs)
     wall = (time.perf_counter() - started) * 1000
     service_ms = (time.thread_time() - service) * 1000
     held.hold(conn, unheld)
@@ -122,7 +123,7 @@ def _reference(conn: Any, call: dict[str, Any], name: str) -> list[Any]:
         | scope.params
         | scope.where.params,
     ).fetchall()
-    return [u for u, _ in entities.best(rows, call["min_similarity"])]
+    return [u for u, _ in entity_arm.best(rows, call["min_similarity"])]
 
 
 def _summary(

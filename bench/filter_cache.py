@@ -1,4 +1,4 @@
-"""The units passing a filter held in the query service (issue 29, `memora.retrieval.passing`)
+"""The units passing a filter held in the query service (issue 29, `memora.retrieval.caches.passing_units`)
 against the exact scan in PostgreSQL: what each costs a search, what a filter's first search
 and a search after new writes cost, and whether the two agree.
 
@@ -7,8 +7,8 @@ and a search after new writes cost, and whether the two agree.
 On the guard's synthetic agent (`bench/compare.py`'s data for this checkout, loaded under
 `--data-root` when missing), for each filter of `--filters` (`search_latency.FILTER_SETS`)
 and the bench's questions, in process under row-level security, each call timed alone
-(medians, ms): "exact scan", `semantic.exact_scan` (the statement the database runs without
-the held units); "held", `semantic.held_scan` on the held units (a read of what changed
+(medians, ms): "exact scan", `exact.exact_scan` (the statement the database runs without
+the held units); "held", `exact.held_scan` on the held units (a read of what changed
 since, nothing, then the ranking in numpy); "first", a filter's first search (a whole read:
 `--firsts` times, a new holder each time); "after writes", the first search after
 `--writes` new passing units were committed (then deleted again, with the removal rows
@@ -16,7 +16,7 @@ their deletion wrote). "same" counts the questions whose 50 best units and order
 exact scan's.
 
 For each filter of `--broad` (most units pass), the units failing it held instead
-(`memora.retrieval.failing`): "first", its whole read (`--firsts` times), and "current", a
+(`memora.retrieval.caches.failing_units`): "first", its whole read (`--firsts` times), and "current", a
 search's read of what was written since (nothing here), medians in ms.
 """
 
@@ -38,10 +38,10 @@ from psycopg.types.json import Jsonb
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.nlp.embedding import embedder_for
-from memora.retrieval import semantic
-from memora.retrieval.failing import FailingUnits
-from memora.retrieval.passing import PassingUnits
-from memora.retrieval.semantic import EXACT_SCAN_CAP
+from memora.retrieval.arms import exact
+from memora.retrieval.arms.exact import EXACT_SCAN_CAP
+from memora.retrieval.caches.failing_units import FailingUnits
+from memora.retrieval.caches.passing_units import PassingUnits
 from memora.retrieval.types import SearchScope
 
 LIMIT = 50
@@ -97,10 +97,10 @@ def _filter(
     ]
     exact_ms, held_ms, same = [], [], 0
     for vector in vectors:
-        exact, ms = timed_call(lambda v=vector: semantic.exact_scan(conn, scope, vector=v, **scan))
+        exact, ms = timed_call(lambda v=vector: exact.exact_scan(conn, scope, vector=v, **scan))
         exact_ms.append(ms)
         kept, ms = timed_call(
-            lambda v=vector: semantic.held_scan(held, conn, scope, vector=v, **scan)
+            lambda v=vector: exact.held_scan(held, conn, scope, vector=v, **scan)
         )
         held_ms.append(ms)
         if exact is None or kept is None:
@@ -121,7 +121,7 @@ def _after_writes(
     """The first search after `writes` passing units were committed (median of 5 rounds)."""
     held = PassingUnits(1 << 30, 600.0)
     scan = {"limit": LIMIT, "at_most": EXACT_SCAN_CAP}
-    semantic.held_scan(held, conn, scope, vector=vectors[0], **scan)
+    exact.held_scan(held, conn, scope, vector=vectors[0], **scan)
     row = conn.execute(
         f"SELECT m.metadata, m.event_date FROM memory_vectors m "
         f"WHERE m.agent_id = %(agent)s {scope.where.sql} LIMIT 1",
@@ -146,7 +146,7 @@ def _after_writes(
                 writer.commit()
                 vector = vectors[round_ % len(vectors)]
                 _, ms = timed_call(
-                    lambda v=vector: semantic.held_scan(held, conn, scope, vector=v, **scan)
+                    lambda v=vector: exact.held_scan(held, conn, scope, vector=v, **scan)
                 )
                 times.append(ms)
         finally:

@@ -32,7 +32,7 @@ import search_latency as bench  # bench/search_latency.py: the agent and its que
 from compare import guard_database  # bench/compare.py: the guard's data
 from search_timeline import arguments, query_service, settle  # bench/search_timeline.py
 
-from memora.retrieval import entities
+from memora.retrieval.arms import entity as entity_arm
 from memora.retrieval.filters import Filters
 from memora.retrieval.retriever import Retriever
 from memora.retrieval.types import SearchParams
@@ -67,7 +67,7 @@ class StepCPU:
 
 def run(url: str, searches: int, filter_name: str) -> None:
     steps = StepCPU()
-    for owner, name in [(Retriever, "_search"), (entities, "entity_units")]:
+    for owner, name in [(Retriever, "_search"), (entity_arm, "entity_units")]:
         steps.wrap(owner, name)
     filters = {SIDES[0]: None, SIDES[1]: Filters.model_validate(bench.FILTER_SETS[filter_name])}
     questions = bench.questions(searches + 20)

@@ -1,4 +1,4 @@
-"""The agents' held links (`memora.retrieval.held_links`) through the removals a live chat makes
+"""The agents' held links (`memora.retrieval.caches.agent_links`) through the removals a live chat makes
 (issue 29): what a search pays to bring them up to date, and whether they stay held.
 
     python bench/held_links_changes.py --size 100000 --rounds 5
@@ -30,7 +30,7 @@ import search_latency as bench  # bench/search_latency.py: the agent
 from compare import DATA_ROOT, guard_database  # bench/compare.py: the guard's data
 
 from memora.db.pool import make_pool
-from memora.retrieval.held_links import HeldLinks
+from memora.retrieval.caches.agent_links import HeldLinks
 
 TENANT = "default"
 

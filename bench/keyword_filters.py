@@ -13,11 +13,11 @@ and the bench's questions, in process under row-level security, each call timed 
   units holding the rarest terms (at most the match budget of them, the newest), each scored;
 - "held": the unfiltered best (`KeywordIndex.best`: each term's strongest postings), as many
   as the filter's share needs for 50 and a quarter more, kept to the units that pass, which
-  the query service knows once it holds the filter's units (`memora.retrieval.passing`);
+  the query service knows once it holds the filter's units (`memora.retrieval.caches.passing_units`);
 - "passing": each term's strongest postings among the units that pass (the held units' ids
   checked inside the postings' index scan, the budget counting passing postings only), their
   exact weights summed: the unfiltered best's way, kept to the filter;
-- "terms": the filter's keyword index held in the query service (`memora.retrieval.held_terms`,
+- "terms": the filter's keyword index held in the query service (`memora.retrieval.caches.filter_terms`,
   read whole once before the questions), each call bringing it up to date (nothing changed:
   the read of what was written since) and ranking every passing unit by BM25 in the process.
 
@@ -43,9 +43,9 @@ from compare import guard_arguments, guard_database  # bench/compare.py: the gua
 
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
+from memora.retrieval.arms.keyword import K1, B, KeywordIndex, or_query
+from memora.retrieval.caches.filter_terms import FilterTerms
 from memora.retrieval.filters import Filters, compile_filters, vector_scope
-from memora.retrieval.held_terms import FilterTerms
-from memora.retrieval.keyword import K1, B, KeywordIndex, or_query
 from memora.retrieval.types import SearchScope
 
 LIMIT = 50

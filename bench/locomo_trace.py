@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from memora.retrieval.types import ARMS
+from memora.retrieval.arms import ARMS
 
 STAGES = ("retrieval", "fusion", "rerank", "mmr")
 

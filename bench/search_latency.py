@@ -77,7 +77,7 @@ from memora.basics.config import Settings
 from memora.db.pool import connect
 from memora.infra.embedded import free_port
 from memora.nlp.embedding import Embedder
-from memora.retrieval import semantic
+from memora.retrieval.arms import semantic
 from memora.retrieval.filters import Filters, compile_filters
 from memora.retrieval.types import SearchParams, SearchScope
 from memora.store import terms

@@ -36,31 +36,32 @@ from compare import DATA_ROOT, guard_database  # bench/compare.py: the guard's d
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.nlp.embedding import embedder_for
-from memora.retrieval import arms, fusion, semantic
+from memora.retrieval import fusion
 from memora.retrieval import retriever as retriever_module
+from memora.retrieval.arms import entity, exact, graph, history, keyword, semantic, temporal
+from memora.retrieval.arms.keyword import KeywordIndex
+from memora.retrieval.caches.agent_links import AgentLinks, HeldLinks
 from memora.retrieval.filters import Filters
-from memora.retrieval.held_links import AgentLinks, HeldLinks
-from memora.retrieval.keyword import KeywordIndex
 from memora.retrieval.retriever import Retriever
 from memora.retrieval.types import SearchParams
 
 # (owner, attribute): what is timed
 STEPS: list[tuple[Any, str]] = [
     (retriever_module, "parse_query_range"),
-    (Retriever, "_named_entities"),
-    (Retriever, "_keyword"),
+    (entity.EntityArm, "_named"),
+    (keyword.KeywordArm, "retrieve"),
     (KeywordIndex, "stats"),
     (KeywordIndex, "best"),
-    (semantic, "plan_scan"),
-    (Retriever, "_learn_failing"),
+    (exact, "plan_scan"),
+    (semantic.SemanticArm, "_learn_failing"),
     (HeldLinks, "current"),
     (semantic, "nearest"),
-    (Retriever, "_graph"),
-    (arms, "links"),
+    (graph.GraphArm, "retrieve"),
+    (graph, "links"),
     (AgentLinks, "links"),  # the held links (same step name: the graph's reads of links)
-    (Retriever, "_entity_units"),
-    (Retriever, "_temporal"),
-    (Retriever, "_history"),
+    (entity, "entity_units"),
+    (temporal.TemporalArm, "retrieve"),
+    (history.HistoryArm, "retrieve"),
     (fusion, "fuse"),
     (fusion, "hydrate"),
     (Retriever, "_diversify"),
@@ -78,6 +79,7 @@ class Timeline:
 
     def wrap(self, owner: Any, name: str) -> None:
         function: Callable[..., Any] = getattr(owner, name)
+        step = f"{getattr(owner, '__name__', type(owner).__name__).rsplit('.', 1)[-1]}.{name}"
 
         @functools.wraps(function)
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -86,7 +88,7 @@ class Timeline:
                 return function(*args, **kwargs)
             finally:
                 span = (begun - self.started, time.perf_counter() - self.started)
-                self.spans.setdefault(name, []).append(span)
+                self.spans.setdefault(step, []).append(span)
 
         setattr(owner, name, timed)
 
@@ -114,9 +116,9 @@ def query_service(url: str, wrap: Callable[[Any, str], None]) -> Iterator[Retrie
 def settle(retriever: Retriever, url: str) -> None:
     """After the warm-up: what it had read in the background in (the agent's links, a filter's
     units), `memory_access` analysed, the objects so far frozen for the garbage collector."""
-    while retriever.links is not None and retriever.links.reading:
+    while retriever.caches.links is not None and retriever.caches.links.reading:
         time.sleep(0.1)  # the agent's links, read in the background on its first search
-    retriever._background.submit(lambda: None).result()  # the filter's reads, queued
+    retriever.caches.settled()  # the filter's reads, queued
     time.sleep(0.5)
     analyze_accesses(url)
     gc.freeze()

@@ -14,7 +14,7 @@ from memora.basics.config import Settings, get_settings, report_environment
 from memora.db.pool import Pool, make_pool
 from memora.nlp.llm import LazyLLM
 from memora.pipeline.handoff import TaskBackend
-from memora.retrieval.keyword import KeywordIndex
+from memora.retrieval.arms.keyword import KeywordIndex
 from memora.webhooks import events as webhook_events
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import Cached, Check, health_router

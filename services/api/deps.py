@@ -18,7 +18,7 @@ from memora.nlp.embedding import TextEmbedder
 from memora.nlp.llm import LazyLLM
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval import Retriever
-from memora.retrieval.keyword import KeywordIndex
+from memora.retrieval.arms.keyword import KeywordIndex
 from memora.usecases.think import Thinker
 from services.api.auth import Principal, authenticate, unauthorized
 from services.api.errors import APIError

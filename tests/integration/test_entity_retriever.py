@@ -1,4 +1,4 @@
-"""The entity retriever's units query (`entities.entity_units`) on real PostgreSQL: an entity with
+"""The entity retriever's units query (`entity_arm.entity_units`) on real PostgreSQL: an entity with
 few mentions has them ranked exactly, a common one by its mentions' signatures (migration
 0021), under filters the best of them that pass; all agree with the exact ranking. The
 signatures follow the units' embeddings, and those held in memory follow every change."""
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from prometheus_client import REGISTRY
 
-from memora.retrieval import entities
+from memora.retrieval.arms import entity as entity_arm
+from memora.retrieval.caches.mentions import MentionSignatures, Unheld, query_signature
 from memora.retrieval.filters import Filters, Matching, compile_filters
-from memora.retrieval.mentions import MentionSignatures, Unheld, query_signature
 from memora.retrieval.types import SearchScope
 from tests.integration.memory_support import store_memory, unit_vector
 
@@ -84,7 +84,7 @@ def _ranked(
     `exact_max` 10), unfiltered, in a transaction of its own."""
     scope = SearchScope("default", agent_id, ("world",))
     with conn.transaction():
-        return entities.entity_units(
+        return entity_arm.entity_units(
             conn, scope, entity_ids=[entity], vector=query, per_entity=8, oversample=2,
             min_similarity=-1.0, exact_max=exact_max, mentions=held, unheld=unheld,
         )  # fmt: skip
@@ -123,7 +123,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
         entity: uuid.UUID, exact_max: int, within: SearchScope = scope
     ) -> list[tuple[uuid.UUID, float]]:
         with conn.transaction():
-            return entities.entity_units(
+            return entity_arm.entity_units(
                 conn, within, entity_ids=[entity], vector=query, per_entity=10,
                 min_similarity=-1.0, exact_max=exact_max, oversample=1, mentions=_mentions(),
             )  # fmt: skip
@@ -153,7 +153,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     )
     matching = Matching()
     matching.know_all(passing)  # 61 units: Ana's 60 even days and Bo's near one
-    among = entities.entity_units(
+    among = entity_arm.entity_units(
         conn, even, entity_ids=[common, rare], vector=query, per_entity=10,
         min_similarity=-1.0, exact_max=61, oversample=1, matching=matching,
         mentions=_mentions(),
@@ -167,7 +167,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     # best signatures among them (oversample 1, none spent on units that fail)
     known = frozenset(passing.split(","))
     assert len(known) == 61
-    kept_here = entities.entity_units(
+    kept_here = entity_arm.entity_units(
         conn, even, entity_ids=[common, rare], vector=query, per_entity=10,
         min_similarity=-1.0, exact_max=60, oversample=1, matching=matching, mentions=_mentions(),
     )  # fmt: skip
@@ -178,7 +178,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
         [listed] = _mentions().read(conn, "default", [common]).values()
     best = listed.nearest(query_signature(query), 10, listed.rows_in(known))
     assert best == [u for u in listed.nearest(query_signature(query), 120) if u in known][:10]
-    by_signature_among = entities.entity_units(
+    by_signature_among = entity_arm.entity_units(
         conn, even, entity_ids=[common], vector=query, per_entity=10,
         min_similarity=-1.0, exact_max=20, oversample=1, matching=matching, mentions=_mentions(),
     )  # fmt: skip
@@ -196,7 +196,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
     # a rare entity's every mention, however far from the query, in order of similarity
     assert [u for u, _ in ranked(rare, exact_max=20)] == [near, far]
     floor = exact[5][1]  # both entities at once, with a similarity floor
-    both = entities.entity_units(
+    both = entity_arm.entity_units(
         conn, scope, entity_ids=[common, rare], vector=query, per_entity=10,
         min_similarity=floor, exact_max=20, mentions=_mentions(),
     )  # fmt: skip
@@ -237,7 +237,7 @@ def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent
 
     def ranked(mentions: MentionSignatures) -> list[tuple[uuid.UUID, float]]:
         with conn.transaction():  # 35 kept: every mention compared (signature ties aside)
-            return entities.entity_units(
+            return entity_arm.entity_units(
                 conn, scope, entity_ids=[ana], vector=query, per_entity=5,
                 min_similarity=-1.0, exact_max=10, oversample=7, mentions=mentions,
             )  # fmt: skip
@@ -372,7 +372,7 @@ def test_a_new_entity_s_signatures_make_the_embeddings_give_up_room(
 def test_a_query_is_packed_as_postgresql_packs_a_signature(conn: Any) -> None:
     from psycopg.rows import tuple_row
 
-    from memora.retrieval.mentions import unpack
+    from memora.retrieval.caches.mentions import unpack
 
     vectors = np.random.default_rng(13).standard_normal((3, DIM)).astype(np.float32)
     with conn.cursor(binary=True, row_factory=tuple_row) as cur:

@@ -1,4 +1,4 @@
-"""The units failing a broad filter held in the query service (`memora.retrieval.failing`) on
+"""The units failing a broad filter held in the query service (`caches.failing_units`) on
 real PostgreSQL: they follow every write, and the keyword, graph and entity retrievers give
 with them what they give checking the filter by key."""
 
@@ -15,7 +15,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memora.basics.config import Settings
-from memora.retrieval.failing import Failing, FailingUnits
+from memora.retrieval.caches.failing_units import Failing, FailingUnits
 from memora.retrieval.filters import Filters, Matching, UnitSet, compile_filters
 from memora.retrieval.types import SearchScope
 from tests.integration.memory_support import store_memory, unit_vector
@@ -166,7 +166,7 @@ def test_links_kept_to_units_not_failing_match_the_check_by_key(
     """Each unit's strongest `fanout` links to passing units, from its strongest links with
     the failing ones dropped (read further where more of them failed than FAILING_SLACK), are
     the links the check in the database keeps."""
-    from memora.retrieval import arms
+    from memora.retrieval.arms import graph
 
     _store_pets(inline_api, agent_id)
     for kept in ({"speaker": "Chen"}, {"speaker": ["Alice", "Bob"]}):
@@ -180,8 +180,8 @@ def test_links_kept_to_units_not_failing_match_the_check_by_key(
                 ).fetchall()
             ]
             for fanout, ahead in itertools.product((1, 2, 4), (True, False)):
-                checked = arms.neighbours(conn, ids, fanout=fanout, where=scope.where)
-                known = arms.neighbours(
+                checked = graph.neighbours(conn, ids, fanout=fanout, where=scope.where)
+                known = graph.neighbours(
                     conn, ids, fanout=fanout, where=scope.where,
                     matching=Matching(failing=failing), read_ahead=ahead,
                 )  # fmt: skip
@@ -198,12 +198,13 @@ def test_a_broad_filter_is_checked_against_the_units_held_as_failing(
     not by key: the same lists and hits; a failing unit written since is read as what
     changed."""
     from memora.nlp.embedding import get_embedder
-    from memora.retrieval import Retriever, semantic
+    from memora.retrieval import Retriever
+    from memora.retrieval.arms import exact
     from memora.retrieval.types import SearchParams
 
     _store_pets(inline_api, agent_id)  # 24 units, 16 by Alice or Bob: a broad filter
-    monkeypatch.setattr(semantic, "EXACT_SCAN_CAP", 3)  # walked, not ranked exactly
-    monkeypatch.setattr(semantic, "_estimate", lambda _c, _s, where: 16.0 if where.sql else 24.0)
+    monkeypatch.setattr(exact, "EXACT_SCAN_CAP", 3)  # walked, not ranked exactly
+    monkeypatch.setattr(exact, "_estimate", lambda _c, _s, where: 16.0 if where.sql else 24.0)
     embedder = get_embedder(settings.embedding_model)
     retriever = Retriever(settings.model_copy(update={"filter_exact_scan_max": 2}), pool, embedder)
     speakers = Filters.model_validate({"speaker": ["Alice", "Bob"]})
@@ -226,20 +227,20 @@ def test_a_broad_filter_is_checked_against_the_units_held_as_failing(
         return [str(h.id) for h in outcome.hits], paths
 
     try:
-        assert retriever.failing is not None
+        assert retriever.caches.failing is not None
         search()
         hits, by_key = search()  # the filter's second search: read in the background
         deadline = time.monotonic() + 30
-        while retriever.failing.reads["whole"] < 1 and time.monotonic() < deadline:
+        while retriever.caches.failing.reads["whole"] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert retriever.failing.reads == {"whole": 1, "changes": 0}
+        assert retriever.caches.failing.reads == {"whole": 1, "changes": 0}
 
         def unplanned(*_: Any) -> float:
             raise AssertionError("the held count stands for the planner's estimates")
 
-        monkeypatch.setattr(semantic, "_estimate", unplanned)
+        monkeypatch.setattr(exact, "_estimate", unplanned)
         held_hits, held = search()
-        assert retriever.failing.reads == {"whole": 1, "changes": 1}
+        assert retriever.caches.failing.reads == {"whole": 1, "changes": 1}
         assert held_hits == hits
         assert by_key["keyword"] and by_key["graph"]
         for name in ("semantic", "keyword", "graph", "entity"):
@@ -255,7 +256,7 @@ def test_a_broad_filter_is_checked_against_the_units_held_as_failing(
             failing = _truly_failing(conn, SearchScope.of(params))
         assert len(failing) == 9
         search()  # checks the new unit's absence from every path
-        assert retriever.failing.reads == {"whole": 1, "changes": 2}
+        assert retriever.caches.failing.reads == {"whole": 1, "changes": 2}
     finally:
         retriever.close()
 
@@ -268,9 +269,10 @@ def test_the_keyword_retriever_reads_further_when_more_of_the_best_fail(
     the 60 best-scored), it reads further: the 50 best that pass, as ranking those alone
     gives them."""
     from memora.nlp.embedding import get_embedder
-    from memora.retrieval import Retriever, semantic
+    from memora.retrieval import Retriever
+    from memora.retrieval.arms import exact
+    from memora.retrieval.arms.keyword import KeywordIndex
     from memora.retrieval.filters import broad_count
-    from memora.retrieval.keyword import KeywordIndex
     from memora.retrieval.types import SearchParams
 
     conn, rng = agent_conn, np.random.default_rng(5)
@@ -288,11 +290,13 @@ def test_the_keyword_retriever_reads_further_when_more_of_the_best_fail(
     for day in range(100):  # no match, passing: 160 of 220 pass, a broad filter
         memory(f"a parrot {day} {filler}", "Bob", 200 + day)
     conn.commit()
-    monkeypatch.setattr(semantic, "EXACT_SCAN_CAP", 3)  # walked, not ranked exactly
-    monkeypatch.setattr(semantic, "_estimate", lambda _c, _s, where: 160.0 if where.sql else 220.0)
+    monkeypatch.setattr(exact, "EXACT_SCAN_CAP", 3)  # walked, not ranked exactly
+    monkeypatch.setattr(exact, "_estimate", lambda _c, _s, where: 160.0 if where.sql else 220.0)
     embedder = get_embedder(settings.embedding_model)
     retriever = Retriever(settings.model_copy(update={"filter_exact_scan_max": 2}), pool, embedder)
-    retriever.terms = None  # so few units: their keyword index would be held and ranked whole
+    retriever.caches.terms = (
+        None  # so few units: their keyword index would be held and ranked whole
+    )
     filters = Filters.model_validate({"speaker": ["Alice", "Bob"]})
     params = SearchParams(agent_id, "Tell me about the ferret", filters=filters, trace=True)
     scope = SearchScope.of(params)
@@ -305,15 +309,15 @@ def test_the_keyword_retriever_reads_further_when_more_of_the_best_fail(
         return [(r["id"], r["score"]) for r in outcome.trace["paths"]["keyword"]["results"]]
 
     try:
-        assert retriever.failing is not None
+        assert retriever.caches.failing is not None
         keyword()
         keyword()  # the filter's second search: its failing units read in the background
         deadline = time.monotonic() + 30
-        while retriever.failing.reads["whole"] < 1 and time.monotonic() < deadline:
+        while retriever.caches.failing.reads["whole"] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert retriever.failing.reads["whole"] == 1
+        assert retriever.caches.failing.reads["whole"] == 1
         found = keyword()
-        assert retriever.failing.reads["changes"] >= 1  # the held units were used
+        assert retriever.caches.failing.reads["changes"] >= 1  # the held units were used
     finally:
         retriever.close()
     index = KeywordIndex()
@@ -332,7 +336,7 @@ def test_a_broad_filter_walked_without_it_drops_the_failing_units(
     """With the failing units known, the semantic retriever walks without the filter and drops
     them: the filtered walk's list, whether the nearest units fail (more than the share
     expected: the filtered walk follows) or not."""
-    from memora.retrieval import semantic
+    from memora.retrieval.arms import semantic
 
     conn = agent_conn
     rng = np.random.default_rng(23)
@@ -369,12 +373,13 @@ def test_a_unit_written_after_the_failing_units_were_read_is_not_found_under_the
     is in no list of failing units, so the retrievers may return it: the candidates' read
     checks the filter again, and the search does not return it."""
     from memora.nlp.embedding import get_embedder
-    from memora.retrieval import Retriever, semantic
+    from memora.retrieval import Retriever
+    from memora.retrieval.arms import exact
     from memora.retrieval.types import SearchParams
 
     _store_pets(inline_api, agent_id)  # 24 units, 16 by Alice or Bob: a broad filter
-    monkeypatch.setattr(semantic, "EXACT_SCAN_CAP", 3)  # walked, not ranked exactly
-    monkeypatch.setattr(semantic, "_estimate", lambda _c, _s, where: 16.0 if where.sql else 24.0)
+    monkeypatch.setattr(exact, "EXACT_SCAN_CAP", 3)  # walked, not ranked exactly
+    monkeypatch.setattr(exact, "_estimate", lambda _c, _s, where: 16.0 if where.sql else 24.0)
     embedder = get_embedder(settings.embedding_model)
     retriever = Retriever(settings.model_copy(update={"filter_exact_scan_max": 2}), pool, embedder)
     query = "Which pet did Bob talk about at dinner?"
@@ -382,14 +387,14 @@ def test_a_unit_written_after_the_failing_units_were_read_is_not_found_under_the
     params = SearchParams(agent_id, query, filters=speakers, top_k=40, trace=True)
     agent_key = SearchScope.of(params).agent_key
     try:
-        assert retriever.failing is not None
+        assert retriever.caches.failing is not None
         for _ in range(2):  # the filter's second search: read in the background
             retriever.search(params)
         deadline = time.monotonic() + 30
-        while retriever.failing.reads["whole"] < 1 and time.monotonic() < deadline:
+        while retriever.caches.failing.reads["whole"] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         late: list[uuid.UUID] = []
-        read = retriever.failing.refreshed
+        read = retriever.caches.failing.refreshed
 
         def then_written(conn: Any, scope: SearchScope) -> Failing | None:
             held = read(conn, scope)
@@ -400,9 +405,9 @@ def test_a_unit_written_after_the_failing_units_were_read_is_not_found_under_the
                 other.commit()
             return held
 
-        monkeypatch.setattr(retriever.failing, "refreshed", then_written)
+        monkeypatch.setattr(retriever.caches.failing, "refreshed", then_written)
         outcome = retriever.search(params)
-        assert late and retriever.failing.reads["changes"] >= 1
+        assert late and retriever.caches.failing.reads["changes"] >= 1
         assert outcome.trace is not None
         walked = {r["id"] for r in outcome.trace["paths"]["semantic"]["results"]}
         assert str(late[0]) in walked  # the walk without the filter found it

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from memora.retrieval import mentions
-from memora.retrieval.holding import written_since
+from memora.retrieval.caches import mentions
+from memora.retrieval.caches.filter_holder import written_since
 
 pytestmark = pytest.mark.integration
 

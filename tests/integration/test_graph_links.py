@@ -1,4 +1,4 @@
-"""The graph retriever's read of the links (`arms.links`) on real PostgreSQL, checked against
+"""The graph retriever's read of the links (`graph.links`) on real PostgreSQL, checked against
 the rows in Python: each unit's strongest links to active units, strongest first (ties by the
 target's id, then the link's type: one target may have two links of one weight), with their
 types and the stored weights exactly, at most `limit` of them."""
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memora.retrieval import arms
+from memora.retrieval.arms import graph
 from tests.integration.memory_support import add_turns
 
 pytestmark = pytest.mark.integration
@@ -51,7 +51,7 @@ def test_links_are_the_strongest_to_active_units(agent_conn: Any, agent_id: str)
         len({(t, w) for t, _, w in edges}) < len(edges) for edges in rows.values()
     )
     for limit in range(1, 41):  # every cut, those between such a pair included
-        found = arms.links(conn, [str(u) for u in units[:5]], limit=limit)
+        found = graph.links(conn, [str(u) for u in units[:5]], limit=limit)
         expected = {
             str(source): sorted(edges, key=lambda e: (-e[2], e[0], e[1]))[:limit]
             for source, edges in rows.items()

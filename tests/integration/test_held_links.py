@@ -1,7 +1,7 @@
-"""The agents' links held in the query service (`memora.retrieval.held_links`) on real
+"""The agents' links held in the query service (`memora.retrieval.caches.agent_links`) on real
 PostgreSQL: after the background read and through every kind of change (links added or
 strengthened, units forgotten, superseded or deleted, a unit back to active, links deleted),
-each unit's strongest links are those the database's read (`arms.links`) gives; every change
+each unit's strongest links are those the database's read (`graph.links`) gives; every change
 is taken in place but a unit back to active, which makes the search read the database until a
 new read."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memora.retrieval import arms
-from memora.retrieval.held_links import AgentLinks, HeldLinks
+from memora.retrieval.arms import graph
+from memora.retrieval.caches.agent_links import AgentLinks, HeldLinks
 from tests.conftest import wait_until
 from tests.integration.memory_support import add_turns
 
@@ -55,7 +55,7 @@ def _assert_as_database(links: AgentLinks, pool: Any, units: list[str]) -> None:
     ids = [*units, str(uuid.uuid4())]  # and one unknown
     with pool.tenant_connection(TENANT, autocommit=True) as conn:
         for limit in (1, 2, 5, 12, 40):
-            assert links.links(ids, limit) == arms.links(conn, ids, limit=limit), limit
+            assert links.links(ids, limit) == graph.links(conn, ids, limit=limit), limit
 
 
 def test_held_links_stay_the_database_links_through_changes(
@@ -169,8 +169,8 @@ def test_filtered_walks_keep_the_held_links_as_the_databases(
     """Under a filter whose passing units are known (an exact scan) or whose failing ones are
     (a broad filter held), each unit's strongest `fanout` links to passing units come from the
     held links as from the database's (the failing ones' read further where many fail)."""
+    from memora.retrieval.caches.agent_links import read_whole
     from memora.retrieval.filters import Matching, UnitSet, Where
-    from memora.retrieval.held_links import read_whole
 
     conn, rng = agent_conn, np.random.default_rng(11)
     units = add_turns(conn, agent_id, rng, 40)
@@ -181,10 +181,10 @@ def test_filtered_walks_keep_the_held_links_as_the_databases(
         for kept in (frozenset(units[::3]), frozenset(units[: len(units) // 2])):
             for fanout in (1, 2, 4, 8):
                 for matching in (Matching(complete=kept), Matching(failing=UnitSet.of(kept))):
-                    assert arms.neighbours(
+                    assert graph.neighbours(
                         read, units, fanout=fanout, where=where, matching=matching,
                         read=held.links, read_ahead=False,
-                    ) == arms.neighbours(
+                    ) == graph.neighbours(
                         read, units, fanout=fanout, where=where, matching=matching
                     ), (fanout, matching.complete is None)  # fmt: skip
 
@@ -192,7 +192,7 @@ def test_filtered_walks_keep_the_held_links_as_the_databases(
 def test_a_failed_read_is_not_tried_again_on_every_search(
     pool: Any, agent_conn: Any, agent_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memora.retrieval import held_links
+    from memora.retrieval.caches import agent_links
 
     conn, rng = agent_conn, np.random.default_rng(5)
     units = add_turns(conn, agent_id, rng, 10)
@@ -203,7 +203,7 @@ def test_a_failed_read_is_not_tried_again_on_every_search(
         reads.append(agent_key)
         raise RuntimeError("the read failed")
 
-    monkeypatch.setattr(held_links, "read_whole", failing)
+    monkeypatch.setattr(agent_links, "read_whole", failing)
     held = HeldLinks(pool, 64 << 20, 600)
     try:
         with pool.tenant_connection(TENANT, autocommit=True) as read:

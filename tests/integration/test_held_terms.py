@@ -1,5 +1,5 @@
 """The keyword index of a narrow filter's units held in the query service
-(`memora.retrieval.held_terms`) on real PostgreSQL: it follows every write, and ranks every
+(`memora.retrieval.caches.filter_terms`) on real PostgreSQL: it follows every write, and ranks every
 passing unit as BM25 in the database does."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memora.basics.config import Settings
+from memora.retrieval.arms.keyword import K1, B, KeywordIndex, or_query
+from memora.retrieval.caches.filter_terms import FilterTerms
 from memora.retrieval.filters import Filters, compile_filters
-from memora.retrieval.held_terms import FilterTerms
-from memora.retrieval.keyword import K1, B, KeywordIndex, or_query
 from memora.retrieval.types import SearchScope
 from tests.integration.memory_support import store_memory, unit_vector
 from tests.integration.test_search_filters import _store_pets
@@ -159,15 +159,15 @@ def test_a_narrow_filter_is_ranked_from_its_held_keyword_index(
         return [(r["id"], r["score"]) for r in outcome.trace["paths"]["keyword"]["results"]]
 
     try:
-        assert retriever.terms is not None
+        assert retriever.caches.terms is not None
         keyword()
         in_database = keyword()  # the filter's second search: read in the background
         deadline = time.monotonic() + 30
-        while retriever.terms.reads["whole"] < 1 and time.monotonic() < deadline:
+        while retriever.caches.terms.reads["whole"] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert retriever.terms.reads == {"whole": 1, "changes": 0}
+        assert retriever.caches.terms.reads == {"whole": 1, "changes": 0}
         held = keyword()
-        assert retriever.terms.reads == {"whole": 1, "changes": 1}
+        assert retriever.caches.terms.reads == {"whole": 1, "changes": 1}
         assert len(in_database) == 8
         assert [i for i, _ in held] == [i for i, _ in in_database]
         assert [s for _, s in held] == pytest.approx([s for _, s in in_database], abs=1e-6)
@@ -176,6 +176,6 @@ def test_a_narrow_filter_is_ranked_from_its_held_keyword_index(
         body = {"agent_id": agent_id, "items": [item]}
         assert inline_api.post("/api/memories/batch", json=body).status_code == 200
         assert len(keyword()) == 9
-        assert retriever.terms.reads == {"whole": 1, "changes": 2}
+        assert retriever.caches.terms.reads == {"whole": 1, "changes": 2}
     finally:
         retriever.close()

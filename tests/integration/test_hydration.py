@@ -15,9 +15,9 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from memora.retrieval import fusion
-from memora.retrieval.mentions import MentionSignatures
+from memora.retrieval.arms import NamedEntities
+from memora.retrieval.caches.mentions import MentionSignatures
 from memora.retrieval.question import AnswerType
-from memora.retrieval.retriever import NamedEntities
 from memora.retrieval.types import SearchScope
 from tests.integration.memory_support import unit_vector
 

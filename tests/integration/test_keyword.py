@@ -18,8 +18,8 @@ from psycopg.types.json import Jsonb
 from memora.jobs import JOBS, JobContext, run_job
 from memora.pipeline.backend import InlineBackend
 from memora.pipeline.runner import Pipeline
+from memora.retrieval.arms.keyword import K1, B, KeywordIndex, or_query
 from memora.retrieval.filters import Filters, compile_filters
-from memora.retrieval.keyword import K1, B, KeywordIndex, or_query
 from memora.retrieval.types import SearchScope
 from memora.store import terms
 

@@ -1,4 +1,4 @@
-"""The units passing a filter held in the query service (`memora.retrieval.passing`, migration
+"""The units passing a filter held in the query service (`caches.passing_units`, migration
 0024) on real PostgreSQL: they rank a filter as the exact scan does, and every read brings
 them up to date with what was written since, whatever changed."""
 
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from psycopg.types.json import Jsonb
 
-from memora.retrieval import semantic
+from memora.retrieval.arms import exact
+from memora.retrieval.caches.passing_units import PassingUnits
 from memora.retrieval.filters import Filters, Matching, compile_filters
-from memora.retrieval.passing import PassingUnits
 from memora.retrieval.types import SearchScope
 from memora.store import vector_removals
 from tests.integration.memory_support import store_memory, unit_vector
@@ -63,15 +63,17 @@ def test_held_units_rank_a_filter_as_the_exact_scan_does(conn: Any, agent_id: st
         scope = _scope(agent_id, filters)
         for vector in (query, twin):
             with conn.transaction():
-                exact = semantic.exact_scan(conn, scope, vector=vector, limit=10, at_most=100)
-                kept = semantic.held_scan(held, conn, scope, vector=vector, limit=10, at_most=100)
-            assert exact is not None and kept is not None
-            assert [u for u, _ in kept.ranked] == [u for u, _ in exact.ranked], filters
-            assert np.allclose([s for _, s in kept.ranked], [s for _, s in exact.ranked], atol=1e-5)
-            assert kept.count == exact.count and kept.members == set(exact.ids.split(","))
+                scanned = exact.exact_scan(conn, scope, vector=vector, limit=10, at_most=100)
+                kept = exact.held_scan(held, conn, scope, vector=vector, limit=10, at_most=100)
+            assert scanned is not None and kept is not None
+            assert [u for u, _ in kept.ranked] == [u for u, _ in scanned.ranked], filters
+            assert np.allclose(
+                [s for _, s in kept.ranked], [s for _, s in scanned.ranked], atol=1e-5
+            )
+            assert kept.count == scanned.count and kept.members == set(scanned.ids.split(","))
             assert set(kept.ids.split(",")) == kept.members
         with conn.transaction():
-            assert semantic.held_scan(held, conn, scope, vector=query, limit=5, at_most=8) is None
+            assert exact.held_scan(held, conn, scope, vector=query, limit=5, at_most=8) is None
 
 
 def test_held_units_follow_every_change(conn: Any, pool: Any, agent_id: str) -> None:
@@ -96,13 +98,13 @@ def test_held_units_follow_every_change(conn: Any, pool: Any, agent_id: str) -> 
 
     def agrees() -> list[uuid.UUID]:
         with conn.transaction():
-            exact = semantic.exact_scan(conn, scope, vector=query, limit=5, at_most=1000)
-            kept = semantic.held_scan(held, conn, scope, vector=query, limit=5, at_most=1000)
-        assert exact is not None and kept is not None
-        assert [u for u, _ in kept.ranked] == [u for u, _ in exact.ranked]
-        assert np.allclose([s for _, s in kept.ranked], [s for _, s in exact.ranked], atol=1e-5)
-        assert kept.members == set(filter(None, exact.ids.split(",")))
-        assert kept.count == exact.count
+            scanned = exact.exact_scan(conn, scope, vector=query, limit=5, at_most=1000)
+            kept = exact.held_scan(held, conn, scope, vector=query, limit=5, at_most=1000)
+        assert scanned is not None and kept is not None
+        assert [u for u, _ in kept.ranked] == [u for u, _ in scanned.ranked]
+        assert np.allclose([s for _, s in kept.ranked], [s for _, s in scanned.ranked], atol=1e-5)
+        assert kept.members == set(filter(None, scanned.ids.split(",")))
+        assert kept.count == scanned.count
         return [u for u, _ in kept.ranked]
 
     first = agrees()
@@ -170,19 +172,19 @@ def test_held_units_rank_exactly_up_to_the_cap(
     conn.commit()
     scope = _scope(agent_id, EVEN)
     monkeypatch.setattr(  # the planner's guesses: 30 pass the filter, of the agent's 40
-        semantic, "_estimate", lambda _c, _s, where: 30.0 if where.sql else 40.0
+        exact, "_estimate", lambda _c, _s, where: 30.0 if where.sql else 40.0
     )
     passing = PassingUnits(1 << 24, 600.0)
     with conn.transaction():  # 30² > 12 · 1 · 40
-        assert semantic.plan_scan(conn, scope, limit=1, exact_max=3) == 0
-        assert semantic.plan_scan(conn, scope, limit=1, exact_max=3, passing=passing) == (
-            semantic.EXACT_SCAN_CAP
+        assert exact.plan_scan(conn, scope, limit=1, exact_max=3) == 0
+        assert exact.plan_scan(conn, scope, limit=1, exact_max=3, passing=passing) == (
+            exact.EXACT_SCAN_CAP
         )
-        assert passing.read(conn, scope, semantic.EXACT_SCAN_CAP) is not None
+        assert passing.read(conn, scope, exact.EXACT_SCAN_CAP) is not None
     matching = Matching()  # once held, their true count (20) stands for the estimate
     with conn.transaction():
-        assert semantic.plan_scan(conn, scope, limit=1, exact_max=25, passing=passing) == 25
-        semantic.plan_scan(conn, scope, limit=1, exact_max=3, passing=passing, matching=matching)
+        assert exact.plan_scan(conn, scope, limit=1, exact_max=25, passing=passing) == 25
+        exact.plan_scan(conn, scope, limit=1, exact_max=3, passing=passing, matching=matching)
     assert matching.share == 0.5
 
 

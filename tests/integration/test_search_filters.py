@@ -141,7 +141,7 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
     scan that finds more units than it may rank gives way (None) after reading at most
     `at_most` + 1 of them."""
     from memora.nlp.embedding import get_embedder
-    from memora.retrieval import semantic
+    from memora.retrieval.arms import exact, semantic
     from memora.retrieval.filters import Filters, Matching, compile_filters
     from memora.retrieval.types import SearchScope
 
@@ -155,8 +155,8 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
         with pool.tenant_connection("default") as conn:
             walk = semantic.nearest(conn, scope, **near, exact_max=0)
             matching = Matching()
-            exact = semantic.nearest(conn, scope, **near, exact_max=10_000, matching=matching)
-            capped = semantic.exact_scan(conn, scope, vector=vector, limit=5, at_most=3)
+            ranked = semantic.nearest(conn, scope, **near, exact_max=10_000, matching=matching)
+            capped = exact.exact_scan(conn, scope, vector=vector, limit=5, at_most=3)
             passing = {
                 str(r["id"])
                 for r in conn.execute(
@@ -166,7 +166,7 @@ def test_exact_scan_and_hnsw_walk_rank_a_filter_alike(
                 )
             }
         assert walk, filters
-        assert [i for i, _ in walk] == [i for i, s in exact if s >= 0.3][: len(walk)], filters
+        assert [i for i, _ in walk] == [i for i, s in ranked if s >= 0.3][: len(walk)], filters
         assert capped is None
         # the exact scan saw every unit that passes: the graph's steps check against them
         assert matching.complete == passing and len(passing) > 5, filters
@@ -178,7 +178,7 @@ def test_the_walks_settings_hold_for_its_transaction_only(
     """The walk's HNSW settings are its transaction's, not the session's: a pooled connection
     lent next (the pool keeps sessions between lendings) walks with the defaults."""
     from memora.nlp.embedding import get_embedder
-    from memora.retrieval import semantic
+    from memora.retrieval.arms import semantic
     from memora.retrieval.types import SearchScope
 
     _store_pets(inline_api, agent_id)
@@ -207,24 +207,24 @@ def test_the_agents_own_count_bounds_the_planners_guess(
     count bounds that guess, so a narrow filter on a small agent is still ranked exactly, with
     no similarity floor; past `exact_max` the estimates decide, as before."""
     from memora.nlp.embedding import get_embedder
-    from memora.retrieval import semantic
+    from memora.retrieval.arms import exact, semantic
     from memora.retrieval.filters import Filters, Matching, compile_filters
     from memora.retrieval.types import SearchScope
 
     _store_pets(inline_api, agent_id)
-    monkeypatch.setattr(semantic, "_estimate", lambda *_: 1_000_000.0)  # the planner's guess
+    monkeypatch.setattr(exact, "_estimate", lambda *_: 1_000_000.0)  # the planner's guess
     vector = get_embedder(settings.embedding_model).embed(["Who am I?"])[0]
     where = compile_filters(Filters.model_validate({"speaker": ["Bob"]}), "m")
     scope = SearchScope("default", agent_id, ("world", "agent", "opinion"), where)
     with pool.tenant_connection("default") as conn:
         matching = Matching()
-        assert semantic.plan_scan(conn, scope, limit=5, matching=matching) > 0
+        assert exact.plan_scan(conn, scope, limit=5, matching=matching) > 0
         assert matching.share is None  # not estimated: the agent alone is under exact_max
         ranked = semantic.nearest(
             conn, scope, vector=vector, limit=50, ef_search=64, min_similarity=0.99
         )
         wide = Matching()  # past exact_max the estimates decide, each at most the agent's 24
-        semantic.plan_scan(conn, scope, limit=5, exact_max=3, matching=wide)
+        exact.plan_scan(conn, scope, limit=5, exact_max=3, matching=wide)
         assert wide.share == 1.0
         bob = conn.execute(
             f"SELECT m.id FROM memory_units m WHERE m.agent_id = %(agent)s {where.sql}",
@@ -240,9 +240,11 @@ def test_a_narrow_walk_starts_the_graph_from_its_first_hits(
     which runs on its own connection while the walk goes on (`first`): the walk's list is the
     same, the first hits are its nearest, and where the walk's first pass over the index
     covers them (as here), the graph is the one that would have followed the walk."""
+    from memora.basics.models import utcnow
     from memora.nlp.embedding import get_embedder
-    from memora.retrieval import Retriever, semantic
-    from memora.retrieval.filters import Filters, Matching, compile_filters
+    from memora.retrieval import Retriever
+    from memora.retrieval.arms import Search, semantic
+    from memora.retrieval.filters import Filters, compile_filters
     from memora.retrieval.types import SearchParams, SearchScope
 
     _store_pets(inline_api, agent_id)
@@ -261,22 +263,24 @@ def test_a_narrow_walk_starts_the_graph_from_its_first_hits(
     assert handed == [plain[:3]]
 
     retriever = Retriever(settings.model_copy(update={"filter_exact_scan_max": 0}), pool, embedder)
-    submitted = []
-    submit = retriever._graph_executor.submit
+    handed_over: list[Any] = []
+    hand_over = semantic._entry_points
     monkeypatch.setattr(
-        retriever._graph_executor, "submit", lambda *a: submitted.append(a) or submit(*a)
+        semantic,
+        "_entry_points",
+        lambda search: lambda first: handed_over.append(first) or hand_over(search)(first),
     )
     params = SearchParams(agent_id, "Which pet did Bob talk about?", filters=bob, trace=True)
     try:
         outcome = retriever.search(params)
         assert outcome.trace is not None
         paths = outcome.trace["paths"]
-        assert len(submitted) == 1  # the graph started during the walk
+        assert len(handed_over) == 1  # the graph started during the walk
         graph = [(r["id"], r["score"]) for r in paths["graph"]["results"]]
         nearest = [(UUID(r["id"]), r["score"]) for r in paths["semantic"]["results"]]
-        after = retriever._graph(
-            SearchScope.of(params), nearest, Matching(), params.thinking_budget
-        )
+        again = Search(params, SearchScope.of(params), utcnow(), per_arm=50, budget=100)
+        again.entry_points.set_result(nearest)
+        after = next(a for a in retriever.arms if a.name == "graph").retrieve(again)
     finally:
         retriever.close()
     with pool.tenant_connection("default") as conn:
@@ -297,7 +301,7 @@ def test_temporal_seeds_ranked_exactly_equal_the_walk(
     from datetime import UTC, datetime
 
     from memora.nlp.temporal import QueryTimeRange
-    from memora.retrieval import arms
+    from memora.retrieval.arms import temporal
     from memora.retrieval.filters import NO_FILTER, Filters, compile_filters
     from memora.retrieval.types import SearchScope
 
@@ -309,8 +313,8 @@ def test_temporal_seeds_ranked_exactly_equal_the_walk(
     with pool.tenant_connection("default") as conn:
         for where in (NO_FILTER, alice):
             scope = SearchScope("default", agent_id, tuple(types), where)
-            walk = arms._temporal_seeds(conn, scope, **seeds, exact_max=0)
-            exact = arms._temporal_seeds(conn, scope, **seeds, exact_max=2000)
+            walk = temporal._temporal_seeds(conn, scope, **seeds, exact_max=0)
+            exact = temporal._temporal_seeds(conn, scope, **seeds, exact_max=2000)
             assert exact == walk and walk, where
             assert all(march.start <= at < march.end for _, at in exact)
         assert len(exact) == 2  # Alice's two, in March; Bob's are in April
@@ -322,7 +326,7 @@ def test_filtered_graph_steps_keep_links_to_passing_units(
     """A filtered graph step keeps only links to units that pass: checked in the links'
     query, or, after an exact scan, against the complete set of units that pass, with no
     check in the database."""
-    from memora.retrieval import arms
+    from memora.retrieval.arms import graph
     from memora.retrieval.filters import Filters, Matching, compile_filters
 
     everything = _search(query_api, agent_id, "Pixel cat Alice Bob sink plant laptop", None)
@@ -331,8 +335,8 @@ def test_filtered_graph_steps_keep_links_to_passing_units(
     where = compile_filters(Filters.model_validate({"speaker": "Bob"}), "m")
     matching = Matching()
     with pool.tenant_connection("default") as conn:
-        unfiltered = arms.neighbours(conn, ids, fanout=20)
-        filtered = arms.neighbours(conn, ids, fanout=20, where=where, matching=matching)
+        unfiltered = graph.neighbours(conn, ids, fanout=20)
+        filtered = graph.neighbours(conn, ids, fanout=20, where=where, matching=matching)
     targets = {t for edges in unfiltered.values() for t, _, _ in edges}
     assert len(targets) >= 2 and bob & targets and targets - bob
     assert {t for edges in filtered.values() for t, _, _ in edges} == targets & bob
@@ -344,7 +348,7 @@ def test_filtered_graph_steps_keep_links_to_passing_units(
     with pool.tenant_connection("default") as conn:
         # a filter no unit passes: had the database been asked, nothing would come back
         nothing = compile_filters(Filters.model_validate({"speaker": "nobody"}), "m")
-        only = arms.neighbours(conn, ids, fanout=20, where=nothing, matching=known)
+        only = graph.neighbours(conn, ids, fanout=20, where=nothing, matching=known)
     assert {t for edges in only.values() for t, _, _ in edges} == {one}
     assert known.known == {}
 
@@ -354,9 +358,9 @@ def test_a_broad_filter_checks_units_as_they_come_up(
 ) -> None:
     """The graph's walk for a broad filter (each unit checked when it comes up for
     exploration, `admit`) explores what the walk with every link target checked explores."""
-    from memora.retrieval import arms
+    from memora.retrieval.activation import SpreadSettings, spread_activation
+    from memora.retrieval.arms import graph
     from memora.retrieval.filters import Filters, Matching, compile_filters
-    from memora.retrieval.graph import SpreadSettings, spread_activation
 
     everything = _search(query_api, agent_id, "Pixel cat Alice Bob sink plant laptop", None)
     entry = {everything["results"][0]["id"]: 1.0}
@@ -365,18 +369,18 @@ def test_a_broad_filter_checks_units_as_they_come_up(
     offered: set[str] = set()  # every target of the links the eager walk reads
 
     def eager_step(ids: list[str]) -> dict[str, list[Any]]:
-        read = arms.links(conn, ids, limit=arms.FILTERED_SCAN * 2)
+        read = graph.links(conn, ids, limit=graph.FILTERED_SCAN * 2)
         offered.update(t for edges in read.values() for t, _, _ in edges)
-        return arms.neighbours(conn, ids, fanout=2, where=where)
+        return graph.neighbours(conn, ids, fanout=2, where=where)
 
     with pool.tenant_connection("default") as conn:
         eager = spread_activation(entry, eager_step, 10, SpreadSettings())
         lazy = spread_activation(
             entry,
-            lambda ids: arms.links(conn, ids, limit=arms.FILTERED_SCAN * 2),
+            lambda ids: graph.links(conn, ids, limit=graph.FILTERED_SCAN * 2),
             10,
             SpreadSettings(),
-            admit=lambda ids: arms.passing(conn, ids, where=where, known=lazy_known.known),
+            admit=lambda ids: graph.passing(conn, ids, where=where, known=lazy_known.known),
             fanout=2,
         )
     assert len(eager) >= 2
@@ -403,14 +407,14 @@ def test_a_recurring_filter_is_answered_from_the_units_held_in_the_query_service
     query_api: TestClient, inline_api: Any, agent_id: str
 ) -> None:
     """A filter's first search ranks it in PostgreSQL; from its second the query service
-    holds its units (memora.retrieval.passing) and answers the same, also after a new memory
+    holds its units (caches.passing_units) and answers the same, also after a new memory
     that passes it was written, which the next search reads as what changed."""
     import re
 
     _store_pets(inline_api, agent_id)
     body = {"agent_id": agent_id, "query": "Which pets came up at dinner?", "top_k": 8,
             "filters": {"speaker": "Bob"}, "trace": True}  # fmt: skip
-    held = query_api.app.state.retriever.passing  # type: ignore[attr-defined]
+    held = query_api.app.state.retriever.caches.passing  # type: ignore[attr-defined]
     before = dict(held.reads)
 
     def semantic() -> list[str]:

@@ -18,8 +18,8 @@ from prometheus_client import REGISTRY
 from scipy.stats import spearmanr
 
 from memora.nlp.onnx_export import OnnxUnsupported
-from memora.retrieval import cross_encoder
-from memora.retrieval.cross_encoder import (
+from memora.retrieval.rerank import cross_encoder_model
+from memora.retrieval.rerank.cross_encoder_model import (
     CrossEncoderModel,
     RerankerUnavailable,
     ServingOptions,
@@ -80,7 +80,7 @@ def test_int8_is_the_cpu_default_when_its_ranking_check_passes(
     )
     assert _gauge("memora_cross_encoder_backend", backend="onnx-int8") == 1.0
     got, expected = default.score(QUERY, PASSAGES), torch_reranker.score(QUERY, PASSAGES)
-    assert float(spearmanr(got, expected).statistic) >= cross_encoder.INT8_MIN_SPEARMAN
+    assert float(spearmanr(got, expected).statistic) >= cross_encoder_model.INT8_MIN_SPEARMAN
     default.close()
 
 
@@ -98,8 +98,8 @@ def test_auto_falls_back_to_fp32_when_int8_fails_its_check(
         path = build_tiny_cross_encoder(tmp_path / "flat", init_std=0.02)
     else:  # the usual model, whose int8 passes at 0.9, held to more than any ranking gives
         path = cross_encoder_path
-        monkeypatch.setattr(cross_encoder, "INT8_MIN_SPEARMAN", 1.01)
-    with caplog.at_level(logging.INFO, logger="memora.retrieval.cross_encoder"):
+        monkeypatch.setattr(cross_encoder_model, "INT8_MIN_SPEARMAN", 1.01)
+    with caplog.at_level(logging.INFO, logger="memora.retrieval.rerank.cross_encoder_model"):
         fallback = CrossEncoderModel(str(path), ServingOptions(cache_dir=tmp_path / "cache"))
     assert fallback.backend == "onnx"
     assert len(list((tmp_path / "cache").glob("*.int8.onnx"))) == 1  # int8 was tried

@@ -1,4 +1,4 @@
-"""The keyword index held per filter (`memora.retrieval.held_terms`): a tsvector's text form read
+"""The keyword index held per filter (`caches.filter_terms`): a tsvector's text form read
 back exactly, and BM25 over the held units, before and after merging what changed, against
 the formula computed unit by unit."""
 
@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
-from memora.retrieval.held_terms import HeldTerms, lexemes
-from memora.retrieval.keyword import K1, B
+from memora.retrieval.arms.keyword import K1, B
+from memora.retrieval.caches.filter_terms import HeldTerms, lexemes
 
 VOCABULARY = [f"w{i}" for i in range(40)] + ["it's", "back\\slash", "a b"]
 

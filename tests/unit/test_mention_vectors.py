@@ -1,4 +1,4 @@
-"""The mentions' embeddings held in the query service (`memora.retrieval.mentions`): held by
+"""The mentions' embeddings held in the query service (`memora.retrieval.caches.mentions`): held by
 the mention's position and by when it was written, so a re-embedded unit's old embedding is
 never taken for its new one, whichever order the reads come back in."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memora.retrieval.mentions import Mentions, MentionVectors
+from memora.retrieval.caches.mentions import Mentions, MentionVectors
 
 
 def _held(vectors: MentionVectors, positions: list[int], written: list[int]) -> list[int]:

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from memora.retrieval.activation import Edge, Neighbours, SpreadSettings, spread_activation
 from memora.retrieval.filters import NO_FILTER
 from memora.retrieval.fusion import Recheck, rrf
-from memora.retrieval.graph import Edge, Neighbours, SpreadSettings, spread_activation
 from memora.retrieval.rerank.heuristic import (
     HeuristicWeights,
     feedback_similarity,
@@ -254,7 +254,7 @@ def test_admitting_at_exploration_walks_the_filtered_graph(share: float) -> None
 
 
 def test_keyword_reads_the_rarest_terms_within_its_budget() -> None:
-    from memora.retrieval.keyword import TermStats
+    from memora.retrieval.types import TermStats
 
     stats = TermStats(1000, 10.0, {}, {"lidar": 3, "work": 400, "alice": 90, "zzz": 0})
     # a term no unit held when counted stays: units written since may hold it

@@ -1,7 +1,7 @@
 """Fused retrieval (seed 000 §3): semantic ∥ keyword ∥ graph ∥ temporal-graph → RRF → rerank → MMR
 → token budget. The public interface is `Retriever.search(SearchParams) -> SearchOutcome`."""
 
-from memora.retrieval.cross_encoder import RerankerUnavailable
+from memora.retrieval.rerank.cross_encoder_model import RerankerUnavailable
 from memora.retrieval.retriever import Retriever
 from memora.retrieval.types import Hit, SearchOutcome, SearchParams
 

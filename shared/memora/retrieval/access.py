@@ -10,13 +10,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
 from uuid import UUID
 
+from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from memora.basics.models import utcnow
-from memora.retrieval.arms import record_access
 
 log = logging.getLogger("memora.retrieval.access")
 
@@ -62,3 +64,20 @@ class AccessRecorder:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.flush()
+
+
+def record_access(conn: Connection[Any], counts: Mapping[UUID, int], at: datetime) -> int:
+    """Add to the access counts of these units (units deleted meanwhile are skipped)."""
+    ids = sorted(counts, key=str)  # one lock order for every writer
+    cur = conn.execute(
+        """
+        INSERT INTO memory_access (unit_id, access_count, last_accessed_at)
+        SELECT u.id, u.n, %(at)s FROM unnest(%(ids)s::uuid[], %(n)s::int[]) AS u(id, n)
+        JOIN memory_units m ON m.id = u.id ORDER BY u.id
+        ON CONFLICT (unit_id) DO UPDATE
+        SET access_count = memory_access.access_count + EXCLUDED.access_count,
+            last_accessed_at = EXCLUDED.last_accessed_at
+        """,
+        {"ids": ids, "n": [counts[i] for i in ids], "at": at},
+    )
+    return max(cur.rowcount, 0)

@@ -28,8 +28,8 @@ from psycopg import Connection
 from memora.basics.config import Settings
 from memora.basics.tenancy import Scope
 from memora.nlp.embedding import TextEmbedder
+from memora.retrieval.arms.keyword import KeywordIndex, or_query
 from memora.retrieval.calibration import SEED, Calibration, calibration_for
-from memora.retrieval.keyword import KeywordIndex, or_query
 
 MAX_LIMIT = 20
 

@@ -306,9 +306,9 @@ def broad_count(limit: int, share: float, failing: int | None = None) -> int:
 class Matching:
     """Which of the agent's units pass a search's filters, as far as the search knows: all of
     them (`complete`, when the semantic retriever ranked the filter exactly), every unit that
-    fails a broad one (`failing`, when the query service holds them: memora.retrieval.failing),
+    fails a broad one (`failing`, when the query service holds them: caches.failing_units),
     or the verdicts on those checked so far (`known`, kept over a broad filter's graph steps:
-    see `arms.passing`). Ids as text. The semantic retriever sets `planned` once its scan is
+    see `arms.graph.passing`). Ids as text. The semantic retriever sets `planned` once its scan is
     planned (`share` then estimated, or left None for a filter few units pass; `failing` then
     known) and `settled` once its exact scan is done (`complete` then known, unless more
     passed than the plan expected), else as soon as the plan says there is none: the keyword
@@ -341,5 +341,5 @@ class Matching:
     @property
     def broad(self) -> bool:
         """Most units pass: the graph then checks a unit only as it comes up for exploration
-        (memora.retrieval.graph's `admit`), not every target of every link it reads."""
+        (memora.retrieval.activation's `admit`), not every target of every link it reads."""
         return self.complete is None and self.share is not None and self.share >= BROAD_SHARE

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memora.nlp.temporal import QueryTimeRange
-from memora.retrieval.keyword import TermStats
 from memora.retrieval.question import answer_type
 from memora.retrieval.rerank import Reranker
-from memora.retrieval.types import ArmResult, Candidate, SearchParams
+from memora.retrieval.types import ArmResult, Candidate, SearchParams, TermStats
 from memora.retrieval.validity import NOT_APPLIED, Window
 
 

@@ -18,8 +18,6 @@ from memora.retrieval.filters import NO_FILTER, Filters, Where, compile_filters
 
 # "recall": seed 002 §4.6's relevance, recency, importance and frequency (memora.lifecycle)
 RerankerName = Literal["heuristic", "cross-encoder", "recall"]
-# "history": superseded memories, only in a search with a validity window (retrieval.validity)
-ARMS = ("semantic", "keyword", "graph", "temporal", "entity", "history")
 
 
 @dataclass(frozen=True)
@@ -75,7 +73,7 @@ class SearchScope:
     @cached_property
     def filter_key(self) -> tuple[Any, ...]:
         """The tenant, agent, filter conditions and their values: what the query service holds
-        a filter's units under (`memora.retrieval.holding`); made once a search."""
+        a filter's units under (`memora.retrieval.caches.filter_holder`); made once a search."""
         values = json.dumps(
             {k: v.obj if isinstance(v, Jsonb) else v for k, v in self.where.params.items()},
             sort_keys=True,
@@ -87,6 +85,29 @@ class SearchScope:
     def units_key(self) -> tuple[Any, ...]:
         """`filter_key` with the fact types: what an entry holds the units of."""
         return (*self.filter_key, self.fact_types)
+
+
+@dataclass(frozen=True)
+class TermStats:
+    n_docs: int
+    avgdl: float
+    idf: dict[str, float]
+    df: dict[str, int]
+
+    def matching_terms(self, budget: int) -> list[str]:
+        """The terms a unit must contain to be read: the rarest first, while their document
+        frequencies add up to at most `budget` (always at least the rarest one). A unit that
+        holds only the common terms left out can score at most their small idf sum, so the
+        work stays bounded on large agents without losing the units that rank well. Terms
+        with a cached df of 0 come free: units written since the count may hold them."""
+        chosen = sorted(t for t in self.df if self.df[t] == 0)
+        total = 0
+        for term in sorted((t for t in self.df if self.df[t] > 0), key=lambda t: (self.df[t], t)):
+            if total and total + self.df[term] > budget:
+                break
+            chosen.append(term)
+            total += self.df[term]
+        return chosen
 
 
 @dataclass

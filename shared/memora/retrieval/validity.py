@@ -26,7 +26,6 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
-import numpy as np
 from psycopg import Connection
 
 from memora.nlp.temporal import QueryTimeRange
@@ -86,32 +85,6 @@ def status_where(alias: str, window: Window | None) -> str:
     if window.strict:
         return f"({active} OR ({superseded})) AND {overlaps}"
     return f"({active} OR ({superseded} AND {overlaps}))"
-
-
-def history(
-    conn: Connection[Any],
-    scope: SearchScope,
-    window: Window,
-    *,
-    vector: np.ndarray,
-    limit: int,
-    min_similarity: float,
-) -> list[tuple[UUID, float]]:
-    """The `history` retriever: the agent's superseded memories whose window overlaps
-    `window`, passing the search's filters, nearest to `vector` first (exact)."""
-    where = scope.where
-    rows = conn.execute(
-        f"""
-        SELECT m.id, 1 - (m.embedding <=> %(v)s) AS sim FROM memory_units m
-        WHERE m.agent_id = %(agent)s AND {SUPERSEDED.format(a="m")}
-          AND m.fact_type = ANY(%(types)s) AND m.embedding IS NOT NULL
-          AND {OVERLAPS.format(a="m")} {where.sql}
-        ORDER BY m.embedding <=> %(v)s LIMIT %(k)s
-        """,
-        {**where.params, **scope.params, **window.params, "v": vector, "k": limit},
-        prepare=where.prepare,
-    ).fetchall()
-    return [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
 
 
 def holding(

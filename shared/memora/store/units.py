@@ -1,7 +1,7 @@
 """memory_units: the write side's SQL (the pipeline's stages, opinions, deletes).
 
 The read path's search queries (HNSW, BM25, graph steps, candidate hydration) live with the
-retrievers in `memora.retrieval.arms` and `memora.retrieval.keyword`: they are the search.
+retrievers in `memora.retrieval.arms` and `memora.retrieval.arms.keyword`: they are the search.
 """
 
 from __future__ import annotations

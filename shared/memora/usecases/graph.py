@@ -15,7 +15,7 @@ from psycopg import Connection
 from memora.basics.errors import Invalid, NotFound
 from memora.basics.models import FACT_TYPES
 from memora.basics.tenancy import Scope
-from memora.retrieval.keyword import KeywordIndex
+from memora.retrieval.arms.keyword import KeywordIndex
 from memora.retrieval.types import SearchScope
 from memora.store import graph
 from memora.store.graph import GraphPage, GraphQuery, RankedSeeds

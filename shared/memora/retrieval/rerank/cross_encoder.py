@@ -1,6 +1,6 @@
 """The cross-encoder reranker (seed 000 §3.3.2): each candidate scored by the model on its
 (query, "[Date: …] text") pair, a sigmoid in [0, 1]. The model and its serving (micro-batching,
-ONNX Runtime or torch) are `memora.retrieval.cross_encoder`; it loads once, on first use."""
+ONNX Runtime or torch) are `cross_encoder_model`; it loads once, on first use."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from memora.basics.config import Settings
-from memora.retrieval.cross_encoder import (
+from memora.retrieval.rerank.cross_encoder_model import (
     CrossEncoderModel,
     PairScorer,
     RerankerUnavailable,

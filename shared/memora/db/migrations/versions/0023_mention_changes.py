@@ -1,5 +1,5 @@
 """When an entity's mentions last changed (issue 29), so a query service that keeps a common
-entity's mention signatures in memory (`memora.retrieval.mentions`) reads only what changed
+entity's mention signatures in memory (`memora.retrieval.caches.mentions`) reads only what changed
 since it last looked, where a full read of a main character's signatures cost ~4 ms of
 database time a search at 100k memories and ~17 ms at 1M:
 

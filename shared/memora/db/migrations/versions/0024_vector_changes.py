@@ -1,5 +1,5 @@
 """When an agent's searchable vectors last changed (issue 29), so a query service that keeps the
-units passing a filter with their embeddings in memory (`memora.retrieval.passing`) reads only
+units passing a filter with their embeddings in memory (`memora.retrieval.caches.passing_units`) reads only
 what changed since it last looked, where the exact scan of a 5 % filter at 100k memories cost
 ~12 ms of database time a search (5,000 scattered heap blocks and as many half-precision
 distances):

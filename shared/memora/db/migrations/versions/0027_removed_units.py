@@ -1,5 +1,5 @@
 """Which units a removal concerns (issue 29), so that a query service holding an agent's links
-(`memora.retrieval.held_links`) takes a unit forgotten, superseded or deleted, or a unit's links
+(`memora.retrieval.caches.agent_links`) takes a unit forgotten, superseded or deleted, or a unit's links
 deleted, in place, where it read all the agent's links again (~3 s of PostgreSQL at 100k
 memories) after every one: on a live chat each superseded fact was one such read.
 

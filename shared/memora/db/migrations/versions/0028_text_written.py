@@ -1,5 +1,5 @@
 """A unit's text is written with its vector row (issue 29), so that a query service holding the
-keyword index of the units passing a filter (`memora.retrieval.held_terms`) sees a unit whose
+keyword index of the units passing a filter (`memora.retrieval.caches.filter_terms`) sees a unit whose
 text changed among those written since it last looked (`memory_vectors.written`, migration
 0024), as it sees a unit re-embedded or whose filter columns changed.
 

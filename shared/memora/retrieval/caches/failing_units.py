@@ -13,7 +13,7 @@ checks by key read them) whose filter conditions are false or unknown. Their fir
 the agent's rows (45 ms at 100k memories, about ten times that expected at 1M), so it runs in
 the background, from a filter's second search within the TTL (`wanted`); until it is in,
 searches check by key as before. Entries stay exact as the units passing a narrower filter
-do (`memora.retrieval.passing`): each search first reads the agent's rows written at or after
+do (`caches.passing_units`): each search first reads the agent's rows written at or after
 the snapshot xmin of the entry's last read (`memory_vectors.written`, migration 0024) with
 their verdicts, one index range. A removed row needs no whole read here: a unit no longer
 searchable is not returned whatever it is taken to be, and a row whose filter columns changed
@@ -29,8 +29,8 @@ from typing import Any
 from psycopg import Connection
 
 from memora.basics import metrics
+from memora.retrieval.caches.filter_holder import FilterHolder
 from memora.retrieval.filters import UnitSet
-from memora.retrieval.holding import FilterHolder
 from memora.retrieval.types import SearchScope
 
 FAILING_CAP = 20_000  # a broad filter more units fail is checked by key, as before

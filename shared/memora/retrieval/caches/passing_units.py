@@ -9,7 +9,7 @@ half-precision distances; held here as one matrix of unit vectors, the same rank
 matrix-vector product (~0.2 ms for 5,000 units). Chat platforms search one conversation, one
 speaker or one period turn after turn, so the same filter comes back.
 
-Entries stay exact, as the mention signatures do (`memora.retrieval.mentions`): each search
+Entries stay exact, as the mention signatures do (`caches.mentions`): each search
 first reads the agent's rows passing the filter that were written at or after the snapshot
 xmin of the entry's last read (`memory_vectors.written`, migration 0024: every transaction that
 snapshot could not see has an id at least that), one index range, and in the same statement
@@ -35,8 +35,8 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 
 from memora.basics import metrics
+from memora.retrieval.caches.filter_holder import written_since
 from memora.retrieval.filters import vector_scope
-from memora.retrieval.holding import written_since
 from memora.retrieval.types import SearchScope
 
 HALFVEC_HEADER = 4  # pgvector's binary form of a halfvec: dimensions and an unused int16

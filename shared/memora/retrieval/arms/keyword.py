@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -35,35 +35,13 @@ from cachetools import TTLCache
 from psycopg import Connection
 from psycopg.rows import tuple_row
 
-from memora.retrieval.filters import BROAD_SHARE, NO_FILTER, Where, broad_count
-from memora.retrieval.types import SearchScope
+from memora.retrieval.arms.base import Arm, ArmContext, Search
+from memora.retrieval.filters import BROAD_SHARE, NO_FILTER, Matching, Where, broad_count
+from memora.retrieval.types import ArmResult, SearchScope, TermStats
 from memora.store import terms as term_counts
 
 K1 = 1.2
 B = 0.75
-
-
-@dataclass(frozen=True)
-class TermStats:
-    n_docs: int
-    avgdl: float
-    idf: dict[str, float]
-    df: dict[str, int]
-
-    def matching_terms(self, budget: int) -> list[str]:
-        """The terms a unit must contain to be read: the rarest first, while their document
-        frequencies add up to at most `budget` (always at least the rarest one). A unit that
-        holds only the common terms left out can score at most their small idf sum, so the
-        work stays bounded on large agents without losing the units that rank well. Terms
-        with a cached df of 0 come free: units written since the count may hold them."""
-        chosen = sorted(t for t in self.df if self.df[t] == 0)
-        total = 0
-        for term in sorted((t for t in self.df if self.df[t] > 0), key=lambda t: (self.df[t], t)):
-            if total and total + self.df[term] > budget:
-                break
-            chosen.append(term)
-            total += self.df[term]
-        return chosen
 
 
 def idf(n_docs: int, df: int) -> float:
@@ -299,3 +277,79 @@ class KeywordIndex:
                   (SELECT coalesce(array_length(u.positions, 1), 1)::float8 AS n) tf)""",
             self._params(stats),
         )
+
+
+class KeywordArm(Arm):
+    """The keyword retriever (BM25); its statistics go on the search for fusion and the trace.
+    Under a filter: see `_filtered`."""
+
+    name = "keyword"
+
+    def __init__(self, context: ArmContext) -> None:
+        super().__init__(context)
+        self.index = KeywordIndex(ttl=context.settings.keyword_stats_ttl_seconds)
+
+    def retrieve(self, search: Search) -> ArmResult:
+        started = time.perf_counter()
+        scope, limit = search.scope, search.per_arm
+        with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
+            terms = self.index.terms(conn, search.query)
+            stats = self.index.stats(conn, scope.agent_key, terms)
+            if scope.where.sql and stats.idf:
+                ranked = self._filtered(conn, scope, stats, limit, search.matching)
+            else:
+                ranked = self.index.search(
+                    conn, scope, stats=stats, limit=limit,
+                    match_budget=self.settings.keyword_match_budget,
+                )  # fmt: skip
+        search.term_stats = stats
+        result = ArmResult(self.name, ranked, ms=round((time.perf_counter() - started) * 1000, 2))
+        if not terms:
+            result.note = "no searchable words in the query"
+        return result
+
+    def _filtered(
+        self,
+        conn: Connection[Any],
+        scope: SearchScope,
+        stats: TermStats,
+        limit: int,
+        matching: Matching,
+    ) -> list[tuple[UUID, float]]:
+        """Under a filter whose units' keyword index is held (`caches.filter_terms`), every
+        unit that passes is ranked here. Otherwise the way depends on the share of the agent's
+        units the planner expects to pass it, estimated once a search by the semantic
+        retriever's plan (`matching.planned`; none: a filter few units pass). Where the units
+        failing a broad filter are held (`caches.failing_units`), the unfiltered best are read
+        without waiting for the plan (as many as the share makes enough: `broad_count`), and
+        those that fail dropped once it has them; read further when more failed."""
+        caches = self.context.caches
+        if caches.terms is not None:
+            held = caches.terms.refreshed(conn, scope)
+            if held is not None:
+                return held.best(stats.idf, stats.avgdl, limit, k1=K1, b=B)
+            if caches.terms.wanted(scope):
+                caches.read_later(caches.terms, scope)
+        budget = self.settings.keyword_match_budget
+        fails = caches.failing.count(scope) if caches.failing is not None else None
+        early = None
+        if fails is not None:  # most units pass: `fails` of them fail
+            count = broad_count(limit, 1 - fails / max(stats.n_docs, 1), fails)
+            early = self.index.best(conn, scope, stats=stats, count=count, match_budget=budget)
+        matching.planned.wait()
+        failing = matching.failing
+        if failing is None:
+            return self.index.search(
+                conn, scope, stats=stats, limit=limit, match_budget=budget,
+                share=matching.share or 0.0,
+            )  # fmt: skip
+        if early is None:  # held since this search began
+            count = broad_count(limit, matching.share or 0.0, len(failing))
+            early = self.index.best(conn, scope, stats=stats, count=count, match_budget=budget)
+        passed = failing.outside(early)
+        if len(passed) < limit and len(early) == count < limit + len(failing):
+            # more of the best failed than the share made likely: as many more as fail
+            count = limit + len(failing)
+            early = self.index.best(conn, scope, stats=stats, count=count, match_budget=budget)
+            passed = failing.outside(early)
+        return passed[:limit]

@@ -1,14 +1,15 @@
-"""The entity retriever's database side: the agent's entities a query names, and the units
-mentioning them most similar to the rest of the query.
+"""The entity retriever: the agent's entities a query names, and the units mentioning them most
+similar to the rest of the query.
 
 An entity's mentions, their signatures and the embeddings searches compared are held in the
-query service (`memora.retrieval.mentions`): the candidates are ranked there, and PostgreSQL
+query service (`caches.mentions`): the candidates are ranked there, and PostgreSQL
 is asked only which of the best are still active and pass the search's filters, by key.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -16,15 +17,17 @@ from uuid import UUID
 import numpy as np
 from psycopg import Connection
 
-from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
-from memora.retrieval.mentions import (
+from memora.retrieval import expansion
+from memora.retrieval.arms.base import Arm, NamedEntities, Search
+from memora.retrieval.caches.mentions import (
     Mentions,
     MentionSignatures,
     Unheld,
     query_signature,
     rows_without,
 )
-from memora.retrieval.types import SearchScope
+from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
+from memora.retrieval.types import ArmResult, SearchScope
 
 # The common entity's mentions compared with full embeddings: this many per unit wanted, the
 # best by their signatures' Hamming distance. 20 wanted, 50,000 mentions (1M memories): 1,000
@@ -246,3 +249,58 @@ def best(rows: Sequence[Mapping[str, Any]], min_similarity: float) -> list[tuple
     """The rows' (id, sim) at least `min_similarity` similar, most similar first, ties by id."""
     found = [(r["id"], float(r["sim"])) for r in rows if r["sim"] >= min_similarity]
     return sorted(found, key=lambda x: (-x[1], str(x[0])))
+
+
+class EntityArm(Arm):
+    """The entity retriever, in two halves. From the start of the search: the agent's entities
+    the query names, and the query without their names, its text to embed with the query.
+    Then: the units mentioning those entities most similar to that text. Under a filter ranked
+    exactly it waits for the semantic retriever's exact scan (`matching.settled`), which knows
+    every unit that passes, and compares only the mentions among them: their ids sent with the
+    statement when few (at most MEMORA_FILTER_EXACT_SCAN_MAX), else the mentions held in memory
+    kept to them (`entity_units`). Its time in the trace is both halves', not the waits."""
+
+    name = "entity"
+    embeds_own = True
+
+    def skip(self, search: Search) -> str | None:
+        return "off" if self.settings.entity_units_per_entity <= 0 else None
+
+    def retrieve(self, search: Search) -> ArmResult:
+        named = self._named(search)
+        search.named = named
+        search.give_text(self.name, named.about)
+        if named.about is None:
+            return ArmResult(self.name, ran=False, note=named.note)
+        vector = search.vector(self.name)
+        assert vector is not None
+        s, scope, caches = self.settings, search.scope, self.context.caches
+        if scope.where.sql:
+            search.matching.settled.wait()
+        started = time.perf_counter()
+        unheld: list[Unheld] = []
+        with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
+            ranked = entity_units(
+                conn, scope, entity_ids=list(named.entities), vector=vector,
+                per_entity=s.entity_units_per_entity, min_similarity=s.entity_min_similarity,
+                mentions=caches.mentions, exact_max=s.filter_exact_scan_max,
+                matching=search.matching, unheld=unheld, read=named.mentions,
+            )  # fmt: skip
+        ms = round(named.ms + (time.perf_counter() - started) * 1000, 2)
+        if unheld:  # compared by PostgreSQL this time: their embeddings held for the next
+            caches.hold_mentions_later(scope.tenant_id, unheld)
+        return ArmResult(self.name, ranked, ms=ms)
+
+    def _named(self, search: Search) -> NamedEntities:
+        """The agent's entities the query names and the query without their names."""
+        started = time.perf_counter()
+        names = expansion.phrases(search.query)
+        if not names:
+            return NamedEntities(note="no names in the query")
+        with self.pool.tenant_connection(search.scope.tenant_id, autocommit=True) as conn:
+            named = query_entities(conn, search.scope, names=names)
+        if not named:
+            return NamedEntities()
+        matched = {n for found in named.values() for n in found}
+        ms = (time.perf_counter() - started) * 1000
+        return NamedEntities(named, expansion.without_names(search.query, matched), ms)

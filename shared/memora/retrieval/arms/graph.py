@@ -1,41 +1,30 @@
-"""The database side of the other retrievers: the graph's walk over links, temporal ranges.
-Semantic retrieval (HNSW or exact) lives in `semantic.py`, keyword retrieval (BM25) in
-`keyword.py`, the entity retriever's in `entities.py`, the hydration of fused candidates in
-`fusion.py`.
-
-Every query is scoped by the search's `SearchScope`: agent, requested fact types and active
-status, composed by `filters.vector_scope` on `memory_vectors` (the one place for conditions
-every retriever applies), and the search's metadata filters (`scope.where`, compiled once by
-`memora.retrieval.filters`). The k-nearest queries read `memory_vectors`.
+"""The graph retriever: spreading activation (`memora.retrieval.activation`) from the semantic
+retriever's nearest units over the memory links, kept to the units that pass the search's
+filters. Its queries read `memory_links` and check targets on `memory_vectors`, scoped by the
+search's `SearchScope` (`filters.vector_scope`, the conditions every retriever applies, and the
+search's metadata filters, `scope.where`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
-from datetime import datetime
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
-import numpy as np
 from psycopg import Connection
 from psycopg.rows import tuple_row
 
-from memora.nlp.temporal import QueryTimeRange
+from memora.retrieval.activation import Edge, SpreadSettings, spread_activation
+from memora.retrieval.arms.base import Arm, ArmContext, Search, timed
+from memora.retrieval.caches.agent_links import STRONGEST, AgentLinks
 from memora.retrieval.filters import (
     NO_FILTER,
     Matching,
     Where,
     broad_count,
-    in_time_range,
-    vector_scope,
 )
-from memora.retrieval.graph import Edge, SpreadSettings, spread_activation
-from memora.retrieval.held_links import STRONGEST, AgentLinks
-from memora.retrieval.scoring import temporal_closeness
-from memora.retrieval.semantic import EXACT_SCAN_MAX, exact_scan, plan_scan
-from memora.retrieval.types import SearchScope
+from memora.retrieval.types import ArmResult, SearchScope
 
 FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
 _target = itemgetter(0)  # an edge's target
@@ -226,137 +215,38 @@ def passing(
     return {i for i in ids if known[i]}
 
 
-# A unit lies in the range by when it happened (occurred_start/end, from the extractor) or,
-# lacking that, by when it was said (event_date).
-_IN_RANGE = in_time_range("m", "%(start)s", "%(end)s")
-_WHEN = (
-    "coalesce(m.occurred_start + (coalesce(m.occurred_end, m.occurred_start) - m.occurred_start)"
-    " / 2, m.event_date) AS at"
-)
+class GraphArm(Arm):
+    """The graph retriever: spreading activation from the semantic retriever's nearest units
+    (`Search.entry_points`), on a connection of its own, over the agent's links held in the
+    query service (`caches.agent_links`, brought up to date while the query is embedded)
+    when there."""
 
+    name = "graph"
 
-def temporal(
-    conn: Connection[Any],
-    scope: SearchScope,
-    *,
-    vector: np.ndarray,
-    time_range: QueryTimeRange,
-    limit: int,
-    spread: int,
-    decay: float,
-    seed_similarity: float,
-    min_similarity: float,
-    exact_max: int = EXACT_SCAN_MAX,
-) -> list[tuple[UUID, float]]:
-    """Seed 000 §3.1.4: units in the range with similarity ≥ `seed_similarity`, scored by
-    closeness to the range's centre; then one step along temporal links to more units in
-    the range (score · link weight · decay); finally only units with similarity ≥
-    `min_similarity` stay. `vector` embeds the query without its time words. The seeds are
-    the range's nearest units, found as `semantic.nearest` finds a filter's: the range is one more
-    condition, ranked exactly or walked by the same estimates."""
-    seeds = _temporal_seeds(
-        conn, scope, vector=vector, time_range=time_range, limit=limit,
-        seed_similarity=seed_similarity, exact_max=exact_max,
-    )  # fmt: skip
-    scores = {i: temporal_closeness(at, time_range.start, time_range.end) for i, at in seeds}
-    where = scope.where
-    if scores and spread > 0:
-        params = {
-            "v": vector, "start": time_range.start, "end": time_range.end,
-            **scope.params, **where.params,
-        }  # fmt: skip
-        near = conn.execute(
-            f"""
-            SELECT l.from_unit, l.weight, m.unit_id AS id,
-                   1 - (m.embedding <=> %(v)s::halfvec) AS sim
-            FROM memory_links l JOIN memory_vectors m ON m.unit_id = l.to_unit
-            WHERE l.from_unit = ANY(%(seeds)s) AND l.link_type = 'temporal'
-              AND {vector_scope("m")} AND {_IN_RANGE} {where.sql}
-            ORDER BY l.weight DESC LIMIT %(spread)s
-            """,
-            {**params, "seeds": list(scores), "spread": spread},
-            prepare=where.prepare,
-        ).fetchall()
-        for r in near:
-            if r["sim"] < min_similarity:
-                continue
-            offered = scores[r["from_unit"]] * float(r["weight"]) * decay
-            if offered > scores.get(r["id"], 0.0):
-                scores[r["id"]] = offered
-    # seeds passed the stricter seed threshold; neighbours were filtered above
-    return sorted(scores.items(), key=lambda x: (-x[1], str(x[0])))
+    def __init__(self, context: ArmContext) -> None:
+        super().__init__(context)
+        self.spread = SpreadSettings.from_settings(context.settings)
 
-
-def _temporal_seeds(
-    conn: Connection[Any],
-    scope: SearchScope,
-    *,
-    vector: np.ndarray,
-    time_range: QueryTimeRange,
-    limit: int,
-    seed_similarity: float,
-    exact_max: int,
-) -> list[tuple[UUID, datetime]]:
-    """The `limit` units in the range nearest to `vector`, those of them with similarity ≥
-    `seed_similarity`, and when each happened. A range holding few of the agent's units
-    (counted by the planner through migration 0013's date indexes) is ranked exactly: the
-    HNSW walk would pass over most of the agent to find them, which PostgreSQL's cost model
-    for the walk does not see (a month of a two-year history at 100k: walked 11.4 ms, ranked
-    exactly 3.3 ms)."""
-    where = scope.where
-    in_range = Where(
-        f" AND {_IN_RANGE} {where.sql}",
-        {"start": time_range.start, "end": time_range.end, **where.params},
-    )
-    ranged = replace(scope, where=in_range)
-    at_most = plan_scan(conn, ranged, limit=limit, exact_max=exact_max)
-    exact = (
-        exact_scan(conn, ranged, vector=vector, limit=limit, at_most=at_most, ids=False)
-        if at_most
-        else None
-    )
-    if exact is not None:
-        near = [i for i, sim in exact.ranked if sim >= seed_similarity]
-        rows = conn.execute(
-            f"SELECT m.unit_id AS id, {_WHEN} FROM memory_vectors m WHERE m.unit_id = ANY(%(ids)s)",
-            {"ids": near},
-        ).fetchall()
-        at = {r["id"]: r["at"] for r in rows}
-        return [(i, at[i]) for i in near if i in at]
-    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-    rows = conn.execute(
-        f"""
-        SELECT * FROM (
-            SELECT m.unit_id AS id, {_WHEN}, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
-            FROM memory_vectors m
-            WHERE {vector_scope("m")} {in_range.sql}
-            ORDER BY m.embedding <=> %(v)s::halfvec LIMIT %(limit)s
-        ) s WHERE sim >= %(seed)s
-        """,
-        {
-            "v": vector,
-            "limit": limit,
-            "seed": seed_similarity,
-            **scope.params,
-            **in_range.params,
-        },
-        prepare=False,
-    ).fetchall()
-    return [(r["id"], r["at"]) for r in rows]
-
-
-def record_access(conn: Connection[Any], counts: Mapping[UUID, int], at: datetime) -> int:
-    """Add to the access counts of these units (units deleted meanwhile are skipped)."""
-    ids = sorted(counts, key=str)  # one lock order for every writer
-    cur = conn.execute(
-        """
-        INSERT INTO memory_access (unit_id, access_count, last_accessed_at)
-        SELECT u.id, u.n, %(at)s FROM unnest(%(ids)s::uuid[], %(n)s::int[]) AS u(id, n)
-        JOIN memory_units m ON m.id = u.id ORDER BY u.id
-        ON CONFLICT (unit_id) DO UPDATE
-        SET access_count = memory_access.access_count + EXCLUDED.access_count,
-            last_accessed_at = EXCLUDED.last_accessed_at
-        """,
-        {"ids": ids, "n": [counts[i] for i in ids], "at": at},
-    )
-    return max(cur.rowcount, 0)
+    def retrieve(self, search: Search) -> ArmResult:
+        s, scope, held_links = self.settings, search.scope, self.context.caches.links
+        with self.pool.tenant_connection(scope.tenant_id) as conn:
+            held = (
+                held_links.current(conn, scope.tenant_id, scope.agent_key)
+                if held_links is not None
+                else None
+            )
+            nearest = search.entry_points.result()
+            entry = {
+                str(i): 1.0 for i, sim in nearest[: s.graph_entry_points]
+                if sim >= s.graph_entry_similarity
+            }  # fmt: skip
+            found = timed(
+                self.name,
+                lambda: graph_walk(
+                    conn, scope, entry=entry, budget=search.budget, fanout=s.graph_fanout,
+                    spread=self.spread, matching=search.matching, held=held,
+                ),
+            )  # fmt: skip
+        if not entry:
+            found.note = f"no semantic match ≥ {s.graph_entry_similarity} to start from"
+        return found

@@ -1,6 +1,6 @@
 """What the query service holds per filter and reads whole in the background (issue 29): the units
-failing a broad filter (`memora.retrieval.failing`) and the keyword index of those passing a
-narrow one (`memora.retrieval.held_terms`). Both are read whole from a filter's second search
+failing a broad filter (`caches.failing_units`) and the keyword index of those passing a
+narrow one (`caches.filter_terms`). Both are read whole from a filter's second search
 within the TTL, on the retriever's background thread, and brought up to date by each search
 that uses them; this is their bookkeeping."""
 

@@ -42,7 +42,7 @@ from psycopg import Connection, sql
 from psycopg.rows import tuple_row
 
 from memora.basics import metrics
-from memora.retrieval.passing import unit_query, unit_vectors
+from memora.retrieval.caches.passing_units import unit_query, unit_vectors
 
 # An entity mentioned at most this many times has every mention's embedding held once a search
 # compared some of them in PostgreSQL (a main character at 100k memories: ~5,000, 7.5 MB, read

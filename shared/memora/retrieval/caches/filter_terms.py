@@ -11,7 +11,7 @@ unit's length, so BM25 over every passing unit is a few array operations on the 
 exact rather than budgeted. The agent's N, df and average length stay the keyword index's
 (`KeywordIndex.stats`), so the weights are those of a search in PostgreSQL.
 
-Entries stay exact as the filter's units with their embeddings do (`memora.retrieval.passing`):
+Entries stay exact as the filter's units with their embeddings do (`caches.passing_units`):
 each search first reads the filter's rows written at or after the snapshot xmin of the entry's
 last read (`memory_vectors.written`, migration 0024; a unit's text is written with its vector
 row, migration 0028) with their tsvectors, one index range, and whether the agent lost a vector
@@ -34,9 +34,9 @@ import numpy as np
 from psycopg import Connection
 
 from memora.basics import metrics
+from memora.retrieval.caches.filter_holder import FilterHolder
+from memora.retrieval.caches.passing_units import read_passing
 from memora.retrieval.filters import vector_scope
-from memora.retrieval.holding import FilterHolder
-from memora.retrieval.passing import read_passing
 from memora.retrieval.types import SearchScope
 
 TERMS_CAP = 20_000  # a filter more units pass is selected in PostgreSQL, as before

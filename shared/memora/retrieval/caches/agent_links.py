@@ -37,7 +37,7 @@ from psycopg.rows import tuple_row
 
 from memora.basics import metrics
 from memora.db.pool import Pool
-from memora.retrieval.graph import Edge
+from memora.retrieval.activation import Edge
 
 log = logging.getLogger(__name__)
 
