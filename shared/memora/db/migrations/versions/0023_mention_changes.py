@@ -1,7 +1,8 @@
 """When an entity's mentions last changed (issue 29), so a query service that keeps a common
-entity's mention signatures in memory (`memora.retrieval.caches.mentions`) reads only what changed
-since it last looked, where a full read of a main character's signatures cost ~4 ms of
-database time a search at 100k memories and ~17 ms at 1M:
+entity's mention signatures in memory (`memora.retrieval.caches.mentions`) reads only what
+changed since it last looked, where a full read of a main character's signatures cost database
+time on every search, more as the agent grows (docs/benchmarks-history.md, the read path's
+sixth round):
 
 - `unit_entities.written`: the id of the transaction that inserted or last updated the row
   (`pg_current_xact_id()`, as an int8), indexed with the entity. The rows written at or after a

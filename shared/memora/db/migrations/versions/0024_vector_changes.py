@@ -1,8 +1,8 @@
 """When an agent's searchable vectors last changed (issue 29), so a query service that keeps the
-units passing a filter with their embeddings in memory (`memora.retrieval.caches.passing_units`) reads only
-what changed since it last looked, where the exact scan of a 5 % filter at 100k memories cost
-~12 ms of database time a search (5,000 scattered heap blocks and as many half-precision
-distances):
+units passing a filter with their embeddings in memory (`memora.retrieval.caches.passing_units`)
+reads only what changed since it last looked, where the exact scan of a 5 % filter read 5,000
+scattered heap blocks and computed as many half-precision distances on every search
+(docs/benchmarks-history.md, the read path's tenth round):
 
 - `memory_vectors.written`: the id of the transaction that inserted or last updated the row
   (`pg_current_xact_id()` as an int8, as `unit_entities.written` in 0023), indexed with the

@@ -1,7 +1,8 @@
 """Which units a removal concerns (issue 29), so that a query service holding an agent's links
-(`memora.retrieval.caches.agent_links`) takes a unit forgotten, superseded or deleted, or a unit's links
-deleted, in place, where it read all the agent's links again (~3 s of PostgreSQL at 100k
-memories) after every one: on a live chat each superseded fact was one such read.
+(`memora.retrieval.caches.agent_links`) takes a unit forgotten, superseded or deleted, or a
+unit's links deleted, in place, where it read all the agent's links again after every one
+(seconds of PostgreSQL at 100k memories: docs/benchmarks.md, "Held links through removals"):
+on a live chat each superseded fact was one such read.
 
 - `vector_removals.units`: the units whose `memory_vectors` rows the statement deleted or
   whose filter columns it changed (the holder asks which of them are still active).
