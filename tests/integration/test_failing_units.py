@@ -139,7 +139,8 @@ def test_a_broad_filter_in_use_is_read_whole_again_after_the_ttl(
         for d in range(4)
     ]  # fmt: skip
     conn.commit()
-    failing = FailingUnits(1 << 20, 0.6)
+    clock = [0.0]
+    failing = FailingUnits(1 << 20, 0.6, clock=lambda: clock[0])
     talk = _scope(agent_id, {"kind": "talk"})
     failing.wanted(talk)
     assert failing.wanted(talk)
@@ -147,10 +148,10 @@ def test_a_broad_filter_in_use_is_read_whole_again_after_the_ttl(
     conn.execute("DELETE FROM memory_units WHERE id = %s", (units[0],))
     conn.commit()
     for _ in range(2):
-        time.sleep(0.25)
+        clock[0] += 0.25
         with conn.transaction():
             assert _text(failing.refreshed(conn, talk)) == {str(units[0])}  # kept till then
-    time.sleep(0.25)
+    clock[0] += 0.25
     with conn.transaction():
         assert failing.refreshed(conn, talk) is None
     assert failing.wanted(talk)

@@ -4,7 +4,6 @@ them up to date with what was written since, whatever changed."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -218,12 +217,13 @@ def test_a_filter_in_use_is_read_whole_again_after_the_ttl(conn: Any, agent_id: 
     for day in range(6):
         _memory(conn, agent_id, unit_vector(rng.standard_normal(DIM)), day)
     conn.commit()
-    passing = PassingUnits(1 << 24, ttl=0.6)
+    clock = [0.0]
+    passing = PassingUnits(1 << 24, ttl=0.6, clock=lambda: clock[0])
     scope = _scope(agent_id, EVEN)
     with conn.transaction():
         passing.read(conn, scope, 100)
     for _ in range(3):  # 0.9 s in all, each read within the cache's own expiry of the last
-        time.sleep(0.3)
+        clock[0] += 0.3
         with conn.transaction():
             assert passing.read(conn, scope, 100) is not None
     assert passing.reads == {"whole": 2, "changes": 2}

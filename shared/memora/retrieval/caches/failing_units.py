@@ -23,7 +23,8 @@ is an update, read as written.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import Connection
@@ -43,7 +44,7 @@ class Failing:
 
     members: UnitSet
     horizon: int
-    whole_at: float = field(default_factory=time.monotonic)
+    whole_at: float  # when it was read whole, on its holder's clock
 
     @property
     def count(self) -> int:
@@ -63,15 +64,20 @@ class FailingUnits(FilterHolder[Failing]):
     `max_bytes` in all (the least recently used go first), each entry read whole again after
     `ttl` seconds; a filter more than `at_most` units fail is not held."""
 
-    def __init__(self, max_bytes: int, ttl: float, *, at_most: int = FAILING_CAP) -> None:
-        super().__init__(max_bytes, ttl, at_most=at_most, reads=metrics.FILTER_FAILING_READS)
+    def __init__(
+        self, max_bytes: int, ttl: float, *, at_most: int = FAILING_CAP,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        super().__init__(
+            max_bytes, ttl, at_most=at_most, reads=metrics.FILTER_FAILING_READS, clock=clock
+        )
 
     def key(self, scope: SearchScope) -> tuple[Any, ...]:
         return scope.filter_key
 
     def _whole(self, conn: Connection[Any], scope: SearchScope) -> Failing:
         horizon, failing, _ = _read(conn, scope, cap=self.at_most + 1)
-        return Failing(UnitSet.of(failing), horizon)
+        return Failing(UnitSet.of(failing), horizon, self.now())
 
     def _changes(self, conn: Connection[Any], scope: SearchScope, held: Failing) -> Failing:
         horizon, failing, passing = _read(conn, scope, since=held.horizon)

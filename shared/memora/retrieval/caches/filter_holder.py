@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -70,17 +70,18 @@ class FilterHolder(ABC, Generic[E]):
 
     def __init__(
         self, max_bytes: int, ttl: float, *, at_most: int, reads: Counter,
-        filters_noted: int = 10_000,
+        filters_noted: int = 10_000, clock: Callable[[], float] = time.monotonic,
     ) -> None:  # fmt: skip
+        self._clock = clock  # what `ttl` is counted on (tests give their own)
         self.at_most = at_most
         self._counter = reads  # the metric of the whole reads and the reads of changes
         self._ttl = ttl  # the cache's own expiry restarts with each refresh: not a whole read
         self._entries: TTLCache[tuple[Any, ...], E] = TTLCache(
-            max(max_bytes, 1), ttl, getsizeof=lambda e: max(e.nbytes, 1)
+            max(max_bytes, 1), ttl, timer=clock, getsizeof=lambda e: max(e.nbytes, 1)
         )
         # the filters searched lately and not held: True, to be read on their next search;
         # False, more units counted than `at_most`
-        self._noted: TTLCache[tuple[Any, ...], bool] = TTLCache(filters_noted, ttl)
+        self._noted: TTLCache[tuple[Any, ...], bool] = TTLCache(filters_noted, ttl, timer=clock)
         self._reading: set[tuple[Any, ...]] = set()
         self._lock = threading.Lock()
         self.reads = {"whole": 0, "changes": 0}
@@ -121,9 +122,8 @@ class FilterHolder(ABC, Generic[E]):
             self._counter.labels("whole").inc()
             self.settle(key, None, entry, "whole", again=False)
 
-    @staticmethod
-    def now() -> float:
-        return time.monotonic()
+    def now(self) -> float:
+        return self._clock()
 
     def held(self, key: tuple[Any, ...]) -> E | None:
         """The entry held for `key`, unless none is or it was read whole more than `ttl` ago

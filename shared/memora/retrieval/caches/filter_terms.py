@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
@@ -184,8 +185,13 @@ class FilterTerms(FilterHolder[HeldTerms]):
     each read whole again after `ttl` seconds; a filter more than `at_most` units pass is not
     held. Read whole in the background, from a filter's second search (`wanted`, `load`)."""
 
-    def __init__(self, max_bytes: int, ttl: float, *, at_most: int = TERMS_CAP) -> None:
-        super().__init__(max_bytes, ttl, at_most=at_most, reads=metrics.FILTER_TERMS_READS)
+    def __init__(
+        self, max_bytes: int, ttl: float, *, at_most: int = TERMS_CAP,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        super().__init__(
+            max_bytes, ttl, at_most=at_most, reads=metrics.FILTER_TERMS_READS, clock=clock
+        )
 
     def key(self, scope: SearchScope) -> tuple[Any, ...]:
         return scope.units_key

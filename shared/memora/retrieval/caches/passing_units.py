@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
@@ -55,14 +55,15 @@ class Passing:
     text: str
     members: frozenset[str]
     horizon: int
-    whole_at: float = field(default_factory=time.monotonic)
+    whole_at: float  # when it was read whole, on its holder's clock
 
     @classmethod
-    def read(cls, ids: Sequence[str], vectors: np.ndarray, horizon: int) -> Passing:
+    def read(
+        cls, ids: Sequence[str], vectors: np.ndarray, horizon: int, whole_at: float
+    ) -> Passing:
         ids = tuple(ids)
-        return cls(
-            ids, {u: i for i, u in enumerate(ids)}, vectors, ",".join(ids), frozenset(ids), horizon
-        )
+        index = {u: i for i, u in enumerate(ids)}
+        return cls(ids, index, vectors, ",".join(ids), frozenset(ids), horizon, whole_at)
 
     @property
     def count(self) -> int:
@@ -142,13 +143,17 @@ class PassingUnits:
     costs two to three exact scans (the embeddings sent, not their distances), which a filter
     used once, such as a time window that moves with the clock, would pay for nothing."""
 
-    def __init__(self, max_bytes: int, ttl: float, *, filters_noted: int = 10_000) -> None:
+    def __init__(
+        self, max_bytes: int, ttl: float, *, filters_noted: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        self._clock = clock  # what `ttl` is counted on (tests give their own)
         self._entries: TTLCache[tuple[Any, ...], Passing] = TTLCache(
-            max(max_bytes, 1), ttl, getsizeof=lambda p: max(p.nbytes, 1)
+            max(max_bytes, 1), ttl, timer=clock, getsizeof=lambda p: max(p.nbytes, 1)
         )
         # the filters searched lately and not held: True, to be held from their next search;
         # False, more units passed than may be ranked exactly
-        self._noted: TTLCache[tuple[Any, ...], bool] = TTLCache(filters_noted, ttl)
+        self._noted: TTLCache[tuple[Any, ...], bool] = TTLCache(filters_noted, ttl, timer=clock)
         self._ttl = ttl  # the cache's own expiry restarts with each refresh: not a whole read
         self._lock = threading.Lock()
         self.reads = {"whole": 0, "changes": 0}  # how each filter's units were read, so far
@@ -178,7 +183,7 @@ class PassingUnits:
         with self._lock:
             held = self._entries.get(key)
         found: Passing | None = None
-        fresh = held is not None and time.monotonic() - held.whole_at <= self._ttl
+        fresh = held is not None and self._clock() - held.whole_at <= self._ttl
         if held is not None and fresh and not written_since(conn, scope.agent_key, held.horizon):
             found = held  # nothing written or removed since its last read
         elif held is not None and fresh:
@@ -188,7 +193,7 @@ class PassingUnits:
         whole = found is None
         if found is None:
             horizon, _, ids, vectors = _read(conn, scope, cap=at_most + 1)
-            found = Passing.read(ids, vectors, horizon)
+            found = Passing.read(ids, vectors, horizon, self._clock())
         if fresh:
             metrics.FILTER_CACHE_READS.labels("changes").inc()
         if whole:
