@@ -104,3 +104,35 @@ def process_stack(
         yield stack
     finally:
         stack.stop()
+
+
+SERVED_ADMIN_KEY = "ui-admin-key-0123456789"
+
+
+@contextmanager
+def served_stack(settings: Settings, redis_url: str, data_dir: Path, llm_url: str) -> Iterator[Any]:
+    """`process_stack` as a user meets it, shared by the first hour's tests and the browser's
+    (tests/integration/conftest.py, `served`): the LLM extractor on the fake LLM server at
+    `llm_url` (each test scripts its answers; retries and timeouts short), an admin key
+    (SERVED_ADMIN_KEY), webhooks to 127.0.0.1 allowed (the tests' receivers); Redis database 5,
+    logs in `data_dir`/served-logs."""
+    from pydantic import SecretStr
+
+    from tests.integration.test_llm_extraction import WORKER_LLM_ENV
+
+    env = WORKER_LLM_ENV | {
+        "MEMORA_LLM_BASE_URL": llm_url,
+        "MEMORA_ADMIN_KEY": SERVED_ADMIN_KEY,
+        "MEMORA_WEBHOOK_ALLOW_PRIVATE": "true",
+    }
+    s = settings.model_copy(update={"broker_url": redis_url, "data_dir": data_dir})
+    with process_stack(
+        s,
+        "served",
+        5,
+        data_dir / "served-logs",
+        llm_base_url=llm_url,
+        admin_key=SecretStr(SERVED_ADMIN_KEY),
+        env=env,
+    ) as stack:
+        yield stack

@@ -1,4 +1,6 @@
-"""What a new user meets in the first hour, on the whole stack as `memora serve` runs it:
+"""What a new user meets in the first hour, on the whole stack as `memora serve` runs it (the
+session's `served`, tests/integration/conftest.py, which the browser's tests share; its
+extractor is the LLM's, the fake server's answers scripted here):
 
 - once the write API answers /health/ready, what a script does next works at once (no 503
   from the query service behind it, no task waiting for a worker still loading its models),
@@ -21,9 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
-from memora.basics.config import Settings
+from memora.extraction.llm import MARKER
 from tests.conftest import wait_until
-from tests.integration.stack_support import process_stack
+from tests.fakes import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.integration
 
@@ -34,22 +36,18 @@ REPO = Path(__file__).resolve().parents[2]
 DOCUMENTED = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
-@pytest.fixture(scope="module")
-def served(
-    settings: Settings, redis_url: str, data_dir: Path, fake_llm_server: Any
-) -> Iterator[Any]:
-    env = {
-        "MEMORA_LLM_BASE_URL": fake_llm_server.base_url,
-        "MEMORA_EXTRACTOR": "local",
-        "MEMORA_WEBHOOK_ALLOW_PRIVATE": "true",  # the docs' receiver is a local one here
-    }
-    s = settings.model_copy(update={"broker_url": redis_url, "data_dir": data_dir})
-    with process_stack(s, "served", 6, data_dir / "served-logs", env=env) as stack:
-        yield stack
+def _facts(text: str, *entities: tuple[str, str]) -> Reply:
+    """The extractor's answer: one fact, of the first item."""
+    named = [{"name": n, "type": t} for n, t in entities]
+    return Reply({"facts": [{"item": 0, "text": text, "fact_type": "world", "entities": named}]})
 
 
-def test_after_ready_the_first_requests_succeed(served: Any) -> None:
+def test_after_ready_the_first_requests_succeed(served: Any, fake_llm: FakeOpenAI) -> None:
     base = f"http://{served.settings.host}:{served.settings.port}"
+    fake_llm.always(
+        _facts("Maya is planning a trip to Kyoto.", ("Maya", "PERSON"), ("Kyoto", "LOCATION")),
+        when=MARKER,
+    )
     ready = httpx.get(f"{base}/health/ready").json()
     assert ready["checks"] == {"database": True, "query_service": True, "workers": True}
     search = httpx.post(f"{base}/api/search", json={"agent_id": "first-hour", "query": "Kyoto"})
@@ -68,9 +66,9 @@ def test_after_ready_the_first_requests_succeed(served: Any) -> None:
     assert any("Kyoto" in r["text"] for r in found.json()["results"])
 
 
-def test_each_worker_loaded_its_models_before_it_took_work(served: Any, data_dir: Path) -> None:
+def test_each_worker_loaded_its_models_before_it_took_work(served: Any) -> None:
     for worker, model in MODELS.items():
-        log = (data_dir / "served-logs" / f"worker-{worker}.log").read_text()
+        log = (served.log_dir / f"worker-{worker}.log").read_text()
         loading = re.search(r"loading models before taking work: (\S+)", log)
         ready = re.search(r"@\S+ ready\.", log)
         assert loading and ready, f"{worker}: {log[-2000:]}"
@@ -126,11 +124,14 @@ def receiver() -> Iterator[str]:
     server.shutdown()
 
 
-def test_every_documented_curl_command_works(served: Any, receiver: str, tmp_path: Path) -> None:
+def test_every_documented_curl_command_works(
+    served: Any, fake_llm: FakeOpenAI, receiver: str, tmp_path: Path
+) -> None:
     """Run in the docs' order with the stack's port; `<operation_id>` is the latest one
     returned, and the docs' webhook receiver is a local one. Only commands that need a file
     the docs ask the user to write are left out."""
     base = f"{served.settings.host}:{served.settings.port}"
+    fake_llm.always(_facts("The user shared a note."), when=MARKER)  # whatever was posted
     last: dict[str, str] = {}
     ran: list[str] = []
     for path in DOCUMENTED:

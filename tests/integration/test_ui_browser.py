@@ -1,6 +1,7 @@
 """The web UI in a real browser: headless Chromium (Debian's `chromium`, driven by Playwright)
 against a real stack: the write API and query service under uvicorn, one Celery worker per
-stage on Redis, the suite's PostgreSQL, and the LLM extractor talking to the fake LLM server.
+stage on Redis, the suite's PostgreSQL, and the LLM extractor talking to the fake LLM server
+(the session's `served`, tests/integration/conftest.py, shared with test_first_hour).
 
 It checks that the page loads without console errors, the graph shows the nodes of an ingested
 conversation, a search shows its results and trace, and an operation that failed for real
@@ -26,14 +27,12 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from memora.basics.config import Settings
 from memora.extraction.llm import MARKER
 from tests.conftest import wait_until
 from tests.fakes import FakeOpenAI, Reply
-from tests.integration.stack_support import process_stack
-from tests.integration.test_llm_extraction import WORKER_LLM_ENV
+from tests.integration.stack_support import SERVED_ADMIN_KEY as ADMIN_KEY
 from tests.integration.webhook_support import receiving
 
 pytestmark = pytest.mark.integration
@@ -49,7 +48,6 @@ BROWSER_LOG = Path(tempfile.mkdtemp(prefix="memora-chromium-")) / "chromium.log"
 # such a test runs once more, on agents of its own (`attempt`), and prints what is known of it.
 KERNEL_NOTES = re.compile(r"oom|killed process|segfault", re.IGNORECASE)
 RERUN_ON_CRASH = pytest.mark.flaky(reruns=1, only_rerun=["Target crashed", "Page crashed"])
-ADMIN_KEY = "ui-admin-key-0123456789"
 AGENT = "support-bot"
 
 if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
@@ -181,29 +179,6 @@ COUNT_GRAPH = """() => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def ui_stack(
-    settings: Settings, redis_url: str, data_dir: Path, fake_llm_server: FakeOpenAI
-) -> Iterator[Any]:
-    """The whole stack as processes on free ports, with its own Redis database."""
-    env = WORKER_LLM_ENV | {
-        "MEMORA_LLM_BASE_URL": fake_llm_server.base_url,
-        "MEMORA_ADMIN_KEY": ADMIN_KEY,
-        "MEMORA_WEBHOOK_ALLOW_PRIVATE": "true",  # the webhook receiver is on 127.0.0.1
-    }
-    s = settings.model_copy(update={"broker_url": redis_url, "data_dir": data_dir})
-    with process_stack(
-        s,
-        "ui-stack",
-        5,
-        data_dir / "ui-stack-logs",
-        llm_base_url=fake_llm_server.base_url,
-        admin_key=SecretStr(ADMIN_KEY),
-        env=env,
-    ) as stack:
-        yield stack
-
-
 @pytest.fixture
 def attempt(request: pytest.FixtureRequest) -> str:
     """The end of a test's agents' names: "" on its first run, "-2" on its rerun after a renderer
@@ -242,8 +217,8 @@ def _forget_and_restore(base: str, agent: str, text: str) -> None:
 
 
 @RERUN_ON_CRASH
-def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI, attempt: str) -> None:
-    s = ui_stack.settings
+def test_ui_in_a_real_browser(served: Any, fake_llm: FakeOpenAI, attempt: str) -> None:
+    s = served.settings
     base = f"http://{s.host}:{s.port}"
     agent = AGENT + attempt
     fake_llm.reset()
@@ -331,7 +306,7 @@ def test_ui_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI, attempt: str)
         page.click('#tabs button[data-view="queues"]')
         page.locator("#workers-list li b").first.wait_for(timeout=15_000)
         workers = page.locator("#workers-list li").all_inner_texts()
-        assert len(workers) == len(ui_stack.workers), workers
+        assert len(workers) == len(served.workers), workers
         assert "extract" in page.locator("#queues-table").inner_text()
         assert page.evaluate("sessionStorage.getItem('memora.apiKey')") == ADMIN_KEY
         page.screenshot(path=str(SHOTS / "queues.png"))
@@ -395,10 +370,10 @@ def _deliberate(message: str) -> bool:
 
 
 @RERUN_ON_CRASH
-def test_user_control_in_a_real_browser(ui_stack: Any, fake_llm: FakeOpenAI, attempt: str) -> None:
+def test_user_control_in_a_real_browser(served: Any, fake_llm: FakeOpenAI, attempt: str) -> None:
     """Edit a memory (a new version; history kept), forget and restore it from its panel; open a
     conversation, edit one message and delete another; every change checked through the API."""
-    s = ui_stack.settings
+    s = served.settings
     base = f"http://{s.host}:{s.port}"
     control, first = CONTROL_AGENT + attempt, AGENT + attempt
     agent_url = f"{base}/api/agents/{control}"
