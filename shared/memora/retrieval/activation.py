@@ -117,7 +117,7 @@ def spread_activation(
 
     def follow_all(source: N, edges: Sequence[Edge[N]]) -> None:
         """`follow` of every link, with nothing to check (no `admit`): the loop of unfiltered
-        searches, ~1,000 offers each, with its lookups bound once and no call per offer."""
+        searches, the most offers of any, with its lookups bound once and no call per offer."""
         value = explored[source]
         get_pending, get_weight, push, arrival = pending.get, weights.get, heapq.heappush, arrivals
         for target, link_type, weight in edges:

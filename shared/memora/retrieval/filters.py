@@ -154,8 +154,9 @@ class Where:
     def prepare(self) -> bool | None:
         """`prepare` for psycopg's `execute`: a filtered query is planned for its own values
         every time. Prepared, its text (the same for `speaker: X` as for `type: Y`) would soon
-        get one generic plan for all filters, blind to how many units each matches: measured
-        at 100k memories, a 99.9 % filter then took 1 s instead of 10 ms. None: the default."""
+        get one generic plan for all filters, blind to how many units each matches: a broad
+        filter's search then took far longer (docs/retrieval.md, "Filters and
+        fusion"). None: the default."""
         return False if self.sql else None
 
 
@@ -251,7 +252,7 @@ Row = TypeVar("Row", bound=tuple[Any, ...])
 class UnitSet:
     """Units by id, as text (the graph's and the mentions' ids) and as the ids' integers
     (`UUID.int`), so that rows read with UUIDs are checked without making each one's text
-    (0.6 µs an id, two lists of ~50 a search)."""
+    (which costs more than the lookup itself)."""
 
     text: frozenset[str] = frozenset()
     numbers: frozenset[int] = frozenset()
@@ -290,9 +291,9 @@ def broad_count(limit: int, share: float, failing: int | None = None) -> int:
     units pass (at least BROAD_SHARE): a quarter more than that share should need. Where the
     units that fail it are known (`failing` of them; `share` then exact), `limit` and as many
     more as may fail among them: the failures expected at that share and three standard
-    deviations over (as a Poisson count), and one; never more than `failing` (a 99.9 %
-    filter: 2 more for 50, where a quarter more took 13). A reader that finds fewer pass reads
-    further (`limit` + `failing` then suffices)."""
+    deviations over (as a Poisson count), and one; never more than `failing` (a filter one
+    unit in a thousand fails: 2 more for 50, where a quarter more took 13). A reader that
+    finds fewer pass reads further (`limit` + `failing` then suffices)."""
     share = max(share, BROAD_SHARE)
     count = math.ceil(1.25 * limit / share)
     if failing is None:

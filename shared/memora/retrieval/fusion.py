@@ -167,7 +167,7 @@ def _wanted(p: SearchParams, c: Candidate) -> bool:
 # transcript item cut into several units, its neighbours within the item). Written as
 # equalities, so that both branches are ranges of (document_pk, item_index, seq): with
 # `abs(...) = 1` the index gave only the document, and each candidate read every unit of a
-# long conversation (a 5,000-turn document: 65 ms a search instead of 1.1).
+# long conversation (docs/retrieval.md, "Filters and fusion").
 _NEXT_TO = """
     n.document_pk = m.document_pk AND n.id <> m.id AND n.embedding IS NOT NULL
     AND ((n.item_index = m.item_index AND n.seq IN (m.seq - 1, m.seq + 1))
@@ -177,7 +177,7 @@ _NEXT_TO = """
 
 # What a candidate's mentions say, from one index range of its own (a unit names a few
 # entities): whether one is a named entity, and whether one answers the kind of thing asked
-# for. One probe a candidate for both (two before, 0.2 ms more a call when a kind is asked
+# for. One probe a candidate for both (two before, which cost more when a kind is asked
 # for; an EXISTS may be planned as a hash of the named entities' every mention), none when
 # the query names no entity and asks for no kind of thing.
 _MENTIONS = """(
@@ -219,8 +219,8 @@ def hydrate(
     with a recheck, one without, whatever the filter), in a statement of their own when
     there are any (rarely: a unit committed while the query was embedded). In the SELECT
     list of every read instead, the statement took its filter's text and was planned anew
-    for it on each connection (fusion 4.4 → 5.0 ms under a 99.9 % filter at 100k memories;
-    in its WHERE clause, planned each search: 11.3 → 14.3 ms in a slow phase)."""
+    for it on each connection; in its WHERE clause, it was planned each search (both slower:
+    docs/retrieval.md, "Filters and fusion")."""
     lateral, params = keyword
     rows = (
         conn.cursor(row_factory=tuple_row)
@@ -260,7 +260,7 @@ def hydrate(
     )
     if recheck is not None:
         rows = _passing(conn, rows, recheck)
-    # tuples, unpacked in the SELECT's order: a dict a row cost 0.15 ms of CPU a call (1.23 → 1.08)
+    # tuples, unpacked in the SELECT's order: a dict a row cost CPU in every call
     return {
         unit: Candidate(
             id=unit,

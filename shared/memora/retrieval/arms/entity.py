@@ -30,9 +30,9 @@ from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
 from memora.retrieval.types import ArmResult, SearchScope
 
 # The common entity's mentions compared with full embeddings: this many per unit wanted, the
-# best by their signatures' Hamming distance. 20 wanted, 50,000 mentions (1M memories): 1,000
-# kept 97 % of the exact list, 400 88 % (the HNSW walk: 87 %), 200 79 %; 5,000 mentions (100k):
-# 1,000 99.9 %. Each is compared in the query service (its embedding read once, then held).
+# best by their signatures' Hamming distance; fewer lose more of the exact list than the HNSW
+# walk did (docs/retrieval.md, "The retrievers"). Each is compared in the query service (its
+# embedding read once, then held).
 SIGNATURE_OVERSAMPLE = 20
 # Under filters the signatures cannot check, this many times as many best signatures
 FILTERED_SIGNATURES = 4
@@ -94,14 +94,14 @@ def entity_units(
     entities' mentions as read (not under a filter whose passing units are sent). An entity
     mentioned at
     most `exact_max` times has every mention compared. A commoner one (a main character of a
-    long chat: ~5,000 mentions at 100k memories, ~50,000 at 1M) has its mentions ranked by
+    long chat: tens of thousands of mentions in a large agent) has its mentions ranked by
     their signatures' Hamming distance from the query's first, and the `oversample` ·
     `per_entity` best are compared; `FILTERED_SIGNATURES` times as many under filters the
     signatures cannot check. When every unit
-    that passes is known but too many to send (above `exact_max`: sending 5,000 ids cost
-    ~12 ms in a search), the mentions are first kept to those units here, then ranked and
-    compared as unfiltered ones (a main character under a 5 % filter at 100k memories: its
-    ~250 passing mentions compared); likewise, the units failing a broad filter taken out, when
+    that passes is known but too many to send (above `exact_max`: sending them costs more
+    than keeping the mentions to them here), the mentions are first kept to those units here,
+    then ranked and compared as unfiltered ones (under a narrow filter, a main character's
+    few passing mentions all compared); likewise, the units failing a broad filter taken out, when
     they are known (`Matching.failing`). PostgreSQL then checks the best by key, in their
     order, until `per_entity` of each entity's are active and pass (`_first_passing`; where
     every unit that passes is known, they are checked against those here)."""

@@ -121,8 +121,9 @@ def _estimate(conn: Connection[Any], scope: SearchScope, where: Where) -> float:
 @dataclass(frozen=True)
 class ExactScan:
     """An exact scan's answer. `ids`: every unit that passed, as one comma-separated text, the
-    form that costs least both ways (5,000 ids: ~1 ms to read as one text, twice that as rows;
-    sent back as one text ~3 ms, as a list of strings ~12 ms of psycopg's dumping)."""
+    form that costs least both ways: read as one text rather than as rows, and sent back as
+    one text rather than as a list psycopg dumps string by string (docs/retrieval.md, "Exact
+    scans")."""
 
     ranked: list[tuple[UUID, float]]
     count: int

@@ -151,7 +151,7 @@ def neighbours(
     query. `read`: where the unfiltered links come from (the held ones), by default `links`;
     `read_ahead`: against failing units, read the links a broad filter's share may need
     beyond `fanout` at once (a second read is a round trip; of held links, it costs less than
-    reading ahead for every unit: 2 of 20 more, the graph ~0.1 ms of CPU a search)."""
+    reading ahead for every unit)."""
     read = read or _reader(conn)
     if not where.sql:
         return read(ids, fanout)
@@ -198,8 +198,8 @@ def passing(
     search) checked in one query, one primary-key probe each (with `= ANY` the planner may
     AND the ids with the filter's whole index bitmap instead), their verdicts added. The
     query is prepared, unlike the other filtered ones: led by the ids, its plan is the same
-    whatever the filter matches, and planning it cost as much as running it (300 ids: 0.6
-    ms each); the ids travel as one text, which PostgreSQL parses faster than a text[]."""
+    whatever the filter matches, and planning it cost as much as running it; the ids travel
+    as one text, which PostgreSQL parses faster than a text[]."""
     unseen = [i for i in ids if i not in known]
     if unseen:
         found = {

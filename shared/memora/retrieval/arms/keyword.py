@@ -218,9 +218,9 @@ class KeywordIndex:
         is planned for its own tsquery every time (never prepared), so that the planner sees
         its selectivity: for a rare term it reads the GIN index, for a common one it walks the
         agent's units newest first and stops after `match_budget` matches. Prepared, after
-        five runs PostgreSQL may keep a generic plan that guesses 500 matches for any tsquery:
-        at 100k memories it then read and sorted all 9,434 units holding a common term (4,196
-        buffers, 26 ms) where the custom plan stops after 1,000 (~600 buffers, 10 ms)."""
+        five runs PostgreSQL may keep a generic plan that guesses 500 matches for any tsquery,
+        and then reads and sorts every unit holding a common term where the custom plan stops
+        after `match_budget` (docs/retrieval.md, "The retrievers")."""
         match = stats.matching_terms(match_budget)
         if not match:
             return []
@@ -265,7 +265,7 @@ class KeywordIndex:
         # Only the query's lexemes are unnested: `setweight` marks them (weight A) and
         # `ts_filter` keeps the marked ones, both in C, so a unit's row yields its one or two
         # matching lexemes instead of all of them; the join still keeps the query's terms only
-        # (a lexeme weighted A before would pass the filter). 1,000 matches: 12.2 → 8.5 ms.
+        # (a lexeme weighted A before would pass the filter).
         return (
             """(SELECT sum(terms.idf * tf.n * (%(k1)s + 1) / (tf.n + %(k1)s * (1 - %(b)s
                           + %(b)s * length(m.search_vector) / %(avgdl)s))) AS bm25

@@ -80,7 +80,7 @@ def nearest(
         "SELECT set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
         (str(ef_search),),
-    )  # sent in a pipeline with the walk (one round trip fewer) it took longer: benchmarks.md
+    )  # in a pipeline with the walk (one round trip fewer) it took longer: benchmarks-history.md
     failing = matching.failing if matching is not None and scope.where.sql else None
     if failing is None:
         rows = _walk(conn, scope, scope.where, vector, limit, min_similarity, first, first_count)

@@ -93,8 +93,7 @@ def _temporal_seeds(
     `seed_similarity`, and when each happened. A range holding few of the agent's units
     (counted by the planner through migration 0013's date indexes) is ranked exactly: the
     HNSW walk would pass over most of the agent to find them, which PostgreSQL's cost model
-    for the walk does not see (a month of a two-year history at 100k: walked 11.4 ms, ranked
-    exactly 3.3 ms)."""
+    for the walk does not see (docs/retrieval.md, "The retrievers")."""
     where = scope.where
     in_range = Where(
         f" AND {_IN_RANGE} {where.sql}",

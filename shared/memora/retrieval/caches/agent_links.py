@@ -1,10 +1,11 @@
 """The memory links of the agents searched, held in the query service's memory (issue 29).
 
-Graph retrieval reads each explored unit's strongest links, a wave at a time: five reads a
-search at 100k memories, ~1.7 ms of database time and ~2.5 ms of the search's latency. Held
-here, an agent's links are a compressed sparse row table (each unit's links, all of them,
-strongest first: target, type and weight as numpy arrays, ~9 bytes a link), read once in the
-background with a binary COPY; a wave's links are slices of it.
+Graph retrieval reads each explored unit's strongest links, a wave at a time: a few reads a
+search, each a round trip and database time on the search's path (docs/retrieval.md, "What
+the query service holds"). Held here, an agent's links are a compressed sparse row table
+(each unit's links, all of them, strongest first: target, type and weight as numpy arrays,
+`LINK_BYTES` a link), read once in the background with a binary COPY; a wave's links are
+slices of it.
 
 They stay exact. Each search first asks, in one statement, what changed since the agent's
 links were read: links written at or after that read's snapshot xmin (`memory_links.written`,
@@ -81,7 +82,7 @@ class AgentLinks:
         return int(arrays + self.weights.nbytes) + UNIT_BYTES * len(self.ids)
 
     def links(self, units: Sequence[str], limit: int) -> dict[str, list[Edge[str]]]:
-        """Each unit's strongest `limit` links to active units, as `arms.links` reads them;
+        """Each unit's strongest `limit` links to active units, as `arms.graph.links` reads them;
         units without any left out."""
         out: dict[str, list[Edge[str]]] = {}
         for unit in units:
@@ -214,8 +215,8 @@ class HeldLinks:
 
 def estimated_bytes(conn: Connection[Any], agent_key: str) -> int:
     """What the agent's links would take here, from its units and the table's statistics (its
-    share of the units times the links there are), before a read that costs seconds: at 1M
-    memories ~18M links, ~320 MB."""
+    share of the units times the links there are), before a read that costs seconds (a large
+    agent's links may not fit `max_bytes`)."""
     row = conn.execute(_SIZE, {"agent": agent_key}, prepare=False).fetchone()
     assert row is not None
     units, links = (float(v) for v in (row["units"], row["links"]))
@@ -339,8 +340,8 @@ _COPY = """
 # in transactions `seen` did not see (one it saw is in the held links: a long transaction
 # holding the xmin back does not make them taken again and again); and whether links of the
 # agent's units were written: the first such link in `written`'s order, so that any plan reads
-# that index's range (planned once, a generic plan: a custom plan each time cost ~0.5 ms, and
-# the generic plan of an EXISTS, which drops its ORDER BY, scanned every link: ~100 ms at 100k).
+# that index's range (planned once, a generic plan: a custom plan each time cost more than the
+# statement, and the generic plan of an EXISTS, which drops its ORDER BY, scanned every link).
 _UNSEEN = "NOT pg_visible_in_snapshot(r.removed::text::xid8, %(seen)s::pg_snapshot)"
 _VECTORS = f"r.agent_id = %(agent)s AND r.removed >= %(since)s AND {_UNSEEN}"
 _LINKS = f"r.tenant_id = %(tenant)s AND r.removed >= %(since)s AND {_UNSEEN}"

@@ -1,23 +1,23 @@
 """The few units failing a broad filter, kept in the query service's memory (issue 29).
 
-A filter that most of an agent's units pass (an episodic type 99.9 % of them carry, a language,
-"not archived") is walked with the filter in the HNSW scan, and the keyword retriever, the
-graph and the entity retriever then check each unit they find against it by key: a heap block
-a unit, ~6 ms each of the keyword retriever's and the graph's time at 100k memories, the search
-~1.2 × the unfiltered one. Knowing the units that fail, every such check is a set lookup, and
-the keyword retriever can take the unfiltered best and drop those: exact, where the check by
-key took as many of the best as the filter's estimated share should need.
+A filter that most of an agent's units pass (an episodic type nearly all of them carry, a
+language, "not archived") is walked with the filter in the HNSW scan, and the keyword
+retriever, the graph and the entity retriever then check each unit they find against it by
+key: a heap block a unit, which made such a search markedly slower than the unfiltered one
+(docs/retrieval.md, "What the query service holds"). Knowing the units that fail, every such
+check is a set lookup, and the keyword retriever can take the unfiltered best and drop those:
+exact, where the check by key took as many of the best as the filter's estimated share should
+need.
 
 The failing units are the agent's searchable units (`memory_vectors`, every fact type, as the
 checks by key read them) whose filter conditions are false or unknown. Their first read scans
-the agent's rows (45 ms at 100k memories, about ten times that expected at 1M), so it runs in
-the background, from a filter's second search within the TTL (`wanted`); until it is in,
-searches check by key as before. Entries stay exact as the units passing a narrower filter
-do (`caches.passing_units`): each search first reads the agent's rows written at or after
-the snapshot xmin of the entry's last read (`memory_vectors.written`, migration 0024) with
-their verdicts, one index range. A removed row needs no whole read here: a unit no longer
-searchable is not returned whatever it is taken to be, and a row whose filter columns changed
-is an update, read as written.
+the agent's rows, which takes longer than a search, so it runs in the background, from a
+filter's second search within the TTL (`wanted`); until it is in, searches check by key as
+before. Entries stay exact as the units passing a narrower filter do (`caches.passing_units`):
+each search first reads the agent's rows written at or after the snapshot xmin of the entry's
+last read (`memory_vectors.written`, migration 0024) with their verdicts, one index range. A
+removed row needs no whole read here: a unit no longer searchable is not returned whatever it
+is taken to be, and a row whose filter columns changed is an update, read as written.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What the query service holds per filter and reads whole in the background (issue 29): the units
 failing a broad filter (`caches.failing_units`) and the keyword index of those passing a
 narrow one (`caches.filter_terms`). Both are read whole from a filter's second search
-within the TTL, on the retriever's background thread, and brought up to date by each search
-that uses them; this is their bookkeeping."""
+within the TTL, on the background thread of `ReadCaches` (`read_later`), and brought up to
+date by each search that uses them; this is their bookkeeping."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from memora.retrieval.types import SearchScope
 # Whether the agent's searchable units had a row written, or one removed, at or after `since`
 # (an xid: `memory_vectors.written`, `vector_removals.removed`). Each the first in its index's
 # order, so that the generic plan it is kept with reads that range (an EXISTS's would not:
-# held_links.py); 0.12–0.15 ms where the read of the changes, planned for its filter each
-# time, took 0.34–0.46 ms (at 100k in a slow phase: benchmarks.md, nineteenth round).
+# agent_links.py); planned once, it costs less than the read of the changes, planned for its
+# filter each time (docs/retrieval.md, "What the query service holds").
 _WRITTEN_SINCE = """
     SELECT (SELECT m.written FROM memory_vectors m
             WHERE m.agent_id = %(agent)s AND m.written >= %(since)s

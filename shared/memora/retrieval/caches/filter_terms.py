@@ -2,14 +2,15 @@
 
 Under a filter few units pass, the keyword retriever let the filter select in PostgreSQL
 (`KeywordIndex._filtered`): the units holding the query's rarest terms, at most the match
-budget of them and the newest first, each scored from its tsvector. At 100k memories that took
-13–22 ms of a filtered search against ~5 unfiltered, the longest of its retrievers, and missed
-up to a sixth of the exact BM25 top 50. The units a recurring filter passes (a conversation, a
-speaker, a period: what chat platforms search turn after turn) are few enough to index here:
-each lexeme's postings among them (the unit's position, the lexeme's term frequency) and each
-unit's length, so BM25 over every passing unit is a few array operations on the query's terms,
-exact rather than budgeted. The agent's N, df and average length stay the keyword index's
-(`KeywordIndex.stats`), so the weights are those of a search in PostgreSQL.
+budget of them and the newest first, each scored from its tsvector. That made it the longest
+of a filtered search's retrievers, several times its unfiltered time, and it missed part of
+the exact BM25 top 50 (docs/retrieval.md, "What the query service holds"). The units a
+recurring filter passes (a conversation, a speaker, a period: what chat platforms search turn
+after turn) are few enough to index here: each lexeme's postings among them (the unit's
+position, the lexeme's term frequency) and each unit's length, so BM25 over every passing unit
+is a few array operations on the query's terms, exact rather than budgeted. The agent's N, df
+and average length stay the keyword index's (`KeywordIndex.stats`), so the weights are those of
+a search in PostgreSQL.
 
 Entries stay exact as the filter's units with their embeddings do (`caches.passing_units`):
 each search first reads the filter's rows written at or after the snapshot xmin of the entry's

@@ -3,9 +3,9 @@
 The entity retriever ranks an entity's mentions by the Hamming distance between their
 signatures (`unit_entities.signature`, migration 0021: one bit a dimension of the unit's
 embedding) and the query's, then compares the best of them with the full embeddings. Read
-from PostgreSQL on every search, a main character's signatures cost ~8 ms of database time at
-100k memories (5,000 mentions) and ~25 ms at 1M (57,000); held here as packed 64-bit words,
-the same ranking is a popcount over an array (numpy: ~0.2 ms and ~2 ms).
+from PostgreSQL on every search, a main character's signatures cost database time growing
+with the agent; held here as packed 64-bit words, the same ranking is a popcount over an
+array, a small fraction of that (docs/retrieval.md, "What the query service holds").
 
 They stay exact. Each search first reads what was written since the entity's signatures
 were last read: the rows written at or after that read's snapshot xmin
@@ -20,11 +20,11 @@ The embeddings of the mentions searches compare are held too (`MentionVectors`),
 PostgreSQL in the background after a search first compared them there (with every other
 mention of the entity, up to `HOLD_ALL`): the retriever ranks its held candidates here and
 asks PostgreSQL only which of the best are still active and pass the search's filters, where
-it compared every candidate there (a main character's 400: ~4 ms of database time at 100k
-memories). Each is held with the `written` of the mention row as the search read it (a unit
-re-embedded has its mention rows written again) and is read after that, so it is that
-embedding or a newer one; an entry that knows a newer `written` has it read again. An
-embedding that changed is never taken for the new.
+it compared every candidate there, each a distance computed by the database. Each is held
+with the `written` of the mention row as the search read it (a unit re-embedded has its
+mention rows written again) and is read after that, so it is that embedding or a newer one;
+an entry that knows a newer `written` has it read again. An embedding that changed is never
+taken for the new.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from memora.basics import metrics
 from memora.retrieval.caches.passing_units import unit_query, unit_vectors
 
 # An entity mentioned at most this many times has every mention's embedding held once a search
-# compared some of them in PostgreSQL (a main character at 100k memories: ~5,000, 7.5 MB, read
-# in ~0.1 s in the background); a commoner one, those compared
+# compared some of them in PostgreSQL (a main character of a large agent: read in the
+# background, in a fraction of a second); a commoner one, those compared
 HOLD_ALL = 10_000
 HOLD_CHUNK = 2_000  # embeddings read a statement (3 MB)
 VARBIT_HEADER = 4  # PostgreSQL's binary form of a bit string: its length (int4), then the bits
@@ -128,8 +128,8 @@ class Unheld:
 
 
 def rows_without(rows: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """`rows` (in their order) other than `out`: compared pairwise when both are few (3 µs for
-    40 and 3, where `np.isin` takes 13), else by `np.isin`."""
+    """`rows` (in their order) other than `out`: compared pairwise when both are few (faster
+    there than `np.isin`, which sorts), else by `np.isin`."""
     kept: np.ndarray = (
         (rows[:, None] != out).all(axis=1) if len(rows) * len(out) <= 4096 else ~np.isin(rows, out)
     )
@@ -225,8 +225,8 @@ class Mentions:
 
     def rows_in(self, units: frozenset[str]) -> np.ndarray:
         """The rows of the mentions of `units` (ids as text), in their order here; the
-        smaller side is walked (a 5 % filter at 100k memories: 5,000 units, a main
-        character's 5,000 mentions)."""
+        smaller side is walked (a narrow filter's units and a main character's mentions are
+        alike in number)."""
         if len(units) < len(self.ids):
             found = [p for u in units if (p := self.positions.get(u)) is not None]
             return np.sort(np.array(found, dtype=np.intp))
@@ -356,9 +356,8 @@ class MentionSignatures:
         `HOLD_ALL` times, but those held since: each as its mention was written when the
         search read it (what is read now is that or newer), `HOLD_CHUNK` a statement. Only as
         many as `max_bytes` has room for beside the signatures: embeddings never push out an
-        entity's signatures (at 1M memories a main character's take ~10 MB and its mentions'
-        embeddings ~90 MB; evicted, its signatures were read whole again, 28 ms of database
-        time, at every few searches)."""
+        entity's signatures (a main character's mentions' embeddings take several times its
+        signatures' room; evicted, its signatures were read whole again every few searches)."""
         for wanted in unheld:
             mentions = wanted.mentions
             rows = np.arange(len(mentions.ids)) if len(mentions.ids) <= HOLD_ALL else wanted.rows
@@ -379,9 +378,9 @@ class MentionSignatures:
 # gone). Whole: every mention; since: those written at or after the entity's `since` (an
 # index range). The arrays come through sub-selects, so that no plan knows their lengths:
 # planned for them, each custom plan cost less than the generic one, which PostgreSQL then
-# never chose, and the statement was planned every search (0.48–0.81 → 0.24–0.34 ms a call
-# at 100k in a slow phase of the machine; the generic plan: a nested loop over the entities
-# into `idx_unit_entities_written`, index only, as the custom ones).
+# never chose, and the statement was planned every search (kept with the generic plan, a call
+# costs less; that plan: a nested loop over the entities into `idx_unit_entities_written`,
+# index only, as the custom ones).
 _READ = """
     SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8, e.entity,
            coalesce((SELECT coalesce(n.mentions_removed >= e.since, false)

@@ -2,12 +2,12 @@
 memory (issue 29).
 
 The semantic retriever ranks a filter that few enough units pass exactly: every passing unit's
-distance to the query (`semantic.exact_scan`). Read from PostgreSQL on every search, a 5 %
-filter at 100k memories cost ~12 ms of database time, half of it one heap block a unit (a
-conversation's or a speaker's units lie all over the table) and half pgvector's
-half-precision distances; held here as one matrix of unit vectors, the same ranking is a
-matrix-vector product (~0.2 ms for 5,000 units). Chat platforms search one conversation, one
-speaker or one period turn after turn, so the same filter comes back.
+distance to the query (`arms.exact.exact_scan`). Read from PostgreSQL on every search, that
+costs one heap block a unit (a conversation's or a speaker's units lie all over the table) and
+pgvector's half-precision distances; held here as one matrix of unit vectors, the same ranking
+is one matrix-vector product (what each costs: docs/retrieval.md, "What the query service
+holds"). Chat platforms search one conversation, one speaker or one period turn after turn,
+so the same filter comes back.
 
 Entries stay exact, as the mention signatures do (`caches.mentions`): each search
 first reads the agent's rows passing the filter that were written at or after the snapshot
