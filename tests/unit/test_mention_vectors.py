@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from memora.retrieval.caches.mentions import Mentions, MentionVectors
+from memora.retrieval.caches.mention_vectors import MentionVectors
+from memora.retrieval.caches.mentions import Mentions
 
 
 def _held(vectors: MentionVectors, positions: list[int], written: list[int]) -> list[int]:
