@@ -108,17 +108,9 @@ def fuse(
     s = settings
     answer = answer_type(p.query)
     by_service = mentioning is not None and not answer.entity_types
-    # keyed by the ids' integers: a UUID hashes in a Python call, an int in C (thousands of
-    # ids a search); integer order is the ids' text order, which breaks ties
-    ids = {i.int: i for r in results.values() for i, _ in r.ranked}
-    fused = rrf(
-        {n: [i.int for i, _ in r.ranked] for n, r in results.items()},
-        k=s.rrf_k,
-        weights=s.rrf_weights or None,
-    )
+    fused, ordered = _fused(results, s)
     cap = max(s.rerank_candidates, p.top_k)
     context_vec = query_vec if s.entity_relevance == "query" else about_vec
-    ordered = [ids[k] for k in sorted(fused, key=lambda k: (-fused[k], k))]
     with pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
         if window is not None and window.strict and ordered:
             held = holding(conn, scope, window, ordered)
@@ -136,18 +128,41 @@ def fuse(
     candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
     if not candidates:
         return []
-    sims = np.stack([c.embedding for c in candidates]) @ np.stack([query_vec, about_vec]).T
+    _signals(candidates, results, fused, np.stack([query_vec, about_vec]), s.entity_relevance)
+    return candidates
+
+
+def _fused(results: Mapping[str, ArmResult], s: Settings) -> tuple[dict[int, float], list[UUID]]:
+    """The RRF score of every unit the retrievers listed, by its id's integer, and the units
+    best first. Keyed by the ids' integers: a UUID hashes in a Python call, an int in C
+    (thousands of ids a search); integer order is the ids' text order, which breaks ties."""
+    ids = {i.int: i for r in results.values() for i, _ in r.ranked}
+    fused = rrf(
+        {n: [i.int for i, _ in r.ranked] for n, r in results.items()},
+        k=s.rrf_k,
+        weights=s.rrf_weights or None,
+    )
+    return fused, [ids[k] for k in sorted(fused, key=lambda k: (-fused[k], k))]
+
+
+def _signals(
+    candidates: list[Candidate],
+    results: Mapping[str, ArmResult],
+    fused: Mapping[int, float],
+    vectors: np.ndarray,
+    mode: EntityRelevance,
+) -> None:
+    """Each candidate's semantic signal (`vectors`: the query's embedding and the one without
+    the names it names), its RRF score and its rank in each retriever's list."""
+    sims = np.stack([c.embedding for c in candidates]) @ vectors.T
     for c, (query_sim, about_sim) in zip(candidates, sims.tolist(), strict=True):
-        c.semantic = entity_aware_similarity(
-            query_sim, about_sim, c.names_entity, s.entity_relevance
-        )
+        c.semantic = entity_aware_similarity(query_sim, about_sim, c.names_entity, mode)
         c.rrf = fused[c.id.int]
     wanted = {c.id.int: c for c in candidates}
     for name, r in results.items():
         for rank, (i, _) in enumerate(r.ranked, 1):
             if (ranked := wanted.get(i.int)) is not None:
                 ranked.ranks[name] = rank
-    return candidates
 
 
 def _wanted(p: SearchParams, c: Candidate) -> bool:
@@ -225,7 +240,30 @@ def hydrate(
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(
-            f"""
+            _hydration(lateral, window, recheck),
+            {
+                **params,
+                **scope.params,
+                **(window.params if window is not None else {}),
+                "v": vector,
+                "ids": ",".join(map(str, ids)),  # one text: a list is dumped id by id
+                "entities": list(entity_ids),
+                "answer_types": sorted(answer.entity_types),
+                "answer_time": answer.time,
+            },
+            binary=True,
+        )
+        .fetchall()
+    )
+    if recheck is not None:
+        rows = _passing(conn, rows, recheck)
+    return _candidates(rows)
+
+
+def _hydration(lateral: str, window: Window | None, recheck: Recheck | None) -> str:
+    """`hydrate`'s statement: the keyword retriever's LATERAL subquery, the conditions of a
+    validity window, and the rows' xmin only with a recheck."""
+    return f"""
         SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
                m.occurred_end, m.metadata::text AS metadata, vector_send(m.embedding) AS embedding,
                coalesce(a.access_count, 0) AS access_count,
@@ -243,23 +281,11 @@ def hydrate(
         ) ctx ON true
         WHERE m.id = ANY(string_to_array(%(ids)s, ',')::uuid[])
           AND {scope_where("m", status_where("m", window))}
-        """,
-            {
-                **params,
-                **scope.params,
-                **(window.params if window is not None else {}),
-                "v": vector,
-                "ids": ",".join(map(str, ids)),  # one text: a list is dumped id by id
-                "entities": list(entity_ids),
-                "answer_types": sorted(answer.entity_types),
-                "answer_time": answer.time,
-            },
-            binary=True,
-        )
-        .fetchall()
-    )
-    if recheck is not None:
-        rows = _passing(conn, rows, recheck)
+        """
+
+
+def _candidates(rows: list[tuple[Any, ...]]) -> dict[UUID, Candidate]:
+    """The hydrated rows as candidates, by id."""
     # tuples, unpacked in the SELECT's order: a dict a row cost CPU in every call
     return {
         unit: Candidate(
