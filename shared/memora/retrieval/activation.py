@@ -24,7 +24,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from memora.basics.config import Settings
 
@@ -82,24 +82,75 @@ def spread_activation(
     Without `admit` every link `neighbours` gives is followed; with it (which of the nodes
     given pass: see the module's doc) each source's first `fanout` to nodes not rejected,
     `neighbours` giving more, strongest first. Entry points are taken as admitted."""
-    pending: dict[N, float] = {}  # activated, not explored yet
-    explored: dict[N, float] = {}
-    heap: list[tuple[float, int, N]] = []  # (-activation, arrival, node); stale entries skipped
-    arrivals = itertools.count()
-    weights, decay, floor = s.type_weights, s.decay, s.min_activation
-    links: dict[N, tuple[Sequence[Edge[N]], int]] = {}  # explored: its links, the next one
-    admitted, rejected = set(entry), set[N]()
-    holders: dict[N, list[N]] = {}  # a node not checked yet: the sources it holds a link of
+    walk = _Walk(entry, s)
+    explored = walk.explored
+    wave = s.wave or max(10, -(-budget // 4))
+    while len(explored) < budget:
+        frontier = walk.choose(min(wave, budget - len(explored)), admit)
+        if not frontier:
+            break
+        walk.expand(frontier, neighbours(frontier), fanout, admit is not None)
+    return sorted(explored.items(), key=lambda kv: -kv[1])
 
-    def offer(node: N, value: float) -> None:
-        pending[node] = value
-        heapq.heappush(heap, (-value, next(arrivals), node))
 
-    def follow(source: N, count: int) -> None:
+class _Walk(Generic[N]):
+    """One spread's state: the activated nodes not explored yet (`pending`) and the explored
+    ones, a heap of the pending by activation (lazy deletion: stale entries skipped), and for
+    the checked walk each explored node's links with the next one to follow, the nodes checked
+    and those waiting for a check with the sources that offered to them."""
+
+    def __init__(self, entry: Mapping[N, float], s: SpreadSettings) -> None:
+        self.pending: dict[N, float] = {}
+        self.explored: dict[N, float] = {}
+        self.heap: list[tuple[float, int, N]] = []  # (-activation, arrival, node)
+        self.arrivals = itertools.count()
+        self.weights, self.decay, self.floor = s.type_weights, s.decay, s.min_activation
+        self.links: dict[N, tuple[Sequence[Edge[N]], int]] = {}  # explored: its links, the next
+        self.admitted, self.rejected = set(entry), set[N]()
+        # a node not checked yet: the sources it holds a link of
+        self.holders: dict[N, list[N]] = {}
+        for node, value in entry.items():
+            self.offer(node, value)
+
+    def offer(self, node: N, value: float) -> None:
+        self.pending[node] = value
+        heapq.heappush(self.heap, (-value, next(self.arrivals), node))
+
+    def choose(self, size: int, admit: Admit[N] | None) -> list[N]:
+        """The next wave: the `size` most active pending nodes, those not admitted yet checked
+        first (`admit`), and chosen again while a check rejected some (a rejection may have
+        offered more)."""
+        chosen = self.pop(size)
+        unknown = [e[2] for e in chosen if e[2] not in self.admitted] if admit is not None else []
+        while unknown and admit is not None:
+            self.check(unknown, admit)
+            for item in chosen:  # back in their places (ties keep their arrival order)
+                if item[2] not in self.rejected:
+                    heapq.heappush(self.heap, item)
+            chosen = self.pop(size)
+            unknown = [e[2] for e in chosen if e[2] not in self.admitted]
+        return [node for _, _, node in chosen]
+
+    def expand(
+        self, frontier: list[N], edges: Mapping[N, Sequence[Edge[N]]], fanout: int, checked: bool
+    ) -> None:
+        """The wave explored: each node's activation offered along its links (`checked`: its
+        first `fanout` to nodes not rejected, else all of them)."""
+        for node in frontier:
+            self.explored[node] = self.pending.pop(node)
+            if not checked:
+                self.follow_all(node, edges.get(node, ()))
+                continue
+            self.links[node] = (edges.get(node, ()), 0)
+            self.follow(node, fanout)
+
+    def follow(self, source: N, count: int) -> None:
         """Offer the source's activation along its next `count` links to nodes not rejected
         (a link to an explored node counts, as it would have been followed)."""
-        edges, i = links[source]
-        value = explored[source]
+        edges, i = self.links[source]
+        value = self.explored[source]
+        rejected, explored, admitted = self.rejected, self.explored, self.admitted
+        weights, decay, pending = self.weights, self.decay, self.pending
         while count > 0 and i < len(edges):
             target, link_type, weight = edges[i]
             i += 1
@@ -109,17 +160,23 @@ def spread_activation(
             if target in explored:
                 continue
             if target not in admitted:  # only the checked walk comes here
-                holders.setdefault(target, []).append(source)
+                self.holders.setdefault(target, []).append(source)
             offered = min(value * weight * weights.get(link_type, 1.0) * decay, value)
             if offered > pending.get(target, 0.0):
-                offer(target, offered)
-        links[source] = (edges, i)
+                self.offer(target, offered)
+        self.links[source] = (edges, i)
 
-    def follow_all(source: N, edges: Sequence[Edge[N]]) -> None:
+    def follow_all(self, source: N, edges: Sequence[Edge[N]]) -> None:
         """`follow` of every link, with nothing to check (no `admit`): the loop of unfiltered
         searches, the most offers of any, with its lookups bound once and no call per offer."""
+        explored, pending, heap, decay = self.explored, self.pending, self.heap, self.decay
         value = explored[source]
-        get_pending, get_weight, push, arrival = pending.get, weights.get, heapq.heappush, arrivals
+        get_pending, get_weight, push, arrival = (
+            pending.get,
+            self.weights.get,
+            heapq.heappush,
+            self.arrivals,
+        )
         for target, link_type, weight in edges:
             if target in explored:
                 continue
@@ -130,8 +187,9 @@ def spread_activation(
                 pending[target] = offered
                 push(heap, (-offered, next(arrival), target))
 
-    def pop(count: int) -> list[tuple[float, int, N]]:
+    def pop(self, count: int) -> list[tuple[float, int, N]]:
         """The heap entries of the `count` most active pending nodes, off the heap."""
+        heap, pending, floor = self.heap, self.pending, self.floor
         out: list[tuple[float, int, N]] = []
         while heap and len(out) < count:
             top = heapq.heappop(heap)
@@ -141,40 +199,13 @@ def spread_activation(
                 out.append(top)
         return out
 
-    def check(nodes: list[N], admit: Admit[N]) -> None:
+    def check(self, nodes: list[N], admit: Admit[N]) -> None:
         passing = admit(nodes)
-        admitted.update(passing)
+        self.admitted.update(passing)
         for node in nodes:
-            sources = holders.pop(node, [])
+            sources = self.holders.pop(node, [])
             if node not in passing:
-                rejected.add(node)
-                del pending[node]
+                self.rejected.add(node)
+                del self.pending[node]
                 for source in sources:
-                    follow(source, 1)  # its next link instead
-
-    for node, value in entry.items():
-        offer(node, value)
-    wave = s.wave or max(10, -(-budget // 4))
-    while len(explored) < budget:
-        size = min(wave, budget - len(explored))
-        chosen = pop(size)
-        unknown = [e[2] for e in chosen if e[2] not in admitted] if admit is not None else []
-        while unknown and admit is not None:  # check, then choose again: a rejection may
-            check(unknown, admit)  # have offered more
-            for item in chosen:  # back in their places (ties keep their arrival order)
-                if item[2] not in rejected:
-                    heapq.heappush(heap, item)
-            chosen = pop(size)
-            unknown = [e[2] for e in chosen if e[2] not in admitted]
-        frontier = [node for _, _, node in chosen]
-        if not frontier:
-            break
-        edges = neighbours(frontier)
-        for node in frontier:
-            explored[node] = pending.pop(node)
-            if admit is None:
-                follow_all(node, edges.get(node, ()))
-                continue
-            links[node] = (edges.get(node, ()), 0)
-            follow(node, fanout)
-    return sorted(explored.items(), key=lambda kv: -kv[1])
+                    self.follow(source, 1)  # its next link instead
