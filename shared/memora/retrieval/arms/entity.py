@@ -26,7 +26,7 @@ from memora.retrieval.caches.mentions import (
     query_signature,
     rows_without,
 )
-from memora.retrieval.filters import NO_FILTER, Matching, Where, vector_scope
+from memora.retrieval.filters import NO_FILTER, Matching, UnitSet, Where, vector_scope
 from memora.retrieval.types import ArmResult, SearchScope
 
 # The common entity's mentions compared with full embeddings: this many per unit wanted, the
@@ -87,24 +87,13 @@ def entity_units(
     by key.
 
     Otherwise the entities' mentions come from `mentions` (their signatures in memory, brought
-    up to date with what changed), and the candidates are compared in the query service with
-    their embeddings, held there once read: those not held yet are compared by PostgreSQL and
-    noted in `unheld`, for the caller to have them read and held in the background
-    (`MentionSignatures.hold`; without `unheld`, they are read now); `read` is given the
-    entities' mentions as read (not under a filter whose passing units are sent). An entity
-    mentioned at
-    most `exact_max` times has every mention compared. A commoner one (a main character of a
-    long chat: tens of thousands of mentions in a large agent) has its mentions ranked by
-    their signatures' Hamming distance from the query's first, and the `oversample` ·
-    `per_entity` best are compared; `FILTERED_SIGNATURES` times as many under filters the
-    signatures cannot check. When every unit
-    that passes is known but too many to send (above `exact_max`: sending them costs more
-    than keeping the mentions to them here), the mentions are first kept to those units here,
-    then ranked and compared as unfiltered ones (under a narrow filter, a main character's
-    few passing mentions all compared); likewise, the units failing a broad filter taken out, when
-    they are known (`Matching.failing`). PostgreSQL then checks the best by key, in their
-    order, until `per_entity` of each entity's are active and pass (`_first_passing`; where
-    every unit that passes is known, they are checked against those here)."""
+    up to date with what changed; `read` is given them as read) and are ranked in the query
+    service (`_ranked_mentions`): those of units known to pass, or not known to fail, and of
+    a common entity the `oversample` · `per_entity` best by signature (`FILTERED_SIGNATURES`
+    times as many under filters the signatures cannot check). PostgreSQL then checks the best
+    by key, in their order, until `per_entity` of each entity's are active and pass
+    (`_first_passing`; where every unit that passes is known, they are checked against those
+    here)."""
     if matching is not None and (listed_ids := matching.listed(exact_max)) is not None:
         return _entity_units_among(
             conn, scope, entity_ids=entity_ids, vector=vector, per_entity=per_entity,
@@ -114,12 +103,47 @@ def entity_units(
     failing = matching.failing if matching is not None and passing is None else None
     where = scope.where if passing is None and failing is None else NO_FILTER  # checked by key
     scan = oversample * per_entity * (FILTERED_SIGNATURES if where.sql else 1)
-    signature = query_signature(vector)
-    ranked: list[Ranked] = []
     held = mentions.read(conn, scope.tenant_id, entity_ids)
     if read is not None:
         read.update(held)
-    for listed in held.values():
+    ranked = _ranked_mentions(
+        conn, list(held.values()), vector=vector, min_similarity=min_similarity,
+        exact_max=exact_max, scan=scan, passing=passing, failing=failing, unheld=unheld,
+    )  # fmt: skip
+    first = FIRST_CHECK * (2 if where.sql else 1)
+    if where.sql and matching is not None and matching.share:
+        first = max(first, math.ceil(FIRST_CHECK / matching.share))  # the planner's estimate
+    found = _first_passing(conn, scope, where, ranked, per_entity, first, passing)
+    return sorted(((UUID(u), s) for u, s in found.items()), key=lambda x: (-x[1], str(x[0])))
+
+
+def _ranked_mentions(
+    conn: Connection[Any],
+    entities: list[Mentions],
+    *,
+    vector: np.ndarray,
+    min_similarity: float,
+    exact_max: int,
+    scan: int,
+    passing: frozenset[str] | None,
+    failing: UnitSet | None,
+    unheld: list[Unheld] | None,
+) -> list[Ranked]:
+    """Each entity's candidates at least `min_similarity` similar to `vector`, most similar
+    first, compared in the query service with their embeddings, held there once read: those
+    not held yet are compared by PostgreSQL and noted in `unheld`, for the caller to have them
+    read and held in the background (`MentionSignatures.hold`; without `unheld`, they are read
+    now). An entity mentioned at most `exact_max` times has every mention compared. A commoner
+    one (a main character of a long chat: tens of thousands of mentions in a large agent) has
+    its mentions ranked by their signatures' Hamming distance from the query's first, and the
+    `scan` best are compared. When every unit that passes is known (`passing`) but too many to
+    send (above `exact_max`: sending them costs more than keeping the mentions to them here),
+    the mentions are first kept to those units, then ranked and compared as unfiltered ones
+    (under a narrow filter, a main character's few passing mentions all compared); likewise,
+    the units failing a broad filter (`failing`, few) are taken out, when they are known."""
+    signature = query_signature(vector)
+    ranked: list[Ranked] = []
+    for listed in entities:
         rows = listed.rows_in(passing) if passing is not None else None  # None: all of them
         out = listed.rows_in(failing.text) if failing is not None else None  # few, if any
         if (len(listed.ids) if rows is None else len(rows)) > exact_max:
@@ -135,11 +159,7 @@ def entity_units(
         similarity = similarity[order]
         close = int(np.count_nonzero(similarity >= min_similarity))
         ranked.append(Ranked(listed.ids, rows[order[:close]], similarity[:close]))
-    first = FIRST_CHECK * (2 if where.sql else 1)
-    if where.sql and matching is not None and matching.share:
-        first = max(first, math.ceil(FIRST_CHECK / matching.share))  # the planner's estimate
-    found = _first_passing(conn, scope, where, ranked, per_entity, first, passing)
-    return sorted(((UUID(u), s) for u, s in found.items()), key=lambda x: (-x[1], str(x[0])))
+    return ranked
 
 
 class Ranked(NamedTuple):
