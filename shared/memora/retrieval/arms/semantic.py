@@ -15,7 +15,13 @@ from psycopg import Connection
 from psycopg.rows import tuple_row
 
 from memora.retrieval.arms.base import Arm, Search, timed
-from memora.retrieval.arms.exact import EXACT_SCAN_MAX, exact_scan, held_ranked, plan_scan
+from memora.retrieval.arms.exact import (
+    EXACT_SCAN_MAX,
+    ExactScan,
+    exact_scan,
+    held_ranked,
+    plan_scan,
+)
 from memora.retrieval.caches.passing_units import Passing
 from memora.retrieval.filters import NO_FILTER, Matching, Where, broad_count, vector_scope
 from memora.retrieval.types import ArmResult, SearchScope
@@ -51,11 +57,7 @@ def nearest(
     check their targets against it). `at_most`: `plan_scan`'s answer, when already made.
     `known`: the filter's units held in the query service, as read in this search
     (`PassingUnits.read`), which then rank the exact scan in place of the database.
-
-    Under a broad filter whose failing units are known (`matching.failing`: held in the
-    query service) the walk is the unfiltered one, as many as the filter's share needs for
-    `limit` and a quarter more, and those units are dropped; when more of them failed, the
-    filtered walk follows.
+    Otherwise the HNSW walk (`_walked`).
 
     `first`, for a filtered walk: called with the walk's first `first_count` units (fewer if
     that is all) as soon as they are read, while the walk goes on to `limit`. Those come from
@@ -63,6 +65,34 @@ def nearest(
     further out for the filter's sake (what the graph starts from)."""
     if at_most is None:
         at_most = plan_scan(conn, scope, limit=limit, exact_max=exact_max, matching=matching)
+    exact = _ranked_exactly(
+        conn, scope, vector=vector, limit=limit, at_most=at_most, matching=matching, known=known
+    )
+    if exact is not None:
+        if exact.count <= exact_max:
+            return exact.ranked
+        return [(i, sim) for i, sim in exact.ranked if sim >= min_similarity]
+    rows = _walked(
+        conn, scope, vector=vector, limit=limit, ef_search=ef_search,
+        min_similarity=min_similarity, matching=matching, first=first, first_count=first_count,
+    )  # fmt: skip
+    found = [(i, float(sim)) for i, sim in rows if sim >= min_similarity]
+    return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
+
+
+def _ranked_exactly(
+    conn: Connection[Any],
+    scope: SearchScope,
+    *,
+    vector: np.ndarray,
+    limit: int,
+    at_most: int,
+    matching: Matching | None,
+    known: Passing | None,
+) -> ExactScan | None:
+    """The exact scan the plan chose (`at_most` units; 0: none), from the held units (`known`)
+    or in PostgreSQL; None when there is none or more passed than planned. `matching` learns
+    every unit that passed, and is settled: after an exact scan the walk learns nothing."""
     exact = None
     if at_most and known is not None:
         exact = held_ranked(known, vector, limit)
@@ -72,10 +102,25 @@ def nearest(
         if exact is not None:
             matching.know_all(exact.ids, exact.members)
         matching.settled.set()  # all there is to know of who passes: the walk learns nothing
-    if exact is not None:
-        if exact.count <= exact_max:
-            return exact.ranked
-        return [(i, sim) for i, sim in exact.ranked if sim >= min_similarity]
+    return exact
+
+
+def _walked(
+    conn: Connection[Any],
+    scope: SearchScope,
+    *,
+    vector: np.ndarray,
+    limit: int,
+    ef_search: int,
+    min_similarity: float,
+    matching: Matching | None,
+    first: Callable[[list[tuple[UUID, float]]], None] | None,
+    first_count: int,
+) -> list[tuple[UUID, float]]:
+    """The HNSW walk's rows, in relaxed order. Under a broad filter whose failing units are
+    known (`matching.failing`: held in the query service) the walk is the unfiltered one, as
+    many as the filter's share needs for `limit` and a quarter more, and those units are
+    dropped; when more of them failed, the filtered walk follows."""
     conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
@@ -83,18 +128,16 @@ def nearest(
     )  # in a pipeline with the walk (one round trip fewer) it took longer: benchmarks-history.md
     failing = matching.failing if matching is not None and scope.where.sql else None
     if failing is None:
-        rows = _walk(conn, scope, scope.where, vector, limit, min_similarity, first, first_count)
-    else:  # a broad filter whose failing units are held: walked without it, those dropped
-        share = matching.share if matching is not None else None
-        walked = broad_count(limit, share or 0.0, len(failing))
-        rows = _walk(conn, scope, NO_FILTER, vector, walked, min_similarity)
-        passed = failing.outside(rows)
-        if len(passed) >= limit or len(rows) < walked:
-            rows = passed[:limit]
-        else:  # more of the nearest failed than the share expected: walked with the filter
-            rows = _walk(conn, scope, scope.where, vector, limit, min_similarity)
-    found = [(i, float(sim)) for i, sim in rows if sim >= min_similarity]
-    return sorted(found, key=lambda x: -x[1])  # relaxed order: re-sort
+        return _walk(conn, scope, scope.where, vector, limit, min_similarity, first, first_count)
+    # a broad filter whose failing units are held: walked without it, those dropped
+    share = matching.share if matching is not None else None
+    walked = broad_count(limit, share or 0.0, len(failing))
+    rows = _walk(conn, scope, NO_FILTER, vector, walked, min_similarity)
+    passed = failing.outside(rows)
+    if len(passed) >= limit or len(rows) < walked:
+        return passed[:limit]
+    # more of the nearest failed than the share expected: walked with the filter
+    return _walk(conn, scope, scope.where, vector, limit, min_similarity)
 
 
 def _walk(
