@@ -326,7 +326,7 @@ class Matching:
     complete_ids: str | None = None  # `complete` as the exact scan read it: comma-separated
 
     def know_all(self, ids: str, members: frozenset[str] | None = None) -> None:
-        """Every unit that passes, comma-separated (`semantic.ExactScan.ids`), and as a set
+        """Every unit that passes, comma-separated (`arms.exact.ExactScan.ids`), and as a set
         when already made."""
         if members is None:
             members = frozenset(ids.split(",")) if ids else frozenset()
