@@ -422,8 +422,8 @@ def test_an_entry_with_nothing_written_since_stands_as_read(
     agent_conn: Any, pool: Any, agent_id: str
 ) -> None:
     """A held entry is read again only when one of the agent's units was written or removed
-    since (`holding.written_since`): otherwise it stands, the same object with the same
-    horizon; a write still open stays unseen until it commits, then is read as written."""
+    since (`caches.filter_holder.written_since`): otherwise it stands, the same object with the
+    same horizon; a write still open stays unseen until it commits, then is read as written."""
     conn = agent_conn
     rng = np.random.default_rng(31)
 

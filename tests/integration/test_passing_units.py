@@ -231,8 +231,8 @@ def test_a_filter_in_use_is_read_whole_again_after_the_ttl(conn: Any, agent_id: 
 
 def test_held_units_with_nothing_written_since_stand_as_read(conn: Any, agent_id: str) -> None:
     """A read with none of the agent's units written or removed since the last one
-    (`holding.written_since`) gives the held units as they are, horizon and all; one written
-    since is read as what changed."""
+    (`caches.filter_holder.written_since`) gives the held units as they are, horizon and all;
+    one written since is read as what changed."""
     rng = np.random.default_rng(37)
     for day in range(8):
         _memory(conn, agent_id, unit_vector(rng.standard_normal(DIM)), day)

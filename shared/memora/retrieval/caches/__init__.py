@@ -4,8 +4,8 @@ uses up to date with what was written since it was read (one index range on a `w
 column, migrations 0023–0028), and what cannot be brought up to date is read whole again.
 The figures behind each are in docs/retrieval.md, "What the query service holds".
 
-- `mentions` (`mentions`): a named entity's mention signatures, and the embeddings searches
-  compared. Stale when a mention is written, deleted or moved; learnt from
+- `mentions` (`mentions`, `mention_vectors`): a named entity's mention signatures, and the
+  embeddings searches compared. Stale when a mention is written, deleted or moved; learnt from
   `unit_entities.written` at or after the read's snapshot xmin and `entities.mentions_removed`
   (the triggers of migration 0023).
 - `passing` (`passing_units`): the units passing a narrow filter, with their embeddings, ranked
