@@ -39,7 +39,6 @@ def test_without_names_drops_names_and_their_possessive_whole_words_only() -> No
         ("query", True, 0.8),
         ("mentions", True, 0.5),
         ("mentions", False, 0.8),
-        ("about", False, 0.5),
     ],
 )
 def test_entity_aware_similarity(mode: str, names_entity: bool, expected: float) -> None:

@@ -85,13 +85,12 @@ def test_heuristic_is_the_seed_formula_over_normalised_signals() -> None:
     recency = np.array([1.0, 0.0, 0.0])
     frequency = np.array([0.0, 0.0, 1.0])
     context = np.array([0.2, 0.8, 0.0])
-    fused = np.array([0.03, 0.015, 0.0])
-    signals = (semantic, keyword, recency, frequency, context, fused)
+    signals = (semantic, keyword, recency, frequency, context)
     seed = heuristic_scores(*signals, HeuristicWeights())
     expected = [0.6 * 0.9 + 0.4 * 0 + 0.2, 0.6 * 0.5 + 0.4 * 1, 0.6 * 0 + 0.4 * 0.5 + 0.1]
     assert list(seed) == pytest.approx(expected)
-    extended = heuristic_scores(*signals, HeuristicWeights(context=0.5, fused=0.3))
-    assert list(extended - seed) == pytest.approx([0.1 + 0.3, 0.4 + 0.15, 0.0])
+    extended = heuristic_scores(*signals, HeuristicWeights(context=0.5))
+    assert list(extended - seed) == pytest.approx([0.1, 0.4, 0.0])
 
 
 def test_answer_type_adds_its_weight_to_the_candidates_that_hold_one() -> None:
@@ -99,7 +98,7 @@ def test_answer_type_adds_its_weight_to_the_candidates_that_hold_one() -> None:
     # (the best BM25), the one naming Northwind (an organisation) only the name
     semantic, keyword = np.array([0.26, 0.15]), np.array([2.3, 0.4])
     zeros = np.zeros(2)
-    signals = (semantic, keyword, zeros, zeros, zeros, zeros)
+    signals = (semantic, keyword, zeros, zeros, zeros)
     plain = heuristic_scores(*signals, HeuristicWeights(answer_type=0.2))
     typed = heuristic_scores(
         *signals, HeuristicWeights(answer_type=0.2), answer_type=np.array([0.0, 1.0])
@@ -113,7 +112,7 @@ def test_answer_type_adds_its_weight_to_the_candidates_that_hold_one() -> None:
 def test_no_keyword_match_anywhere_scores_zero_not_nan() -> None:
     zeros = np.zeros(2)
     scores = heuristic_scores(
-        np.array([0.4, 0.2]), zeros, zeros, zeros, zeros, zeros, HeuristicWeights()
+        np.array([0.4, 0.2]), zeros, zeros, zeros, zeros, HeuristicWeights()
     )
     assert list(scores) == pytest.approx([0.24, 0.12])
 

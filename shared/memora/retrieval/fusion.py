@@ -25,7 +25,7 @@ from memora.retrieval.validity import Window, holding, status_where
 
 RRF_K = 60
 Id = TypeVar("Id", bound=Hashable)
-EntityRelevance = Literal["query", "mentions", "about"]
+EntityRelevance = Literal["query", "mentions"]
 
 
 def rrf(
@@ -52,9 +52,8 @@ def entity_aware_similarity(
     """The semantic signal of a unit when the query names entities. `about_sim` is its
     similarity to the query without the names. "query": the plain similarity; "mentions": a
     unit that mentions a named entity is judged by what it says (`about_sim`), since the name
-    is already satisfied, any other by the plain similarity, which the missing name lowers;
-    "about": every unit by `about_sim`."""
-    if mode == "about" or (mode == "mentions" and names_entity):
+    is already satisfied, any other by the plain similarity, which the missing name lowers."""
+    if mode == "mentions" and names_entity:
         return about_sim
     return query_sim
 

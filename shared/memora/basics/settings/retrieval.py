@@ -122,12 +122,11 @@ class Retrieval(Section):
         description="How long an entity's held mentions are kept before they are read whole "
         "again; in between, each search reads what changed.",
     )
-    entity_relevance: Literal["query", "mentions", "about"] = Field(
+    entity_relevance: Literal["query", "mentions"] = Field(
         default="mentions",
         description="What the semantic signal compares a candidate with when the query names "
         "entities: `mentions`, the query without the names for candidates mentioning one and "
-        "the query itself for the others; `query`, the query for all (the seed's); `about`, "
-        "the query without the names for all.",
+        "the query itself for the others; `query`, the query for all (the seed's).",
     )
     access_flush_seconds: float = Field(
         default=1.0,

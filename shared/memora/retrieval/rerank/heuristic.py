@@ -38,7 +38,6 @@ class HeuristicReranker:
             np.array([recency_boost(c.event_date, reference, formula) for c in candidates]),
             np.array([frequency_boost(c.access_count) for c in candidates]),
             np.array([c.neighbours for c in candidates]),
-            np.array([c.rrf for c in candidates]),
             self.weights,
             answer_type=np.array([float(c.answer_type) for c in candidates]),
         )
@@ -73,13 +72,12 @@ def frequency_boost(access_count: int) -> float:
 
 @dataclass(frozen=True)
 class HeuristicWeights:
-    """score = semantic·s + keyword·k + recency·r + frequency·f + context·c + fused·rrf
-    + answer_type·a, then + feedback·fb in a second pass.
+    """score = semantic·s + keyword·k + recency·r + frequency·f + context·c + answer_type·a,
+    then + feedback·fb in a second pass.
 
-    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Four extensions, all 0 here (the
+    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Three extensions, all 0 here (the
     seed's formula exactly): `context`, the best similarity to the query among the units next
     to the candidate in its conversation (the turn a reply answers, the reply to a question),
-    `fused`, the candidate's normalised RRF score (no setting: the service leaves it at 0),
     `answer_type`, 1 for a candidate naming a thing of the kind the question word asks for
     (memora.retrieval.question), and `feedback`, the similarity to the centroid of the first
     pass's best candidates (`feedback_similarity`)."""
@@ -89,7 +87,6 @@ class HeuristicWeights:
     recency: float = 0.2
     frequency: float = 0.1
     context: float = 0.0
-    fused: float = 0.0
     feedback: float = 0.0
     answer_type: float = 0.0
 
@@ -118,13 +115,12 @@ def heuristic_scores(
     recency: np.ndarray,
     frequency: np.ndarray,
     context: np.ndarray,
-    fused: np.ndarray,
     w: HeuristicWeights,
     *,
     answer_type: np.ndarray | None = None,
 ) -> np.ndarray:
     """The heuristic reranker over one candidate set. Cosine similarity is already normalised
-    (clipped to [0, 1]); BM25 and RRF scores are divided by the set's best, so that a unit no
+    (clipped to [0, 1]); BM25 scores are divided by the set's best, so that a unit no
     query word matches scores 0 and the best keyword match 1. Recency and frequency are in
     [0, 1], `answer_type` 0 or 1 (None: 0 for all). (Min-max scaling of the similarities,
     tried on the LoCoMo dev split, stretched small differences and cost 1 point of Recall@10:
@@ -135,7 +131,6 @@ def heuristic_scores(
         + w.recency * recency
         + w.frequency * frequency
         + w.context * np.clip(context, 0.0, 1.0)
-        + w.fused * scale_to_max(fused)
     )
     if answer_type is not None:
         score = score + w.answer_type * answer_type
