@@ -38,11 +38,13 @@ from memora.db.migrate import upgrade
 from memora.db.pool import make_pool
 from memora.infra.embedded import EmbeddedPostgres
 from memora.jobs import JOBS, JobContext, run_job
-from memora.lifecycle.memory import Memories, mentions_of
+from memora.lifecycle.memory import index, mentions_of
 from memora.nlp.embedding import get_embedder
 from memora.pipeline.backend import InlineBackend
+from memora.pipeline.context import AppContext
 from memora.pipeline.runner import Pipeline
 from memora.store import lifecycle as store
+from memora.usecases.remember import remember
 
 NAMES = ["Alice", "Bruno", "Chloe", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines", "Jonas",
          "Kemal", "Lucia", "Mateo", "Nadia", "Oskar", "Paula", "Quentin", "Rosa", "Stefan",
@@ -129,12 +131,12 @@ def archive(people: int, seed: int) -> list[Fact]:
     return facts + later + last
 
 
-def store_directly(memories: Memories, agent: str, facts: list[Fact]) -> None:
+def store_directly(app: AppContext, agent: str, facts: list[Fact]) -> None:
     """Every statement as its own memory (as they would be without conflict detection)."""
     key = DEFAULT_SCOPE.key(agent)
-    vectors = memories.embedder.embed([f.text for f in facts])
+    vectors = app.embedder.embed([f.text for f in facts])
     start = utcnow() - timedelta(minutes=len(facts))
-    with memories.pool.connection() as conn, conn.transaction():
+    with app.pool.connection() as conn, conn.transaction():
         conn.execute(
             "INSERT INTO agents (agent_id, tenant_id) VALUES (%s, 'default') "
             "ON CONFLICT DO NOTHING",
@@ -148,11 +150,11 @@ def store_directly(memories: Memories, agent: str, facts: list[Fact]) -> None:
                 category=None, metadata={"source": "remember"}, at=at,
             )  # fmt: skip
             conn.execute("UPDATE memory_units SET created_at = %s WHERE id = %s", (at, f.unit))
-            memories.index(conn, key, f.unit, mentions_of(f.text), at)
+            index(conn, app.settings, key, f.unit, mentions_of(f.text), at)
 
 
-def score(memories: Memories, agent: str, facts: list[Fact], base: list[Fact]) -> dict[str, Any]:
-    with memories.pool.connection() as conn:
+def score(app: AppContext, agent: str, facts: list[Fact], base: list[Fact]) -> dict[str, Any]:
+    with app.pool.connection() as conn:
         rows = {
             r.id: r
             for r in store.get_units(conn, agent, [f.unit for f in facts if f.unit is not None])
@@ -198,30 +200,29 @@ def score(memories: Memories, agent: str, facts: list[Fact], base: list[Fact]) -
     }
 
 
-def run_remember(memories: Memories, facts: list[Fact]) -> dict[str, Any]:
+def run_remember(app: AppContext, facts: list[Fact]) -> dict[str, Any]:
     agent = f"bench-remember-{uuid.uuid4().hex[:6]}"
     base = facts
     started = time.perf_counter()
     for f in facts:
-        r = memories.remember(DEFAULT_SCOPE, agent, f.text, actor="bench")
+        r = remember(app, DEFAULT_SCOPE, agent, f.text, actor="bench")
         f.unit, f.decision = r.memory_id, r.decision.value
     seconds = time.perf_counter() - started
-    result = score(memories, agent, facts, base)
+    result = score(app, agent, facts, base)
     result["ms_per_remember"] = round(1000 * seconds / len(facts), 1)
     return result
 
 
-def run_consolidate(memories: Memories, facts: list[Fact]) -> dict[str, Any]:
+def run_consolidate(app: AppContext, facts: list[Fact]) -> dict[str, Any]:
     agent = f"bench-consolidate-{uuid.uuid4().hex[:6]}"
-    store_directly(memories, agent, facts)
-    s = memories.settings
-    ctx = JobContext(s, memories.pool, InlineBackend(Pipeline(s, memories.pool)), agent_key=agent)
+    store_directly(app, agent, facts)
+    ctx = JobContext(app.settings, app.pool, app.backend, agent_key=agent)
     runs, started = 0, time.perf_counter()
     while True:
         runs += 1
         if run_job(JOBS["consolidate"], ctx).examined == 0:
             break
-    result = score(memories, agent, facts, facts)
+    result = score(app, agent, facts, facts)
     result["consolidate_runs"] = runs
     result["consolidate_seconds"] = round(time.perf_counter() - started, 2)
     return result
@@ -246,10 +247,11 @@ def main() -> None:
             settings.embedding_backend, settings.model_cache_dir,
         )  # fmt: skip
         with make_pool(url, min_size=1, max_size=4) as pool:
-            memories = Memories(settings, pool, embedder)
+            backend = InlineBackend(Pipeline(settings, pool))
+            app = AppContext(settings, pool, backend, embedder=embedder)
             report = {
-                "remember": run_remember(memories, archive(args.people, args.seed)),
-                "consolidate": run_consolidate(memories, archive(args.people, args.seed)),
+                "remember": run_remember(app, archive(args.people, args.seed)),
+                "consolidate": run_consolidate(app, archive(args.people, args.seed)),
                 "load_average": os.getloadavg(),
             }
     finally:

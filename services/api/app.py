@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 import redis
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from starlette.middleware.gzip import GZipMiddleware
 
 from memora.basics import logs
 from memora.basics.config import Settings, get_settings, report_environment
 from memora.db.pool import Pool, make_pool
 from memora.nlp.llm import LazyLLM
+from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval.arms.keyword import KeywordIndex
-from memora.webhooks import events as webhook_events
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import Cached, Check, health_router
 from services.api.mcp import server as mcp_server
@@ -41,11 +42,77 @@ from services.api.webapp import install_ui
 from services.workers.celery_app import create_celery
 from services.workers.dispatch import CeleryBackend
 
+# The write API's routers. conversations before memories: its document routes would take
+# .../messages/... as a document id.
+ROUTERS = (
+    conversations,
+    memories,
+    agents,
+    admin,
+    graph,
+    operations,
+    portability,
+    queues,
+    simulation,
+    webhooks,
+    bench,
+)
+
 
 def _db_check(app: FastAPI) -> bool:
     with app.state.pool.connection() as conn:
         conn.execute("SELECT 1")
     return True
+
+
+@dataclass
+class _Health:
+    """The health router's checks: `checks` decide readiness, `informational` are reported."""
+
+    checks: dict[str, Check]
+    informational: dict[str, Check] = field(default_factory=dict)
+    workers: Cached[int] | None = None
+    stack: dict[str, Check] = field(default_factory=dict)
+
+    def router(self) -> APIRouter:
+        return health_router(
+            self.checks, informational=self.informational, workers=self.workers, stack=self.stack
+        )
+
+
+def _backend(app: FastAPI, settings: Settings, backend: TaskBackend | None) -> _Health:
+    """The task backend on `app.state` (Celery on MEMORA_BROKER_URL unless one is given) and
+    the health checks that go with it.
+
+    Ready = able to make content durable: the database only. With the broker down batches are
+    still accepted and the reconciler enqueues them once it is back; with no worker they wait
+    in their queues. Neither takes the write API out of service (docs/operations.md) unless
+    MEMORA_READY_SCOPE=stack asks it to wait for them (services.api.stack_health)."""
+    health = _Health({"database": lambda: _db_check(app)})
+    if backend is None:
+        celery = create_celery(settings)
+        backend = CeleryBackend(celery)
+        broker = redis.Redis.from_url(settings.broker, socket_timeout=2, socket_connect_timeout=2)
+        health.informational["broker"] = lambda: bool(broker.ping())
+        health.workers = Cached(lambda: len(celery.control.ping(timeout=1.0)), ttl=5.0, default=0)
+        health.stack = stack_checks(celery, settings.query_url, settings.ready_queue_names)
+        app.state.celery, app.state.broker = celery, broker
+    elif settings.query_url:
+        health.stack = stack_checks(None, settings.query_url, ())
+    if settings.ready_scope == "stack":
+        health.checks.update(health.stack)
+    app.state.backend = backend
+    return health
+
+
+def _pool(settings: Settings) -> Pool:
+    return make_pool(
+        settings.require_database_url(),
+        min_size=settings.db_pool_min,
+        max_size=settings.db_pool_max,
+        name="api",
+        row_security=settings.row_security,
+    )
 
 
 def create_app(
@@ -54,19 +121,17 @@ def create_app(
     pool: Pool | None = None,
     backend: TaskBackend | None = None,
 ) -> FastAPI:
+    """The write API; `backend` receives the work it hands off (stages, webhook deliveries),
+    by default the Celery queues of MEMORA_BROKER_URL."""
     settings = settings or get_settings()
     logs.configure(settings.log_format, settings.log_level)
     report_environment()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.pool = pool or make_pool(
-            settings.require_database_url(),
-            min_size=settings.db_pool_min,
-            max_size=settings.db_pool_max,
-            name="api",
-            row_security=settings.row_security,
-        )
+        app.state.pool = pool or _pool(settings)
+        state = app.state
+        state.context = AppContext(settings, state.pool, state.backend, llm=state.llm)
         try:
             async with mcp_running():
                 yield
@@ -76,32 +141,7 @@ def create_app(
 
     app = FastAPI(title="Memora API", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
-    # Ready = able to make content durable: the database only. With the broker down batches are
-    # still accepted and the reconciler enqueues them once it is back; with no worker they wait
-    # in their queues. Neither takes the write API out of service (docs/operations.md) unless
-    # MEMORA_READY_SCOPE=stack asks it to wait for them (services.api.stack_health).
-    checks: dict[str, Check] = {"database": lambda: _db_check(app)}
-    informational: dict[str, Check] = {}
-    workers: Cached[int] | None = None
-    stack: dict[str, Check] = {}
-    if backend is None:
-        celery = create_celery(settings)
-        backend = CeleryBackend(celery)
-        webhook_events.use_dispatcher(backend.deliver_webhooks)
-        broker = redis.Redis.from_url(
-            settings.broker,
-            socket_timeout=2,
-            socket_connect_timeout=2,
-        )
-        informational["broker"] = lambda: bool(broker.ping())
-        workers = Cached(lambda: len(celery.control.ping(timeout=1.0)), ttl=5.0, default=0)
-        stack = stack_checks(celery, settings.query_url, settings.ready_queue_names)
-        app.state.celery, app.state.broker = celery, broker
-    elif settings.query_url:
-        stack = stack_checks(None, settings.query_url, ())
-    if settings.ready_scope == "stack":
-        checks.update(stack)
-    app.state.backend = backend
+    health = _backend(app, settings, backend)
     app.state.llm = LazyLLM(settings)  # the background merge's
     app.state.keyword_index = KeywordIndex()  # the graph page's text seeds
     install_error_handlers(app)
@@ -113,27 +153,12 @@ def create_app(
         per_path={"/api/import": settings.max_import_bytes},
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
-    app.include_router(
-        health_router(checks, informational=informational, workers=workers, stack=stack)
-    )
-    # conversations before memories: its document routes would take .../messages/... as a
-    # document id
-    for module in (
-        conversations,
-        memories,
-        agents,
-        admin,
-        graph,
-        operations,
-        portability,
-        queues,
-        simulation,
-        webhooks,
-        bench,
-    ):
+    app.include_router(health.router())
+    for module in ROUTERS:
         app.include_router(module.router)
     install_ui(app)
-    install_metrics(app, "api", queue_depths="broker" in informational, workers=workers)
+    queue_depths = "broker" in health.informational
+    install_metrics(app, "api", queue_depths=queue_depths, workers=health.workers)
     if settings.query_url:
         app.include_router(proxy_router(settings.query_url))
     mcp_running = mcp_server.install(app)  # /mcp/{agent_id}

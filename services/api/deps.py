@@ -13,13 +13,12 @@ from psycopg import Connection
 from memora.basics.config import Settings
 from memora.basics.tenancy import Scope
 from memora.db.pool import Pool
-from memora.lifecycle.memory import Memories
 from memora.nlp.embedding import TextEmbedder
 from memora.nlp.llm import LazyLLM
+from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval import Retriever
 from memora.retrieval.arms.keyword import KeywordIndex
-from memora.usecases.think import Thinker
 from services.api.auth import Principal, authenticate, unauthorized
 from services.api.errors import APIError
 
@@ -77,6 +76,8 @@ async def _admin(principal: Annotated[Principal, Depends(_principal)]) -> Princi
 
 
 SettingsDep = Annotated[Settings, Depends(_state("settings"))]
+# The application context every use case takes first (settings, pool, backend, LLM, models).
+ContextDep = Annotated[AppContext, Depends(_state("context"))]
 # A connection confined by row-level security to the caller's tenant (authenticated).
 ConnDep = Annotated[Connection[Any], Depends(_tenant_connection)]
 # A connection across tenants: admin routes only.
@@ -87,11 +88,9 @@ PoolDep = Annotated[Pool, Depends(_state("pool"))]
 LLMDep = Annotated[LazyLLM, Depends(_state("llm"))]
 # The write API's: the graph page's keyword index (its term statistics cached).
 KeywordIndexDep = Annotated[KeywordIndex, Depends(_state("keyword_index"))]
-# The query service's: the read path, its embedder, think, and the memory lifecycle.
+# The query service's: the read path and its embedder.
 RetrieverDep = Annotated[Retriever, Depends(_state("retriever"))]
 EmbedderDep = Annotated[TextEmbedder, Depends(_state("embedder"))]
-ThinkerDep = Annotated[Thinker, Depends(_state("thinker"))]
-MemoriesDep = Annotated[Memories, Depends(_state("memories"))]
 # The caller's tenant (authenticated and rate-limited): pass it to every data-layer call.
 # Routes that take it declare AUTH_ERRORS (401, 429) in their OpenAPI responses.
 ScopeDep = Annotated[Scope, Depends(_scope)]

@@ -16,14 +16,13 @@ from fastapi.concurrency import run_in_threadpool
 from memora.basics import logs, metrics
 from memora.basics.config import Settings, get_settings, report_environment
 from memora.db.pool import Pool, make_pool
-from memora.lifecycle.memory import Memories
 from memora.nlp.embedding import check_dimension, embedder_for
 from memora.nlp.llm import LazyLLM
+from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval import Retriever
 from memora.retrieval.calibration import calibration_for
 from memora.store.units import schema_embedding_dim
-from memora.usecases.think import Thinker
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import health_router
 from services.api.metrics import install_metrics
@@ -107,9 +106,7 @@ def _read_path(app: FastAPI, settings: Settings) -> None:
     if s.conversation_index:  # a model outside the table is fitted now, not on a first search
         calibration_for(state.embedder, s.conversation_score_calibration)
     state.retriever = Retriever(s, state.pool, state.embedder)
-    state.thinker = Thinker(state.pool, state.retriever, state.backend, state.llm)
-    lifecycle_llm = state.llm.get() if s.llm_configured else None  # one client for both
-    state.memories = Memories(s, state.pool, state.embedder, lifecycle_llm)
+    state.context = AppContext(s, state.pool, state.backend, llm=state.llm, embedder=state.embedder)
 
 
 def _db_ready(app: FastAPI) -> bool:

@@ -46,7 +46,7 @@ def run(
     from memora.db.pool import make_pool
     from memora.jobs import JOBS, JobContext, run_job
     from services.workers.celery_app import create_celery
-    from services.workers.dispatch import CeleryBackend
+    from services.workers.dispatch import CeleryStages
 
     spec = JOBS.get(name)
     if spec is None:
@@ -58,7 +58,7 @@ def run(
         ctx = JobContext(
             settings,
             pool,
-            CeleryBackend(create_celery(settings)),
+            CeleryStages(create_celery(settings)),  # webhook deliveries: sent by the job itself
             agent_key=Scope(tenant).key(agent) if agent else None,
         )
         result = run_job(spec, ctx)

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from memora.basics.config import Settings
 from memora.basics.stages import OperationStatus
-from memora.db.pool import connect_system
+from services.cli.context import cli_context
 
 console = Console(stderr=True)
 ops_app = typer.Typer(help="Operations: list them, retry a failed one.", no_args_is_help=True)
@@ -48,8 +48,8 @@ def list_ops(
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(f"--status must be one of {', '.join(STATUSES)}")
     wanted = OperationStatus.FAILED if failed else OperationStatus(status) if status else None
-    with connect_system(Settings()) as conn:
-        rows = operations.list_page(conn, None, agent_id=agent, status=wanted, limit=limit)
+    with cli_context(Settings(), "cli-ops") as app, app.pool.connection() as conn:
+        rows = operations.list_page(app, conn, None, agent_id=agent, status=wanted, limit=limit)
     if json_output:
         print(json.dumps([asdict(op) for op in rows.operations], default=_json))
         return
@@ -75,17 +75,11 @@ def list_ops(
 def retry_op(operation_id: Annotated[UUID, typer.Argument(help="the operation's id")]) -> None:
     """Re-run a failed operation from the stage that failed. Idempotent: while it is queued or
     running again, another retry changes nothing."""
-    # Celery and the pipeline are imported here, not at the top: every `memora` command loads
-    # this module, and `memora worker` must set PROMETHEUS_MULTIPROC_DIR and its settings
-    # before prometheus-client and the Celery app are first imported (services/cli/main.py).
+    # the pipeline is imported here, not at the top (services/cli/context.py)
     from memora.usecases.operations import retry_operation
-    from services.workers.celery_app import create_celery
-    from services.workers.dispatch import CeleryBackend
 
-    settings = Settings()
-    backend = CeleryBackend(create_celery(settings))
-    with connect_system(settings) as conn:
-        outcome = retry_operation(conn, backend, None, operation_id)
+    with cli_context(Settings(), "cli-ops") as app, app.pool.connection() as conn:
+        outcome = retry_operation(app, conn, None, operation_id)
     messages = {
         "reopened": "[green]re-queued[/] from its failed stage",
         "active": "already queued or running: nothing to do",

@@ -1,5 +1,6 @@
-"""The Celery task backend: sends stage work (and webhook deliveries) to its queue by task
-name."""
+"""The Celery task backends: stage work (and webhook deliveries) sent to their queues by task
+name. Both satisfy `memora.pipeline.handoff.TaskBackend`; `CeleryBackend` also sends webhook
+deliveries (`memora.webhooks.events.WebhookSender`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from memora.basics.stages import WEBHOOKS_QUEUE, Stage, queue_for
 from services.workers.queues import DELIVER_WEBHOOK_TASK, task_name
 
 
-class CeleryBackend:
+class CeleryStages:
+    """Stage work only: a process using it leaves webhook deliveries to whoever sends them
+    (`memora jobs run webhooks` sends them itself)."""
+
     def __init__(self, app: Celery) -> None:
         self.app = app
 
@@ -23,8 +27,12 @@ class CeleryBackend:
             queue=queue_for(stage, backfill=backfill),
         )
 
+
+class CeleryBackend(CeleryStages):
+    """Stage work and webhook deliveries (the API's, the query service's and the workers')."""
+
     def deliver_webhooks(self, delivery_ids: list[UUID]) -> None:
-        """The webhook deliveries of a committed transaction, one task each
-        (memora.webhooks.events' dispatcher)."""
+        """The webhook deliveries of a committed transaction, one task each on the `webhooks`
+        queue (memora.webhooks.events.dispatch_committed)."""
         for delivery_id in delivery_ids:
             self.app.send_task(DELIVER_WEBHOOK_TASK, args=[str(delivery_id)], queue=WEBHOOKS_QUEUE)

@@ -1,5 +1,9 @@
 """Thin Celery tasks: take an operation id, run one stage of the core pipeline, enqueue the next.
 
+Nothing is built at import (beat and flower load this module too): each worker process makes
+its state (`worker()`: settings, pool, the Celery backend, the pipeline) on first use after the
+fork, and the worker's signals load its models and install its metrics at start.
+
 With MEMORA_STAGE_BATCH_SIZE > 1 a stage worker runs a thread per task and the tasks' operations
 go through one `StageBatcher` per stage: run together (memora.pipeline.batch), each task still
 acknowledged, retried or failed on its own.
@@ -13,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -28,24 +33,36 @@ from memora.db.pool import make_pool
 from memora.infra.tracing import check_tracing_settings, configure_tracing
 from memora.jobs import JOBS, JobContext, JobSpec, run_job
 from memora.pipeline.batch import StageBatcher
-from memora.pipeline.context import StageContext, models_to_preload
+from memora.pipeline.context import AppContext, StageContext, models_to_preload
 from memora.pipeline.runner import REGISTRY, Pipeline
-from memora.webhooks import delivery, events
+from memora.webhooks import delivery
 from services.workers import metrics as worker_metrics
 from services.workers.celery_app import app
 from services.workers.dispatch import CeleryBackend
 from services.workers.queues import DELIVER_WEBHOOK_TASK, job_task_name, task_name
 
 log = logging.getLogger("memora.worker")
-_state: dict[int, Pipeline] = {}
-_state_lock = threading.Lock()
 
 
-def pipeline() -> Pipeline:
-    """One pipeline (pool and models) per worker process, created after the fork."""
+@dataclass
+class _Worker:
+    """One worker process's state, made on first use after the fork: the application context
+    (settings, pool, the Celery backend), the pipeline over it and the stages' batchers."""
+
+    context: AppContext
+    pipeline: Pipeline
+    batchers: dict[Stage, StageBatcher] = field(default_factory=dict)
+
+
+_workers: dict[int, _Worker] = {}
+_workers_lock = threading.Lock()
+
+
+def worker() -> _Worker:
+    """This process's state (one per process: a pool must not cross a fork)."""
     pid = os.getpid()
-    with _state_lock:
-        if pid not in _state:
+    with _workers_lock:
+        if pid not in _workers:
             settings = get_settings()
             pool = make_pool(
                 settings.require_database_url(),
@@ -54,31 +71,36 @@ def pipeline() -> Pipeline:
                 name="worker",
                 row_security=settings.row_security,
             )
-            _state[pid] = Pipeline(settings, pool)
-        return _state[pid]
+            context = AppContext(settings, pool, CeleryBackend(app))
+            _workers[pid] = _Worker(context, Pipeline(settings, pool, backend=context.backend))
+        return _workers[pid]
 
 
-_batchers: dict[tuple[int, Stage], StageBatcher] = {}
+def pipeline() -> Pipeline:
+    """One pipeline (pool and models) per worker process, created after the fork."""
+    return worker().pipeline
 
 
 def batcher(stage: Stage) -> StageBatcher | None:
     """The process's batcher of `stage` when batching is on (MEMORA_STAGE_BATCH_SIZE > 1: the
     worker runs a thread per task, services.workers.queues.pool_options), else None."""
-    p = pipeline()
-    size = p.settings.stage_batch_size
+    state = worker()
+    size = state.pipeline.settings.stage_batch_size
     if size <= 1:
         return None
-    key = (os.getpid(), stage)
-    with _state_lock:
-        if key not in _batchers:
-            wait = p.settings.stage_batch_wait_ms / 1000
-            _batchers[key] = StageBatcher(p, stage, max_size=size, max_wait=wait)
-        return _batchers[key]
+    with _workers_lock:
+        if stage not in state.batchers:
+            wait = state.pipeline.settings.stage_batch_wait_ms / 1000
+            state.batchers[stage] = StageBatcher(
+                state.pipeline, stage, max_size=size, max_wait=wait
+            )
+        return state.batchers[stage]
 
 
-backend = CeleryBackend(app)
-events.use_dispatcher(backend.deliver_webhooks)
-worker_metrics.install(pool=lambda: pipeline().pool)
+@worker_init.connect
+def _install_metrics(**_: Any) -> None:
+    """The pool metrics and the LLM's usage hook, in the worker (not in beat or flower)."""
+    worker_metrics.install(pool=lambda: pipeline().pool)
 
 
 _preloaded: dict[str, str] = {"names": ""}  # what the main process loaded; children inherit it
@@ -133,10 +155,18 @@ class StageTask(Task):
     autoretry_for = (Exception,)
     dont_autoretry_for = (PermanentStageError,)
     retry_backoff = 2
-    retry_backoff_max = get_settings().task_retry_backoff_max
     retry_jitter = True
-    max_retries = get_settings().task_max_retries
     acks_late = True
+
+    # Read from the settings when Celery asks (the task is made at the worker's start, a retry
+    # reads max_retries), not when this module is imported.
+    @property
+    def retry_backoff_max(self) -> int:
+        return get_settings().task_retry_backoff_max
+
+    @property
+    def max_retries(self) -> int:
+        return get_settings().task_max_retries
 
     def on_retry(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
@@ -177,7 +207,7 @@ def _run(stage: Stage, operation_id: str, backfill: bool) -> str | None:
     else:
         following = pipeline().run(stage, UUID(operation_id))
     if following is not None:
-        backend.enqueue(following, UUID(operation_id), backfill=backfill)
+        worker().context.backend.enqueue(following, UUID(operation_id), backfill=backfill)
     return following.value if following else None
 
 
@@ -197,7 +227,8 @@ STAGE_TASKS: dict[Stage, Task] = {stage: _stage_task(stage) for stage in REGISTR
 def _job_task(spec: JobSpec) -> Task:
     @app.task(name=job_task_name(spec.name), ignore_result=True)
     def run_periodic_job() -> int:
-        ctx = JobContext(get_settings(), pipeline().pool, backend)
+        context = worker().context
+        ctx = JobContext(context.settings, context.pool, context.backend)
         return run_job(spec, ctx).changed
 
     return run_periodic_job
@@ -210,4 +241,5 @@ JOB_TASKS: dict[str, Task] = {name: _job_task(spec) for name, spec in JOBS.items
 def deliver_webhook(delivery_id: str) -> str | None:
     """One attempt of a webhook delivery (its retries are scheduled in the database and sent
     by the `webhooks` job); on the `webhooks` queue, so a slow receiver holds up nothing else."""
-    return delivery.deliver(pipeline().pool, UUID(delivery_id), get_settings())
+    context = worker().context
+    return delivery.deliver(context.pool, UUID(delivery_id), context.settings)

@@ -244,6 +244,7 @@ def test_concurrent_appends_to_one_conversation_lose_nothing(
     """Appends from many threads (as from several API replicas) on separate connections."""
     from memora.basics.models import MemoryItem
     from memora.basics.tenancy import Scope
+    from memora.pipeline.context import AppContext
     from memora.usecases import ingest
 
     class Collect:
@@ -254,7 +255,7 @@ def test_concurrent_appends_to_one_conversation_lose_nothing(
             self.ops.append(operation_id)
 
     backend = Collect()
-    settings = inline_api.app.state.settings
+    app = AppContext(inline_api.app.state.settings, pool, backend)
     batches = [
         [MemoryItem(message_id=f"t{t}-{k}", role="user", content=f"thread {t} says {k}")
          for k in range(3)]
@@ -266,7 +267,7 @@ def test_concurrent_appends_to_one_conversation_lose_nothing(
         try:
             for _ in range(2):  # each thread also retries its append
                 with pool.connection() as conn:
-                    ingest.append(conn, backend, settings, Scope(), agent_id, "busy", batch)
+                    ingest.append(app, conn, Scope(), agent_id, "busy", batch)
         except BaseException as exc:
             errors.append(exc)
 
@@ -314,6 +315,7 @@ def test_whole_post_takes_over_from_an_append_in_flight(
     the re-post claims its messages, and nothing is extracted twice."""
     from memora.basics.models import MemoryItem
     from memora.basics.tenancy import Scope
+    from memora.pipeline.context import AppContext
     from memora.usecases import ingest
 
     class Hold:  # takes the operation and runs nothing
@@ -323,8 +325,8 @@ def test_whole_post_takes_over_from_an_append_in_flight(
     completed(inline_api, append(inline_api, agent_id, "r", messages(0, 3)))
     with pool.connection() as conn:
         held = ingest.append(
-            conn, Hold(), inline_api.app.state.settings, Scope(), agent_id, "r",
-            [MemoryItem(**m) for m in messages(3, 6)],
+            AppContext(inline_api.app.state.settings, pool, Hold()), conn, Scope(), agent_id,
+            "r", [MemoryItem(**m) for m in messages(3, 6)],
         )  # fmt: skip
     # (the same messages would be an unchanged post: a title makes it a replace)
     body = {"agent_id": agent_id, "document_id": "r", "items": messages(0, 6), "title": "T"}

@@ -16,16 +16,22 @@ from memora.basics.config import Settings
 from memora.basics.models import utcnow
 from memora.basics.tenancy import DEFAULT_SCOPE
 from memora.jobs import JOBS, JobContext, JobResult, run_job
-from memora.lifecycle.memory import Memories
 from memora.lifecycle.reflect import REFLECT_MARKER
 from memora.nlp.embedding import get_embedder
 from memora.pipeline.backend import InlineBackend
+from memora.pipeline.context import AppContext
 from memora.pipeline.runner import Pipeline
 from memora.store import evolution, memory_view
 from memora.store import lifecycle as store
+from memora.usecases import memories
 from tests.fakes import FakeOpenAI, Reply
 
 pytestmark = pytest.mark.integration
+
+
+def app_context(s: Settings, pool: Any) -> AppContext:
+    """What the lifecycle's use cases take: the pipeline runs inline."""
+    return AppContext(s, pool, InlineBackend(Pipeline(s, pool)), embedder=embedder(s))
 
 
 def embedder(s: Settings) -> Any:
@@ -116,7 +122,7 @@ def test_attenuate_archives_faded_memories_restorably(
     assert state(pool, agent_id, old).status == "archived"
     assert state(pool, agent_id, fresh).status == "active"
     assert job("attenuate", settings, pool, agent_id).changed == 0
-    restored = Memories(settings, pool, embedder(settings)).restore(DEFAULT_SCOPE, agent_id, old)
+    restored = memories.restore(app_context(settings, pool), DEFAULT_SCOPE, agent_id, old)
     assert restored["was"] == "archived" and state(pool, agent_id, old).status == "active"
 
 

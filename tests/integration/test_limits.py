@@ -19,9 +19,9 @@ from memora.basics.config import Settings
 from memora.basics.errors import Gone
 from memora.basics.models import utcnow
 from memora.basics.tenancy import DEFAULT_SCOPE
-from memora.lifecycle.memory import Memories
 from memora.lifecycle.scores import retention_score
-from tests.integration.test_lifecycle_jobs import embedder, job, state
+from memora.usecases import memories
+from tests.integration.test_lifecycle_jobs import app_context, embedder, job, state
 
 pytestmark = pytest.mark.integration
 
@@ -116,7 +116,7 @@ def test_over_max_memories_the_lowest_retention_scores_are_archived(
     assert again.changed == 0 and again.details == {}
 
     # restorable: back to active, audited; the next run archives the next lowest instead
-    restored = Memories(s, pool, embedder(s)).restore(DEFAULT_SCOPE, agent_id, ids["old_important"])
+    restored = memories.restore(app_context(s, pool), DEFAULT_SCOPE, agent_id, ids["old_important"])
     assert restored["was"] == "archived"
     assert [e["event"] for e in events(pool, ids["old_important"])] == ["archived", "restored"]
     job("limits", s, pool, agent_id)
@@ -155,9 +155,9 @@ def test_archived_memories_past_the_retention_are_purged(
                 "UPDATE memory_units SET status = 'archived', status_at = now() - %s WHERE id = %s",
                 (timedelta(days=days), unit_id),
             )
-    memories = Memories(s, pool, embedder(s))
+    context = app_context(s, pool)
     with pytest.raises(Gone):  # past the retention: no longer restorable
-        memories.restore(DEFAULT_SCOPE, agent_id, old)
+        memories.restore(context, DEFAULT_SCOPE, agent_id, old)
     before = limit_actions("purged_archived")
 
     result = job("cleanup", s, pool, agent_id)
@@ -170,7 +170,7 @@ def test_archived_memories_past_the_retention_are_purged(
     (purged,) = events(pool, old)  # the audit trail outlives the memory
     assert purged["event"] == "purged" and purged["reason"] == "archived more than 10 days ago"
     assert job("cleanup", s, pool, agent_id).changed == 0
-    assert memories.restore(DEFAULT_SCOPE, agent_id, recent)["was"] == "archived"
+    assert memories.restore(context, DEFAULT_SCOPE, agent_id, recent)["was"] == "archived"
 
 
 def test_memora_evolve_runs_the_limits_job(

@@ -20,6 +20,7 @@ from pydantic import SecretStr
 from memora.basics.config import Settings
 from memora.basics.stages import Stage
 from memora.basics.tenancy import Scope
+from memora.pipeline.runner import Pipeline
 from memora.store import operations
 from tests.conftest import wait_until
 from tests.integration.auth_support import (  # noqa: F401 - fixture
@@ -180,13 +181,15 @@ def test_document_deletion_and_failed_operations_are_events(
     assert deleted.status_code == 200, deleted.text
     assert deleted.json()["deleted"]["units_deleted"] == 1
 
-    # the final failure of an operation, recorded as the worker's on_failure records it
+    # the final failure of an operation, recorded as the worker's on_failure records it: by a
+    # pipeline whose backend hands its deliveries to the webhook worker
     with pool.connection() as conn:
         op_id = operations.create_operation(
             conn, Scope(tenant.tenant_id), "bob", kind=operations.OperationKind.REPAIR,
             first_stage=Stage.EMBED,
         )  # fmt: skip
-    pipeline.record_failure(Stage.EMBED, op_id, "RuntimeError: boom", final=True)
+    worker = Pipeline(pipeline.settings, pool, backend=api.app.state.backend)
+    worker.record_failure(Stage.EMBED, op_id, "RuntimeError: boom", final=True)
 
     wait_until(lambda: len(receiver.at(path)) >= 2, timeout=120)
     events = {json.loads(r.body)["type"]: json.loads(r.body)["data"] for r in receiver.at(path)}

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 
 from memora.basics.models import AGENT_ID_PATTERN
 from memora.usecases import agents
-from services.api.deps import ConnDep, LLMDep, Offset, PoolDep, ScopeDep
+from services.api.deps import ConnDep, ContextDep, Offset, ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.schemas.agents import (
     AgentDeleted,
@@ -34,29 +34,32 @@ WRITE_ERRORS = error_responses(*BODY_ERRORS, 503)
 def list_agents(
     scope: ScopeDep,
     conn: ConnDep,
+    context: ContextDep,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     offset: Offset = 0,
 ) -> AgentList:
-    found = agents.list_profiles(conn, scope, limit=limit, offset=offset)
+    found = agents.list_profiles(context, conn, scope, limit=limit, offset=offset)
     return AgentList(agents=[AgentProfile.model_validate(p) for p in found])
 
 
 @router.get("/agents/{agent_id}/profile", response_model=AgentProfile, responses=READ_ERRORS)
-def get_profile(scope: ScopeDep, agent_id: AgentPath, conn: ConnDep) -> AgentProfile:
+def get_profile(
+    scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, context: ContextDep
+) -> AgentProfile:
     """Creates the agent with the default personality (all 0.5) when it does not exist."""
-    return AgentProfile.model_validate(agents.profile(conn, scope, agent_id))
+    return AgentProfile.model_validate(agents.profile(context, conn, scope, agent_id))
 
 
 @router.put("/agents/{agent_id}", response_model=AgentProfile, responses=WRITE_ERRORS)
 def put_agent(
-    scope: ScopeDep, agent_id: AgentPath, body: AgentUpdate, conn: ConnDep
+    scope: ScopeDep, agent_id: AgentPath, body: AgentUpdate, conn: ConnDep, context: ContextDep
 ) -> AgentProfile:
     """Create or update; personality values and limits merge over the current ones (a limit
     set to null: no limit), background replaces."""
     personality = body.personality.values() if body.personality else None
     limits = body.limits.values() if body.limits else None
     updated = agents.update(
-        conn, scope, agent_id, personality=personality, background=body.background,
+        context, conn, scope, agent_id, personality=personality, background=body.background,
         limits=limits,
     )  # fmt: skip
     return AgentProfile.model_validate(updated)
@@ -64,9 +67,13 @@ def put_agent(
 
 @router.put("/agents/{agent_id}/profile", response_model=AgentProfile, responses=WRITE_ERRORS)
 def put_personality(
-    scope: ScopeDep, agent_id: AgentPath, body: PersonalityUpdate, conn: ConnDep
+    scope: ScopeDep,
+    agent_id: AgentPath,
+    body: PersonalityUpdate,
+    conn: ConnDep,
+    context: ContextDep,
 ) -> AgentProfile:
-    updated = agents.update(conn, scope, agent_id, personality=body.personality.values())
+    updated = agents.update(context, conn, scope, agent_id, personality=body.personality.values())
     return AgentProfile.model_validate(updated)
 
 
@@ -76,11 +83,11 @@ def put_personality(
     responses=error_responses(*BODY_ERRORS, 409, 502, 503),
 )
 def merge_agent_background(
-    scope: ScopeDep, agent_id: AgentPath, body: BackgroundRequest, pool: PoolDep, llm: LLMDep
+    scope: ScopeDep, agent_id: AgentPath, body: BackgroundRequest, context: ContextDep
 ) -> BackgroundResponse:
     """LLM merge (seed 000 §4.4); nothing is written unless the merge succeeds. The merge is
     compare-and-set on the background it read, redone when a concurrent merge got there first."""
-    merged = agents.merge_into_background(pool, llm, scope, agent_id, body.content)
+    merged = agents.merge_into_background(context, scope, agent_id, body.content)
     return BackgroundResponse(background=merged)
 
 
@@ -89,11 +96,12 @@ def list_opinions(
     scope: ScopeDep,
     agent_id: AgentPath,
     conn: ConnDep,
+    context: ContextDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Offset = 0,
 ) -> OpinionList:
     """The agent's current opinions (latest version of each), newest first."""
-    rows = agents.current_opinions(conn, scope, agent_id, limit=limit, offset=offset)
+    rows = agents.current_opinions(context, conn, scope, agent_id, limit=limit, offset=offset)
     return OpinionList(agent_id=agent_id, opinions=[OpinionVersion.of(r) for r in rows])
 
 
@@ -103,11 +111,12 @@ def list_opinions(
     responses=error_responses(404, 422, 503),
 )
 def opinion_history(
-    scope: ScopeDep, agent_id: AgentPath, opinion_id: UUID, conn: ConnDep
+    scope: ScopeDep, agent_id: AgentPath, opinion_id: UUID, conn: ConnDep, context: ContextDep
 ) -> OpinionHistory:
     """All versions of the opinion, oldest first, whichever version `opinion_id` names."""
     versions = [
-        OpinionVersion.of(r) for r in agents.opinion_history(conn, scope, agent_id, opinion_id)
+        OpinionVersion.of(r)
+        for r in agents.opinion_history(context, conn, scope, agent_id, opinion_id)
     ]
     return OpinionHistory(
         agent_id=agent_id, opinion_id=opinion_id, current_id=versions[-1].id, versions=versions
@@ -115,11 +124,13 @@ def opinion_history(
 
 
 @router.delete("/agents/{agent_id}", response_model=AgentDeleted, responses=READ_ERRORS)
-def delete_agent(scope: ScopeDep, agent_id: AgentPath, conn: ConnDep) -> AgentDeleted:
+def delete_agent(
+    scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, context: ContextDep
+) -> AgentDeleted:
     """Hard delete of the agent and everything of it: documents (raw content), memory units,
     links, entities, opinions, operations, access counts. Deleting it again succeeds with zero
     counts."""
-    deleted = agents.delete(conn, scope, agent_id)
+    deleted = agents.delete(context, conn, scope, agent_id)
     return AgentDeleted(success=True, agent_id=agent_id, deleted=deleted)
 
 
@@ -127,9 +138,10 @@ def delete_agent(scope: ScopeDep, agent_id: AgentPath, conn: ConnDep) -> AgentDe
 def delete_all_agents(
     scope: ScopeDep,
     conn: ConnDep,
+    context: ContextDep,
     confirm: Annotated[bool, Query(description="must be true: this deletes every agent")],
 ) -> AgentDeleted:
     """Hard delete of every agent of the caller's tenant and all their data ("delete all my
     data"); the tenant and its API keys stay. Idempotent."""
-    deleted = agents.delete_all(conn, scope, confirm=confirm)
+    deleted = agents.delete_all(context, conn, scope, confirm=confirm)
     return AgentDeleted(success=True, agent_id=None, deleted=deleted)

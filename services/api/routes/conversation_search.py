@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
 from memora.usecases import conversations
-from services.api.deps import EmbedderDep, PoolDep, ScopeDep, SettingsDep
+from services.api.deps import ContextDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.schemas.conversations import (
     ConversationResult,
@@ -26,14 +26,10 @@ router = APIRouter(prefix="/api", tags=["conversations"])
 async def conversation_search(
     scope: ScopeDep,
     body: ConversationSearchRequest,
-    pool: PoolDep,
-    embedder: EmbedderDep,
-    settings: SettingsDep,
+    context: ContextDep,
 ) -> ConversationSearchResponse:
     """Messages of the agent's conversations that match the query, one result per message."""
-    hits = await run_in_threadpool(
-        conversations.search, pool, embedder, settings, scope, body.to_query()
-    )
+    hits = await run_in_threadpool(conversations.search, context, scope, body.to_query())
     return ConversationSearchResponse(
         query=body.query,
         total_results=len(hits),

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query, Request
 
 from memora.basics.models import AGENT_ID_PATTERN, DOCUMENT_ID_PATTERN
 from memora.usecases import conversations, ingest
-from services.api.deps import BackendDep, ConnDep, Priority, ScopeDep, SettingsDep
+from services.api.deps import ConnDep, ContextDep, Priority, ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.metrics import note_operation
 from services.api.schemas.conversations import (
@@ -41,15 +41,14 @@ def append(
     conversation_id: ConversationPath,
     body: AppendRequest,
     conn: ConnDep,
-    backend: BackendDep,
-    settings: SettingsDep,
+    context: ContextDep,
     priority: Priority = "live",
 ) -> AppendResponse:
     """Append messages to a live conversation (created on first use; it is the document
     `conversation_id`). Only the new messages are processed; a message id already there is
     skipped (safe retries), with other content it is 409 `message_conflict`."""
     done = ingest.append(
-        conn, backend, settings, scope, agent_id, conversation_id, list(body.messages),
+        context, conn, scope, agent_id, conversation_id, list(body.messages),
         title=body.title, backfill=priority == "backfill",
     )  # fmt: skip
     note_operation(request, done.operation_id)
@@ -68,13 +67,12 @@ def edit(
     message_id: str,
     body: MessageEdit,
     conn: ConnDep,
-    backend: BackendDep,
-    settings: SettingsDep,
+    context: ContextDep,
 ) -> MessageSyncResponse:
     """Edit one message: what was extracted from it alone is re-extracted and its chunks are
     re-indexed (operation kind `message_edit`); nothing else of the conversation is redone."""
     result = conversations.edit_message(
-        conn, backend, settings, scope, agent_id, document_id, message_id, body.patch()
+        context, conn, scope, agent_id, document_id, message_id, body.patch()
     )
     return MessageSyncResponse.of(result)
 
@@ -86,42 +84,42 @@ def delete(
     document_id: str,
     message_id: str,
     conn: ConnDep,
-    backend: BackendDep,
+    context: ContextDep,
 ) -> MessageSyncResponse:
     """Delete one message, now: its chunks, the units it was the only source of, and its place
     among other units' sources. Neighbours that shared a chunk with it are re-indexed."""
-    result = conversations.delete_message(conn, backend, scope, agent_id, document_id, message_id)
+    result = conversations.delete_message(context, conn, scope, agent_id, document_id, message_id)
     return MessageSyncResponse.of(result)
 
 
 @router.get("/agents/{agent_id}/conversation-index")
 def conversation_index(
-    scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, settings: SettingsDep
+    scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, context: ContextDep
 ) -> dict[str, Any]:
     """Messages, conversations and chunks indexed, the last sync, the embedding model and
     dimension of the live index, and whether the configured model differs."""
-    return conversations.index_status(conn, settings, scope, agent_id)
+    return conversations.index_status(context, conn, scope, agent_id)
 
 
 @router.post(
     "/agents/{agent_id}/conversation-index/reindex", status_code=202, responses=error_responses(409)
 )
 def reindex(
-    scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, backend: BackendDep, settings: SettingsDep
+    scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, context: ContextDep
 ) -> dict[str, Any]:
     """Rebuild the agent's conversation index with the configured embedding model, in the
     background; searches keep answering from the live index until the switch."""
-    operation_id = conversations.reindex(conn, backend, settings, scope, agent_id)
+    operation_id = conversations.reindex(context, conn, scope, agent_id)
     return {"agent_id": agent_id, "operation_id": str(operation_id)}
 
 
 @router.post("/agents/{agent_id}/consistency-check")
 def consistency_check(
-    scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, settings: SettingsDep
+    scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, context: ContextDep
 ) -> dict[str, Any]:
     """What no longer matches the messages: orphaned chunks and units, messages never indexed,
     stale chunks, units without an embedding (counts and up to 100 ids of each)."""
-    report = conversations.check(conn, settings, scope, agent_id)
+    report = conversations.check(context, conn, scope, agent_id)
     return {"agent_id": agent_id, **report.as_dict()}
 
 
@@ -130,11 +128,10 @@ def repair(
     scope: ScopeDep,
     agent_id: AgentPath,
     conn: ConnDep,
-    backend: BackendDep,
-    settings: SettingsDep,
+    context: ContextDep,
     dry_run: Annotated[bool, Query(description="report only")] = False,
 ) -> dict[str, Any]:
     """The consistency check, then its repair: orphaned and stale chunks and orphaned units
     are deleted; `repair` operations embed and index what is missing."""
-    report = conversations.repair(conn, backend, settings, scope, agent_id, dry_run=dry_run)
+    report = conversations.repair(context, conn, scope, agent_id, dry_run=dry_run)
     return {"agent_id": agent_id, "dry_run": dry_run, **report.as_dict()}

@@ -11,7 +11,7 @@ from memora.basics.models import AGENT_ID_PATTERN
 from memora.usecases import graph
 from memora.usecases.graph import DEFAULT_NODES, MAX_DEPTH, MAX_NODES, GraphRequest
 from services.api import paging
-from services.api.deps import ConnDep, KeywordIndexDep, ScopeDep
+from services.api.deps import ConnDep, ContextDep, KeywordIndexDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, error_responses
 from services.api.schemas.graph import (
     NO_NUL,
@@ -32,6 +32,7 @@ router = APIRouter(prefix="/api", tags=["graph"], responses=error_responses(*AUT
 def get_graph(
     scope: ScopeDep,
     conn: ConnDep,
+    context: ContextDep,
     index: KeywordIndexDep,
     agent_id: Annotated[str, Query(pattern=AGENT_ID_PATTERN)],
     limit: Annotated[int, Query(ge=1, le=MAX_NODES)] = DEFAULT_NODES,
@@ -49,15 +50,14 @@ def get_graph(
     since: Moment = None,
     until: Moment = None,
 ) -> Response:
-    """A bounded page of the agent's memory graph: units and entities with short labels, links
-    with type and weight. Seeds: the newest units, or those naming `entity`, or the best
-    keyword matches of `q`; then `depth` hops along each unit's strongest links. At most
-    `limit` nodes (hard cap 2000) and 4 edges per node. Gzip-compressed when asked."""
+    """A bounded page of the agent's memory graph (units, entities, typed weighted links) seeded
+    by the newest units, those naming `entity` or the best keyword matches of `q`, then `depth`
+    hops along their strongest links: `limit` nodes (cap 2000), 4 edges per node; gzipped."""
     asked = GraphRequest(
         agent_id, limit, depth, tuple(dict.fromkeys(fact_type or [])),
         tuple(dict.fromkeys(link_type or [])), since, until, q, entity, paging.decode(cursor),
     )  # fmt: skip
-    page = graph.memory_graph(conn, index, scope, asked)
+    page = graph.memory_graph(context, conn, index, scope, asked)
     body = Graph(
         agent_id=agent_id,
         nodes=[Node.model_validate(n) for n in page.nodes],
@@ -71,7 +71,9 @@ def get_graph(
 
 
 @router.get("/graph/agents", response_model=AgentSizes)
-def agent_sizes(scope: ScopeDep, conn: ConnDep) -> AgentSizes:
+def agent_sizes(scope: ScopeDep, conn: ConnDep, context: ContextDep) -> AgentSizes:
     """The tenant's agents with their numbers of memories, entities, documents and failed
     operations (the UI's agent list)."""
-    return AgentSizes(agents=[AgentSize.model_validate(r) for r in graph.agent_sizes(conn, scope)])
+    return AgentSizes(
+        agents=[AgentSize.model_validate(r) for r in graph.agent_sizes(context, conn, scope)]
+    )

@@ -9,9 +9,14 @@ from uuid import UUID
 from fastapi import APIRouter, Path, Query, Request
 
 from memora.basics.models import AGENT_ID_PATTERN
-from memora.lifecycle import memory
-from memora.usecases import documents, ingest, operations
-from services.api.deps import BackendDep, ConnDep, Offset, Priority, ScopeDep, SettingsDep
+from memora.usecases import documents, ingest, memories, operations
+from services.api.deps import (
+    ConnDep,
+    ContextDep,
+    Offset,
+    Priority,
+    ScopeDep,
+)
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.metrics import note_operation
 from services.api.schemas.memories import (
@@ -39,8 +44,7 @@ def store_batch(
     scope: ScopeDep,
     body: BatchRequest,
     conn: ConnDep,
-    backend: BackendDep,
-    settings: SettingsDep,
+    context: ContextDep,
     priority: Priority = "live",
 ) -> BatchResponse:
     """Make the raw items durable, then enqueue extraction. Idempotent per document_id;
@@ -49,13 +53,13 @@ def store_batch(
     if body.update_mode == "append":
         assert body.document_id is not None  # the model requires it
         done = ingest.append(
-            conn, backend, settings, scope, body.agent_id, body.document_id, body.items,
+            context, conn, scope, body.agent_id, body.document_id, body.items,
             title=body.title, backfill=backfill,
         )  # fmt: skip
         note_operation(request, done.operation_id)
         return BatchResponse.of_append(done, len(body.items))
     accepted = ingest.ingest(
-        conn, backend, settings, scope, body.agent_id, body.items, body.document_id,
+        context, conn, scope, body.agent_id, body.items, body.document_id,
         title=body.title, backfill=backfill,
     )  # fmt: skip
     note_operation(request, accepted.operation_id)
@@ -65,9 +69,11 @@ def store_batch(
 @router.get(
     "/operations/{operation_id}", response_model=OperationResponse, responses=error_responses(404)
 )
-def get_operation(scope: ScopeDep, operation_id: UUID, conn: ConnDep) -> OperationResponse:
+def get_operation(
+    scope: ScopeDep, operation_id: UUID, conn: ConnDep, context: ContextDep
+) -> OperationResponse:
     """Only operations of the caller's tenant's agents; any other id is 404."""
-    return OperationResponse.model_validate(operations.get(conn, scope, operation_id))
+    return OperationResponse.model_validate(operations.get(context, conn, scope, operation_id))
 
 
 # The one handler of this path in either deployment: the query service serves none, the write
@@ -77,12 +83,14 @@ def get_operation(scope: ScopeDep, operation_id: UUID, conn: ConnDep) -> Operati
     response_model=Memory,
     responses=error_responses(404),
 )
-def get_memory(scope: ScopeDep, agent_id: AgentPath, memory_id: UUID, conn: ConnDep) -> Memory:
+def get_memory(
+    scope: ScopeDep, agent_id: AgentPath, memory_id: UUID, conn: ConnDep, context: ContextDep
+) -> Memory:
     """One memory in full, in any status: text, dates, confidence, metadata, status (when and
     why it changed, what superseded it), source document, entities, links (explicit first,
     then the strongest; 50 at most), history (every change, oldest first) and the memories it
     replaced. 404 `memory_not_found` for an id the agent does not hold."""
-    return Memory.model_validate(memory.view(conn, scope, agent_id, memory_id))
+    return Memory.model_validate(memories.view(context, conn, scope, agent_id, memory_id))
 
 
 @router.get("/agents/{agent_id}/documents", response_model=DocumentList)
@@ -90,10 +98,11 @@ def list_documents(
     scope: ScopeDep,
     agent_id: AgentPath,
     conn: ConnDep,
+    context: ContextDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Offset = 0,
 ) -> DocumentList:
-    rows = documents.list_documents(conn, scope, agent_id, limit=limit, offset=offset)
+    rows = documents.list_documents(context, conn, scope, agent_id, limit=limit, offset=offset)
     return DocumentList(
         agent_id=agent_id, documents=[DocumentSummary.model_validate(r) for r in rows]
     )
@@ -105,10 +114,10 @@ def list_documents(
     responses=error_responses(404),
 )
 def get_document(
-    scope: ScopeDep, agent_id: AgentPath, document_id: str, conn: ConnDep
+    scope: ScopeDep, agent_id: AgentPath, document_id: str, conn: ConnDep, context: ContextDep
 ) -> DocumentDetail:
     """The document's raw items exactly as they were stored."""
-    return DocumentDetail.model_validate(documents.get(conn, scope, agent_id, document_id))
+    return DocumentDetail.model_validate(documents.get(context, conn, scope, agent_id, document_id))
 
 
 # 404: no route matches a document id with a newline (no stored id has one)
@@ -118,9 +127,9 @@ def get_document(
     responses=error_responses(404),
 )
 def delete_document(
-    scope: ScopeDep, agent_id: AgentPath, document_id: str, conn: ConnDep
+    scope: ScopeDep, agent_id: AgentPath, document_id: str, conn: ConnDep, context: ContextDep
 ) -> DeleteResponse:
     """Hard delete of the raw content, its operations, units, their links and entity references,
     and entities nothing mentions any more; a document already gone succeeds with zero counts."""
-    deleted = documents.delete(conn, scope, agent_id, document_id)
+    deleted = documents.delete(context, conn, scope, agent_id, document_id)
     return DeleteResponse(success=True, agent_id=agent_id, document_id=document_id, deleted=deleted)

@@ -11,7 +11,7 @@ from memora.basics.models import AGENT_ID_PATTERN
 from memora.basics.stages import OperationStatus
 from memora.usecases import operations
 from services.api import paging
-from services.api.deps import BackendDep, ConnDep, ScopeDep
+from services.api.deps import ConnDep, ContextDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, APIError, error_responses
 from services.api.schemas.operations import OperationList, OperationResponse, RetryResponse
 
@@ -24,6 +24,7 @@ router = APIRouter(
 def list_operations(
     scope: ScopeDep,
     conn: ConnDep,
+    context: ContextDep,
     agent_id: Annotated[str | None, Query(pattern=AGENT_ID_PATTERN)] = None,
     status: OperationStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
@@ -34,7 +35,7 @@ def list_operations(
     if isinstance(before, int):
         raise APIError(422, "invalid_cursor", "the cursor is not one this route returned")
     page = operations.list_page(
-        conn, scope, agent_id=agent_id, status=status, limit=limit, before=before
+        context, conn, scope, agent_id=agent_id, status=status, limit=limit, before=before
     )
     return OperationList(
         operations=[OperationResponse.model_validate(op) for op in page.operations],
@@ -48,9 +49,9 @@ def list_operations(
     status_code=202,
     responses=error_responses(404, 409),
 )
-def retry(scope: ScopeDep, operation_id: UUID, conn: ConnDep, backend: BackendDep) -> RetryResponse:
+def retry(scope: ScopeDep, operation_id: UUID, conn: ConnDep, context: ContextDep) -> RetryResponse:
     """Re-run a failed operation from its failed stage (202, `reopened`). Idempotent: while the
     retry is queued or running, calling again changes nothing (202, `active`). A completed or
     superseded operation has nothing to retry (409)."""
-    outcome, op = operations.retry(conn, backend, scope, operation_id)
+    outcome, op = operations.retry(context, conn, scope, operation_id)
     return RetryResponse(outcome=outcome, operation=OperationResponse.model_validate(op))

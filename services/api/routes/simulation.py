@@ -7,7 +7,7 @@ from collections import Counter
 from fastapi import APIRouter
 
 from memora.usecases import episodes, seeding
-from services.api.deps import BackendDep, ConnDep, ScopeDep
+from services.api.deps import ConnDep, ContextDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.schemas.simulation import (
     EpisodeMemory,
@@ -23,11 +23,11 @@ router = APIRouter(
 
 @router.post("/seed", response_model=SeedResponse)
 def seed(
-    scope: ScopeDep, body: seeding.SeedFile, conn: ConnDep, backend: BackendDep
+    scope: ScopeDep, body: seeding.SeedFile, conn: ConnDep, context: ContextDep
 ) -> SeedResponse:
     """Store a scenario and its characters as memories (seed 001's categories). Idempotent:
     the same seed again changes nothing; a changed character replaces only its documents."""
-    stored = seeding.apply(conn, backend, scope, body)
+    stored = seeding.apply(context, conn, scope, body)
     return SeedResponse(
         scenario=body.scenario.id,
         counts=dict(Counter(d.status for d in stored)),
@@ -37,11 +37,11 @@ def seed(
 
 @router.post("/episodes", response_model=EpisodeResponse)
 def capture_episode(
-    scope: ScopeDep, body: episodes.Episode, conn: ConnDep, backend: BackendDep
+    scope: ScopeDep, body: episodes.Episode, conn: ConnDep, context: ContextDep
 ) -> EpisodeResponse:
     """`"{speaker} said: {text}"` as an episodic memory of every listener; idempotent on
     (scene, turn, speaker)."""
-    accepted = episodes.capture(conn, backend, scope, body)
+    accepted = episodes.capture(context, conn, scope, body)
     return EpisodeResponse(
         scene=body.scene,
         turn=body.turn,

@@ -8,7 +8,7 @@ from uuid import UUID
 from fastapi import APIRouter, Query, Response
 
 from memora.usecases import webhooks
-from services.api.deps import ConnDep, ScopeDep, SettingsDep
+from services.api.deps import ConnDep, ContextDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, error_responses
 from services.api.schemas.webhooks import (
     Delivery,
@@ -36,47 +36,45 @@ def _webhook(row: dict[str, Any]) -> dict[str, Any]:
     "", response_model=WebhookCreated, status_code=201, responses=error_responses(400, 413, 422)
 )
 def register(
-    scope: ScopeDep, conn: ConnDep, settings: SettingsDep, body: WebhookCreate
+    scope: ScopeDep, conn: ConnDep, context: ContextDep, body: WebhookCreate
 ) -> WebhookCreated:
     """Register an endpoint for these events; the answer carries its signing secret, shown
     only now. A target on a private, loopback or link-local address is refused (422
     `unsafe_url`) unless the server allows them (MEMORA_WEBHOOK_ALLOW_PRIVATE)."""
-    allow = settings.webhook_allow_private
-    row = webhooks.register(
-        conn, scope, body.url, list(body.events), body.description, allow_private=allow
-    )
+    row = webhooks.register(context, conn, scope, body.url, list(body.events), body.description)
     return WebhookCreated.model_validate(_webhook(row))
 
 
 @router.get("", response_model=WebhookList)
-def list_webhooks(scope: ScopeDep, conn: ConnDep) -> WebhookList:
+def list_webhooks(scope: ScopeDep, conn: ConnDep, context: ContextDep) -> WebhookList:
     """The tenant's endpoints with their deliveries per status (never their secrets)."""
-    rows = webhooks.list_webhooks(conn, scope)
+    rows = webhooks.list_webhooks(context, conn, scope)
     return WebhookList(webhooks=[Webhook.model_validate(_webhook(r)) for r in rows])
 
 
 @router.delete("/{webhook_id}", status_code=204, responses=NOT_FOUND)
-def delete(scope: ScopeDep, conn: ConnDep, webhook_id: UUID) -> Response:
+def delete(scope: ScopeDep, conn: ConnDep, context: ContextDep, webhook_id: UUID) -> Response:
     """Remove an endpoint and its deliveries."""
-    webhooks.delete(conn, scope, webhook_id)
+    webhooks.delete(context, conn, scope, webhook_id)
     return Response(status_code=204)
 
 
 @router.post(
     "/{webhook_id}/test", response_model=PingResponse, status_code=202, responses=NOT_FOUND
 )
-def ping(scope: ScopeDep, conn: ConnDep, webhook_id: UUID) -> PingResponse:
+def ping(scope: ScopeDep, conn: ConnDep, context: ContextDep, webhook_id: UUID) -> PingResponse:
     """Send a `webhook.ping` event to the endpoint; follow it in its deliveries."""
-    return PingResponse(delivery_id=webhooks.ping(conn, scope, webhook_id))
+    return PingResponse(delivery_id=webhooks.ping(context, conn, scope, webhook_id))
 
 
 @router.get("/{webhook_id}/deliveries", response_model=DeliveryList, responses=NOT_FOUND)
 def deliveries(
     scope: ScopeDep,
     conn: ConnDep,
+    context: ContextDep,
     webhook_id: UUID,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> DeliveryList:
     """The endpoint's deliveries, newest first: status, attempts, the last answer."""
-    rows = webhooks.deliveries(conn, scope, webhook_id, limit)
+    rows = webhooks.deliveries(context, conn, scope, webhook_id, limit)
     return DeliveryList(deliveries=[Delivery.model_validate(r) for r in rows])

@@ -1,19 +1,18 @@
 """reflect trigger (Generative Agents): when the summed importance of an agent's memories
 stored since its last reflection reaches MEMORA_REFLECTION_THRESHOLD (150 on the 1–10 scale),
-the LLM reflects on them (memora.lifecycle.reflect). Without an LLM nothing happens."""
+the LLM reflects on them (memora.usecases.reflect). Without an LLM nothing happens."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from memora.basics.tenancy import DEFAULT_TENANT, SEPARATOR, Scope, client_agent_id
+from memora.db.pool import Pool
 from memora.jobs.base import JobContext, JobResult
-from memora.lifecycle.memory import Memories
-from memora.lifecycle.reflect import reflect
 from memora.lifecycle.scores import reflection_due
-from memora.nlp.embedding import embedder_for
-from memora.nlp.llm import LLMClient
+from memora.pipeline.context import AppContext
 from memora.store import evolution
+from memora.usecases.reflect import reflect
 
 
 def _scope(key: str) -> Scope:
@@ -36,11 +35,9 @@ def run(ctx: JobContext) -> JobResult:
                 due.append((key, ids))
     if not due:
         return result
-    memories = Memories(s, ctx.pool, embedder_for(s), LLMClient(s))
+    app = AppContext(s, cast(Pool, ctx.pool), ctx.backend)  # every job's pool is a Pool
     for key, ids in due:
-        made = reflect(
-            memories, _scope(key), client_agent_id(key), source_ids=ids, actor="job:reflect"
-        )
+        made = reflect(app, _scope(key), client_agent_id(key), source_ids=ids, actor="job:reflect")
         result.changed += 1 if made else 0
         result.details["reflections"] += len(made)
     return result

@@ -1,6 +1,7 @@
 """The inline task backend: runs a stage chain in the calling process (tests, one-off
 scripts). Production sends stage work to Celery (services/workers/dispatch.py); both satisfy
-`memora.pipeline.handoff.TaskBackend`."""
+`memora.pipeline.handoff.TaskBackend`. It sends no webhook deliveries: the sweep does
+(memora.jobs.webhooks)."""
 
 from __future__ import annotations
 

@@ -140,7 +140,8 @@ def _write_all(
     except Exception as exc:  # the commit failed: none of them was written
         done = {op: Outcome(error=exc) for op in done}
     outcomes.update(done)
-    webhooks.dispatch_committed(conn)  # (after a failed commit: ids that send nothing)
+    # (after a failed commit: ids that send nothing)
+    webhooks.dispatch_committed(conn, pipeline.backend)
 
 
 class StageBatcher:

@@ -1,4 +1,6 @@
-"""What a stage computes with: the settings and the models, loaded once per process, lazily."""
+"""What the code computes with, built once per process: `StageContext` (the settings and the
+models, loaded lazily: what a stage computes with) and `AppContext`, the application context
+every use case takes first (with the pool, the task backend and the LLM besides)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,15 @@ from psycopg import Connection
 from memora.basics.config import Settings
 from memora.basics.models import utcnow
 from memora.basics.stages import Stage, stage_of_queue
+from memora.db.pool import Pool
 from memora.extraction.base import Extractor
 from memora.extraction.llm import LLMExtractor
 from memora.extraction.local import LocalExtractor
 from memora.nlp.embedding import TextEmbedder, embedder_for
 from memora.nlp.language import load_nlp, tagged_proper_noun
-from memora.nlp.llm import LLMClient
+from memora.nlp.llm import LazyLLM, LLMClient
 from memora.nlp.temporal import resolve_expression
+from memora.pipeline.handoff import TaskBackend
 from memora.store.operations import Operation
 
 # A stage's write step: runs inside the write transaction, returns counts for the operation.
@@ -60,14 +64,16 @@ def models_to_preload(setting: str, queues: Iterable[str]) -> str:
 
 
 class StageContext:
-    """Per-process: settings and the models the stages share."""
+    """Per-process: settings and the models the stages share (`embedder`: the one given, else
+    the configured model's, made on first use)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, embedder: TextEmbedder | None = None) -> None:
         self.settings = settings
+        self._given_embedder = embedder
 
     @cached_property
     def embedder(self) -> TextEmbedder:
-        return embedder_for(self.settings)
+        return self._given_embedder or embedder_for(self.settings)
 
     @cached_property
     def extractor(self) -> Extractor:
@@ -94,6 +100,31 @@ class StageContext:
             list(load_nlp().pipe(["Alice met Bob in Paris yesterday."]))
             tagged_proper_noun("Alice met Bob.")  # the tagger for sentence-initial names
             resolve_expression("yesterday", utcnow())
+
+
+class AppContext(StageContext):
+    """The application context: what a use case works with, built once per process (the write
+    API, the query service, a worker, the CLI) and passed to every use case first. The settings
+    and models (StageContext), the pool, the task backend committed work is handed to (stages,
+    webhook deliveries: memora.pipeline.handoff) and the LLM client, made on first use."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: Pool,
+        backend: TaskBackend,
+        *,
+        llm: LazyLLM | None = None,
+        embedder: TextEmbedder | None = None,
+    ) -> None:
+        super().__init__(settings, embedder=embedder)
+        self.pool = pool
+        self.backend = backend
+        self.llm = llm if llm is not None else LazyLLM(settings)
+
+    def llm_if_configured(self) -> LLMClient | None:
+        """The LLM client for what uses it when there is one (remember's conflict check)."""
+        return self.llm.get() if self.settings.llm_configured else None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Handing committed work to the pipeline: the `TaskBackend` protocol (a Celery queue in
 production, inline in tests and one-off scripts: `memora.pipeline.backend.InlineBackend`) and
-`hand_off`, the one way a use case gives it an operation after its commit. Light on purpose:
-use cases import this, not the stage driver."""
+`hand_off`, the one way a use case gives it an operation after its commit. The same backend
+(the application context's, memora.pipeline.context.AppContext) takes the committed webhook
+deliveries when it can send them (memora.webhooks.events.dispatch_committed). Light on
+purpose: use cases import this, not the stage driver."""
 
 from __future__ import annotations
 

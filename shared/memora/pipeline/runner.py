@@ -23,6 +23,7 @@ from psycopg_pool import ConnectionPool
 from memora.basics.config import Settings
 from memora.basics.stages import OperationKind, Stage, next_stage
 from memora.pipeline.context import Job, Prepared, StageContext, Writer
+from memora.pipeline.handoff import TaskBackend
 from memora.pipeline.stages import embed, entities, extract, index_messages, links, opinions
 from memora.store import documents, operations
 from memora.webhooks import events as webhooks
@@ -68,11 +69,15 @@ def superseded(op: operations.Operation, document: dict[str, Any] | None) -> boo
 
 
 class Pipeline:
-    """Per-process pipeline state: the stage context (settings, models) and a pool."""
+    """Per-process pipeline state: the stage context (settings, models), a pool and the task
+    backend its committed webhook deliveries are handed to (None: the sweep sends them)."""
 
-    def __init__(self, settings: Settings, pool: ConnectionPool[Any]) -> None:
+    def __init__(
+        self, settings: Settings, pool: ConnectionPool[Any], *, backend: TaskBackend | None = None
+    ) -> None:
         self.settings = settings
         self.pool = pool
+        self.backend = backend
         self.context = StageContext(settings)
         self.skip: frozenset[Stage] = (
             frozenset() if settings.conversation_index else frozenset({Stage.INDEX_MESSAGES})
@@ -90,7 +95,7 @@ class Pipeline:
 
             with conn.transaction():
                 following = self.write(conn, stage, job.operation.kind, operation_id, write)
-            webhooks.dispatch_committed(conn)
+            webhooks.dispatch_committed(conn, self.backend)
             return following
 
     def begin(self, conn: Connection[Any], stage: Stage, operation_id: UUID) -> Job | Skip:
@@ -147,4 +152,4 @@ class Pipeline:
                 recorded = operations.stage_error(conn, operation_id, stage, error, final=final)
                 if final and recorded:
                     webhooks.operation_finished(conn, operations.get_operation(conn, operation_id))
-            webhooks.dispatch_committed(conn)
+            webhooks.dispatch_committed(conn, self.backend)

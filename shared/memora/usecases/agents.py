@@ -12,8 +12,7 @@ from psycopg import Connection
 
 from memora.basics.errors import Conflict, Invalid, NotFound
 from memora.basics.tenancy import Scope
-from memora.db.pool import Pool
-from memora.nlp.llm import LazyLLM
+from memora.pipeline.context import AppContext
 from memora.store import agents
 from memora.store.units import HistoricOpinion
 from memora.store.units import Opinion as Opinion
@@ -45,18 +44,19 @@ class AgentProfile:
 
 
 def list_profiles(
-    conn: Connection[Any], scope: Scope, *, limit: int, offset: int
+    app: AppContext, conn: Connection[Any], scope: Scope, *, limit: int, offset: int
 ) -> list[AgentProfile]:
     return [AgentProfile.of(r) for r in agents.list_agents(conn, scope, limit=limit, offset=offset)]
 
 
-def profile(conn: Connection[Any], scope: Scope, agent_id: str) -> AgentProfile:
+def profile(app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str) -> AgentProfile:
     """The agent's profile; created with the default personality (all 0.5) when new."""
     with conn.transaction():
         return AgentProfile.of(agents.get_or_create_agent(conn, scope, agent_id))
 
 
 def update(
+    app: AppContext,
     conn: Connection[Any],
     scope: Scope,
     agent_id: str,
@@ -74,19 +74,17 @@ def update(
     return AgentProfile.of(row)
 
 
-def merge_into_background(
-    pool: Pool, llm: LazyLLM, scope: Scope, agent_id: str, content: str
-) -> str:
+def merge_into_background(app: AppContext, scope: Scope, agent_id: str, content: str) -> str:
     """The LLM merges `content` into the background (seed 000 §4.4); nothing is written unless
     the merge succeeds. Compare-and-set on the background it read, redone when a concurrent
     merge got there first; Conflict when it kept changing."""
-    client = llm.get()
+    client = app.llm.get()
     for _ in range(MERGE_ATTEMPTS):
-        with pool.tenant_connection(scope.tenant_id) as conn:
+        with app.pool.tenant_connection(scope.tenant_id) as conn:
             row = agents.get_agent(conn, scope, agent_id)
         current = row["background"] if row else ""
         merged = merge_background(client, current, content)
-        with pool.tenant_connection(scope.tenant_id) as conn:
+        with app.pool.tenant_connection(scope.tenant_id) as conn:
             agents.ensure_agent(conn, scope, agent_id)
             if agents.replace_background(conn, scope, agent_id, current, merged):
                 return merged
@@ -94,14 +92,14 @@ def merge_into_background(
 
 
 def current_opinions(
-    conn: Connection[Any], scope: Scope, agent_id: str, *, limit: int, offset: int
+    app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str, *, limit: int, offset: int
 ) -> list[Opinion]:
     """The agent's current opinions (latest version of each), newest first."""
     return opinions.current(conn, scope, agent_id, limit=limit, offset=offset)
 
 
 def opinion_history(
-    conn: Connection[Any], scope: Scope, agent_id: str, opinion_id: UUID
+    app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str, opinion_id: UUID
 ) -> list[HistoricOpinion]:
     """All versions of the opinion, oldest first, whichever version `opinion_id` names."""
     rows = opinions.history(conn, scope, agent_id, opinion_id)
@@ -110,13 +108,15 @@ def opinion_history(
     return rows
 
 
-def delete(conn: Connection[Any], scope: Scope, agent_id: str) -> dict[str, int]:
+def delete(app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str) -> dict[str, int]:
     """Hard delete of the agent and everything of it; zero counts when it does not exist."""
     with conn.transaction():
         return agents.delete_agent(conn, scope, agent_id)
 
 
-def delete_all(conn: Connection[Any], scope: Scope, *, confirm: bool) -> dict[str, int]:
+def delete_all(
+    app: AppContext, conn: Connection[Any], scope: Scope, *, confirm: bool
+) -> dict[str, int]:
     """Hard delete of every agent of the tenant and all their data ("delete all my data");
     the tenant and its API keys stay. Invalid unless confirmed."""
     if not confirm:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from memora.basics.errors import Invalid, NotFound
+from memora.pipeline.context import AppContext
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}\.json$")
 MAX_BYTES = 64 * 1024 * 1024
@@ -25,9 +26,9 @@ def _folder(folder: Path | None) -> Path:
     return folder
 
 
-def list_results(folder: Path | None) -> list[dict[str, Any]]:
+def list_results(app: AppContext) -> list[dict[str, Any]]:
     """The results files, newest first: name, size and when it was written."""
-    root = _folder(folder)
+    root = _folder(app.settings.bench_results_dir)
     if not root.is_dir():
         return []
     files = [p for p in root.iterdir() if NAME.match(p.name) and p.is_file()]
@@ -42,8 +43,8 @@ def list_results(folder: Path | None) -> list[dict[str, Any]]:
     ]
 
 
-def read_result(folder: Path | None, name: str) -> dict[str, Any]:
-    root = _folder(folder)
+def read_result(app: AppContext, name: str) -> dict[str, Any]:
+    root = _folder(app.settings.bench_results_dir)
     if not NAME.match(name):
         raise Invalid("invalid_name", "a results file is named like results-1.json (no paths)")
     path = root / name

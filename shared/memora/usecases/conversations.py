@@ -15,7 +15,6 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import Connection
-from psycopg_pool import ConnectionPool
 
 from memora.basics.config import Settings
 from memora.basics.errors import Conflict, Invalid, NotFound
@@ -25,7 +24,7 @@ from memora.conversations import consistency, index, sync
 from memora.conversations.consistency import Report
 from memora.conversations.sync import MessagePatch as MessagePatch
 from memora.conversations.sync import SyncResult as SyncResult
-from memora.nlp.embedding import TextEmbedder
+from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.retrieval.conversation import ConversationHit, ConversationQuery, search_with_settings
 
@@ -39,9 +38,8 @@ def index_disabled() -> Conflict:
 
 
 def edit_message(
+    app: AppContext,
     conn: Connection[Any],
-    backend: TaskBackend,
-    settings: Settings,
     scope: Scope,
     agent_id: str,
     document_id: str,
@@ -49,18 +47,19 @@ def edit_message(
     patch: MessagePatch,
 ) -> SyncResult:
     """Edit one message (operation kind `message_edit` when something must be redone)."""
+    settings = app.settings
     if patch.content is not None and len(patch.content) > settings.max_content_chars:
         limit = settings.max_content_chars
         raise Invalid("content_too_long", f"content is limited to {limit} characters")
     with _message(document_id, message_id), conn.transaction():
         result = sync.edit_message(conn, scope, agent_id, document_id, message_id, patch)
-    _hand_off(backend, OperationKind.MESSAGE_EDIT, result.operation_id)
+    _hand_off(app.backend, OperationKind.MESSAGE_EDIT, result.operation_id)
     return result
 
 
 def delete_message(
+    app: AppContext,
     conn: Connection[Any],
-    backend: TaskBackend,
     scope: Scope,
     agent_id: str,
     document_id: str,
@@ -70,54 +69,46 @@ def delete_message(
     among other units' sources; neighbours that shared a chunk with it are re-indexed."""
     with _message(document_id, message_id), conn.transaction():
         result = sync.delete_message(conn, scope, agent_id, document_id, message_id)
-    _hand_off(backend, OperationKind.MESSAGE_DELETE, result.operation_id)
+    _hand_off(app.backend, OperationKind.MESSAGE_DELETE, result.operation_id)
     return result
 
 
-def search(
-    pool: ConnectionPool[Any],
-    embedder: TextEmbedder,
-    settings: Settings,
-    scope: Scope,
-    query: ConversationQuery,
-) -> list[ConversationHit]:
-    """Messages of the agent's conversations that match the query, one hit per message."""
-    if not settings.conversation_index:
+def search(app: AppContext, scope: Scope, query: ConversationQuery) -> list[ConversationHit]:
+    """Messages of the agent's conversations that match the query, one hit per message (with
+    the context's embedder: the query service's)."""
+    if not app.settings.conversation_index:
         raise index_disabled()
-    with pool.connection() as conn:
-        return search_with_settings(conn, embedder, settings, scope, query)
+    with app.pool.connection() as conn:
+        return search_with_settings(conn, app.embedder, app.settings, scope, query)
 
 
 def index_status(
-    conn: Connection[Any], settings: Settings, scope: Scope, agent_id: str
+    app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str
 ) -> dict[str, Any]:
     """Messages, conversations and chunks indexed, the last sync, the embedding model and
     dimension of the live index, and whether the configured model differs."""
-    return {"agent_id": agent_id, **index.status(conn, scope.key(agent_id), settings)}
+    return {"agent_id": agent_id, **index.status(conn, scope.key(agent_id), app.settings)}
 
 
-def reindex(
-    conn: Connection[Any], backend: TaskBackend, settings: Settings, scope: Scope, agent_id: str
-) -> UUID:
+def reindex(app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str) -> UUID:
     """Rebuild the agent's index with the configured model, in the background; searches keep
     answering from the live index until the switch. The `reindex` operation's id."""
-    if not settings.conversation_index:
+    if not app.settings.conversation_index:
         raise index_disabled()
     with conn.transaction():
         operation_id = index.request_reindex(conn, scope.key(agent_id))
-    _hand_off(backend, OperationKind.REINDEX, operation_id)
+    _hand_off(app.backend, OperationKind.REINDEX, operation_id)
     return operation_id
 
 
-def check(conn: Connection[Any], settings: Settings, scope: Scope, agent_id: str) -> Report:
+def check(app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str) -> Report:
     """What no longer matches the messages (read only)."""
-    return repair_agents(conn, None, settings, scope.key(agent_id), dry_run=True)
+    return repair_agents(conn, None, app.settings, scope.key(agent_id), dry_run=True)
 
 
 def repair(
+    app: AppContext,
     conn: Connection[Any],
-    backend: TaskBackend,
-    settings: Settings,
     scope: Scope,
     agent_id: str,
     *,
@@ -125,7 +116,8 @@ def repair(
 ) -> Report:
     """The consistency check, then its repair: orphaned and stale chunks and orphaned units
     are deleted; `repair` operations embed and index what is missing."""
-    return repair_agents(conn, backend, settings, scope.key(agent_id), dry_run=dry_run)
+    key = scope.key(agent_id)
+    return repair_agents(conn, app.backend, app.settings, key, dry_run=dry_run)
 
 
 def repair_agents(
@@ -137,7 +129,8 @@ def repair_agents(
     dry_run: bool = False,
 ) -> Report:
     """`repair` of one agent by its stored key, or of every agent (None: operators, `memora
-    repair`); `dry_run` (or no backend) only checks."""
+    repair`); `dry_run` (or no backend) only checks. What the conversation_consistency job
+    and `memora repair` run, with the job's context."""
     roles = settings.indexed_roles
     exclude = settings.conversation_exclude_patterns
     if dry_run or backend is None:

@@ -9,6 +9,7 @@ from psycopg import Connection
 
 from memora.basics.errors import NotFound
 from memora.basics.tenancy import Scope
+from memora.pipeline.context import AppContext
 from memora.store import documents
 from memora.webhooks import events as webhooks
 
@@ -23,12 +24,14 @@ NOTHING_DELETED = {
 
 
 def list_documents(
-    conn: Connection[Any], scope: Scope, agent_id: str, *, limit: int, offset: int
+    app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str, *, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     return documents.list_documents(conn, scope, agent_id, limit=limit, offset=offset)
 
 
-def get(conn: Connection[Any], scope: Scope, agent_id: str, document_id: str) -> dict[str, Any]:
+def get(
+    app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str, document_id: str
+) -> dict[str, Any]:
     """The document's raw items exactly as they were stored."""
     row = documents.find_document(conn, scope, agent_id, document_id)
     if row is None:
@@ -36,7 +39,9 @@ def get(conn: Connection[Any], scope: Scope, agent_id: str, document_id: str) ->
     return {**row, "agent_id": agent_id}
 
 
-def delete(conn: Connection[Any], scope: Scope, agent_id: str, document_id: str) -> dict[str, Any]:
+def delete(
+    app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str, document_id: str
+) -> dict[str, Any]:
     """Hard delete of the raw content, its operations, units, their links and entity
     references, and entities nothing mentions any more; a document already gone is deleted
     again with zero counts (`already_absent`)."""
@@ -44,5 +49,5 @@ def delete(conn: Connection[Any], scope: Scope, agent_id: str, document_id: str)
         deleted = documents.delete_document(conn, scope, agent_id, document_id)
         if deleted:
             webhooks.document_deleted(conn, scope.tenant_id, agent_id, document_id, deleted)
-    webhooks.dispatch_committed(conn)
+    webhooks.dispatch_committed(conn, app.backend)
     return deleted or {**NOTHING_DELETED, "already_absent": True}

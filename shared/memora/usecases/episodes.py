@@ -24,7 +24,7 @@ from pydantic import (
 
 from memora.basics.models import AgentId, MemoryItem, StorableText, aware
 from memora.basics.tenancy import Scope
-from memora.pipeline.handoff import TaskBackend
+from memora.pipeline.context import AppContext
 from memora.usecases.ingest import Accepted, accept_batch, hand_off_accepted
 from memora.usecases.seeding import SCENARIO_PATTERN
 
@@ -73,7 +73,7 @@ class Episode(BaseModel):
 
 
 def capture(
-    conn: Connection[Any], backend: TaskBackend, scope: Scope, episode: Episode
+    app: AppContext, conn: Connection[Any], scope: Scope, episode: Episode
 ) -> list[Accepted]:
     """One document per listener, all in one transaction (committed here), then handed to
     the pipeline."""
@@ -83,5 +83,5 @@ def capture(
             accept_batch(conn, scope, listener, [item], episode.document_id, verbatim=True)
             for listener in episode.listeners
         ]
-    hand_off_accepted(backend, accepted)
+    hand_off_accepted(app.backend, accepted)
     return accepted

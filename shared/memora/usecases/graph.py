@@ -15,6 +15,7 @@ from psycopg import Connection
 from memora.basics.errors import Invalid, NotFound
 from memora.basics.models import FACT_TYPES
 from memora.basics.tenancy import Scope
+from memora.pipeline.context import AppContext
 from memora.retrieval.arms.keyword import KeywordIndex
 from memora.retrieval.types import SearchScope
 from memora.store import graph
@@ -40,7 +41,7 @@ class GraphRequest:
 
 
 def memory_graph(
-    conn: Connection[Any], index: KeywordIndex, scope: Scope, request: GraphRequest
+    app: AppContext, conn: Connection[Any], index: KeywordIndex, scope: Scope, request: GraphRequest
 ) -> GraphPage:
     """One bounded page of the agent's memory graph (see `store.graph`)."""
     r = request
@@ -59,13 +60,21 @@ def memory_graph(
     text = r.text.strip() if r.text else None
     if text:
         offset = r.position if isinstance(r.position, int) else 0
-        return graph.subgraph(conn, q, ranked=keyword_seeds(conn, index, scope, q, text, offset))
+        return graph.subgraph(
+            conn, q, ranked=keyword_seeds(app, conn, index, scope, q, text, offset)
+        )
     after = r.position if isinstance(r.position, tuple) else None
     return graph.subgraph(conn, q, cursor=after, entity_id=entity_id)
 
 
 def keyword_seeds(
-    conn: Connection[Any], index: KeywordIndex, scope: Scope, q: GraphQuery, text: str, offset: int
+    app: AppContext,
+    conn: Connection[Any],
+    index: KeywordIndex,
+    scope: Scope,
+    q: GraphQuery,
+    text: str,
+    offset: int,
 ) -> RankedSeeds:
     """The page's share of the text's best keyword (BM25) matches."""
     terms = index.terms(conn, text)
@@ -81,7 +90,7 @@ def keyword_seeds(
     return RankedSeeds(ids, offset, more=len(ranked) == wanted and wanted < MAX_TEXT_SEEDS)
 
 
-def agent_sizes(conn: Connection[Any], scope: Scope) -> list[dict[str, Any]]:
+def agent_sizes(app: AppContext, conn: Connection[Any], scope: Scope) -> list[dict[str, Any]]:
     """The tenant's agents, as its client names them, with their numbers of memories,
     entities, documents and failed operations (the UI's agent list)."""
     rows = graph.agent_sizes(conn, scope.tenant_id)

@@ -20,6 +20,7 @@ from memora.basics.tenancy import Scope
 from memora.conversations import append as appending
 from memora.conversations.sync import store_messages
 from memora.nlp.chunking import ChunkingConfig
+from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.store import agents, documents, operations
 
@@ -38,9 +39,8 @@ class Accepted:
 
 
 def ingest(
+    app: AppContext,
     conn: Connection[Any],
-    backend: TaskBackend,
-    settings: Settings,
     scope: Scope,
     agent_id: str,
     items: list[MemoryItem],
@@ -52,12 +52,12 @@ def ingest(
     """`POST /api/memories/batch`: check the batch against the input limits, make it durable
     (`accept_batch`), then hand its first stage to the pipeline (on the backfill queues for a
     backfill). Invalid (`too_many_items`, `content_too_long`) before anything is written."""
-    check_limits(settings, items)
+    check_limits(app.settings, items)
     accepted = accept_batch(
         conn, scope, agent_id, items, document_id, title=title, backfill=backfill
     )
     metrics.observe_accepted(accepted.outcome, accepted.items_count, backfill=backfill)
-    hand_off_accepted(backend, [accepted], backfill=backfill)
+    hand_off_accepted(app.backend, [accepted], backfill=backfill)
     return accepted
 
 
@@ -138,9 +138,8 @@ class AppendAccepted:
 
 
 def append(
+    app: AppContext,
     conn: Connection[Any],
-    backend: TaskBackend,
-    settings: Settings,
     scope: Scope,
     agent_id: str,
     conversation_id: str,
@@ -154,6 +153,7 @@ def append(
     operation that processes them alone (memora.conversations.append). Exactly once: a
     message id the conversation holds is not stored again; with other content it is a
     Conflict. Invalid before anything is written."""
+    settings = app.settings
     check_limits(settings, items)
     payload = jsonable_items(items)
     for item in payload:
@@ -190,7 +190,7 @@ def append(
         )
     metrics.observe_accepted(done.outcome, done.new, backfill=backfill)
     if done.outcome != "unchanged":
-        hand_off(backend, INGEST_STAGES[0], done.operation_id, backfill=backfill)
+        hand_off(app.backend, INGEST_STAGES[0], done.operation_id, backfill=backfill)
     return AppendAccepted(
         agent_id, conversation_id, done.operation_id, done.outcome, done.new, done.existing
     )

@@ -17,7 +17,8 @@ from psycopg import Connection
 from memora.basics.errors import Conflict, NotFound
 from memora.basics.stages import OperationStatus
 from memora.basics.tenancy import Scope
-from memora.pipeline.handoff import TaskBackend, hand_off
+from memora.pipeline.context import AppContext
+from memora.pipeline.handoff import hand_off
 from memora.store import operations
 from memora.store.operations import Operation, ReopenOutcome
 
@@ -25,7 +26,7 @@ Retried = Literal["reopened", "active"]
 
 
 def retry_operation(
-    conn: Connection[Any], backend: TaskBackend, scope: Scope | None, operation_id: UUID
+    app: AppContext, conn: Connection[Any], scope: Scope | None, operation_id: UUID
 ) -> ReopenOutcome:
     """Reopen a failed operation and hand its failed stage to the pipeline. A second call while
     the retry is queued or running does nothing ("active"); a completed or superseded
@@ -33,16 +34,16 @@ def retry_operation(
     with conn.transaction():
         outcome, op = operations.reopen_failed(conn, scope, operation_id)
     if outcome == "reopened" and op is not None and op.stage is not None:
-        hand_off(backend, op.stage, operation_id, backfill=op.backfill)
+        hand_off(app.backend, op.stage, operation_id, backfill=op.backfill)
     return outcome
 
 
 def retry(
-    conn: Connection[Any], backend: TaskBackend, scope: Scope, operation_id: UUID
+    app: AppContext, conn: Connection[Any], scope: Scope, operation_id: UUID
 ) -> tuple[Retried, Operation]:
     """The tenant's retry: `retry_operation`, then the operation as it now stands. NotFound
     for an operation outside the tenant, Conflict for one with nothing to retry."""
-    outcome = retry_operation(conn, backend, scope, operation_id)
+    outcome = retry_operation(app, conn, scope, operation_id)
     op = operations.find_operation(conn, scope, operation_id)
     if outcome == "not_found" or op is None:
         raise NotFound("not_found", f"operation {operation_id} not found")
@@ -51,7 +52,7 @@ def retry(
     return outcome, op
 
 
-def get(conn: Connection[Any], scope: Scope, operation_id: UUID) -> Operation:
+def get(app: AppContext, conn: Connection[Any], scope: Scope, operation_id: UUID) -> Operation:
     """Only operations of the tenant's agents; any other id is NotFound."""
     op = operations.find_operation(conn, scope, operation_id)
     if op is None:
@@ -66,6 +67,7 @@ class OperationPage:
 
 
 def list_page(
+    app: AppContext,
     conn: Connection[Any],
     scope: Scope | None,
     *,

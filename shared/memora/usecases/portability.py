@@ -22,7 +22,6 @@ from psycopg import Connection
 from memora.basics.config import Settings
 from memora.basics.errors import Conflict, NotFound
 from memora.basics.tenancy import Scope
-from memora.db.pool import Pool
 from memora.interchange.portable import (
     FORMAT,
     VERSION,
@@ -32,6 +31,7 @@ from memora.interchange.portable import (
     Reader,
     Record,
 )
+from memora.pipeline.context import AppContext
 from memora.store import portability
 from memora.store.portability import BY_KIND, TABLES, UnknownColumns, Writer
 
@@ -75,21 +75,19 @@ def _section(conn: Connection[Any], scope: Scope, key: str, counts: Counter[str]
             yield _line(table.kind, row)
 
 
-def require_agent(pool: Pool, scope: Scope, agent_id: str) -> None:
+def require_agent(app: AppContext, scope: Scope, agent_id: str) -> None:
     """Raises NotFound unless the agent exists (checked before an export starts streaming)."""
-    with pool.tenant_connection(scope.tenant_id) as conn:
+    with app.pool.tenant_connection(scope.tenant_id) as conn:
         if not portability.agent_exists(conn, scope.key(agent_id)):
             raise NotFound("agent_not_found", f"no agent {agent_id!r}")
 
 
-def export_chunks(
-    pool: Pool, settings: Settings, scope: Scope, agent_id: str | None
-) -> Iterator[str]:
+def export_chunks(app: AppContext, scope: Scope, agent_id: str | None) -> Iterator[str]:
     """`export_lines` gathered into pieces of about CHUNK_CHARS: each piece a response sends
     costs a hop to the event loop, so whole lines go in bulk."""
     pending: list[str] = []
     size = 0
-    for line in export_lines(pool, settings, scope, agent_id):
+    for line in export_lines(app, scope, agent_id):
         pending.append(line)
         size += len(line)
         if size >= CHUNK_CHARS:
@@ -99,14 +97,12 @@ def export_chunks(
         yield "".join(pending)
 
 
-def export_lines(
-    pool: Pool, settings: Settings, scope: Scope, agent_id: str | None
-) -> Iterator[str]:
+def export_lines(app: AppContext, scope: Scope, agent_id: str | None) -> Iterator[str]:
     """The export's lines: of `agent_id`, or of every agent of the tenant when None."""
     counts: Counter[str] = Counter()
-    with pool.tenant_connection(scope.tenant_id) as conn:
+    with app.pool.tenant_connection(scope.tenant_id) as conn:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one snapshot
-        yield header_line(settings, agent_id)
+        yield header_line(app.settings, agent_id)
         if agent_id is not None:
             keys = [scope.key(agent_id)]
         else:
@@ -234,18 +230,16 @@ class _Importer:
                 raise BadLine(record.line, f"{record.kind}: {exc.diag.message_primary}") from None
 
 
-def import_lines(
-    pool: Pool, settings: Settings, scope: Scope, lines: Iterable[bytes | str]
-) -> ImportSummary:
+def import_lines(app: AppContext, scope: Scope, lines: Iterable[bytes | str]) -> ImportSummary:
     """Imports an export into `scope`'s tenant in one transaction; nothing stays of a file
     that fails (BadLine names the line, Conflict a different embedding model)."""
     reader = Reader(lines)
-    with pool.tenant_connection(scope.tenant_id) as conn, conn.transaction():
+    with app.pool.tenant_connection(scope.tenant_id) as conn, conn.transaction():
         importer = _Importer(Writer(conn), scope)
         checked = False
         for record in reader.records():
             if not checked and reader.header is not None:
-                _check_embeddings(reader.header, settings)
+                _check_embeddings(reader.header, app.settings)
                 checked = True
             importer.add(record)
         importer.flush()

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from memora.basics.models import AgentId, MemoryItem, StorableText
 from memora.basics.tenancy import Scope
-from memora.pipeline.handoff import TaskBackend
+from memora.pipeline.context import AppContext
 from memora.store import documents
 from memora.usecases.ingest import Accepted, accept_batch, hand_off_accepted
 
@@ -207,9 +207,7 @@ class Seeded:
     items: int
 
 
-def apply(
-    conn: Connection[Any], backend: TaskBackend, scope: Scope, seed: SeedFile
-) -> list[Seeded]:
+def apply(app: AppContext, conn: Connection[Any], scope: Scope, seed: SeedFile) -> list[Seeded]:
     """Store every document of the seed in one transaction (committed here), then hand those
     created or replaced to the pipeline."""
     out: list[Seeded] = []
@@ -226,5 +224,5 @@ def apply(
                 )
             elif documents.delete_document(conn, scope, doc.agent_id, doc.document_id):
                 out.append(Seeded(doc.agent_id, doc.document_id, "deleted", None, 0))
-    hand_off_accepted(backend, accepted)
+    hand_off_accepted(app.backend, accepted)
     return out

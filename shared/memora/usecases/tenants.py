@@ -11,13 +11,16 @@ from psycopg import Connection
 
 from memora.basics.errors import Conflict, Invalid, NotFound
 from memora.basics.models import utcnow
+from memora.pipeline.context import AppContext
 from memora.store import tenants
 from memora.store.tenants import NewKey as NewKey
 
 TENANT_ID_PATTERN = tenants.TENANT_ID_PATTERN  # a tenant id's form
 
 
-def create_tenant(conn: Connection[Any], tenant_id: str, name: str = "") -> dict[str, Any]:
+def create_tenant(
+    app: AppContext, conn: Connection[Any], tenant_id: str, name: str = ""
+) -> dict[str, Any]:
     try:
         with conn.transaction():
             return tenants.create_tenant(conn, tenant_id, name)
@@ -25,11 +28,11 @@ def create_tenant(conn: Connection[Any], tenant_id: str, name: str = "") -> dict
         raise Conflict("conflict", f"tenant {tenant_id} already exists") from exc
 
 
-def list_tenants(conn: Connection[Any]) -> list[dict[str, Any]]:
+def list_tenants(app: AppContext, conn: Connection[Any]) -> list[dict[str, Any]]:
     return tenants.list_tenants(conn)
 
 
-def delete_tenant(conn: Connection[Any], tenant_id: str) -> dict[str, int]:
+def delete_tenant(app: AppContext, conn: Connection[Any], tenant_id: str) -> dict[str, int]:
     """Hard delete of all the tenant's agents and their data, its keys, and the tenant (the
     "default" tenant is emptied but stays); zero counts when it is gone already."""
     with conn.transaction():
@@ -37,6 +40,7 @@ def delete_tenant(conn: Connection[Any], tenant_id: str) -> dict[str, int]:
 
 
 def create_key(
+    app: AppContext,
     conn: Connection[Any],
     tenant_id: str,
     *,
@@ -61,12 +65,12 @@ def create_key(
         raise Invalid("validation_error", str(exc)) from exc
 
 
-def list_keys(conn: Connection[Any], tenant_id: str) -> list[dict[str, Any]]:
+def list_keys(app: AppContext, conn: Connection[Any], tenant_id: str) -> list[dict[str, Any]]:
     """The tenant's keys, revoked ones included; never the keys themselves."""
     return tenants.list_keys(conn, tenant_id)
 
 
-def revoke_key(conn: Connection[Any], key_id: UUID) -> dict[str, Any]:
+def revoke_key(app: AppContext, conn: Connection[Any], key_id: UUID) -> dict[str, Any]:
     """The key stops working at once; revoking it again changes nothing."""
     with conn.transaction():
         row = tenants.revoke_key(conn, key_id)

@@ -18,16 +18,16 @@ from uuid import UUID
 from memora.basics.models import utcnow
 from memora.basics.stages import OperationKind, first_stage
 from memora.basics.tenancy import Scope
-from memora.db.pool import Pool
-from memora.nlp.llm import LazyLLM
-from memora.pipeline.handoff import TaskBackend, hand_off
+from memora.pipeline.context import AppContext
+from memora.pipeline.handoff import hand_off
 from memora.retrieval import Retriever, SearchParams
 from memora.retrieval.filters import Filters
 from memora.retrieval.types import RerankerName
 from memora.store import agents
 from memora.think import opinions
 from memora.think.personality import full_personality
-from memora.think.reasoning import NETWORKS, REFLECTION, Evidence, Profile, ThinkResult, think
+from memora.think.reasoning import NETWORKS, REFLECTION, Evidence, Profile, ThinkResult
+from memora.think.reasoning import think as reason
 
 log = logging.getLogger("memora.think")
 
@@ -51,89 +51,83 @@ class Thought:
     opinions_operation_id: UUID | None  # the operation storing its new opinions, if any
 
 
-@dataclass(frozen=True)
-class Thinker:
-    """What think works with; one per query service."""
+def think(app: AppContext, retriever: Retriever, scope: Scope, q: ThinkQuery) -> Thought:
+    """The agent's answer to `q`; `retriever`: the query service's read path."""
+    client = app.llm.get()  # not configured: refused before any work
+    profile = _profile(app, scope, q.agent_id)
+    searched = (*NETWORKS, REFLECTION) if q.include_reflections else NETWORKS
+    with ThreadPoolExecutor(len(searched), thread_name_prefix="memora-think") as threads:
+        found = list(threads.map(lambda network: _search(retriever, scope, q, network), searched))
+    based_on: dict[str, list[Evidence]] = dict(zip(searched, found, strict=True))
+    based_on["opinion"] = _current_opinions(app, scope, q.agent_id, based_on["opinion"])
+    result = reason(client, profile, q.query, based_on, q.context)
+    operation_id: UUID | None = None
+    if result.new_opinions:
+        try:
+            operation_id = _store_opinions(app, scope, q, profile, result)
+        except Exception as exc:  # the answer still goes back
+            log.exception("storing opinions failed")
+            result.opinion_error = f"storing opinions failed: {type(exc).__name__}"
+    return Thought(result, operation_id)
 
-    pool: Pool
-    retriever: Retriever
-    backend: TaskBackend
-    llm: LazyLLM
 
-    def think(self, scope: Scope, q: ThinkQuery) -> Thought:
-        client = self.llm.get()  # not configured: refused before any work
-        profile = self.profile(scope, q.agent_id)
-        searched = (*NETWORKS, REFLECTION) if q.include_reflections else NETWORKS
-        with ThreadPoolExecutor(len(searched), thread_name_prefix="memora-think") as threads:
-            found = list(threads.map(lambda network: self.search(scope, q, network), searched))
-        based_on: dict[str, list[Evidence]] = dict(zip(searched, found, strict=True))
-        based_on["opinion"] = self.current_opinions(scope, q.agent_id, based_on["opinion"])
-        result = think(client, profile, q.query, based_on, q.context)
-        operation_id: UUID | None = None
-        if result.new_opinions:
-            try:
-                operation_id = self.store_opinions(scope, q, profile, result)
-            except Exception as exc:  # the answer still goes back
-                log.exception("storing opinions failed")
-                result.opinion_error = f"storing opinions failed: {type(exc).__name__}"
-        return Thought(result, operation_id)
+def _profile(app: AppContext, scope: Scope, agent_id: str) -> Profile:
+    with app.pool.tenant_connection(scope.tenant_id) as conn:
+        row = agents.get_agent(conn, scope, agent_id)
+    if row is None:  # think does not create agents; the defaults apply
+        return Profile(agent_id, full_personality(None))
+    return Profile(agent_id, full_personality(row["personality"]), row["background"] or "")
 
-    def profile(self, scope: Scope, agent_id: str) -> Profile:
-        with self.pool.tenant_connection(scope.tenant_id) as conn:
-            row = agents.get_agent(conn, scope, agent_id)
-        if row is None:  # think does not create agents; the defaults apply
-            return Profile(agent_id, full_personality(None))
-        return Profile(agent_id, full_personality(row["personality"]), row["background"] or "")
 
-    def search(self, scope: Scope, q: ThinkQuery, network: str) -> list[Evidence]:
-        params = SearchParams(
-            agent_id=q.agent_id,
-            scope=scope,
-            query=q.query,
-            fact_types=(network,),
-            thinking_budget=q.thinking_budget,
-            top_k=q.top_k,
-            reranker=q.reranker,
-            filters=q.filters,
-            as_of=q.as_of,
-        )
-        return [
-            Evidence(h.id, h.text, h.fact_type, h.weight, h.event_date, h.context)
-            for h in self.retriever.search(params).hits
-        ]
+def _search(retriever: Retriever, scope: Scope, q: ThinkQuery, network: str) -> list[Evidence]:
+    params = SearchParams(
+        agent_id=q.agent_id,
+        scope=scope,
+        query=q.query,
+        fact_types=(network,),
+        thinking_budget=q.thinking_budget,
+        top_k=q.top_k,
+        reranker=q.reranker,
+        filters=q.filters,
+        as_of=q.as_of,
+    )
+    return [
+        Evidence(h.id, h.text, h.fact_type, h.weight, h.event_date, h.context)
+        for h in retriever.search(params).hits
+    ]
 
-    def current_opinions(
-        self, scope: Scope, agent_id: str, found: list[Evidence]
-    ) -> list[Evidence]:
-        """Opinions with their confidence; versions a later one superseded are left out."""
-        with self.pool.tenant_connection(scope.tenant_id) as conn:
-            known = opinions.state(conn, scope, agent_id, [e.id for e in found])
-        kept = []
-        for e in found:
-            confidence, superseded = known.get(e.id, (None, False))
-            if not superseded:
-                kept.append(
-                    Evidence(
-                        e.id, e.text, e.fact_type, e.weight, e.event_date, e.context, confidence
-                    )
-                )
-        return kept
 
-    def store_opinions(
-        self, scope: Scope, q: ThinkQuery, profile: Profile, result: ThinkResult
-    ) -> UUID:
-        """Record the new opinions (committed), then hand them to the opinions stage."""
-        based_on = [e.id for network in NETWORKS for e in result.based_on.get(network, [])]
-        with self.pool.tenant_connection(scope.tenant_id) as conn:
-            operation_id = opinions.record(
-                conn,
-                scope,
-                q.agent_id,
-                result.new_opinions,
-                formed_at=utcnow(),
-                query=q.query,
-                personality=profile.personality,
-                based_on=based_on,
+def _current_opinions(
+    app: AppContext, scope: Scope, agent_id: str, found: list[Evidence]
+) -> list[Evidence]:
+    """Opinions with their confidence; versions a later one superseded are left out."""
+    with app.pool.tenant_connection(scope.tenant_id) as conn:
+        known = opinions.state(conn, scope, agent_id, [e.id for e in found])
+    kept = []
+    for e in found:
+        confidence, superseded = known.get(e.id, (None, False))
+        if not superseded:
+            kept.append(
+                Evidence(e.id, e.text, e.fact_type, e.weight, e.event_date, e.context, confidence)
             )
-        hand_off(self.backend, first_stage(OperationKind.OPINIONS), operation_id)
-        return operation_id
+    return kept
+
+
+def _store_opinions(
+    app: AppContext, scope: Scope, q: ThinkQuery, profile: Profile, result: ThinkResult
+) -> UUID:
+    """Record the new opinions (committed), then hand them to the opinions stage."""
+    based_on = [e.id for network in NETWORKS for e in result.based_on.get(network, [])]
+    with app.pool.tenant_connection(scope.tenant_id) as conn:
+        operation_id = opinions.record(
+            conn,
+            scope,
+            q.agent_id,
+            result.new_opinions,
+            formed_at=utcnow(),
+            query=q.query,
+            personality=profile.personality,
+            based_on=based_on,
+        )
+    hand_off(app.backend, first_stage(OperationKind.OPINIONS), operation_id)
+    return operation_id

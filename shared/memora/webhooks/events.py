@@ -2,10 +2,11 @@
 
 An event is recorded by inserting its deliveries in the transaction of what it reports, so a
 rollback drops them and a commit keeps them. Their ids are remembered per connection; once the
-caller has committed, `dispatch_committed(conn)` hands them to the process's dispatcher (a
-Celery task on the `webhooks` queue in the API and the workers). Deliveries whose hand-off was
-lost, or that were recorded where no dispatcher runs, are picked up by the webhook worker's
-sweep (memora.jobs.webhooks) within MEMORA_WEBHOOK_SWEEP_INTERVAL_SECONDS.
+caller has committed, `dispatch_committed(conn, backend)` hands them to the task backend the
+caller was given (the use case's, the pipeline's): a Celery task each on the `webhooks` queue
+(services.workers.dispatch). Deliveries whose hand-off was lost, or that were recorded with a
+backend that sends none (inline), are picked up by the webhook worker's sweep
+(memora.jobs.webhooks) within MEMORA_WEBHOOK_SWEEP_INTERVAL_SECONDS.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import logging
 import uuid
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
 from psycopg import Connection
@@ -34,37 +35,35 @@ DOCUMENT_DELETED = "document.deleted"
 EVENT_TYPES = (OPERATION_COMPLETED, OPERATION_FAILED, MEMORY_SUPERSEDED, DOCUMENT_DELETED)
 PING = "webhook.ping"
 
-Dispatcher = Callable[[list[UUID]], None]
 # Ids recorded on a connection whose transaction has not been dispatched yet.
 _pending: weakref.WeakKeyDictionary[Connection[Any], list[UUID]] = weakref.WeakKeyDictionary()
 
 
-class _Process:
-    dispatcher: Dispatcher | None = None  # set at start by the API and the workers
+@runtime_checkable
+class WebhookSender(Protocol):
+    """A task backend that also sends webhook deliveries (the Celery one); a backend without
+    `deliver_webhooks` (inline) leaves them to the sweep."""
+
+    def deliver_webhooks(self, delivery_ids: list[UUID]) -> None: ...
 
 
-def use_dispatcher(dispatcher: Dispatcher | None) -> None:
-    """What sends committed deliveries in this process (None: the sweep alone)."""
-    _Process.dispatcher = dispatcher
-
-
-def dispatch(ids: list[UUID]) -> bool:
-    """Hand deliveries to the dispatcher; False (logged) when there is none or it failed:
-    they are durable and the sweep sends them."""
-    sender = _Process.dispatcher
-    if not ids or sender is None:
+def dispatch(ids: list[UUID], backend: object) -> bool:
+    """Hand committed deliveries to `backend`; False (logged when it failed) when it sends
+    none or could not take them: they are durable and the sweep sends them."""
+    if not ids or not isinstance(backend, WebhookSender):
         return False
     try:
-        sender(ids)
+        backend.deliver_webhooks(ids)
     except Exception:
         log.warning("webhook deliveries left to the sweep", extra={"n": len(ids)}, exc_info=True)
         return False
     return True
 
 
-def dispatch_committed(conn: Connection[Any]) -> None:
-    """Call after committing the transaction that recorded events on `conn`."""
-    dispatch(_pending.pop(conn, []))
+def dispatch_committed(conn: Connection[Any], backend: object) -> bool:
+    """Call after committing the transaction that recorded events on `conn`, with the task
+    backend the caller was given (`dispatch`)."""
+    return dispatch(_pending.pop(conn, []), backend)
 
 
 def tenant_of(agent_key: str) -> str:
