@@ -30,7 +30,7 @@ def _system_connection(request: Request) -> Iterator[Connection[Any]]:
 
 def _state(name: str) -> Any:
     """A dependency on what the app built once at start (`app.state.<name>`). Async: FastAPI
-    runs plain functions in its thread pool, a hop (and a search's ~2 %) this does not need."""
+    runs plain functions in its thread pool, a hop on every request that this does not need."""
 
     async def dependency(request: Request) -> Any:
         return getattr(request.app.state, name)
