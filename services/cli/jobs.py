@@ -12,6 +12,7 @@ from rich.table import Table
 
 from memora.basics.config import Settings
 from memora.basics.tenancy import Scope
+from services.cli.context import cli_context
 
 console = Console(stderr=True)
 jobs_app = typer.Typer(help="Periodic jobs: list them, run one now.", no_args_is_help=True)
@@ -81,20 +82,11 @@ def repair(
     """The conversation consistency check (orphaned chunks and units, messages never indexed,
     stale chunks, units without an embedding) and its repair; prints the report (JSON).
     Repair operations go to the workers through MEMORA_BROKER_URL."""
-    from memora.db.pool import make_pool
     from memora.usecases.conversations import repair_agents
-    from services.workers.celery_app import create_celery
-    from services.workers.dispatch import CeleryBackend
 
-    settings = Settings()
     key = Scope(tenant).key(agent) if agent else None
-    backend = CeleryBackend(create_celery(settings))
-    pool = make_pool(settings.require_database_url(), min_size=1, max_size=2, name="cli-repair")
-    try:
-        with pool.connection() as conn:
-            report = repair_agents(conn, backend, settings, key, dry_run=dry_run)
-    finally:
-        pool.close()
+    with cli_context(Settings(), "cli-repair") as app, app.pool.connection() as conn:
+        report = repair_agents(app, conn, key, dry_run=dry_run)
     print(json.dumps({"agent": agent, "dry_run": dry_run, **report.as_dict()}, default=str))
 
 

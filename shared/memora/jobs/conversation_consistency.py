@@ -5,14 +5,19 @@ MEMORA_CONVERSATION_AUTO_REPAIR is off, when it only reports). The use case is t
 
 from __future__ import annotations
 
+from typing import cast
+
+from memora.db.pool import Pool
 from memora.jobs.base import JobContext, JobResult
+from memora.pipeline.context import AppContext
 from memora.usecases.conversations import repair_agents
 
 
 def run(ctx: JobContext) -> JobResult:
-    backend = ctx.backend if ctx.settings.conversation_auto_repair else None  # None: check only
+    app = AppContext(ctx.settings, cast(Pool, ctx.pool), ctx.backend)  # every job's pool is a Pool
+    check_only = not ctx.settings.conversation_auto_repair
     with ctx.pool.connection() as conn:
-        report = repair_agents(conn, backend, ctx.settings, ctx.agent_key)
+        report = repair_agents(app, conn, ctx.agent_key, dry_run=check_only)
     found = report.counts
     return JobResult(
         examined=sum(found.values()),

@@ -16,7 +16,6 @@ from uuid import UUID
 
 from psycopg import Connection
 
-from memora.basics.config import Settings
 from memora.basics.errors import Conflict, Invalid, NotFound
 from memora.basics.stages import OperationKind, first_stage
 from memora.basics.tenancy import Scope
@@ -103,7 +102,7 @@ def reindex(app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str)
 
 def check(app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str) -> Report:
     """What no longer matches the messages (read only)."""
-    return repair_agents(conn, None, app.settings, scope.key(agent_id), dry_run=True)
+    return repair_agents(app, conn, scope.key(agent_id), dry_run=True)
 
 
 def repair(
@@ -116,31 +115,24 @@ def repair(
 ) -> Report:
     """The consistency check, then its repair: orphaned and stale chunks and orphaned units
     are deleted; `repair` operations embed and index what is missing."""
-    key = scope.key(agent_id)
-    return repair_agents(conn, app.backend, app.settings, key, dry_run=dry_run)
+    return repair_agents(app, conn, scope.key(agent_id), dry_run=dry_run)
 
 
 def repair_agents(
-    conn: Connection[Any],
-    backend: TaskBackend | None,
-    settings: Settings,
-    agent_key: str | None,
-    *,
-    dry_run: bool = False,
+    app: AppContext, conn: Connection[Any], agent_key: str | None, *, dry_run: bool = False
 ) -> Report:
     """`repair` of one agent by its stored key, or of every agent (None: operators, `memora
-    repair`); `dry_run` (or no backend) only checks. What the conversation_consistency job
-    and `memora repair` run, with the job's context."""
-    roles = settings.indexed_roles
-    exclude = settings.conversation_exclude_patterns
-    if dry_run or backend is None:
+    repair`, the conversation_consistency job); `dry_run` only checks."""
+    roles = app.settings.indexed_roles
+    exclude = app.settings.conversation_exclude_patterns
+    if dry_run:
         report = consistency.check(conn, agent_key, roles, exclude=exclude)
         conn.rollback()
         return report
     with conn.transaction():
         report = consistency.repair(conn, agent_key, roles, exclude=exclude)
     for operation_id, stage in report.operations:
-        hand_off(backend, stage, operation_id)
+        hand_off(app.backend, stage, operation_id)
     return report
 
 
