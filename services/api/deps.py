@@ -10,13 +10,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from psycopg import Connection
 
-from memora.basics.config import Settings
 from memora.basics.tenancy import Scope
-from memora.db.pool import Pool
-from memora.nlp.embedding import TextEmbedder
-from memora.nlp.llm import LazyLLM
 from memora.pipeline.context import AppContext
-from memora.pipeline.handoff import TaskBackend
 from memora.retrieval import Retriever
 from memora.retrieval.arms.keyword import KeywordIndex
 from services.api.auth import Principal, authenticate, unauthorized
@@ -75,22 +70,18 @@ async def _admin(principal: Annotated[Principal, Depends(_principal)]) -> Princi
     return principal
 
 
-SettingsDep = Annotated[Settings, Depends(_state("settings"))]
-# The application context every use case takes first (settings, pool, backend, LLM, models).
+# The application context every use case takes first: the settings, the pool, the task
+# backend, the LLM (made on first use: 503 `llm_not_configured` without one) and the models
+# (the query service's embedder).
 ContextDep = Annotated[AppContext, Depends(_state("context"))]
 # A connection confined by row-level security to the caller's tenant (authenticated).
 ConnDep = Annotated[Connection[Any], Depends(_tenant_connection)]
 # A connection across tenants: admin routes only.
 SystemConnDep = Annotated[Connection[Any], Depends(_system_connection)]
-BackendDep = Annotated[TaskBackend, Depends(_state("backend"))]
-PoolDep = Annotated[Pool, Depends(_state("pool"))]
-# The LLM client, made on first use (503 `llm_not_configured` from `.get()` without one).
-LLMDep = Annotated[LazyLLM, Depends(_state("llm"))]
 # The write API's: the graph page's keyword index (its term statistics cached).
 KeywordIndexDep = Annotated[KeywordIndex, Depends(_state("keyword_index"))]
-# The query service's: the read path and its embedder.
+# The query service's: the read path.
 RetrieverDep = Annotated[Retriever, Depends(_state("retriever"))]
-EmbedderDep = Annotated[TextEmbedder, Depends(_state("embedder"))]
 # The caller's tenant (authenticated and rate-limited): pass it to every data-layer call.
 # Routes that take it declare AUTH_ERRORS (401, 429) in their OpenAPI responses.
 ScopeDep = Annotated[Scope, Depends(_scope)]
