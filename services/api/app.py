@@ -142,7 +142,7 @@ def create_app(
     app = FastAPI(title="Memora API", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
     health = _backend(app, settings, backend)
-    app.state.llm = LazyLLM(settings)  # the background merge's
+    app.state.llm = LazyLLM(settings)  # the application context's (the background merge)
     app.state.keyword_index = KeywordIndex()  # the graph page's text seeds
     install_error_handlers(app)
     install_upstream_handlers(app)
