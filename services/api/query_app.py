@@ -21,6 +21,7 @@ from memora.nlp.llm import LazyLLM
 from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval import Retriever
+from memora.retrieval.arms import ARM_TYPES
 from memora.retrieval.calibration import calibration_for
 from memora.store.units import schema_embedding_dim
 from services.api.errors import BodySizeLimit, install_error_handlers
@@ -32,9 +33,9 @@ from services.api.upstream import install_upstream_handlers
 from services.workers.celery_app import create_celery
 from services.workers.dispatch import CeleryBackend
 
-# A search holds one connection per retriever at most (keyword, semantic, graph during a
-# filtered walk, temporal, entity); the results are read on one of them, released by then.
-CONNECTIONS_PER_SEARCH = 5
+# A search holds one connection per retriever at most (each runs on a connection of its own);
+# fusion reads the candidates on one of them, released by then.
+CONNECTIONS_PER_SEARCH = len(ARM_TYPES)
 
 
 def create_app(
