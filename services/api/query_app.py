@@ -56,8 +56,9 @@ def create_app(
         _read_path(app, settings)
         if settings.preload_cross_encoder:
             await run_in_threadpool(app.state.retriever.cross_encoder)
-        # The models are ~450k long-lived objects: a full garbage collection over them takes
-        # ~150 ms, a pause in whichever search triggers it. Frozen, collections skip them.
+        # The models are hundreds of thousands of long-lived objects: a full garbage
+        # collection over them is a pause in whichever search triggers it (docs/benchmarks-
+        # history.md, "Search latency"). Frozen, collections skip them.
         gc.freeze()
         try:
             yield
