@@ -57,8 +57,8 @@ def create_app(
         if settings.preload_cross_encoder:
             await run_in_threadpool(app.state.retriever.cross_encoder)
         # The models are hundreds of thousands of long-lived objects: a full garbage
-        # collection over them is a pause in whichever search triggers it (docs/benchmarks-
-        # history.md, "Search latency"). Frozen, collections skip them.
+        # collection over them is a pause in whichever search triggers it
+        # (docs/benchmarks-history.md, "Search latency"). Frozen, collections skip them.
         gc.freeze()
         try:
             yield
