@@ -1,6 +1,6 @@
 """The edges stay thin (issue 28): API routes, MCP tools and CLI commands parse their input,
 call one use case and map its result, so none of their functions is long; the use cases
-live in `memora.usecases` (and `memora.lifecycle`), where the tests of the behaviour are."""
+live in `memora.usecases`, where the tests of the behaviour are."""
 
 from __future__ import annotations
 
