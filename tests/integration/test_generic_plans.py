@@ -1,8 +1,9 @@
 """Statements a search runs each time that PostgreSQL keeps with one generic plan, on real
 PostgreSQL: planned for their parameters each time, their planning cost more than their run
 (the mentions' refresh 0.48–0.81 ms a call against 0.24–0.34 at 100k memories in a slow phase
-of the machine; docs/benchmarks-history.md, nineteenth round). A custom plan that costs less than the
-generic one keeps PostgreSQL from ever choosing it; these tests catch a change that lets it."""
+of the machine; docs/benchmarks-history.md, nineteenth round). A custom plan that costs less
+than the generic one keeps PostgreSQL from ever choosing it; these tests catch a change that
+lets it."""
 
 from __future__ import annotations
 
