@@ -101,15 +101,15 @@ def test_a_search_that_fails_before_embedding_fails_its_waiting_arms() -> None:
             time_range.result(timeout=5)
 
 
-def test_a_skipped_arm_gives_its_note_and_no_text() -> None:
-    class NoTime(_Gives):
-        def skip(self, search: Search) -> str | None:
-            return "no time constraint in the query" if search.time_range is None else None
+def test_the_dated_retrievers_skip_a_search_that_states_no_time() -> None:
+    from memora.basics.config import Settings
+    from memora.retrieval.arms import ArmContext
+    from memora.retrieval.arms.history import HistoryArm
+    from memora.retrieval.arms.temporal import TemporalArm
 
+    context = ArmContext(Settings(), pool=None, caches=None)  # type: ignore[arg-type]
     search = _search("hello")
-    arm = NoTime("temporal", "unused")
-    search.await_texts([arm.name])
     search.dated(None, None)
-    result = _run(arm, search)
-    assert (result.ran, result.note) == (False, "no time constraint in the query")
-    assert search.texts(["temporal"]) == ["hello"]
+    assert TemporalArm.dated and HistoryArm.dated  # decided once the time range is parsed
+    assert TemporalArm(context).skip(search) == "no time constraint in the query"
+    assert HistoryArm(context).skip(search) == "no validity window"

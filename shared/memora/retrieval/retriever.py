@@ -15,7 +15,7 @@ threads and the trace; the stages after the retrievers are `fusion`, `rerank/`, 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -117,14 +117,16 @@ class Retriever:
     ) -> tuple[dict[str, ArmResult], np.ndarray, float]:
         """Every arm's result in the registry's order (a skipped arm's `ran: false` with its
         note, or left out), the query's embedding and when the retrieval ended. The arms start
-        first; the query's time range is parsed meanwhile, and the query embedded once every
-        arm that embeds a text of its own has given it."""
-        search.await_texts([arm.name for arm in self.arms if arm.embeds_own])
-        started = [self._executor.submit(_run, arm, search) for arm in self.arms]
+        first, those whose `skip` reads the query's time range once it is parsed; the query is
+        embedded once every arm that embeds a text of its own has given it."""
+        notes: dict[str, str | None] = {}
+        started: dict[str, Future[ArmResult]] = {}
+        self._start([a for a in self.arms if not a.dated], search, notes, started)
         p, reference = search.params, search.reference
         try:
             time_range = parse_query_range(p.query, reference)
             search.dated(time_range, validity.window_of(p.as_of, time_range, reference))
+            self._start([a for a in self.arms if a.dated], search, notes, started)
             vectors = self.embedder.embed_queries(search.texts([a.name for a in self.arms]))
         except BaseException as exc:
             search.abandon(exc)
@@ -132,11 +134,28 @@ class Retriever:
         search.embedded(vectors)
         t = clock.lap("embed", clock.started)
         results: dict[str, ArmResult] = {}
-        for arm, future in zip(self.arms, started, strict=True):
-            result = future.result()
-            if result.ran or arm.listed_when_skipped:
-                results[arm.name] = result
+        for arm in self.arms:
+            future = started.get(arm.name)
+            if future is not None:
+                results[arm.name] = future.result()
+            elif arm.listed_when_skipped:
+                results[arm.name] = ArmResult(arm.name, ran=False, note=notes[arm.name])
         return results, vectors[0], clock.lap("retrieval", t)
+
+    def _start(
+        self,
+        arms: list[Arm],
+        search: Search,
+        notes: dict[str, str | None],
+        started: dict[str, Future[ArmResult]],
+    ) -> None:
+        """Each of `arms` on a thread of its own, unless it skips the search (its note)."""
+        for arm in arms:
+            notes[arm.name] = note = arm.skip(search)
+            if note is None:
+                if arm.embeds_own:
+                    search.await_texts([arm.name])
+                started[arm.name] = self._executor.submit(_run, arm, search)
 
     def _fuse(
         self, search: Search, results: dict[str, ArmResult], query_vec: np.ndarray
@@ -167,11 +186,9 @@ class Retriever:
 
 
 def _run(arm: Arm, search: Search) -> ArmResult:
-    """`arm.retrieve` unless it skips the search (`ran: false` with its note), never leaving
-    the search waiting for a text it did not give."""
+    """`arm.retrieve`, never leaving the search waiting for a text it did not give."""
     try:
-        note = arm.skip(search)
-        return arm.retrieve(search) if note is None else ArmResult(arm.name, ran=False, note=note)
+        return arm.retrieve(search)
     finally:
         if arm.embeds_own:
             search.give_text(arm.name, None)  # no-op once given

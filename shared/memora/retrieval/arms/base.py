@@ -153,6 +153,7 @@ class Arm(ABC):
     name: ClassVar[str]
     embeds_own: ClassVar[bool] = False  # gives a text to embed with the query (`give_text`)
     listed_when_skipped: ClassVar[bool] = True  # in the trace, `ran: false`, when skipped
+    dated: ClassVar[bool] = False  # `skip` reads the query's time range (decided once parsed)
 
     def __init__(self, context: ArmContext) -> None:
         self.context = context
@@ -161,7 +162,8 @@ class Arm(ABC):
 
     def skip(self, search: Search) -> str | None:
         """Why the arm does not run in `search` (its note in the trace); None: it runs. Called
-        on the arm's thread first; it may wait for the query's time range, not for I/O."""
+        on the search's thread before the arm starts, so no I/O; it may read the query's time
+        range (`search.time_range`) only in an arm that is `dated`."""
         return None
 
     @abstractmethod

@@ -229,7 +229,9 @@ class GraphArm(Arm):
 
     def retrieve(self, search: Search) -> ArmResult:
         s, scope, held_links = self.settings, search.scope, self.context.caches.links
-        with self.pool.tenant_connection(scope.tenant_id) as conn:
+        # each statement its own snapshot, as the keyword and entity retrievers read: no
+        # transaction to begin, nor to commit once the walk is done
+        with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
             held = (
                 held_links.current(conn, scope.tenant_id, scope.agent_key)
                 if held_links is not None

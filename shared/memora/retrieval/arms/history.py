@@ -45,6 +45,7 @@ class HistoryArm(Arm):
 
     name = "history"
     listed_when_skipped = False
+    dated = True
 
     def skip(self, search: Search) -> str | None:
         return "no validity window" if search.window is None else None

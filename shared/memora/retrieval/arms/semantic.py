@@ -208,9 +208,9 @@ class SemanticArm(Arm):
                         first_count=s.graph_entry_points, known=known,
                     ),
                 )  # fmt: skip
-            matching.settled.set()
-            if not search.entry_points.done():
-                search.entry_points.set_result(found.ranked)
+                matching.settled.set()  # before the commit: those waiting need not wait for it
+                if not search.entry_points.done():
+                    search.entry_points.set_result(found.ranked)
             return found
         finally:  # also when the above failed: the retrievers waiting on them go on
             matching.planned.set()

@@ -142,6 +142,7 @@ class TemporalArm(Arm):
 
     name = "temporal"
     embeds_own = True
+    dated = True
 
     def skip(self, search: Search) -> str | None:
         return "no time constraint in the query" if search.time_range is None else None
