@@ -1,4 +1,4 @@
-"""Cross-encoder rerank time through Memora's serving path (memora.retrieval.rerank.cross_encoder_model:
+"""Cross-encoder rerank time through Memora's serving path (retrieval.rerank.cross_encoder_model:
 date prefix, one tokenisation, length-bucketed batches padded to their longest pair, the
 micro-batching queue, sigmoid), beside two floors measured in the same run: the bare forward
 passes over the same pre-padded batches, and the model's FLOPs for those tokens divided by the

@@ -108,7 +108,9 @@ def _call(
     unheld: list[Unheld] = []
     service = time.thread_time()
     started = time.perf_counter()
-    found = entity_arm.entity_units(conn, _scope(call, name), mentions=held, unheld=unheld, **kwargs)
+    found = entity_arm.entity_units(
+        conn, _scope(call, name), mentions=held, unheld=unheld, **kwargs
+    )
     wall = (time.perf_counter() - started) * 1000
     service_ms = (time.thread_time() - service) * 1000
     held.hold(conn, unheld)

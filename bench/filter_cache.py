@@ -1,4 +1,4 @@
-"""The units passing a filter held in the query service (issue 29, `memora.retrieval.caches.passing_units`)
+"""The units passing a filter held in the query service (issue 29, `retrieval.caches.passing_units`)
 against the exact scan in PostgreSQL: what each costs a search, what a filter's first search
 and a search after new writes cost, and whether the two agree.
 
@@ -16,7 +16,7 @@ their deletion wrote). "same" counts the questions whose 50 best units and order
 exact scan's.
 
 For each filter of `--broad` (most units pass), the units failing it held instead
-(`memora.retrieval.caches.failing_units`): "first", its whole read (`--firsts` times), and "current", a
+(`retrieval.caches.failing_units`): "first", its whole read (`--firsts` times), and "current", a
 search's read of what was written since (nothing here), medians in ms.
 """
 
@@ -38,7 +38,7 @@ from psycopg.types.json import Jsonb
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.nlp.embedding import embedder_for
-from memora.retrieval.arms import exact
+from memora.retrieval.arms import exact as exact_scans
 from memora.retrieval.arms.exact import EXACT_SCAN_CAP
 from memora.retrieval.caches.failing_units import FailingUnits
 from memora.retrieval.caches.passing_units import PassingUnits
@@ -97,10 +97,12 @@ def _filter(
     ]
     exact_ms, held_ms, same = [], [], 0
     for vector in vectors:
-        exact, ms = timed_call(lambda v=vector: exact.exact_scan(conn, scope, vector=v, **scan))
+        exact, ms = timed_call(
+            lambda v=vector: exact_scans.exact_scan(conn, scope, vector=v, **scan)
+        )
         exact_ms.append(ms)
         kept, ms = timed_call(
-            lambda v=vector: exact.held_scan(held, conn, scope, vector=v, **scan)
+            lambda v=vector: exact_scans.held_scan(held, conn, scope, vector=v, **scan)
         )
         held_ms.append(ms)
         if exact is None or kept is None:
@@ -121,7 +123,7 @@ def _after_writes(
     """The first search after `writes` passing units were committed (median of 5 rounds)."""
     held = PassingUnits(1 << 30, 600.0)
     scan = {"limit": LIMIT, "at_most": EXACT_SCAN_CAP}
-    exact.held_scan(held, conn, scope, vector=vectors[0], **scan)
+    exact_scans.held_scan(held, conn, scope, vector=vectors[0], **scan)
     row = conn.execute(
         f"SELECT m.metadata, m.event_date FROM memory_vectors m "
         f"WHERE m.agent_id = %(agent)s {scope.where.sql} LIMIT 1",
@@ -146,7 +148,7 @@ def _after_writes(
                 writer.commit()
                 vector = vectors[round_ % len(vectors)]
                 _, ms = timed_call(
-                    lambda v=vector: exact.held_scan(held, conn, scope, vector=v, **scan)
+                    lambda v=vector: exact_scans.held_scan(held, conn, scope, vector=v, **scan)
                 )
                 times.append(ms)
         finally:

@@ -1,4 +1,4 @@
-"""The agents' held links (`memora.retrieval.caches.agent_links`) through the removals a live chat makes
+"""The agents' held links (`retrieval.caches.agent_links`) through the removals a live chat makes
 (issue 29): what a search pays to bring them up to date, and whether they stay held.
 
     python bench/held_links_changes.py --size 100000 --rounds 5

@@ -13,11 +13,11 @@ and the bench's questions, in process under row-level security, each call timed 
   units holding the rarest terms (at most the match budget of them, the newest), each scored;
 - "held": the unfiltered best (`KeywordIndex.best`: each term's strongest postings), as many
   as the filter's share needs for 50 and a quarter more, kept to the units that pass, which
-  the query service knows once it holds the filter's units (`memora.retrieval.caches.passing_units`);
+  the query service knows once it holds the filter's units (`retrieval.caches.passing_units`);
 - "passing": each term's strongest postings among the units that pass (the held units' ids
   checked inside the postings' index scan, the budget counting passing postings only), their
   exact weights summed: the unfiltered best's way, kept to the filter;
-- "terms": the filter's keyword index held in the query service (`memora.retrieval.caches.filter_terms`,
+- "terms": the filter's keyword index held in the query service (`retrieval.caches.filter_terms`,
   read whole once before the questions), each call bringing it up to date (nothing changed:
   the read of what was written since) and ranking every passing unit by BM25 in the process.
 

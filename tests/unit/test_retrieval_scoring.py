@@ -111,9 +111,7 @@ def test_answer_type_adds_its_weight_to_the_candidates_that_hold_one() -> None:
 
 def test_no_keyword_match_anywhere_scores_zero_not_nan() -> None:
     zeros = np.zeros(2)
-    scores = heuristic_scores(
-        np.array([0.4, 0.2]), zeros, zeros, zeros, zeros, HeuristicWeights()
-    )
+    scores = heuristic_scores(np.array([0.4, 0.2]), zeros, zeros, zeros, zeros, HeuristicWeights())
     assert list(scores) == pytest.approx([0.24, 0.12])
 
 

@@ -2,7 +2,7 @@
 disk under a key that hashes its weights, optionally quantised to int8, opened as a session.
 
 Shared by the embedder (`memora.nlp.onnx_encoder`) and the cross-encoder
-(`memora.retrieval.rerank.cross_encoder_model`); each checks the session's results against torch before
+(`retrieval.rerank.cross_encoder_model`); each checks the session's results against torch before
 using it and raises `OnnxUnsupported` when it cannot reproduce them, so the caller can keep
 torch.
 """

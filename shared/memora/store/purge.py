@@ -76,7 +76,7 @@ def purge_agents(conn: Connection[Any], keys: list[str]) -> dict[str, int]:
     for table in ("memory_events", "job_cursors", "memory_terms"):
         conn.execute(f"DELETE FROM {table} WHERE agent_id = ANY(%(k)s)", params)
     # of the vectors' removals, the one this purge wrote stays: a query service holding an
-    # agent's filtered units learns from it that they are gone (memora.retrieval.caches.passing_units)
+    # agent's filtered units learns from it that they are gone (retrieval.caches.passing_units)
     conn.execute(
         "DELETE FROM vector_removals WHERE agent_id = ANY(%(k)s) "
         "AND removed < pg_current_xact_id()::text::int8",
