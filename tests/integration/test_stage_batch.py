@@ -8,6 +8,7 @@ the suite's unbatched workers."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from memora.basics.config import Settings
 from memora.basics.stages import INGEST_STAGES, OperationKind, Stage, next_stage
 from memora.pipeline.batch import run_batch
 from memora.pipeline.runner import Pipeline
+from memora.store import operations
 from tests.conftest import WORKER_ENV, own_database_pool, wait_until
 
 pytestmark = pytest.mark.integration
@@ -145,6 +147,40 @@ def test_one_failing_operation_leaves_the_others_of_its_batch_done(
         out[broken].unwrap()
     assert out[ids[0]].unwrap() is Stage.ENTITIES and out[ids[2]].unwrap() is Stage.ENTITIES
     assert client.get(f"/api/operations/{broken}").json()["stages"]["embed"]["status"] == "running"
+
+
+def test_a_stage_is_logged_done_only_once_its_transaction_has_committed(
+    recorded: tuple[TestClient, Recording], db_settings: Settings, batch_pool: Any, agent_id: str
+) -> None:
+    """An operator reading "stage done" can count on it: each is logged after the commit that
+    wrote the stage (another connection already sees it done), batched or one by one."""
+    client, _ = recorded
+    ids = []
+    for i in range(2):
+        body = {"agent_id": agent_id, "document_id": f"l{i}", "items": _two_messages(i)}
+        ids.append(UUID(client.post("/api/memories/batch", json=body).json()["operation_id"]))
+    seen: list[tuple[str, bool]] = []
+
+    class SeenElsewhere(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage() == "stage done":
+                with batch_pool.connection() as other:
+                    op = operations.get_operation(other, UUID(record.__dict__["operation"]))
+                    assert op is not None
+                    seen.append((record.__dict__["stage"], op.is_done(Stage(record.stage))))
+
+    logger, handler = logging.getLogger("memora.pipeline"), SeenElsewhere()
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        pipeline = Pipeline(db_settings, batch_pool)
+        run_batch(pipeline, Stage.EXTRACT, ids)  # batched
+        pipeline.run(Stage.EMBED, ids[0])  # one by one
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert seen == [("extract", True), ("extract", True), ("embed", True)]
 
 
 # ------------------------------------------------------------------ through Celery workers

@@ -29,7 +29,7 @@ from psycopg import Connection
 from memora.basics.stages import OperationKind, Stage
 from memora.nlp.batching import MicroBatcher
 from memora.pipeline.context import Deferred, Prepared, Writer
-from memora.pipeline.runner import REGISTRY, Pipeline, Skip
+from memora.pipeline.runner import REGISTRY, Pipeline, Skip, Written
 from memora.webhooks import events as webhooks
 
 log = logging.getLogger("memora.pipeline")
@@ -127,19 +127,21 @@ def _write_all(
 ) -> None:
     """One transaction, a savepoint per operation; in agent order, so that two batches lock
     agents (entity resolution's advisory locks) in the same order."""
-    done: dict[UUID, Outcome] = {}
+    done: dict[UUID, Written] = {}
     try:
         with conn.transaction():
             for p, write in sorted(writers, key=lambda w: (w[0].agent_key, str(w[0].operation_id))):
                 try:
                     with conn.transaction():
-                        following = pipeline.write(conn, stage, p.kind, p.operation_id, write)
-                    done[p.operation_id] = Outcome(following)
+                        done[p.operation_id] = pipeline.write(
+                            conn, stage, p.kind, p.operation_id, write
+                        )
                 except Exception as exc:
                     outcomes[p.operation_id] = Outcome(error=exc)
     except Exception as exc:  # the commit failed: none of them was written
-        done = {op: Outcome(error=exc) for op in done}
-    outcomes.update(done)
+        outcomes.update({op: Outcome(error=exc) for op in done})
+    else:  # committed: each logged as done only now
+        outcomes.update({op: Outcome(w.logged(stage, op)) for op, w in done.items()})
     # (after a failed commit: ids that send nothing)
     webhooks.dispatch_committed(conn, pipeline.backend)
 

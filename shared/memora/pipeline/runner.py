@@ -40,6 +40,25 @@ class Skip:
     following: Stage | None
 
 
+@dataclass(frozen=True)
+class Written:
+    """What `Pipeline.write` did in the caller's transaction: the stage to enqueue after the
+    commit, and the counts the stage wrote (None: nothing, the stage was done already or the
+    operation is over)."""
+
+    following: Stage | None
+    counts: dict[str, int] | None = None
+
+    def logged(self, stage: Stage, operation_id: UUID) -> Stage | None:
+        """Logs the stage as done, once its transaction has committed; the next stage."""
+        if self.counts is not None:
+            log.info(
+                "stage done",
+                extra={"stage": stage.value, "operation": str(operation_id), **self.counts},
+            )
+        return self.following
+
+
 REGISTRY: Mapping[Stage, Prepare] = {
     Stage.EXTRACT: extract.prepare,
     Stage.EMBED: embed.prepare,
@@ -94,9 +113,9 @@ class Pipeline:
             conn.commit()  # end the read transaction before taking the write lock
 
             with conn.transaction():
-                following = self.write(conn, stage, job.operation.kind, operation_id, write)
+                written = self.write(conn, stage, job.operation.kind, operation_id, write)
             webhooks.dispatch_committed(conn, self.backend)
-            return following
+            return written.logged(stage, operation_id)
 
     def begin(self, conn: Connection[Any], stage: Stage, operation_id: UUID) -> Job | Skip:
         """Load the operation and mark the stage running (committed); Skip when there is
@@ -128,23 +147,21 @@ class Pipeline:
         kind: OperationKind,
         operation_id: UUID,
         write: Writer,
-    ) -> Stage | None:
+    ) -> Written:
         """Inside the caller's transaction: lock the operation row, check again that the stage
-        is not done, write and mark it done; the stage to enqueue after the commit."""
+        is not done, write and mark it done. The caller logs it (`Written.logged`) after its
+        commit, so that no stage is logged done that a failed commit undid."""
         locked = operations.get_operation(conn, operation_id, lock=True)
         if locked is None or locked.status.terminal:
-            return None
+            return Written(None)
         if locked.is_done(stage):
-            return next_stage(stage, kind, skip=self.skip)
+            return Written(next_stage(stage, kind, skip=self.skip))
         counts = write(conn)
         following = next_stage(stage, kind, skip=self.skip)
         operations.stage_done(conn, operation_id, stage, following, counts)
         if following is None:
             webhooks.operation_finished(conn, operations.get_operation(conn, operation_id))
-        log.info(
-            "stage done", extra={"stage": stage.value, "operation": str(operation_id), **counts}
-        )
-        return following
+        return Written(following, counts)
 
     def record_failure(self, stage: Stage, operation_id: UUID, error: str, *, final: bool) -> None:
         with self.pool.connection() as conn:
