@@ -123,6 +123,45 @@ def test_a_batch_embeds_every_operation_in_one_call_and_writes_each_once(
     assert row == {"n": 12, "e": 12}
 
 
+def test_two_appends_of_one_conversation_in_a_batch_embed_its_units_once(
+    recorded: tuple[TestClient, Recording], db_settings: Settings, batch_pool: Any, agent_id: str
+) -> None:
+    """Both appends' embed steps find every unit of the conversation still without a vector:
+    the batch embeds each unit once, and each append completes with its units searchable."""
+    client, _ = recorded
+    ids = []
+    for i in range(2):
+        batch = [
+            {"message_id": f"m{i}{j}", "speaker": "Ana", "role": "user", "content": text,
+             "event_date": f"2024-03-01T10:{2 * i + j:02d}:00Z"}
+            for j, text in enumerate((f"I adopted puppy {i}.", f"Pottery class {i} went well."))
+        ]  # fmt: skip
+        response = client.post(
+            f"/api/agents/{agent_id}/conversations/chat/messages", json={"messages": batch}
+        )
+        assert response.status_code == 202, response.text
+        ids.append(UUID(response.json()["operation_id"]))
+    pipeline = Pipeline(db_settings, batch_pool)
+    run_batch(pipeline, Stage.EXTRACT, ids)
+    calls: list[list[str]] = []
+    embed = pipeline.context.embedder.embed
+
+    def counting(texts: Any) -> Any:
+        calls.append(list(texts))
+        return embed(texts)
+
+    pipeline.context.embedder.embed = counting  # type: ignore[method-assign]
+    out = run_batch(pipeline, Stage.EMBED, ids)
+    assert {op: out[op].unwrap() for op in ids} == dict.fromkeys(ids, Stage.ENTITIES)
+    assert len(calls) == 1 and len(calls[0]) == len(set(calls[0])) == 4  # each unit once
+    with batch_pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n, count(embedding) AS e FROM memory_units WHERE agent_id = %s",
+            (agent_id,),
+        ).fetchone()
+    assert row == {"n": 4, "e": 4}
+
+
 def test_one_failing_operation_leaves_the_others_of_its_batch_done(
     recorded: tuple[TestClient, Recording], db_settings: Settings, batch_pool: Any, agent_id: str
 ) -> None:

@@ -18,7 +18,7 @@ one task) submit within a bounded wait, up to a bounded number, and runs them as
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -88,14 +88,12 @@ def _writers(
     """Each operation's write step: the texts deferred by all of them embedded in one call."""
     deferred = [p for p in pending if isinstance(p.prepared, Deferred)]
     vectors: dict[UUID, np.ndarray] = {}
-    texts = [t for p in deferred for t in _texts(p)]
+    texts, rows_of = _unique_texts(deferred)
     if texts:
         try:
             rows = pipeline.context.embed(texts)
-            start = 0
             for p in deferred:
-                vectors[p.operation_id] = rows[start : start + len(_texts(p))]
-                start += len(_texts(p))
+                vectors[p.operation_id] = rows[rows_of[p.operation_id]]
         except Exception:  # find the operation(s) whose texts fail: embed each alone
             log.warning("batch embedding failed; embedding operation by operation", exc_info=True)
     writers = []
@@ -113,9 +111,23 @@ def _writers(
     return writers
 
 
-def _texts(p: _Pending) -> list[str]:
-    assert isinstance(p.prepared, Deferred)
-    return p.prepared.texts
+def _unique_texts(deferred: list[_Pending]) -> tuple[list[str], dict[UUID, list[int]]]:
+    """The texts to embed, each key once (texts without keys each once per operation), and
+    each operation's rows among them, in the order of its own texts."""
+    texts: list[str] = []
+    at: dict[Hashable, int] = {}
+    rows_of: dict[UUID, list[int]] = {}
+    for p in deferred:
+        assert isinstance(p.prepared, Deferred)
+        keys = p.prepared.keys or [object() for _ in p.prepared.texts]  # no key: none shared
+        mine = []
+        for key, text in zip(keys, p.prepared.texts, strict=True):
+            if key not in at:
+                at[key] = len(texts)
+                texts.append(text)
+            mine.append(at[key])
+        rows_of[p.operation_id] = mine
+    return texts, rows_of
 
 
 def _write_all(

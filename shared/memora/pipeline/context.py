@@ -4,7 +4,7 @@ every use case takes first (with the pool, the task backend and the LLM besides)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -34,10 +34,13 @@ Writer = Callable[[Connection[Any]], dict[str, int]]
 @dataclass(frozen=True)
 class Deferred:
     """A prepare step that still needs `texts` embedded: the driver embeds them (with other
-    operations' texts when it runs a batch: one model call) and `finish` builds the write."""
+    operations' texts when it runs a batch: one model call) and `finish` builds the write.
+    `keys` name what each text is (a unit's id): a batch embeds a key once, however many of
+    its operations found it (two appends of one conversation, both finding its new units)."""
 
     texts: list[str]
     finish: Callable[[np.ndarray], Writer]
+    keys: Sequence[Hashable] | None = None
 
 
 Prepared = Writer | Deferred

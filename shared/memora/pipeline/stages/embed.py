@@ -21,4 +21,4 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Deferred:
 
         return write
 
-    return Deferred([r.text for r in rows], finish)
+    return Deferred([r.text for r in rows], finish, keys=[r.id for r in rows])
