@@ -41,10 +41,10 @@ class Pipeline(Section):
         "of the queues it consumes; or names (`nlp`, `embedder`); or `none`.",
     )
     stage_batch_size: int = Field(
-        default=1,
+        default=8,
         description="A stage worker runs the jobs of up to this many operations together "
-        "(texts embedded in one model call, writes in one transaction); 1: one operation per "
-        "task (prefork pool).",
+        "(texts embedded in one model call, writes in one transaction), a thread per task; "
+        "1: one operation per task (prefork pool, `MEMORA_WORKER_CONCURRENCY` processes).",
     )
     stage_batch_wait_ms: float = Field(
         default=20.0,
