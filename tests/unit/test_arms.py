@@ -59,9 +59,12 @@ def test_the_arms_texts_are_embedded_with_the_query_in_the_registrys_order() -> 
             done.result(timeout=0.05)
         search.give_text("temporal", None)
         texts = done.result(timeout=5)
-    assert texts == ["what did Bob say in March?", "what did say in March?"]
+    assert list(texts.items()) == [
+        ("query", "what did Bob say in March?"),
+        ("entity", "what did say in March?"),
+    ]
     vectors = np.eye(2, dtype=np.float32)
-    search.embedded(vectors)
+    search.embedded(dict(zip(texts, vectors, strict=True)))
     assert np.array_equal(search.query_vector(), vectors[0])
     assert np.array_equal(search.vector("entity"), vectors[1])
     assert search.vector("temporal") is None
@@ -75,7 +78,7 @@ def test_an_arm_that_fails_before_giving_its_text_does_not_hold_the_search() -> 
         ran = pool.submit(_run, failing, search)
         texts = pool.submit(search.texts, ["entity"])
         try:
-            assert texts.result(timeout=5) == [search.query]  # None was given for it
+            assert texts.result(timeout=5) == {"query": search.query}  # None was given
         finally:
             search.give_text("entity", None)  # a broken `_run` fails the test, not the suite
         with pytest.raises(RuntimeError, match="lookup failed"):

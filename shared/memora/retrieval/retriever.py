@@ -127,11 +127,12 @@ class Retriever:
             time_range = parse_query_range(p.query, reference)
             search.dated(time_range, validity.window_of(p.as_of, time_range, reference))
             self._start([a for a in self.arms if a.dated], search, notes, started)
-            vectors = self.embedder.embed_queries(search.texts([a.name for a in self.arms]))
+            texts = search.texts([a.name for a in self.arms])
+            vectors = self.embedder.embed_queries(list(texts.values()))
         except BaseException as exc:
             search.abandon(exc)
             raise
-        search.embedded(vectors)
+        search.embedded(dict(zip(texts, vectors, strict=True)))
         t = clock.lap("embed", clock.started)
         results: dict[str, ArmResult] = {}
         for arm in self.arms:

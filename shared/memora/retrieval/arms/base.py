@@ -87,7 +87,6 @@ class Search:
     _awaited: set[str] = field(default_factory=set)
     _given: threading.Condition = field(default_factory=threading.Condition)
     _vectors: Future[dict[str, np.ndarray]] = field(default_factory=Future)
-    _order: list[str] = field(default_factory=list)
     _when: Future[tuple[QueryTimeRange | None, Window | None]] = field(default_factory=Future)
 
     @property
@@ -120,16 +119,17 @@ class Search:
             self._texts.setdefault(arm, text)
             self._given.notify_all()
 
-    def texts(self, order: list[str]) -> list[str]:
-        """The query, then the arms' texts in `order` (the registry's): waits for all of them."""
+    def texts(self, order: list[str]) -> dict[str, str]:
+        """What to embed, by whose it is: the query ("query"), then the arms' texts in `order`
+        (the registry's); waits until every awaited arm has given its text."""
         with self._given:
             self._given.wait_for(lambda: self._awaited <= self._texts.keys())
-        own = [(a, self._texts[a]) for a in order if self._texts.get(a) is not None]
-        self._order = [a for a, _ in own]
-        return [self.query, *(text for _, text in own if text is not None)]
+            own = {arm: text for arm in order if (text := self._texts.get(arm)) is not None}
+        return {"query": self.query, **own}
 
-    def embedded(self, vectors: np.ndarray) -> None:
-        self._vectors.set_result(dict(zip(["query", *self._order], vectors, strict=True)))
+    def embedded(self, vectors: dict[str, np.ndarray]) -> None:
+        """The embeddings of `texts`, by the same keys."""
+        self._vectors.set_result(vectors)
 
     def abandon(self, exc: BaseException) -> None:
         """The search failed before its arms had what they wait for: they fail with `exc`."""
@@ -147,7 +147,7 @@ class Search:
 
 
 class Arm(ABC):
-    """One retriever of the fused read path (docs/retrieval.md; CONTRIBUTING.md, "Adding a
+    """One retriever of the fused read path (docs/retrieval.md; CONTRIBUTING.md, "A
     retriever"). Instances serve every search of a query process, from several threads."""
 
     name: ClassVar[str]
