@@ -3,6 +3,7 @@ conversations streaming at once against posting the same messages as whole docum
 
     python bench/append.py --locomo ../shared/locomo/locomo_dev.json
     python bench/append.py --quick            # a smoke test: small sizes, about two minutes
+    python bench/append.py --parts bc --paced-seconds 30     # the four targets of issue 60
 
 a. One conversation of --long-messages LoCoMo turns, appended 1–2 messages at a time
    (`POST /api/agents/{a}/conversations/{c}/messages`), each append waited to completion as a live
@@ -19,7 +20,15 @@ b. --conversations conversations of --per-conversation messages on --agents agen
    found by every retriever, as bench/ingest.py; target p95 < 1 s) and POST → completed (the
    conversation index too), with a sample of messages looked up by conversation search.
 
-Every phase has its own agents. 429 and 503 answers are retried after their Retry-After.
+c. Whole conversations against the bare embedding of their texts (the model alone, one thread,
+   in this process): the LoCoMo sessions posted one after another by one client (target
+   ≥ 0.6 ×), and --clients-whole clients posting --conversations conversations of 40 turns at
+   once (target ≥ 0.75 ×).
+
+Appends coalesce (MEMORA_APPEND_COALESCE_MESSAGES, MEMORA_APPEND_COALESCE_MS): the appends of
+one conversation that arrive before its pending operation starts share it, so parts b and c
+count POSTs and operations apart. Every phase has its own agents. 429 and 503 answers are
+retried after their Retry-After.
 """
 
 from __future__ import annotations
@@ -46,7 +55,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import BenchStack, api_client, embedded_stack, seconds_after_post
-from ingest import Session, generated_sessions, locomo_sessions, pct, wait_done
+from ingest import (
+    Session,
+    bare_embedding_rate,
+    generated_sessions,
+    locomo_sessions,
+    pct,
+    post_all,
+    wait_done,
+)
 
 from memora.basics.stages import INGEST_STAGES
 
@@ -168,21 +185,24 @@ def cost_by_length(
         position += len(messages)
     failed = sum(1 for _, op, _ in done if op["status"] != "completed")
     out: dict[str, Any] = {"messages": len(c.messages), "appends": len(done), "failed": failed}
-    posted_at = {op["id"]: at for _, op, at in done}
     for name, (lo, hi) in windows.items():
         ops = [op for p, op, _ in done if lo <= p < hi]
-        lat = seconds_after_post(ops, posted_at)
+        posts = [(op["id"], at) for p, op, at in done if lo <= p < hi]
+        lat = seconds_after_post(ops, posts)
         out[name] = {
             "window": [lo, hi],
             "appends": len(lat),
             "completed_median_s": _median(lat),
-            "searchable_median_s": _median(seconds_after_post(ops, posted_at, "links")),
+            "searchable_median_s": _median(seconds_after_post(ops, posts, "links")),
             "stage_ms": stage_means(ops),
         }
     # The trend over the whole conversation, to tell growth from noise in the two windows.
     out["completed_median_s_by_100"] = {
         f"{lo}-{lo + 100}": _median(
-            seconds_after_post([op for p, op, _ in done if lo <= p < lo + 100], posted_at)
+            seconds_after_post(
+                [op for p, op, _ in done if lo <= p < lo + 100],
+                [(op["id"], at) for p, op, at in done if lo <= p < lo + 100],
+            )
         )
         for lo in range(0, position, 100)
     }
@@ -251,13 +271,15 @@ def throughput(client: Client, posted: list[Posted]) -> dict[str, Any]:
     ends = [datetime.fromisoformat(op["finished_at"]).timestamp() for op in ops]
     messages = sum(n for _, _, n in posted)
     span = max(ends) - posted[0][1]
+    distinct = list({op["id"]: op for op in ops}.values())
     return {
         "messages": messages,
-        "operations": len(posted),
-        "failed": len(posted) - sum(1 for op in ops if op["status"] == "completed"),
+        "posts": len(posted),
+        "operations": len(distinct),
+        "failed": sum(1 for op in distinct if op["status"] != "completed"),
         "seconds": round(span, 2),
         "messages_per_s": messages / span,
-        "stage_ms": stage_means(ops),
+        "stage_ms": stage_means(distinct),
     }
 
 
@@ -313,15 +335,15 @@ def streaming(
     out["cpu_ratio"] = whole_["cpu_s_per_message"] / append_["cpu_s_per_message"]
 
     rate = args.paced_fraction * out["append"]["messages_per_s"]
-    needed = max(args.clients, round(rate * args.paced_seconds / args.per_conversation))
+    needed = max(1, round(rate * args.paced_seconds / args.per_conversation))
     paced = many(f"bench-paced-{tag}", source, needed, args.per_conversation, args.agents, 4)
     t0 = time.monotonic()
-    posted = stream(client, paced, args.clients, rate)
+    posted = stream(client, paced, min(args.clients, len(paced)), rate)
     seconds = time.monotonic() - t0
     ops = wait_done(client.memora, posted)
-    sent = {o: at for o, at, _ in posted}
-    searchable = seconds_after_post(ops, sent, "links")
-    completed = seconds_after_post(ops, sent)
+    posts = [(o, at) for o, at, _ in posted]
+    searchable = seconds_after_post(ops, posts, "links")
+    completed = seconds_after_post(ops, posts)
     sample = min(20, len(paced))
     out["paced"] = {
         "target_messages_per_s": rate,
@@ -336,6 +358,28 @@ def streaming(
     }
     out["retried"] = client.retried
     return out
+
+
+# ---------------------------------------------------------------------------- part c
+def against_bare(
+    client: Client, sessions: list[Session], source: list[dict[str, Any]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """Whole posts' turns/s over the model's own turns/s on the same texts (one thread)."""
+    texts = [f"{t['speaker']}: {t['content']}" for t in source]
+    bare = bare_embedding_rate(texts, 1)
+    agent = f"bench-whole1-{uuid.uuid4().hex[:6]}"
+    one = throughput(client, post_all(client.memora, agent, sessions, rate=None))
+    tag = uuid.uuid4().hex[:6]
+    forty = many(f"bench-whole40-{tag}", source, args.conversations, 40, args.agents, seed=5)
+    many_clients = throughput(client, post_whole(client, forty, args.clients_whole))
+    return {
+        "bare_turns_per_s": bare,
+        "one_client": one,
+        "one_client_ratio": one["messages_per_s"] / bare,
+        "clients": args.clients_whole,
+        "many_clients": many_clients,
+        "many_clients_ratio": many_clients["messages_per_s"] / bare,
+    }
 
 
 # ---------------------------------------------------------------------------- report
@@ -373,7 +417,8 @@ def table(results: dict[str, Any]) -> str:
             ),
             ("   stage ms per document", _stages(w["stage_ms"]), ""),
             (
-                f"b. appends of 1–2 ({ap['operations']} POSTs, {b['clients']} clients)",
+                f"b. appends of 1–2 ({ap['posts']} POSTs, {ap['operations']} operations, "
+                f"{b['clients']} clients)",
                 f"{ap['messages_per_s']:.1f} messages/s ({ap['messages']} in {ap['seconds']} s)",
                 "",
             ),
@@ -402,6 +447,22 @@ def table(results: dict[str, Any]) -> str:
             ),
             ("   found by conversation search", "{}/{}".format(*p["found_by_search"]), "all"),
             ("   429/503 retried", str(b["retried"] or 0), ""),
+        ]
+    if c := results.get("whole"):
+        one, many_ = c["one_client"], c["many_clients"]
+        rows += [
+            ("c. bare embedding, 1 thread", f"{c['bare_turns_per_s']:.1f} turns/s", ""),
+            (
+                f"c. whole sessions, 1 client ({one['posts']} POSTs): turns/s, / bare",
+                f"{one['messages_per_s']:.1f}, {_x(c['one_client_ratio'])}",
+                "≥ 0.6",
+            ),
+            (
+                f"c. 40-turn conversations, {c['clients']} clients ({many_.get('posts')} POSTs)",
+                f"{many_['messages_per_s']:.1f}, {_x(c['many_clients_ratio'])}",
+                "≥ 0.75",
+            ),
+            ("   failed operations", str(one["failed"] + many_["failed"]), "0"),
         ]
     width = max(len(r[0]) for r in rows)
     return "\n".join(f"{r[0]:<{width}}  {r[1]}" + (f"   [{r[2]}]" if r[2] else "") for r in rows)
@@ -433,14 +494,15 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--locomo", type=Path, default=LOCOMO, help="LoCoMo JSON")
-    parser.add_argument("--parts", default="ab", help="a, b or ab")
+    parser.add_argument("--parts", default="abc", help="any of a, b, c")
     parser.add_argument("--long-messages", type=int, default=520)
     parser.add_argument("--early", type=_window, default=(10, 30), help="positions lo:hi")
     parser.add_argument("--late", type=_window, default=(490, 510), help="positions lo:hi")
-    parser.add_argument("--conversations", type=int, default=200)
-    parser.add_argument("--per-conversation", type=int, default=8)
-    parser.add_argument("--agents", type=int, default=10)
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--conversations", type=int, default=24)
+    parser.add_argument("--per-conversation", type=int, default=60)
+    parser.add_argument("--agents", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--clients-whole", type=int, default=8, help="part c's clients")
     parser.add_argument("--paced-fraction", type=float, default=0.5, help="of append msg/s")
     parser.add_argument("--paced-seconds", type=float, default=60.0)
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
@@ -449,6 +511,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.long_messages, args.early, args.late = 40, (5, 15), (25, 35)
         args.conversations, args.per_conversation, args.agents, args.clients = 20, 4, 4, 2
+        args.clients_whole = 2
         args.paced_seconds = 10.0
     sessions = locomo_sessions(args.locomo) if args.locomo.exists() else generated_sessions(3000)
     source = turns(sessions)
@@ -471,6 +534,8 @@ def main(argv: list[str] | None = None) -> None:
             results["length"] = cost_by_length(client, source, args.long_messages, windows)
         if "b" in args.parts:
             results["streaming"] = streaming(client, stack, source, args)
+        if "c" in args.parts:
+            results["whole"] = against_bare(client, sessions, source, args)
     results["load_average_after"] = os.getloadavg()
     print(table(results))
     print(

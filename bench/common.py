@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +26,7 @@ from services.cli.stack import Stack
 class BenchStack:
     url: str  # the write API's
     data_dir: Path
+    database_url: str = ""
 
     def cpu_seconds(self) -> float:
         """CPU time used so far by the stack: this process's children (API, query service,
@@ -45,13 +46,21 @@ class BenchStack:
         return total
 
 
+# pg_stat_statements loaded, with planning time: per-statement figures after a run
+STATEMENT_OPTIONS = (
+    "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top "
+    "-c pg_stat_statements.track_planning=on"
+)
+
+
 @contextmanager
 def embedded_stack(
-    *, with_query: bool = False, env: Mapping[str, str] | None = None
+    *, with_query: bool = False, env: Mapping[str, str] | None = None, statements: bool = False
 ) -> Iterator[BenchStack]:
     """The whole stack on the single-machine default (embedded PostgreSQL and Redis, the write
     API, one Celery worker per stage, beat; the query service if asked), its data and logs in a
-    new temporary folder; yields it once every service is ready."""
+    new temporary folder; yields it once every service is ready. `statements`: PostgreSQL
+    counts every statement (pg_stat_statements, created in the database)."""
     settings = Settings(
         data_dir=Path(tempfile.mkdtemp(prefix="memora-bench-")),
         port=free_port(),
@@ -62,23 +71,32 @@ def embedded_stack(
         log_dir=settings.data_dir / "logs",
         with_query=with_query,
         extra_env=dict(env or {}),
+        pg_options=STATEMENT_OPTIONS if statements else "",
     ) as stack:
         stack.wait_ready()
-        yield BenchStack(f"http://{settings.host}:{settings.port}", settings.data_dir)
+        url = settings.require_database_url()
+        if statements:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        yield BenchStack(f"http://{settings.host}:{settings.port}", settings.data_dir, url)
 
 
 def seconds_after_post(
-    ops: list[dict[str, Any]], sent: Mapping[str, float], stage: str | None = None
+    ops: Sequence[dict[str, Any]], posts: Sequence[tuple[str, float]], stage: str | None = None
 ) -> list[float]:
-    """Per operation (GET /api/operations/{id} bodies), the seconds from its POST (`sent`:
-    operation id → epoch seconds) until `stage` finished (`links`: its memories are searchable
-    by every retriever), or, with no stage, until the operation finished (conversation index
-    included). Operations without that time are left out."""
+    """Per POST (`posts`: operation id, epoch seconds of the POST; coalesced appends share an
+    operation), the seconds until its operation (GET /api/operations/{id} bodies) finished
+    `stage` (`links`: its memories are searchable by every retriever), or, with no stage, until
+    the operation finished (conversation index included). POSTs whose operation has no such
+    time are left out."""
+    by_id = {op["id"]: op for op in ops}
     out = []
-    for op in ops:
+    for op_id, sent in posts:
+        if (op := by_id.get(op_id)) is None:
+            continue
         at = op["stages"].get(stage, {}).get("finished_at") if stage else op["finished_at"]
         if at:
-            out.append(datetime.fromisoformat(at).timestamp() - sent[op["id"]])
+            out.append(datetime.fromisoformat(at).timestamp() - sent)
     return out
 
 

@@ -50,7 +50,7 @@ from psycopg.rows import dict_row
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import search_latency as bench  # bench/search_latency.py: the agent and its questions
-from common import analyze_accesses, wait_ready  # bench/common.py
+from common import STATEMENT_OPTIONS, analyze_accesses, wait_ready  # bench/common.py
 
 from memora.infra.embedded import EmbeddedPostgres, free_port
 
@@ -178,12 +178,6 @@ def data_key(tree: Path, size: int) -> str:
     for path in [*migrations, tree / "bench/search_latency.py"]:
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
-
-
-STATEMENT_OPTIONS = (
-    "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top "
-    "-c pg_stat_statements.track_planning=on"
-)
 
 
 def prepare(side: Side, size: int) -> None:

@@ -236,7 +236,7 @@ def main() -> None:
             agent2 = f"bench-paced-{uuid.uuid4().hex[:6]}"
             posted2 = post_all(client, agent2, paced_sessions, rate=rate)
             done2 = wait_done(client, posted2)
-            sent = {o: at for o, at, _ in posted2}
+            sent = [(o, at) for o, at, _ in posted2]
             # Memories are searchable by every retriever once `links` is done; the operation
             # completes when its messages are in the conversation index too.
             searchable = seconds_after_post(done2, sent, "links")

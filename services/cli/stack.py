@@ -47,6 +47,7 @@ class Stack:
     with_beat: bool = True
     log_dir: Path | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    pg_options: str = ""  # more server options of the embedded PostgreSQL (benchmarks)
     postgres: EmbeddedPostgres | None = None
     redis: EmbeddedRedis | None = None
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -58,7 +59,9 @@ class Stack:
         data = self.settings.data_dir
         if not self.settings.database_url:
             self.postgres = EmbeddedPostgres(
-                data, shared_buffers=self.settings.embedded_pg_shared_buffers
+                data,
+                shared_buffers=self.settings.embedded_pg_shared_buffers,
+                options=self.pg_options,
             )
             self.settings.database_url = self.postgres.start()
             log.info("embedded PostgreSQL at %s", self.settings.database_url)

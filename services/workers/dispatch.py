@@ -19,12 +19,15 @@ class CeleryStages:
     def __init__(self, app: Celery) -> None:
         self.app = app
 
-    def enqueue(self, stage: Stage, operation_id: UUID, *, backfill: bool = False) -> None:
+    def enqueue(
+        self, stage: Stage, operation_id: UUID, *, backfill: bool = False, delay: float = 0.0
+    ) -> None:
         self.app.send_task(
             task_name(stage),
             args=[str(operation_id)],
             kwargs={"backfill": backfill},
             queue=queue_for(stage, backfill=backfill),
+            countdown=delay or None,
         )
 
 

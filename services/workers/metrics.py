@@ -43,7 +43,7 @@ from memora.basics import metrics
 from memora.basics.config import get_settings
 from memora.basics.stages import INGEST_STAGES
 from memora.nlp import llm
-from memora.store import operations
+from memora.store import operation_counts
 from services.workers.probe import heartbeat_path
 from services.workers.queues import TASK_PREFIX
 
@@ -129,7 +129,7 @@ def _observe_lag(operation_id: str, backfill: bool) -> None:
         return
     try:
         with _pool().connection() as conn:
-            lag = operations.completion_lag(conn, operation_id, within_seconds=60)
+            lag = operation_counts.completion_lag(conn, operation_id, within_seconds=60)
     except Exception as exc:
         log.debug("lag metric: %s", exc)
         return

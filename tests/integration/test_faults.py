@@ -38,7 +38,9 @@ class RecordingBackend:
     def __init__(self) -> None:
         self.enqueued: list[UUID] = []
 
-    def enqueue(self, stage: Any, operation_id: UUID, *, backfill: bool = False) -> None:
+    def enqueue(
+        self, stage: Any, operation_id: UUID, *, backfill: bool = False, delay: float = 0.0
+    ) -> None:
         self.enqueued.append(operation_id)
 
 

@@ -80,7 +80,9 @@ class RecordingBackend:
     def __init__(self) -> None:
         self.sent: list[tuple[Stage, Any, bool]] = []
 
-    def enqueue(self, stage: Stage, operation_id: Any, *, backfill: bool = False) -> None:
+    def enqueue(
+        self, stage: Stage, operation_id: Any, *, backfill: bool = False, delay: float = 0.0
+    ) -> None:
         self.sent.append((stage, operation_id, backfill))
 
 

@@ -34,7 +34,9 @@ class Recording:
     def __init__(self) -> None:
         self.sent: list[tuple[Stage, UUID]] = []
 
-    def enqueue(self, stage: Stage, operation_id: UUID, *, backfill: bool = False) -> None:
+    def enqueue(
+        self, stage: Stage, operation_id: UUID, *, backfill: bool = False, delay: float = 0.0
+    ) -> None:
         self.sent.append((stage, operation_id))
 
 

@@ -3,9 +3,11 @@
 A conversation is a document. An append locks it (appends to one conversation queue there,
 so concurrent ones from several replicas lose nothing), skips the messages it already holds
 (the same id and content: a retry), refuses a known id with other content, places the new
-ones by event date, then arrival (a message without a date is dated on arrival), and creates
-an `append` operation that claims them: its stages extract, embed, resolve, link and index
-those messages only. In order, a new message goes last; one that arrives late is placed where
+ones by event date, then arrival (a message without a date is dated on arrival), and hands
+them to an `append` operation that claims them: its stages extract, embed, resolve, link and
+index those messages only. That operation is a new one, or (coalescing) the conversation's
+latest append when its extract has not started: one operation then carries every message
+that arrived meanwhile. In order, a new message goes last; one that arrives late is placed where
 its date puts it, and the neighbours whose chunks it changes are re-indexed. When the last
 chunk combines short messages and has room, it is dropped so the new messages join it, as if
 the conversation had been posted whole.
@@ -33,10 +35,11 @@ Outcome = Literal["created", "appended", "unchanged"]
 @dataclass(frozen=True)
 class Appended:
     document_pk: UUID
-    operation_id: UUID  # the new operation; for a retry, the one that took its messages
+    operation_id: UUID  # the operation that takes the messages; for a retry, the one that took
     outcome: Outcome
     new: int
     existing: int
+    joined: bool = False  # the messages joined a pending operation (already handed off)
 
 
 @dataclass(frozen=True)
@@ -67,12 +70,13 @@ def append_messages(
     document_id: str,
     items: list[dict[str, Any]],
     title: str | None,
-    create_operation: Callable[[documents.Conversation, int], UUID],
+    take: Callable[[documents.Conversation, int], tuple[UUID, bool]],
     chunking: ChunkingConfig | None,
 ) -> Appended:
     """Append `items` (each with a message_id) in the caller's transaction.
-    `create_operation(conversation, new messages)` makes the append operation; `chunking`
-    is None when the conversation index is off."""
+    `take(conversation, new messages)` gives the operation that takes them and whether it is
+    a pending one they joined (else it was made for them); `chunking` is None when the
+    conversation index is off."""
     doc = documents.open_conversation(conn, agent_key, document_id, title)
     stored = messages.by_message_ids(conn, doc.pk, [it["message_id"] for it in items])
     conflicts = [
@@ -94,10 +98,10 @@ def append_messages(
         assert known is not None  # a conversation with messages has had an operation
         return Appended(doc.pk, known, "unchanged", 0, len(stored))
 
-    operation_id = create_operation(doc, len(fresh))
+    operation_id, joined = take(doc, len(fresh))
     if doc.current_operation_id is None:
         documents.set_current_operation(conn, doc.pk, operation_id)
-    else:
+    elif not joined:  # a joined operation is the document's last already
         documents.set_last_operation(conn, doc.pk, operation_id)
     placed = _place(conn, doc, fresh)
     messages.renumber(conn, placed.moved)
@@ -109,7 +113,7 @@ def append_messages(
     if chunking is not None:
         _drop_stale_chunks(conn, doc.pk, placed, chunking, retitled=retitled)
     outcome: Outcome = "created" if doc.created else "appended"
-    return Appended(doc.pk, operation_id, outcome, len(fresh), len(stored))
+    return Appended(doc.pk, operation_id, outcome, len(fresh), len(stored), joined)
 
 
 def _place(

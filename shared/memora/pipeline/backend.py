@@ -17,7 +17,10 @@ class InlineBackend:
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
 
-    def enqueue(self, stage: Stage, operation_id: UUID, *, backfill: bool = False) -> None:
+    def enqueue(
+        self, stage: Stage, operation_id: UUID, *, backfill: bool = False, delay: float = 0.0
+    ) -> None:
+        """At once: nothing can join an operation while this call runs it."""
         current: Stage | None = stage
         while current is not None:
             current = self.pipeline.run(current, operation_id)

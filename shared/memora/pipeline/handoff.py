@@ -17,17 +17,27 @@ log = logging.getLogger("memora.handoff")
 
 
 class TaskBackend(Protocol):
-    def enqueue(self, stage: Stage, operation_id: UUID, *, backfill: bool = False) -> None: ...
+    def enqueue(
+        self, stage: Stage, operation_id: UUID, *, backfill: bool = False, delay: float = 0.0
+    ) -> None:
+        """Run `stage` of the operation, not before `delay` seconds from now (a backend that
+        runs it at once may ignore the delay: it only gives appends time to join)."""
 
 
 def hand_off(
-    backend: TaskBackend, stage: Stage, operation_id: UUID, *, backfill: bool = False
+    backend: TaskBackend,
+    stage: Stage,
+    operation_id: UUID,
+    *,
+    backfill: bool = False,
+    delay: float = 0.0,
 ) -> bool:
-    """Enqueue `stage` of an operation whose rows are committed. The operation is durable, so
-    when the broker cannot take the message now the reconciler re-enqueues it later
-    (MEMORA_STUCK_AFTER_SECONDS): logged here, never raised. Returns whether it was sent."""
+    """Enqueue `stage` of an operation whose rows are committed (after `delay` seconds). The
+    operation is durable, so when the broker cannot take the message now the reconciler
+    re-enqueues it later (MEMORA_STUCK_AFTER_SECONDS): logged here, never raised. Returns
+    whether it was sent."""
     try:
-        backend.enqueue(stage, operation_id, backfill=backfill)
+        backend.enqueue(stage, operation_id, backfill=backfill, delay=delay)
     except Exception:
         log.warning(
             "broker unavailable; operation left to the reconciler",

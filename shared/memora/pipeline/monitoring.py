@@ -13,7 +13,7 @@ from typing import Any
 from psycopg import Connection
 
 from memora.basics.stages import OperationStatus, all_queues
-from memora.store import operations
+from memora.store import operation_counts
 
 # Kombu's Redis transport with `queue_order_strategy: priority` keeps one list per priority
 # step: the queue's own name (priority 0, which is what Memora sends) and `<queue>\x06\x16<n>`.
@@ -63,9 +63,9 @@ class OperationStats:
 def operation_stats(conn: Connection[Any]) -> OperationStats:
     """Counts per status (a scan of the table: cache it), and the active (queued or running)
     operations per stage with the age of the oldest (the partial index on active rows)."""
-    active_rows = operations.active_by_stage(conn)
+    active_rows = operation_counts.active_by_stage(conn)
     return OperationStats(
-        by_status=operations.count_by_status(conn),
+        by_status=operation_counts.count_by_status(conn),
         active_by_stage={r["stage"]: int(r["n"]) for r in active_rows},
         oldest_active_seconds=max((float(r["oldest"]) for r in active_rows), default=0.0),
     )

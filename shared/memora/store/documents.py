@@ -127,6 +127,7 @@ class Conversation:
     title: str | None
     current_operation_id: UUID | None
     created: bool
+    last_operation_id: UUID | None = None  # the latest operation that stored its messages
 
 
 def open_conversation(
@@ -135,12 +136,14 @@ def open_conversation(
     """The conversation's document, locked (appends to one conversation queue here, so
     concurrent ones lose nothing), created empty on first use."""
     row = conn.execute(
-        "SELECT id, title, current_operation_id FROM documents "
+        "SELECT id, title, current_operation_id, last_operation_id FROM documents "
         "WHERE agent_id = %s AND document_id = %s FOR UPDATE",
         (agent_key, document_id),
     ).fetchone()
     if row is not None:
-        return Conversation(row["id"], row["title"], row["current_operation_id"], created=False)
+        return Conversation(
+            row["id"], row["title"], row["current_operation_id"], False, row["last_operation_id"]
+        )
     inserted = conn.execute(
         """
         INSERT INTO documents (agent_id, document_id, content_hash, items, item_count, title)

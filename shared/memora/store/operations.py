@@ -174,6 +174,27 @@ def create_operation_for_key(
     return operation_id
 
 
+def join_append(
+    conn: Connection[Any], operation_id: UUID, new: int, *, backfill: bool, max_items: int
+) -> bool:
+    """Add `new` messages to an append operation that has not started (coalescing): only while
+    its extract has not begun, at the same priority, up to `max_items` messages. The row lock
+    this UPDATE takes is the one `stage_started` needs, so a join either commits before the
+    extract starts (which then reads the joined messages) or finds it started."""
+    row = conn.execute(
+        """
+        UPDATE operations SET updated_at = now(),
+            counts = jsonb_set(counts, '{items}', to_jsonb((counts ->> 'items')::int + %(n)s))
+        WHERE id = %(id)s AND kind = 'append' AND status = 'queued' AND stages = '{}'::jsonb
+          AND (coalesce(payload ->> 'priority', 'live') = 'backfill') = %(backfill)s
+          AND (counts ->> 'items')::int + %(n)s <= %(max)s
+        RETURNING id
+        """,
+        {"id": operation_id, "n": new, "backfill": backfill, "max": max_items},
+    ).fetchone()
+    return row is not None
+
+
 def _as_client(rows: list[Operation], scope: Scope | None) -> list[Operation]:
     if scope is not None:
         for row in rows:
@@ -312,38 +333,6 @@ def claim_stuck(
         )
         for r in rows
     ]
-
-
-def count_by_status(conn: Connection[Any]) -> dict[OperationStatus, int]:
-    """Operations per status (a scan of the table: callers cache it)."""
-    rows = conn.execute("SELECT status, count(*) AS n FROM operations GROUP BY status").fetchall()
-    return {OperationStatus(r["status"]): int(r["n"]) for r in rows}
-
-
-def active_by_stage(conn: Connection[Any]) -> list[dict[str, Any]]:
-    """Active (queued or running) operations per stage (n) with the age of the oldest
-    (oldest, seconds), through the partial index on active rows."""
-    return conn.execute(
-        """
-        SELECT COALESCE(stage, 'none') AS stage, count(*) AS n,
-               extract(epoch FROM now() - min(created_at))::float8 AS oldest
-        FROM operations WHERE status IN ('queued', 'running') GROUP BY 1
-        """
-    ).fetchall()
-
-
-def completion_lag(
-    conn: Connection[Any], operation_id: UUID | str, within_seconds: float
-) -> float | None:
-    """Seconds from acceptance to completion, for an operation that completed in the last
-    `within_seconds` (None otherwise)."""
-    row = conn.execute(
-        "SELECT extract(epoch FROM finished_at - created_at)::float8 AS lag "
-        "FROM operations WHERE id = %s AND status = 'completed' "
-        "AND finished_at > now() - make_interval(secs => %s)",
-        (operation_id, within_seconds),
-    ).fetchone()
-    return float(row["lag"]) if row is not None else None
 
 
 def list_operations(

@@ -150,12 +150,57 @@ def append(
 ) -> AppendAccepted:
     """`POST /api/agents/{agent_id}/conversations/{conversation_id}/messages` (and the batch
     route's `update_mode: append`): the new messages made durable and handed to an `append`
-    operation that processes them alone (memora.conversations.append). Exactly once: a
+    operation that processes them alone, or with the conversation's messages that joined it
+    before its extract started (coalescing; memora.conversations.append). Exactly once: a
     message id the conversation holds is not stored again; with other content it is a
     Conflict. Invalid before anything is written."""
     settings = app.settings
     check_limits(settings, items)
-    payload = jsonable_items(items)
+    payload = _identified(jsonable_items(items))
+    chunking = ChunkingConfig.from_settings(settings) if settings.conversation_index else None
+
+    def take(doc: documents.Conversation, new: int) -> tuple[UUID, bool]:
+        """The conversation's pending append when the messages may join it, else a new one."""
+        pending, limit = doc.last_operation_id, settings.append_coalesce_messages
+        if (
+            pending is not None
+            and new < limit
+            and operations.join_append(conn, pending, new, backfill=backfill, max_items=limit)
+        ):
+            return pending, True
+        base = {"base": str(doc.current_operation_id)} if doc.current_operation_id else {}
+        created = operations.create_operation(
+            conn,
+            scope,
+            agent_id,
+            kind=OperationKind.APPEND,
+            first_stage=INGEST_STAGES[0],
+            document_pk=doc.pk,
+            document_id=conversation_id,
+            payload={"priority": "backfill" if backfill else "live"} | base,
+            counts={"items": new},
+        )
+        return created, False
+
+    with conn.transaction():
+        agents.ensure_agent(conn, scope, agent_id)
+        done = appending.append_messages(
+            conn, scope.key(agent_id), conversation_id, payload, title, take, chunking
+        )
+    metrics.observe_accepted(done.outcome, done.new, backfill=backfill)
+    if done.outcome != "unchanged" and not done.joined:
+        # a new operation waits for the conversation's next messages, when they may join it
+        joins = settings.append_coalesce_messages > 1
+        delay = settings.append_coalesce_ms / 1000 if joins else 0.0
+        hand_off(app.backend, INGEST_STAGES[0], done.operation_id, backfill=backfill, delay=delay)
+    return AppendAccepted(
+        agent_id, conversation_id, done.operation_id, done.outcome, done.new, done.existing
+    )
+
+
+def _identified(payload: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every message with its id (derived when the client gave none); Invalid when one id
+    appears twice."""
     for item in payload:
         item.setdefault("message_id", derived_message_id(item))
     ids = [item["message_id"] for item in payload]
@@ -166,34 +211,7 @@ def append(
             f"message_id {repeated[0]!r} appears twice in the request",
             {"message_ids": repeated},
         )
-    priority = {"priority": "backfill" if backfill else "live"}
-    chunking = ChunkingConfig.from_settings(settings) if settings.conversation_index else None
-
-    def create_operation(doc: documents.Conversation, new: int) -> UUID:
-        base = {"base": str(doc.current_operation_id)} if doc.current_operation_id else {}
-        return operations.create_operation(
-            conn,
-            scope,
-            agent_id,
-            kind=OperationKind.APPEND,
-            first_stage=INGEST_STAGES[0],
-            document_pk=doc.pk,
-            document_id=conversation_id,
-            payload=priority | base,
-            counts={"items": new},
-        )
-
-    with conn.transaction():
-        agents.ensure_agent(conn, scope, agent_id)
-        done = appending.append_messages(
-            conn, scope.key(agent_id), conversation_id, payload, title, create_operation, chunking
-        )
-    metrics.observe_accepted(done.outcome, done.new, backfill=backfill)
-    if done.outcome != "unchanged":
-        hand_off(app.backend, INGEST_STAGES[0], done.operation_id, backfill=backfill)
-    return AppendAccepted(
-        agent_id, conversation_id, done.operation_id, done.outcome, done.new, done.existing
-    )
+    return payload
 
 
 def derived_message_id(item: dict[str, Any]) -> str:

@@ -50,6 +50,19 @@ class Pipeline(Section):
         default=20.0,
         description="How long a stage batch waits after its first operation for others.",
     )
+    append_coalesce_messages: int = Field(
+        default=32,
+        description="An append joins its conversation's pending append operation (one whose "
+        "extract has not started) while that one carries fewer than this many messages: one "
+        "operation, one pass through the stages, for the messages that arrived meanwhile. "
+        "1: every append is an operation of its own.",
+    )
+    append_coalesce_ms: float = Field(
+        default=250.0,
+        description="An append that starts an operation holds its extract this long, so that "
+        "the conversation's next messages can join it; the longest a message waits for "
+        "others. 0: no wait (appends still join work queued behind a busy pipeline).",
+    )
     task_max_retries: int = Field(
         default=5,
         description="Retries of a failing stage (exponential back-off) before the operation "

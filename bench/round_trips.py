@@ -1,0 +1,144 @@
+"""Round trips per message (issue 60): Celery tasks, PostgreSQL transactions and statements that
+the stack spends on one message, posted whole and appended 1–2 at a time.
+
+    python bench/round_trips.py
+    python bench/round_trips.py --env MEMORA_APPEND_COALESCE_MESSAGES=1   # appends alone
+
+On one stack (embedded PostgreSQL with pg_stat_statements), each shape sends the same
+--conversations conversations of --per-conversation LoCoMo turns: `whole` as one
+`POST /api/memories/batch` each from --clients-whole clients, `append` as appends of 1–2
+messages, each conversation in order, interleaved from --clients clients (bench/append.py's part
+b). Between shapes the statistics are reset; the bench waits on the operations table directly
+(one statement a poll, subtracted). Counted per message: stage tasks (every attempt of every stage
+of the shape's operations), transactions (pg_stat_database commits and rollbacks: the API, the
+workers and the periodic jobs), statements (pg_stat_statements calls), the stack's CPU seconds;
+and the statements that run most often.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).parent))
+
+from append import LOCOMO, Client, many, post_whole, stream, turns
+from common import BenchStack, api_client, embedded_stack
+from ingest import locomo_sessions
+
+ACTIVE = (
+    "SELECT count(*) AS n FROM operations WHERE agent_id LIKE %s "
+    "AND status IN ('queued', 'running')"
+)
+TOTALS = (
+    "SELECT count(*) AS operations, coalesce(sum((s.value ->> 'attempts')::int), 0) AS tasks "
+    "FROM operations o LEFT JOIN LATERAL jsonb_each(o.stages) s ON true WHERE o.agent_id LIKE %s"
+)
+XACTS = (
+    "SELECT xact_commit + xact_rollback AS n FROM pg_stat_database "
+    "WHERE datname = current_database()"
+)
+TOP = (
+    "SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query "
+    "FROM pg_stat_statements WHERE query NOT LIKE %s ORDER BY calls DESC LIMIT %s"
+)
+
+
+def measure(stack: BenchStack, prefix: str, send: Any, messages: int, top: int) -> dict[str, Any]:
+    """Reset the counters, send, wait until the prefix's operations are all done; the counts."""
+    with psycopg.connect(stack.database_url, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute("SELECT pg_stat_statements_reset()")
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        xacts = conn.execute(XACTS).fetchone()["n"]  # type: ignore[index]
+        cpu = stack.cpu_seconds()
+        send()
+        polls = 0
+        while True:
+            polls += 1
+            if conn.execute(ACTIVE, (f"{prefix}%",)).fetchone()["n"] == 0:  # type: ignore[index]
+                break
+            time.sleep(0.5)
+        cpu = stack.cpu_seconds() - cpu
+        time.sleep(1.0)  # pg_stat_database is updated by the backends when they go idle
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        xacts = conn.execute(XACTS).fetchone()["n"] - xacts - polls  # type: ignore[index]
+        totals = conn.execute(TOTALS, (f"{prefix}%",)).fetchone()
+        mine = "%pg_stat%"
+        statements = conn.execute(
+            "SELECT sum(calls) AS n FROM pg_stat_statements WHERE query NOT LIKE %s "
+            "AND query NOT LIKE %s",
+            (mine, "SELECT count(*) AS n FROM operations WHERE agent_id LIKE%"),
+        ).fetchone()["n"]  # type: ignore[index]
+        frequent = conn.execute(TOP, (mine, top)).fetchall()
+    assert totals is not None
+    return {
+        "messages": messages,
+        "operations": totals["operations"],
+        "tasks_per_message": totals["tasks"] / messages,
+        "transactions_per_message": xacts / messages,
+        "statements_per_message": float(statements) / messages,
+        "cpu_s_per_message": cpu / messages,
+        "top": [
+            {"calls_per_message": r["calls"] / messages, "query": r["query"]}
+            for r in frequent
+            if not r["query"].startswith("SELECT count(*) AS n FROM operations WHERE agent_id")
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--locomo", type=Path, default=LOCOMO, help="LoCoMo JSON")
+    parser.add_argument("--conversations", type=int, default=24)
+    parser.add_argument("--per-conversation", type=int, default=40)
+    parser.add_argument("--agents", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--clients-whole", type=int, default=8)
+    parser.add_argument("--top", type=int, default=12, help="most frequent statements shown")
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the stack")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    env = dict(kv.split("=", 1) for kv in args.env)
+    source = turns(locomo_sessions(args.locomo))
+    shape = (source, args.conversations, args.per_conversation, args.agents)
+    results: dict[str, Any] = {"command": " ".join(sys.argv), "env": env}
+    with embedded_stack(env=env, statements=True) as stack, api_client(stack.url) as memora:
+        client = Client(memora)
+        for name in ("whole", "append"):
+            prefix = f"bench-{name}-{uuid.uuid4().hex[:6]}"
+            conversations = many(prefix, *shape, seed=3)
+            count = sum(len(c.messages) for c in conversations)
+            if name == "whole":
+                send = lambda cs=conversations: post_whole(client, cs, args.clients_whole)  # noqa: E731
+            else:
+                send = lambda cs=conversations: stream(client, cs, args.clients, None)  # noqa: E731
+            results[name] = measure(stack, prefix, send, count, args.top)
+    for name in ("whole", "append"):
+        r = results[name]
+        print(
+            f"{name:6s}: {r['messages']} messages in {r['operations']} operations; per message "
+            f"{r['tasks_per_message']:.2f} stage tasks, {r['transactions_per_message']:.2f} "
+            f"transactions, {r['statements_per_message']:.1f} statements, "
+            f"{r['cpu_s_per_message']:.3f} CPU s"
+        )
+        for t in r["top"]:
+            print(f"    {t['calls_per_message']:6.2f}  {t['query']}")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
