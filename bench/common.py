@@ -33,17 +33,39 @@ class BenchStack:
         workers, Redis) and the embedded PostgreSQL (its own daemon), exited children included.
         Other work on the machine does not count, so its differences compare phases even on a
         shared machine."""
+        return sum(self.cpu_by_part().values())
+
+    def cpu_by_part(self) -> dict[str, float]:
+        """`cpu_seconds` by part of the stack: `postgres`, `redis`, `beat`, each worker by its
+        name (`extract`, `embed`...), `query`, `api`."""
         procs = {p.pid: p for p in psutil.Process().children(recursive=True)}
         for p in psutil.process_iter(["cmdline"]):
             if p.pid not in procs and str(self.data_dir) in " ".join(p.info["cmdline"] or []):
                 with contextlib.suppress(psutil.Error):
                     procs.update({c.pid: c for c in [p, *p.children(recursive=True)]})
-        total = 0.0
+        parts: dict[str, float] = {}
         for proc in procs.values():
             with contextlib.suppress(psutil.Error):
                 t = proc.cpu_times()
-                total += t.user + t.system + t.children_user + t.children_system
-        return total
+                part = _part(proc.cmdline(), proc.name())
+                parts[part] = parts.get(part, 0.0) + (
+                    t.user + t.system + t.children_user + t.children_system
+                )
+        return parts
+
+
+def _part(cmdline: list[str], name: str) -> str:
+    """The part of the stack a process belongs to, by its command line."""
+    line = " ".join(cmdline)
+    if "postgres" in name or "postgres" in line.split(" ")[0]:
+        return "postgres"
+    if "redis" in name:
+        return "redis"
+    if " beat" in line:
+        return "beat"
+    if "-n" in cmdline:  # a Celery worker: -n <name>-<pid>@host
+        return cmdline[cmdline.index("-n") + 1].split("-")[0]
+    return "query" if "query" in line else "api"
 
 
 # pg_stat_statements loaded, with planning time: per-statement figures after a run

@@ -41,12 +41,17 @@ ACTIVE = (
     "AND status IN ('queued', 'running')"
 )
 TOTALS = (
-    "SELECT count(*) AS operations, coalesce(sum((s.value ->> 'attempts')::int), 0) AS tasks "
+    "SELECT count(DISTINCT o.id) AS operations, "
+    "coalesce(sum((s.value ->> 'attempts')::int), 0) AS tasks "
     "FROM operations o LEFT JOIN LATERAL jsonb_each(o.stages) s ON true WHERE o.agent_id LIKE %s"
 )
 XACTS = (
     "SELECT xact_commit + xact_rollback AS n FROM pg_stat_database "
     "WHERE datname = current_database()"
+)
+COUNTS = (
+    "SELECT c.key, sum(c.value::text::numeric) AS n FROM operations o, jsonb_each(o.counts) c "
+    "WHERE o.agent_id LIKE %s AND jsonb_typeof(c.value) = 'number' GROUP BY c.key ORDER BY 1"
 )
 TOP = (
     "SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query "
@@ -60,7 +65,7 @@ def measure(stack: BenchStack, prefix: str, send: Any, messages: int, top: int) 
         conn.execute("SELECT pg_stat_statements_reset()")
         conn.execute("SELECT pg_stat_clear_snapshot()")
         xacts = conn.execute(XACTS).fetchone()["n"]  # type: ignore[index]
-        cpu = stack.cpu_seconds()
+        cpu = stack.cpu_by_part()
         send()
         polls = 0
         while True:
@@ -68,7 +73,8 @@ def measure(stack: BenchStack, prefix: str, send: Any, messages: int, top: int) 
             if conn.execute(ACTIVE, (f"{prefix}%",)).fetchone()["n"] == 0:  # type: ignore[index]
                 break
             time.sleep(0.5)
-        cpu = stack.cpu_seconds() - cpu
+        after = stack.cpu_by_part()
+        parts = {k: (v - cpu.get(k, 0.0)) / messages for k, v in sorted(after.items())}
         time.sleep(1.0)  # pg_stat_database is updated by the backends when they go idle
         conn.execute("SELECT pg_stat_clear_snapshot()")
         xacts = conn.execute(XACTS).fetchone()["n"] - xacts - polls  # type: ignore[index]
@@ -80,6 +86,7 @@ def measure(stack: BenchStack, prefix: str, send: Any, messages: int, top: int) 
             (mine, "SELECT count(*) AS n FROM operations WHERE agent_id LIKE%"),
         ).fetchone()["n"]  # type: ignore[index]
         frequent = conn.execute(TOP, (mine, top)).fetchall()
+        counted = {r["key"]: float(r["n"]) for r in conn.execute(COUNTS, (f"{prefix}%",))}
     assert totals is not None
     return {
         "messages": messages,
@@ -87,7 +94,9 @@ def measure(stack: BenchStack, prefix: str, send: Any, messages: int, top: int) 
         "tasks_per_message": totals["tasks"] / messages,
         "transactions_per_message": xacts / messages,
         "statements_per_message": float(statements) / messages,
-        "cpu_s_per_message": cpu / messages,
+        "counts": counted,
+        "cpu_s_per_message": sum(parts.values()),
+        "cpu_s_per_message_by_part": {k: round(v, 4) for k, v in parts.items() if v > 0.0005},
         "top": [
             {"calls_per_message": r["calls"] / messages, "query": r["query"]}
             for r in frequent
@@ -106,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--agents", type=int, default=8)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--clients-whole", type=int, default=8)
-    parser.add_argument("--top", type=int, default=12, help="most frequent statements shown")
+    parser.add_argument("--top", type=int, default=40, help="most frequent statements shown")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the stack")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
@@ -132,6 +141,10 @@ def main(argv: list[str] | None = None) -> None:
             f"{r['tasks_per_message']:.2f} stage tasks, {r['transactions_per_message']:.2f} "
             f"transactions, {r['statements_per_message']:.1f} statements, "
             f"{r['cpu_s_per_message']:.3f} CPU s"
+        )
+        print(
+            "    CPU s per message: "
+            + ", ".join(f"{k} {v:.4f}" for k, v in r["cpu_s_per_message_by_part"].items())
         )
         for t in r["top"]:
             print(f"    {t['calls_per_message']:6.2f}  {t['query']}")

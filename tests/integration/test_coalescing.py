@@ -165,3 +165,38 @@ def test_a_join_and_the_start_of_extract_exclude_each_other(
     with pool.connection() as conn:
         assert not operations.join_append(conn, op, 1, backfill=False, max_items=32)
     assert _append(app, pool, agent_id, messages(3, 4)).operation_id != op
+
+
+def _chunk_vectors(pool: Any, agent_key: str) -> dict[str, list[float]]:
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT text, embedding::text AS v FROM conversation_chunks WHERE agent_id = %s",
+            (agent_key,),
+        ).fetchall()
+    return {r["text"]: [round(float(x), 4) for x in r["v"].strip("[]").split(",")] for r in rows}
+
+
+def test_an_index_leaves_messages_another_operation_is_still_extracting_to_it(
+    inline_api: Any, pool: Any, agent_id: str
+) -> None:
+    """Two appends side by side: the first one's index stage runs while the second one's units
+    are extracted but not embedded. It indexes its own messages only (no chunk text embedded
+    for want of units); the second indexes the rest, and the conversation's chunks, vectors
+    included, are those of the whole post."""
+    whole, live = f"{agent_id}-whole", f"{agent_id}-live"
+    body = {"agent_id": whole, "document_id": "chat", "items": messages(), "title": "Trip"}
+    completed(inline_api, inline_api.post("/api/memories/batch", json=body).json())
+    app, _ = _app(inline_api, pool, append_coalesce_messages=1)
+    first = _append(app, pool, live, messages(0, 6), title="Trip").operation_id
+    second = _append(app, pool, live, messages(6, 12), title="Trip").operation_id
+    pipeline = inline_api.app.state.backend.pipeline
+    assert pipeline.run(Stage.EXTRACT, second) is Stage.EMBED  # extracted, not embedded
+    _run(inline_api, first)
+    counts = completed(inline_api, {"operation_id": first})["counts"]
+    covered = {m for _, covers in snapshot(pool, live)["chunks"] for m in covers}
+    assert covered and covered <= {m["message_id"] for m in messages(0, 6)}
+    assert counts["messages_indexed"] == len(covered)
+    inline_api.app.state.backend.enqueue(Stage.EMBED, second)
+    completed(inline_api, {"operation_id": second})
+    assert snapshot(pool, live)["chunks"] == snapshot(pool, whole)["chunks"]
+    assert _chunk_vectors(pool, live) == _chunk_vectors(pool, whole)

@@ -138,6 +138,12 @@ def delete_for_document(conn: Connection[Any], document_pk: UUID) -> int:
 _KEPT = "NOT (%s.text ~ ANY(%%(x)s::text[]))"
 
 
+# A message claimed by another operation that has not started its index_messages stage.
+_WAITING = """EXISTS (SELECT 1 FROM operations o WHERE o.id = m.extracted_by AND o.id <> %(op)s
+                      AND o.status IN ('queued', 'running')
+                      AND NOT o.stages ? 'index_messages')"""
+
+
 def pending(
     conn: Connection[Any],
     agent_key: str,
@@ -148,11 +154,13 @@ def pending(
     message_pks: Sequence[UUID] | None = None,
     limit: int | None = None,
     exclude: Sequence[str] = (),
+    operation_id: UUID | None = None,
 ) -> list[dict[str, Any]]:
     """Searchable messages (of the roles indexed, matching no `exclude` pattern) that no chunk
     of `generation` covers, in conversation order, each with its document's title and the
     message before it not excluded (prev_id; prev_text only when that message is searchable
-    too)."""
+    too). With `operation_id`, `waiting` says the message is claimed by another operation
+    that is still to reach its own `index_messages` stage (its units may not exist yet)."""
     where = [
         "m.agent_id = %(a)s", "m.searchable", "(m.role IS NULL OR m.role = ANY(%(roles)s))",
         _KEPT % "m",
@@ -165,7 +173,8 @@ def pending(
         f"""
         SELECT m.id, m.document_pk, m.position, m.role, m.speaker, m.occurred_at, m.text,
                m.content_hash, d.title, p.id AS prev_id,
-               CASE WHEN p.searchable THEN p.text END AS prev_text
+               CASE WHEN p.searchable THEN p.text END AS prev_text,
+               {_WAITING if operation_id is not None else "false"} AS waiting
         FROM conversation_messages m JOIN documents d ON d.id = m.document_pk
         LEFT JOIN LATERAL (
             SELECT id, text, searchable FROM conversation_messages q
@@ -186,6 +195,7 @@ def pending(
             "g": generation,
             "limit": limit,
             "x": list(exclude),
+            "op": operation_id,
         },
     ).fetchall()
 

@@ -6,7 +6,9 @@ runs first), so each message is embedded once; only chunks without such units (s
 extractor dropped, windows of a long message) embed their text. "embed" embeds every chunk's
 text. A rebuild (possibly for another model: the units keep their vectors) always embeds.
 
-Ingest and repair operations index their document's uncovered messages; an edit or a delete
+Ingest, append and repair operations index their document's uncovered messages, except those
+another operation claims that has yet to index them (coalesced appends run side by side: a
+message whose units are not made yet would have its chunk's text embedded); an edit or a delete
 of one message indexes the few messages whose chunks it invalidated (operation payload
 `message_pks`); a `reindex` operation rebuilds the agent's whole index into the next
 generation, batch by batch, while searches read the live one, then switches in one update.
@@ -99,7 +101,8 @@ def plan(
     window of a long message) takes its vector from units (one embedding pass per message),
     the others are left to embed."""
     cfg = ChunkingConfig.from_settings(ctx.settings)
-    planned = [(doc, c) for doc, run in runs(rows) for c in chunk_run(run, cfg)]
+    waiting = {r["id"] for r in rows if r.get("waiting")}
+    planned = [(doc, c) for doc, run in runs(rows) for c in _ready(chunk_run(run, cfg), waiting)]
     derived: list[np.ndarray | None] = [None] * len(planned)
     if derive and planned:
         weight = ctx.settings.conversation_chunk_context_weight if cfg.include_preceding else 0.0
@@ -114,6 +117,16 @@ def plan(
             for _, c in planned
         ]
     return ChunkPlan(planned, derived)
+
+
+def _ready(run_chunks: list[Chunk], waiting: set[UUID]) -> list[Chunk]:
+    """A run's chunks up to the first that holds a waiting message: that one and the rest are
+    left to the operation that claims it, whose units will be embedded by then (the same
+    chunks: the run is cut again from the same first message)."""
+    for k, chunk in enumerate(run_chunks):
+        if waiting.intersection(chunk.covers):
+            return run_chunks[:k]
+    return run_chunks
 
 
 def embedded(ctx: StageContext, chunk_plan: ChunkPlan) -> Planned:
@@ -148,6 +161,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Prepared:
         document_pk=None if scope is not None else job.document["id"],
         message_pks=scope,
         exclude=ctx.settings.conversation_exclude_patterns,
+        operation_id=job.operation.id if scope is None else None,
     )
     chunk_plan = plan(ctx, conn, rows, derive=ctx.settings.conversation_chunk_vectors == "units")
 
@@ -159,7 +173,7 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Prepared:
             written = write_planned(c, job.agent_key, live, planned) if live == generation else 0
             chunks.synced(c, job.agent_key)
             return {
-                "messages_indexed": len(rows),
+                "messages_indexed": len({pk for _, c in chunk_plan.chunks for pk in c.covers}),
                 "chunks_written": written,
                 "chunks_embedded": len(vectors),
             }
