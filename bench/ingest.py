@@ -135,10 +135,12 @@ def post_all(
 def wait_done(
     client: MemoraClient, posted: list[tuple[str, float, int]], timeout: float = 3600
 ) -> list[dict[str, Any]]:
+    """Each POST's operation once it is over (coalesced appends share one)."""
     deadline = time.monotonic() + timeout
     results: dict[str, dict[str, Any]] = {}
-    while len(results) < len(posted) and time.monotonic() < deadline:
-        for op_id, _, _ in posted:
+    distinct = list(dict.fromkeys(op_id for op_id, _, _ in posted))
+    while len(results) < len(distinct) and time.monotonic() < deadline:
+        for op_id in distinct:
             if op_id not in results:
                 body = client.request("GET", f"/api/operations/{op_id}")
                 if body["status"] in ("completed", "failed", "superseded"):

@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients-whole", type=int, default=8)
     parser.add_argument("--top", type=int, default=40, help="most frequent statements shown")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the stack")
+    parser.add_argument("--shapes", default="whole,append", help="whole, append or both")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
     env = dict(kv.split("=", 1) for kv in args.env)
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = {"command": " ".join(sys.argv), "env": env}
     with embedded_stack(env=env, statements=True) as stack, api_client(stack.url) as memora:
         client = Client(memora)
-        for name in ("whole", "append"):
+        for name in args.shapes.split(","):
             prefix = f"bench-{name}-{uuid.uuid4().hex[:6]}"
             conversations = many(prefix, *shape, seed=3)
             count = sum(len(c.messages) for c in conversations)
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 send = lambda cs=conversations: stream(client, cs, args.clients, None)  # noqa: E731
             results[name] = measure(stack, prefix, send, count, args.top)
-    for name in ("whole", "append"):
+    for name in args.shapes.split(","):
         r = results[name]
         print(
             f"{name:6s}: {r['messages']} messages in {r['operations']} operations; per message "

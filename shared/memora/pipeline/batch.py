@@ -4,7 +4,8 @@ their writes in one transaction.
 A stream of one- and two-message appends makes many tiny operations; run one by one, each
 pays a model call, a handful of round trips and a commit. `run_batch` keeps the guarantees of
 `Pipeline.run` for every operation of the batch: it is loaded and checked (gone, finished,
-superseded or past the stage: skipped) and marked running on its own; its write runs under its
+superseded or past the stage: skipped) and marked running (for all of them in one transaction,
+`Pipeline.begin_many`); its write runs under its
 own savepoint after its operation row is locked and the stage found not done, so it is written
 exactly once and a failing write rolls back only its own changes. The caller enqueues each next
 stage after the commit. An operation whose step fails gets its error back, the others go on;
@@ -65,12 +66,17 @@ def run_batch(
     outcomes: dict[UUID, Outcome] = {}
     pending: list[_Pending] = []
     with pipeline.pool.connection() as conn:
-        for operation_id in dict.fromkeys(operation_ids):
+        ids = list(dict.fromkeys(operation_ids))
+        try:
+            jobs = pipeline.begin_many(conn, stage, ids)
+        except Exception as exc:
+            conn.rollback()
+            return {operation_id: Outcome(error=exc) for operation_id in ids}
+        for operation_id, job in jobs.items():
+            if isinstance(job, Skip):
+                outcomes[operation_id] = Outcome(job.following)
+                continue
             try:
-                job = pipeline.begin(conn, stage, operation_id)
-                if isinstance(job, Skip):
-                    outcomes[operation_id] = Outcome(job.following)
-                    continue
                 prepared = prepare(ctx, conn, job)
                 conn.commit()
                 pending.append(_Pending(operation_id, job.agent_key, job.operation.kind, prepared))

@@ -120,25 +120,36 @@ class Pipeline:
     def begin(self, conn: Connection[Any], stage: Stage, operation_id: UUID) -> Job | Skip:
         """Load the operation and mark the stage running (committed); Skip when there is
         nothing to do: the operation is gone, finished, superseded, or past this stage."""
-        op = operations.get_operation(conn, operation_id)
-        if op is None or op.status.terminal:
-            return Skip(None)
-        kind = op.kind
-        if op.is_done(stage):
-            return Skip(next_stage(stage, kind, skip=self.skip))
-        job = Job(op)
-        if op.document_pk is not None or kind in DOCUMENT_KINDS:
-            pk = op.document_pk
-            doc = documents.get_document(conn, pk) if pk else None
-            if superseded(op, doc):
+        return self.begin_many(conn, stage, [operation_id])[operation_id]
+
+    def begin_many(
+        self, conn: Connection[Any], stage: Stage, operation_ids: list[UUID]
+    ) -> dict[UUID, Job | Skip]:
+        """`begin` for several operations in one transaction: one read of the operations, one
+        of their documents, one update marking the stage running."""
+        ops = operations.get_operations(conn, operation_ids)
+        pks = [op.document_pk for op in ops.values() if op.document_pk is not None]
+        docs = documents.get_documents(conn, pks) if pks else {}
+        out: dict[UUID, Job | Skip] = {}
+        for operation_id in operation_ids:
+            op = ops.get(operation_id)
+            if op is None or op.status.terminal:
+                out[operation_id] = Skip(None)
+            elif op.is_done(stage):
+                out[operation_id] = Skip(next_stage(stage, op.kind, skip=self.skip))
+            elif op.document_pk is None and op.kind not in DOCUMENT_KINDS:
+                out[operation_id] = Job(op)
+            elif superseded(op, doc := docs.get(op.document_pk) if op.document_pk else None):
                 operations.mark_superseded(conn, operation_id)
-                conn.commit()
-                return Skip(None)
-            assert doc is not None
-            job = Job(op, doc)
-        operations.stage_started(conn, operation_id, stage)
+                out[operation_id] = Skip(None)
+            else:
+                assert doc is not None
+                out[operation_id] = Job(op, doc)
+        started = [i for i, job in out.items() if isinstance(job, Job)]
+        if started:
+            operations.stages_started(conn, started, stage)
         conn.commit()
-        return job
+        return out
 
     def write(
         self,

@@ -31,17 +31,17 @@ def ensure_agent(conn: Connection[Any], scope: Scope, agent_id: str) -> None:
     waits; or, if it got there first, the row is made again)."""
     key = scope.key(agent_id)
     for _ in range(3):
-        conn.execute(
-            "INSERT INTO agents (agent_id, tenant_id) VALUES (%s, %s) "
-            "ON CONFLICT (agent_id) DO NOTHING",
-            (key, scope.tenant_id),
-        )
-        locked = conn.execute(
+        locked = conn.execute(  # an agent that exists: one statement
             "SELECT 1 FROM agents WHERE agent_id = %s AND tenant_id = %s FOR KEY SHARE",
             (key, scope.tenant_id),
         ).fetchone()
         if locked is not None:
             return
+        conn.execute(
+            "INSERT INTO agents (agent_id, tenant_id) VALUES (%s, %s) "
+            "ON CONFLICT (agent_id) DO NOTHING",
+            (key, scope.tenant_id),
+        )
     raise RuntimeError(f"agent {agent_id!r} kept being deleted while it was created")
 
 

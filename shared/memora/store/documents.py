@@ -174,11 +174,17 @@ def set_last_operation(conn: Connection[Any], document_pk: UUID, operation_id: U
 
 def get_document(conn: Connection[Any], document_pk: UUID) -> dict[str, Any] | None:
     """The document row without its items (the pipeline reads the messages it works on)."""
-    return conn.execute(
+    return get_documents(conn, [document_pk]).get(document_pk)
+
+
+def get_documents(conn: Connection[Any], document_pks: list[UUID]) -> dict[UUID, dict[str, Any]]:
+    """`get_document` of several, by pk (those that exist)."""
+    rows = conn.execute(
         "SELECT id, agent_id, document_id, item_count, current_operation_id, created_at, title "
-        "FROM documents WHERE id = %s",
-        (document_pk,),
-    ).fetchone()
+        "FROM documents WHERE id = ANY(%s)",
+        (document_pks,),
+    ).fetchall()
+    return {r["id"]: r for r in rows}
 
 
 def item_extras(

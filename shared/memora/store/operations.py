@@ -210,6 +210,12 @@ def get_operation(
     return rows[0] if rows else None
 
 
+def get_operations(conn: Connection[Any], operation_ids: list[UUID]) -> dict[UUID, Operation]:
+    """`get_operation` of several, by id (those that exist)."""
+    sql = f"SELECT {_COLUMNS} FROM operations WHERE id = ANY(%s)"
+    return {op.id: op for op in fetch_all(conn, Operation, sql, (operation_ids,))}
+
+
 def find_operation(conn: Connection[Any], scope: Scope, operation_id: UUID) -> Operation | None:
     """The operation if its agent belongs to the scope's tenant, with the client's agent id."""
     rows = fetch_all(
@@ -224,18 +230,28 @@ def find_operation(conn: Connection[Any], scope: Scope, operation_id: UUID) -> O
 
 def stage_started(conn: Connection[Any], operation_id: UUID, stage: Stage) -> None:
     """Record an attempt; committed on its own so operators see work in flight."""
+    stages_started(conn, [operation_id], stage)
+
+
+def stages_started(conn: Connection[Any], operation_ids: list[UUID], stage: Stage) -> None:
+    """`stage_started` of several operations in one statement (their rows locked in id order,
+    so that two batches holding some of the same operations cannot deadlock)."""
     conn.execute(
         """
-        UPDATE operations SET
+        WITH locked AS (
+            SELECT id FROM operations WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE
+        )
+        UPDATE operations o SET
             status = 'running', stage = %(s)s, updated_at = now(),
-            stages = jsonb_set(stages, ARRAY[%(s)s], COALESCE(stages -> %(s)s, '{}'::jsonb)
+            stages = jsonb_set(o.stages, ARRAY[%(s)s], COALESCE(o.stages -> %(s)s, '{}'::jsonb)
                 || jsonb_build_object(
                     'status', 'running',
-                    'attempts', COALESCE((stages -> %(s)s ->> 'attempts')::int, 0) + 1,
+                    'attempts', COALESCE((o.stages -> %(s)s ->> 'attempts')::int, 0) + 1,
                     'started_at', now()))
-        WHERE id = %(id)s AND status NOT IN ('completed', 'failed', 'superseded')
+        FROM locked
+        WHERE o.id = locked.id AND o.status NOT IN ('completed', 'failed', 'superseded')
         """,
-        {"s": stage.value, "id": operation_id},
+        {"s": stage.value, "ids": operation_ids},
     )
 
 
