@@ -11,8 +11,8 @@ messages, each conversation in order, interleaved from --clients clients (bench/
 b). Between shapes the statistics are reset; the bench waits on the operations table directly
 (one statement a poll, subtracted). Counted per message: stage tasks (every attempt of every stage
 of the shape's operations), transactions (pg_stat_database commits and rollbacks: the API, the
-workers and the periodic jobs), statements (pg_stat_statements calls), the stack's CPU seconds;
-and the statements that run most often.
+workers and the periodic jobs), statements (pg_stat_statements calls), the stack's CPU seconds
+by part; and the statements that take the most time (execution and planning).
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ COUNTS = (
     "WHERE o.agent_id LIKE %s AND jsonb_typeof(c.value) = 'number' GROUP BY c.key ORDER BY 1"
 )
 TOP = (
-    "SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query "
-    "FROM pg_stat_statements WHERE query NOT LIKE %s ORDER BY calls DESC LIMIT %s"
+    "SELECT calls, total_exec_time + total_plan_time AS ms, "
+    "left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query "
+    "FROM pg_stat_statements WHERE query NOT LIKE %s ORDER BY ms DESC LIMIT %s"
 )
 
 
@@ -98,7 +99,11 @@ def measure(stack: BenchStack, prefix: str, send: Any, messages: int, top: int) 
         "cpu_s_per_message": sum(parts.values()),
         "cpu_s_per_message_by_part": {k: round(v, 4) for k, v in parts.items() if v > 0.0005},
         "top": [
-            {"calls_per_message": r["calls"] / messages, "query": r["query"]}
+            {
+                "calls_per_message": r["calls"] / messages,
+                "ms_per_message": r["ms"] / messages,
+                "query": r["query"],
+            }
             for r in frequent
             if not r["query"].startswith("SELECT count(*) AS n FROM operations WHERE agent_id")
         ],
@@ -148,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
             + ", ".join(f"{k} {v:.4f}" for k, v in r["cpu_s_per_message_by_part"].items())
         )
         for t in r["top"]:
-            print(f"    {t['calls_per_message']:6.2f}  {t['query']}")
+            print(f"    {t['ms_per_message']:6.3f} ms {t['calls_per_message']:6.2f}×  {t['query']}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2))

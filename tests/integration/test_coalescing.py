@@ -15,8 +15,8 @@ from memora.basics.models import MemoryItem
 from memora.basics.stages import INGEST_STAGES, Stage
 from memora.basics.tenancy import Scope
 from memora.pipeline.context import AppContext
+from memora.store import append_operations, operations
 from memora.store import messages as message_store
-from memora.store import operations
 from memora.usecases import ingest
 from tests.integration.test_appends import completed, messages, snapshot
 
@@ -116,6 +116,12 @@ def test_a_full_started_or_other_priority_operation_is_not_joined(
         first.operation_id, full.operation_id, started.operation_id, backfill.operation_id,
         big.operation_id,
     ]  # fmt: skip
+    # the first one held the base time; the others were made while the one before was still
+    # in the pipeline: held longer, so that more messages join them
+    settings = app.settings
+    assert [hold for _, _, hold in backend.sent] == [settings.append_coalesce_ms / 1000] + [
+        settings.append_coalesce_busy_ms / 1000
+    ] * 4
     for op, _, _ in backend.sent:
         _run(inline_api, op)
         completed(inline_api, {"operation_id": op})
@@ -123,6 +129,10 @@ def test_a_full_started_or_other_priority_operation_is_not_joined(
     assert state["order"] == [m["message_id"] for m in chat]
     assert len({(u[0], u[1]) for u in state["units"]}) == len(state["units"]) > 0
     assert {u[0] for u in state["units"]} <= set(range(len(chat)))
+    # the pipeline has caught up: the next operation is held the base time again
+    later = {**chat[-1], "message_id": "later", "event_date": "2024-03-01T11:00:00Z"}
+    _append(app, pool, agent_id, [later])
+    assert backend.sent[-1][2] == settings.append_coalesce_ms / 1000
 
 
 def test_coalescing_off_makes_an_operation_per_append_without_delay(
@@ -163,7 +173,7 @@ def test_a_join_and_the_start_of_extract_exclude_each_other(
     starter.join(10)
     assert seen == [["m00", "m01", "m02"]]
     with pool.connection() as conn:
-        assert not operations.join_append(conn, op, 1, backfill=False, max_items=32)
+        assert not append_operations.join(conn, op, 1, backfill=False, max_items=32)
     assert _append(app, pool, agent_id, messages(3, 4)).operation_id != op
 
 

@@ -174,27 +174,6 @@ def create_operation_for_key(
     return operation_id
 
 
-def join_append(
-    conn: Connection[Any], operation_id: UUID, new: int, *, backfill: bool, max_items: int
-) -> bool:
-    """Add `new` messages to an append operation that has not started (coalescing): only while
-    its extract has not begun, at the same priority, up to `max_items` messages. The row lock
-    this UPDATE takes is the one `stage_started` needs, so a join either commits before the
-    extract starts (which then reads the joined messages) or finds it started."""
-    row = conn.execute(
-        """
-        UPDATE operations SET updated_at = now(),
-            counts = jsonb_set(counts, '{items}', to_jsonb((counts ->> 'items')::int + %(n)s))
-        WHERE id = %(id)s AND kind = 'append' AND status = 'queued' AND stages = '{}'::jsonb
-          AND (coalesce(payload ->> 'priority', 'live') = 'backfill') = %(backfill)s
-          AND (counts ->> 'items')::int + %(n)s <= %(max)s
-        RETURNING id
-        """,
-        {"id": operation_id, "n": new, "backfill": backfill, "max": max_items},
-    ).fetchone()
-    return row is not None
-
-
 def _as_client(rows: list[Operation], scope: Scope | None) -> list[Operation]:
     if scope is not None:
         for row in rows:

@@ -22,7 +22,7 @@ from memora.conversations.sync import store_messages
 from memora.nlp.chunking import ChunkingConfig
 from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import TaskBackend, hand_off
-from memora.store import agents, documents, operations
+from memora.store import agents, append_operations, documents, operations
 
 
 @dataclass(frozen=True)
@@ -158,30 +158,7 @@ def append(
     check_limits(settings, items)
     payload = _identified(jsonable_items(items))
     chunking = ChunkingConfig.from_settings(settings) if settings.conversation_index else None
-
-    def take(doc: documents.Conversation, new: int) -> tuple[UUID, bool]:
-        """The conversation's pending append when the messages may join it, else a new one."""
-        pending, limit = doc.last_operation_id, settings.append_coalesce_messages
-        if (
-            pending is not None
-            and new < limit
-            and operations.join_append(conn, pending, new, backfill=backfill, max_items=limit)
-        ):
-            return pending, True
-        base = {"base": str(doc.current_operation_id)} if doc.current_operation_id else {}
-        created = operations.create_operation(
-            conn,
-            scope,
-            agent_id,
-            kind=OperationKind.APPEND,
-            first_stage=INGEST_STAGES[0],
-            document_pk=doc.pk,
-            document_id=conversation_id,
-            payload={"priority": "backfill" if backfill else "live"} | base,
-            counts={"items": new},
-        )
-        return created, False
-
+    take = _AppendOperation(settings, conn, scope, agent_id, conversation_id, backfill)
     with conn.transaction():
         agents.ensure_agent(conn, scope, agent_id)
         done = appending.append_messages(
@@ -189,13 +166,56 @@ def append(
         )
     metrics.observe_accepted(done.outcome, done.new, backfill=backfill)
     if done.outcome != "unchanged" and not done.joined:
-        # a new operation waits for the conversation's next messages, when they may join it
-        joins = settings.append_coalesce_messages > 1
-        delay = settings.append_coalesce_ms / 1000 if joins else 0.0
-        hand_off(app.backend, INGEST_STAGES[0], done.operation_id, backfill=backfill, delay=delay)
+        hand_off(
+            app.backend, INGEST_STAGES[0], done.operation_id, backfill=backfill, delay=take.hold
+        )
     return AppendAccepted(
         agent_id, conversation_id, done.operation_id, done.outcome, done.new, done.existing
     )
+
+
+@dataclass
+class _AppendOperation:
+    """The operation an append's messages go to: the conversation's pending append when they
+    may join it, else a new one, held `hold` seconds before its extract so that the next
+    messages can join (longer when the conversation's previous operation is still in the
+    pipeline: it is behind, and bigger operations cost less per message)."""
+
+    settings: Settings
+    conn: Connection[Any]
+    scope: Scope
+    agent_id: str
+    conversation_id: str
+    backfill: bool
+    hold: float = 0.0
+
+    def __call__(self, doc: documents.Conversation, new: int) -> tuple[UUID, bool]:
+        pending, limit = doc.last_operation_id, self.settings.append_coalesce_messages
+        if (
+            pending is not None
+            and new < limit
+            and append_operations.join(
+                self.conn, pending, new, backfill=self.backfill, max_items=limit
+            )
+        ):
+            return pending, True
+        if limit > 1:
+            busy = pending is not None and append_operations.is_active(self.conn, pending)
+            hold_ms = self.settings.append_coalesce_busy_ms if busy else 0.0
+            self.hold = max(hold_ms, self.settings.append_coalesce_ms) / 1000
+        base = {"base": str(doc.current_operation_id)} if doc.current_operation_id else {}
+        created = operations.create_operation(
+            self.conn,
+            self.scope,
+            self.agent_id,
+            kind=OperationKind.APPEND,
+            first_stage=INGEST_STAGES[0],
+            document_pk=doc.pk,
+            document_id=self.conversation_id,
+            payload={"priority": "backfill" if self.backfill else "live"} | base,
+            counts={"items": new},
+        )
+        return created, False
 
 
 def _identified(payload: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -63,6 +63,12 @@ class Pipeline(Section):
         "the conversation's next messages can join it; the longest a message waits for "
         "others. 0: no wait (appends still join work queued behind a busy pipeline).",
     )
+    append_coalesce_busy_ms: float = Field(
+        default=1000.0,
+        description="The hold instead when the conversation's previous operation is still in "
+        "the pipeline (it is behind): more messages join each operation, which costs less per "
+        "message, until the pipeline catches up.",
+    )
     task_max_retries: int = Field(
         default=5,
         description="Retries of a failing stage (exponential back-off) before the operation "
