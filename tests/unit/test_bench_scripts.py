@@ -116,3 +116,33 @@ def test_the_change_detector_set_through_the_real_detector() -> None:
     assert result["right"] >= 0.95, result
     assert result["distinct_facts_superseded"] == 0, result  # no distinct fact replaced
     assert result["supersede_precision"] == 1.0, result
+
+
+def test_coalesced_posts_are_each_timed_from_their_own_post() -> None:
+    """bench/common.py's `seconds_after_post`: two appends that share an operation, each
+    measured from its own POST; a POST whose operation has no such time is left out."""
+    import common
+
+    def at(seconds: float) -> str:
+        return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+    shared = {"id": "op1", "finished_at": at(110.0), "stages": {"links": {"finished_at": at(105)}}}
+    alone = {"id": "op2", "finished_at": None, "stages": {}}
+    posts = [("op1", 100.0), ("op1", 103.0), ("op2", 104.0)]
+    assert common.seconds_after_post([shared, alone], posts, "links") == [5.0, 2.0]
+    assert common.seconds_after_post([shared, alone], posts) == [10.0, 7.0]
+
+
+def test_the_stack_parts_a_process_is_counted_in() -> None:
+    import common
+
+    worker = ["python", "-m", "celery", "-A", "services.workers.tasks", "worker", "-n", "embed-7@h"]
+    assert common._part(worker, "python") == "embed"
+    assert common._part(["python", "-m", "celery", "-A", "x", "beat"], "python") == "beat"
+    assert common._part(["postgres: memora idle"], "postgres") == "postgres"
+    assert common._part(["/usr/bin/redis-server", "127.0.0.1:1"], "redis-server") == "redis"
+    query = ["python", "-m", "uvicorn", "services.api.query_app:create_app"]
+    assert common._part(query, "python") == "query"
+    assert (
+        common._part(["python", "-m", "uvicorn", "services.api.app:create_app"], "python") == "api"
+    )
