@@ -379,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                 redis_down=args.redis_down,
                 worker_restart_delay=args.worker_restart_delay,
             )
+            stack.supervise()  # workers that exit are started again, as an orchestrator would
             monkey.begin()
         try:
             run, _ = run_locust(args, host, run_id, search_agents, out)
@@ -448,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
             "stack_env": STACK_ENV,
             "faults": [f.report() for f in faults],
             "errors": chaos_errors,
+            "workers_revived": list(stack.revived),
         }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     print(report(summary))

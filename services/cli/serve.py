@@ -67,6 +67,7 @@ def _run_until_stopped(stack: Stack) -> None:
         f"logs {settings.data_dir / 'logs'}"
     )
     while not stopping:
+        stack.revive_workers()  # a worker that exits is started again; any other exit stops all
         stack.check_alive()
         time.sleep(0.5)
 

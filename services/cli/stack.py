@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,9 @@ class Stack:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     # Worker name -> port of its /metrics server (docs/operations.md).
     metrics_ports: dict[str, int] = field(default_factory=dict)
+    revived: list[str] = field(default_factory=list)  # workers started again after exiting
+    _stopping: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ------------------------------------------------------------------ lifecycle
     def start_infrastructure(self) -> None:
@@ -194,6 +198,31 @@ class Stack:
                     continue
             time.sleep(0.5)
 
+    def revive_workers(self) -> list[str]:
+        """Start again every worker whose process exited, as an orchestrator restarts a pod:
+        Celery's worker can give up on a broker connection it lost (kombu, restoring its
+        unacknowledged messages over a closed connection) and exit. Their names."""
+        revived = []
+        with self._lock:
+            for name, proc in list(self.processes.items()):
+                if self._stopping.is_set() or not name.startswith("worker-"):
+                    continue
+                if proc.poll() is not None:
+                    log.warning("%s exited with code %s; starting it again", name, proc.returncode)
+                    self.start_worker(name.removeprefix("worker-"))
+                    revived.append(name)
+        self.revived += revived
+        return revived
+
+    def supervise(self, interval: float = 1.0) -> None:
+        """Revive exited workers every `interval` seconds until the stack stops."""
+
+        def loop() -> None:
+            while not self._stopping.wait(interval):
+                self.revive_workers()
+
+        threading.Thread(target=loop, name="stack-supervisor", daemon=True).start()
+
     def check_alive(self) -> None:
         for name, proc in self.processes.items():
             if proc.poll() is not None:
@@ -213,6 +242,8 @@ class Stack:
             proc.wait()
 
     def stop(self) -> None:
+        with self._lock:
+            self._stopping.set()
         front = [n for n in ("api", "query", "beat") if n in self.processes]
         for name in front + [n for n in self.processes if n not in front]:
             self.stop_process(name)
