@@ -76,8 +76,16 @@ def test_write_api_is_ready_without_workers_and_worker_health_follows_them(
             down = wait_until(lambda: (w := _workers(api))[0] == 503 and w, timeout=30, interval=1)
             assert down == (503, 0, 0.0)
             assert api.get("/health/ready").status_code == 200  # still taking writes
+            # `memora serve` (and the chaos scenario) start a worker that exited again
+            killed = stack.processes["worker-opinions"].pid
+            assert stack.revive_workers() == ["worker-opinions"]
+            assert stack.processes["worker-opinions"].pid != killed
+            back = wait_until(lambda: (w := _workers(api))[0] == 200 and w, timeout=90, interval=1)
+            assert back == (200, 1, 1.0)
+            assert stack.revive_workers() == []  # alive: left alone
         finally:
             stack.stop()
+        assert stack.revive_workers() == []  # a stopped stack starts nothing
 
 
 def test_stack_readiness_waits_for_a_worker_on_every_stage_queue(
