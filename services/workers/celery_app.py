@@ -28,8 +28,8 @@ def create_celery(settings: Settings | None = None) -> Celery:
             "visibility_timeout": settings.visibility_timeout,
             "queue_order_strategy": "priority",
         },
-        worker_send_task_events=True,
-        task_send_sent_event=True,
+        worker_send_task_events=settings.task_events,  # Flower turns them on while it runs
+        task_send_sent_event=settings.task_events,
         worker_hijack_root_logger=False,
         # Every registered periodic job whose interval is positive (memora.jobs.JOBS).
         # A run that waited a whole interval in the queue is dropped: the next one comes anyway.

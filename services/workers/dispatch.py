@@ -20,12 +20,18 @@ class CeleryStages:
         self.app = app
 
     def enqueue(
-        self, stage: Stage, operation_id: UUID, *, backfill: bool = False, delay: float = 0.0
+        self,
+        stage: Stage,
+        operation_id: UUID,
+        *,
+        backfill: bool = False,
+        delay: float = 0.0,
+        held: bool = False,
     ) -> None:
         self.app.send_task(
             task_name(stage),
             args=[str(operation_id)],
-            kwargs={"backfill": backfill},
+            kwargs={"backfill": backfill} | ({"held": True} if held else {}),
             queue=queue_for(stage, backfill=backfill),
             countdown=delay or None,
         )

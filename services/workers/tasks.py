@@ -197,7 +197,9 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _run(stage: Stage, operation_id: str, backfill: bool) -> str | None:
+def _run(stage: Stage, operation_id: str, backfill: bool, held: bool) -> str | None:
+    if held and not pipeline().claim_held(UUID(operation_id)):
+        return None  # released first: the extract sent then runs it
     # Batched: this thread waits for the batch holding its operation; its own error is raised
     # here (retried or recorded for this operation alone) and the next stage is enqueued after
     # the batch's commit, from this task, before its message is acknowledged.
@@ -213,8 +215,10 @@ def _run(stage: Stage, operation_id: str, backfill: bool) -> str | None:
 
 def _stage_task(stage: Stage) -> Task:
     @app.task(name=task_name(stage), base=StageTask, bind=True, stage=stage)
-    def run_stage(self: Task, operation_id: str, backfill: bool = False) -> str | None:
-        return _run(stage, operation_id, backfill)
+    def run_stage(
+        self: Task, operation_id: str, backfill: bool = False, held: bool = False
+    ) -> str | None:
+        return _run(stage, operation_id, backfill, held)
 
     return run_stage
 

@@ -252,7 +252,13 @@ def test_concurrent_appends_to_one_conversation_lose_nothing(
             self.ops: list[Any] = []
 
         def enqueue(
-            self, stage: Any, operation_id: Any, *, backfill: bool = False, delay: float = 0.0
+            self,
+            stage: Any,
+            operation_id: Any,
+            *,
+            backfill: bool = False,
+            delay: float = 0.0,
+            held: bool = False,
         ) -> None:
             self.ops.append(operation_id)
 
@@ -323,7 +329,13 @@ def test_whole_post_takes_over_from_an_append_in_flight(
 
     class Hold:  # takes the operation and runs nothing
         def enqueue(
-            self, stage: Any, operation_id: Any, *, backfill: bool = False, delay: float = 0.0
+            self,
+            stage: Any,
+            operation_id: Any,
+            *,
+            backfill: bool = False,
+            delay: float = 0.0,
+            held: bool = False,
         ) -> None:
             pass
 

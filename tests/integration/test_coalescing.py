@@ -15,6 +15,7 @@ from memora.basics.models import MemoryItem
 from memora.basics.stages import INGEST_STAGES, Stage
 from memora.basics.tenancy import Scope
 from memora.pipeline.context import AppContext
+from memora.pipeline.runner import Pipeline
 from memora.store import append_operations, operations
 from memora.store import messages as message_store
 from memora.usecases import ingest
@@ -28,12 +29,20 @@ class Collect:
 
     def __init__(self) -> None:
         self.sent: list[tuple[UUID, bool, float]] = []
+        self.held: list[bool] = []
 
     def enqueue(
-        self, stage: Stage, operation_id: UUID, *, backfill: bool = False, delay: float = 0.0
+        self,
+        stage: Stage,
+        operation_id: UUID,
+        *,
+        backfill: bool = False,
+        delay: float = 0.0,
+        held: bool = False,
     ) -> None:
         assert stage is INGEST_STAGES[0]
         self.sent.append((operation_id, backfill, delay))
+        self.held.append(held)
 
 
 def _app(inline_api: Any, pool: Any, **changes: Any) -> tuple[AppContext, Collect]:
@@ -122,6 +131,7 @@ def test_a_full_started_or_other_priority_operation_is_not_joined(
     assert [hold for _, _, hold in backend.sent] == [settings.append_coalesce_ms / 1000] + [
         settings.append_coalesce_busy_ms / 1000
     ] * 4
+    assert backend.held == [False, True, True, True, True]  # each after the one before
     for op, _, _ in backend.sent:
         _run(inline_api, op)
         completed(inline_api, {"operation_id": op})
@@ -133,6 +143,39 @@ def test_a_full_started_or_other_priority_operation_is_not_joined(
     later = {**chat[-1], "message_id": "later", "event_date": "2024-03-01T11:00:00Z"}
     _append(app, pool, agent_id, [later])
     assert backend.sent[-1][2] == settings.append_coalesce_ms / 1000
+
+
+def test_an_operation_held_after_a_busy_one_is_released_by_its_embed(
+    inline_api: Any, pool: Any, agent_id: str
+) -> None:
+    """The previous operation's embed sends the held one's extract at once; the delayed extract
+    then does nothing. Not released, the delayed extract claims it (and again when redelivered);
+    a later release leaves it alone."""
+    app, backend = _app(inline_api, pool)
+    worker = Pipeline(app.settings, pool, backend=backend)  # its hand-offs are collected
+    first = _append(app, pool, agent_id, messages(0, 2)).operation_id
+    assert worker.run(Stage.EXTRACT, first) is Stage.EMBED
+    second = _append(app, pool, agent_id, messages(2, 3)).operation_id
+    assert _append(app, pool, agent_id, messages(3, 4)).operation_id == second  # joins it
+    assert backend.held == [False, True]
+    assert backend.sent[-1] == (second, False, app.settings.append_coalesce_busy_ms / 1000)
+
+    assert worker.run(Stage.EMBED, first) is Stage.ENTITIES
+    assert backend.sent[-1] == (second, False, 0.0) and backend.held[-1] is False  # released
+    assert not worker.claim_held(second)  # the delayed extract: released first, it does nothing
+
+    assert worker.run(Stage.EXTRACT, second) is Stage.EMBED
+    third = _append(app, pool, agent_id, messages(4, 5)).operation_id
+    assert backend.held[-1] is True
+    assert worker.claim_held(third) and worker.claim_held(third)  # the bound came first
+    sent = len(backend.sent)
+    assert worker.run(Stage.EMBED, second) is Stage.ENTITIES
+    assert len(backend.sent) == sent  # claimed by its delayed extract: not released again
+
+    for op in (first, second, third):
+        _run(inline_api, op)
+        completed(inline_api, {"operation_id": op})
+    assert snapshot(pool, agent_id)["order"] == [m["message_id"] for m in messages(0, 5)]
 
 
 def test_coalescing_off_makes_an_operation_per_append_without_delay(

@@ -39,7 +39,13 @@ class RecordingBackend:
         self.enqueued: list[UUID] = []
 
     def enqueue(
-        self, stage: Any, operation_id: UUID, *, backfill: bool = False, delay: float = 0.0
+        self,
+        stage: Any,
+        operation_id: UUID,
+        *,
+        backfill: bool = False,
+        delay: float = 0.0,
+        held: bool = False,
     ) -> None:
         self.enqueued.append(operation_id)
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import signal
+import threading
 import uuid
 from typing import Any
 
 import pytest
 
+from services.workers.celery_app import create_celery
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.integration
@@ -117,3 +119,39 @@ def test_worker_killed_mid_batch_processes_everything_exactly_once(
     assert units == {"n": expected, "e": expected, "distinct_positions": expected}
     assert mention_mismatch == []  # entity stage effects applied exactly once per document
     assert duplicates == []  # concurrent resolution never forked an entity
+
+
+def test_task_events_are_off_until_flower_turns_them_on(
+    celery_api: Any, worker_stack: Any, agent_id: str
+) -> None:
+    """MEMORA_TASK_EVENTS off (the default): the workers send no task events until a monitor
+    enables them as Flower does (`enable_events`, on a timer while it runs)."""
+    app = create_celery(worker_stack.settings)
+    seen: list[str] = []
+    receivers: list[Any] = []
+
+    def listen() -> None:
+        with app.connection_for_read() as connection:
+            handlers = {"*": lambda event: seen.append(event["type"])}
+            receivers.append(app.events.Receiver(connection, handlers=handlers))
+            receivers[0].capture(limit=None, timeout=None, wakeup=False)  # until should_stop
+
+    def ingest(document_id: str) -> None:
+        body = {"agent_id": agent_id, "document_id": document_id, "items": _conversation(2, 3)}
+        op_id = celery_api.post("/api/memories/batch", json=body).json()["operation_id"]
+        wait_until(lambda: _operation(celery_api, op_id)["status"] == "completed", 120)
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    wait_until(lambda: receivers, 10)
+    try:
+        ingest("quiet")
+        assert not [kind for kind in seen if kind.startswith("task-")]
+        app.control.enable_events()
+        ingest("watched")
+        wait_until(lambda: "task-succeeded" in seen, 30)
+        assert "task-received" in seen
+    finally:
+        app.control.disable_events()
+        receivers[0].should_stop = True
+        listener.join(10)

@@ -81,7 +81,13 @@ class RecordingBackend:
         self.sent: list[tuple[Stage, Any, bool]] = []
 
     def enqueue(
-        self, stage: Stage, operation_id: Any, *, backfill: bool = False, delay: float = 0.0
+        self,
+        stage: Stage,
+        operation_id: Any,
+        *,
+        backfill: bool = False,
+        delay: float = 0.0,
+        held: bool = False,
     ) -> None:
         self.sent.append((stage, operation_id, backfill))
 

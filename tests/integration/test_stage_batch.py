@@ -35,7 +35,13 @@ class Recording:
         self.sent: list[tuple[Stage, UUID]] = []
 
     def enqueue(
-        self, stage: Stage, operation_id: UUID, *, backfill: bool = False, delay: float = 0.0
+        self,
+        stage: Stage,
+        operation_id: UUID,
+        *,
+        backfill: bool = False,
+        delay: float = 0.0,
+        held: bool = False,
     ) -> None:
         self.sent.append((stage, operation_id))
 

@@ -18,9 +18,15 @@ class InlineBackend:
         self.pipeline = pipeline
 
     def enqueue(
-        self, stage: Stage, operation_id: UUID, *, backfill: bool = False, delay: float = 0.0
+        self,
+        stage: Stage,
+        operation_id: UUID,
+        *,
+        backfill: bool = False,
+        delay: float = 0.0,
+        held: bool = False,
     ) -> None:
-        """At once: nothing can join an operation while this call runs it."""
+        """At once: nothing can join an operation while this call runs it, nor wait on it."""
         current: Stage | None = stage
         while current is not None:
             current = self.pipeline.run(current, operation_id)

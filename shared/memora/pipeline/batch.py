@@ -160,6 +160,8 @@ def _write_all(
         outcomes.update({op: Outcome(error=exc) for op in done})
     else:  # committed: each logged as done only now
         outcomes.update({op: Outcome(w.logged(stage, op)) for op, w in done.items()})
+        for written in done.values():
+            pipeline.send_released(written)
     # (after a failed commit: ids that send nothing)
     webhooks.dispatch_committed(conn, pipeline.backend)
 

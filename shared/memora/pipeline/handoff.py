@@ -18,10 +18,18 @@ log = logging.getLogger("memora.handoff")
 
 class TaskBackend(Protocol):
     def enqueue(
-        self, stage: Stage, operation_id: UUID, *, backfill: bool = False, delay: float = 0.0
+        self,
+        stage: Stage,
+        operation_id: UUID,
+        *,
+        backfill: bool = False,
+        delay: float = 0.0,
+        held: bool = False,
     ) -> None:
         """Run `stage` of the operation, not before `delay` seconds from now (a backend that
-        runs it at once may ignore the delay: it only gives appends time to join)."""
+        runs it at once may ignore the delay: it only gives appends time to join). `held`: the
+        operation waits on another's release (memora.store.append_operations); this task
+        runs it only if it was not released first."""
 
 
 def hand_off(
@@ -31,13 +39,14 @@ def hand_off(
     *,
     backfill: bool = False,
     delay: float = 0.0,
+    held: bool = False,
 ) -> bool:
     """Enqueue `stage` of an operation whose rows are committed (after `delay` seconds). The
     operation is durable, so when the broker cannot take the message now the reconciler
     re-enqueues it later (MEMORA_STUCK_AFTER_SECONDS): logged here, never raised. Returns
-    whether it was sent."""
+    whether it was sent. `held`: see `TaskBackend.enqueue`."""
     try:
-        backend.enqueue(stage, operation_id, backfill=backfill, delay=delay)
+        backend.enqueue(stage, operation_id, backfill=backfill, delay=delay, held=held)
     except Exception:
         log.warning(
             "broker unavailable; operation left to the reconciler",

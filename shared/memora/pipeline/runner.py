@@ -21,11 +21,11 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from memora.basics.config import Settings
-from memora.basics.stages import OperationKind, Stage, next_stage
+from memora.basics.stages import INGEST_STAGES, OperationKind, Stage, next_stage
 from memora.pipeline.context import Job, Prepared, StageContext, Writer
-from memora.pipeline.handoff import TaskBackend
+from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.pipeline.stages import embed, entities, extract, index_messages, links, opinions
-from memora.store import documents, operations
+from memora.store import append_operations, documents, operations
 from memora.webhooks import events as webhooks
 
 log = logging.getLogger("memora.pipeline")
@@ -48,6 +48,7 @@ class Written:
 
     following: Stage | None
     counts: dict[str, int] | None = None
+    released: tuple[tuple[UUID, bool], ...] = ()  # operations held after this one: id, backfill
 
     def logged(self, stage: Stage, operation_id: UUID) -> Stage | None:
         """Logs the stage as done, once its transaction has committed; the next stage."""
@@ -115,6 +116,7 @@ class Pipeline:
             with conn.transaction():
                 written = self.write(conn, stage, job.operation.kind, operation_id, write)
             webhooks.dispatch_committed(conn, self.backend)
+            self.send_released(written)
             return written.logged(stage, operation_id)
 
     def begin(self, conn: Connection[Any], stage: Stage, operation_id: UUID) -> Job | Skip:
@@ -172,7 +174,27 @@ class Pipeline:
         operations.stage_done(conn, operation_id, stage, following, counts)
         if following is None:
             webhooks.operation_finished(conn, operations.get_operation(conn, operation_id))
-        return Written(following, counts)
+        released: list[tuple[UUID, bool]] = []
+        if (
+            kind is OperationKind.APPEND
+            and stage is append_operations.RELEASED_BY
+            and self.backend is not None
+        ):
+            released = append_operations.release(conn, operation_id)
+        return Written(following, counts, tuple(released))
+
+    def send_released(self, written: Written) -> None:
+        """After the commit of a write: the extracts of the operations it released."""
+        if self.backend is None:  # none was released (`write`)
+            return
+        for operation_id, backfill in written.released:
+            hand_off(self.backend, INGEST_STAGES[0], operation_id, backfill=backfill)
+
+    def claim_held(self, operation_id: UUID) -> bool:
+        """For the delayed extract of a held append: whether it runs the operation (it was not
+        released first; memora.store.append_operations)."""
+        with self.pool.connection() as conn:
+            return append_operations.claim(conn, operation_id)
 
     def record_failure(self, stage: Stage, operation_id: UUID, error: str, *, final: bool) -> None:
         with self.pool.connection() as conn:

@@ -1,5 +1,11 @@
 """Coalesced appends (issue 60): an append's messages join the conversation's pending append
-operation, under the row lock that starting its extract takes (`operations.stage_started`)."""
+operation, under the row lock that starting its extract takes (`operations.stage_started`).
+
+An operation made while the conversation's previous one is still before its embedding is held
+after it (`payload.after`, `payload.hold = 'waiting'`): the previous one's embed releases it
+(`release`: its extract is sent at once), or its delayed extract claims it when the bound passes
+first (`claim`). Exactly one of the two moves `hold` on, so one extract runs.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,13 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import Connection
+
+from memora.basics.stages import Stage
+
+# The stage of an operation whose end releases the operation held after it: by then the
+# previous messages are embedded (semantic search finds them), and the held extract overlaps
+# with the cheap stages that follow.
+RELEASED_BY = Stage.EMBED
 
 
 def join(
@@ -30,10 +43,49 @@ def join(
     return row is not None
 
 
-def is_active(conn: Connection[Any], operation_id: UUID) -> bool:
-    """Whether the operation is queued or running."""
+def holds_back(conn: Connection[Any], operation_id: UUID) -> bool:
+    """Whether an operation made now should be held after this one: it is queued or running
+    and has not finished `RELEASED_BY`."""
     row = conn.execute(
-        "SELECT status IN ('queued', 'running') AS active FROM operations WHERE id = %s",
+        """
+        SELECT status IN ('queued', 'running')
+               AND coalesce(stages #>> %s, '') <> 'done' AS behind
+        FROM operations WHERE id = %s
+        """,
+        ([RELEASED_BY.value, "status"], operation_id),
+    ).fetchone()
+    return bool(row and row["behind"])
+
+
+def held_after(operation_id: UUID) -> dict[str, str]:
+    """The payload keys of an operation held after `operation_id`."""
+    return {"after": str(operation_id), "hold": "waiting"}
+
+
+def release(conn: Connection[Any], operation_id: UUID) -> list[tuple[UUID, bool]]:
+    """The operations held after this one that have not started, now released (their extract
+    is the caller's to send, after its commit): id and whether it is a backfill."""
+    rows = conn.execute(
+        """
+        UPDATE operations SET payload = payload || '{"hold": "released"}'::jsonb
+        WHERE payload ->> 'after' = %s AND payload ->> 'hold' = 'waiting'
+          AND status = 'queued' AND stages = '{}'::jsonb
+        RETURNING id, coalesce(payload ->> 'priority', 'live') = 'backfill' AS backfill
+        """,
+        (str(operation_id),),
+    ).fetchall()
+    return [(row["id"], row["backfill"]) for row in rows]
+
+
+def claim(conn: Connection[Any], operation_id: UUID) -> bool:
+    """For the delayed extract of a held operation: False when it was released (the extract
+    sent then runs it), else True, now and on a redelivery of this extract."""
+    row = conn.execute(
+        """
+        UPDATE operations SET payload = payload || '{"hold": "timer"}'::jsonb
+        WHERE id = %s AND coalesce(payload ->> 'hold', 'timer') IN ('waiting', 'timer')
+        RETURNING id
+        """,
         (operation_id,),
     ).fetchone()
-    return bool(row and row["active"])
+    return row is not None

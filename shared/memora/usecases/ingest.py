@@ -167,7 +167,12 @@ def append(
     metrics.observe_accepted(done.outcome, done.new, backfill=backfill)
     if done.outcome != "unchanged" and not done.joined:
         hand_off(
-            app.backend, INGEST_STAGES[0], done.operation_id, backfill=backfill, delay=take.hold
+            app.backend,
+            INGEST_STAGES[0],
+            done.operation_id,
+            backfill=backfill,
+            delay=take.hold,
+            held=take.held,
         )
     return AppendAccepted(
         agent_id, conversation_id, done.operation_id, done.outcome, done.new, done.existing
@@ -178,8 +183,10 @@ def append(
 class _AppendOperation:
     """The operation an append's messages go to: the conversation's pending append when they
     may join it, else a new one, held `hold` seconds before its extract so that the next
-    messages can join (longer when the conversation's previous operation is still in the
-    pipeline: it is behind, and bigger operations cost less per message)."""
+    messages can join. While the conversation's previous operation is not yet embedded, the new
+    one is held after it (`held`): that one's embed releases it, `hold` is then only the bound
+    (memora.store.append_operations). A conversation that is behind thus gets bigger
+    operations, which cost less per message, without a fixed wait."""
 
     settings: Settings
     conn: Connection[Any]
@@ -188,6 +195,7 @@ class _AppendOperation:
     conversation_id: str
     backfill: bool
     hold: float = 0.0
+    held: bool = False
 
     def __call__(self, doc: documents.Conversation, new: int) -> tuple[UUID, bool]:
         pending, limit = doc.last_operation_id, self.settings.append_coalesce_messages
@@ -199,11 +207,15 @@ class _AppendOperation:
             )
         ):
             return pending, True
+        payload = {"priority": "backfill" if self.backfill else "live"}
+        if doc.current_operation_id:
+            payload["base"] = str(doc.current_operation_id)
         if limit > 1:
-            busy = pending is not None and append_operations.is_active(self.conn, pending)
-            hold_ms = self.settings.append_coalesce_busy_ms if busy else 0.0
-            self.hold = max(hold_ms, self.settings.append_coalesce_ms) / 1000
-        base = {"base": str(doc.current_operation_id)} if doc.current_operation_id else {}
+            self.hold = self.settings.append_coalesce_ms / 1000
+            if pending is not None and append_operations.holds_back(self.conn, pending):
+                self.held = True
+                self.hold = max(self.hold, self.settings.append_coalesce_busy_ms / 1000)
+                payload |= append_operations.held_after(pending)
         created = operations.create_operation(
             self.conn,
             self.scope,
@@ -212,7 +224,7 @@ class _AppendOperation:
             first_stage=INGEST_STAGES[0],
             document_pk=doc.pk,
             document_id=self.conversation_id,
-            payload={"priority": "backfill" if self.backfill else "live"} | base,
+            payload=payload,
             counts={"items": new},
         )
         return created, False

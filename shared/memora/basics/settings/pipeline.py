@@ -65,9 +65,10 @@ class Pipeline(Section):
     )
     append_coalesce_busy_ms: float = Field(
         default=1000.0,
-        description="The hold instead when the conversation's previous operation is still in "
-        "the pipeline (it is behind): more messages join each operation, which costs less per "
-        "message, until the pipeline catches up.",
+        description="The longest hold instead when the conversation's previous operation is "
+        "not yet embedded (it is behind): the new one waits for that one's embed, which sends "
+        "its extract at once, so more messages join each operation while the pipeline is "
+        "behind, which costs less per message.",
     )
     task_max_retries: int = Field(
         default=5,
@@ -80,6 +81,13 @@ class Pipeline(Section):
     visibility_timeout: int = Field(
         default=900,
         description="Seconds before the broker hands an unacknowledged task to another worker.",
+    )
+    task_events: bool = Field(
+        default=False,
+        description="Workers send Celery task events from the start, and every process "
+        "task-sent events. Off, Flower still sees tasks: it turns the workers' events on while "
+        "it runs (its --enable_events, on by default), so a stack without Flower does not pay "
+        "a broker message per task state.",
     )
     stuck_after_seconds: int = Field(
         default=300,
