@@ -231,16 +231,18 @@ def stream(
     client: Client, conversations: list[Conversation], clients: int, rate: float | None
 ) -> list[Posted]:
     """`clients` threads, each owning every `clients`-th conversation and appending to each in
-    turn (one append per conversation per round), paced at `rate`/`clients` messages/s each."""
+    turn (one append per conversation per round), paced at `rate` messages/s in all: each
+    thread at its share of the conversations, so that the whole run keeps the rate."""
 
     def run(share: list[Conversation]) -> list[Posted]:
         posted: list[Posted] = []
         t0, sent_messages = time.monotonic(), 0
+        mine = rate * len(share) / len(conversations) if rate else 0.0
         for r in range(max(len(c.appends) for c in share)):
             for c in share:
                 if r >= len(c.appends):
                     continue
-                if rate and (wait := t0 + sent_messages / (rate / clients) - time.monotonic()) > 0:
+                if mine and (wait := t0 + sent_messages / mine - time.monotonic()) > 0:
                     time.sleep(wait)
                 sent = time.time()
                 answer = client.append(c, c.appends[r])
@@ -334,21 +336,24 @@ def streaming(
     # nothing else running (the pipeline is CPU-bound), whatever else runs here.
     out["cpu_ratio"] = whole_["cpu_s_per_message"] / append_["cpu_s_per_message"]
 
-    rate = args.paced_fraction * out["append"]["messages_per_s"]
+    rate = args.paced_rate or args.paced_fraction * out["append"]["messages_per_s"]
     needed = max(1, round(rate * args.paced_seconds / args.per_conversation))
     paced = many(f"bench-paced-{tag}", source, needed, args.per_conversation, args.agents, 4)
-    t0 = time.monotonic()
+    cpu, t0 = stack.cpu_seconds(), time.monotonic()
     posted = stream(client, paced, min(args.clients, len(paced)), rate)
     seconds = time.monotonic() - t0
     ops = wait_done(client.memora, posted)
+    messages = sum(n for _, _, n in posted)
     posts = [(o, at) for o, at, _ in posted]
     searchable = seconds_after_post(ops, posts, "links")
     completed = seconds_after_post(ops, posts)
     sample = min(20, len(paced))
     out["paced"] = {
         "target_messages_per_s": rate,
-        "messages_per_s": sum(n for _, _, n in posted) / seconds,
+        "messages_per_s": messages / seconds,
         "appends": len(posted),
+        "operations": len({op["id"] for op in ops}),
+        "cpu_s_per_message": (stack.cpu_seconds() - cpu) / messages,
         "failed": len(posted) - sum(1 for op in ops if op["status"] == "completed"),
         "searchable_p50_s": pct(searchable, 50),
         "searchable_p95_s": pct(searchable, 95),
@@ -445,6 +450,11 @@ def table(results: dict[str, Any]) -> str:
                 f"{_s(p['completed_p50_s'])} / {_s(p['completed_p95_s'])}",
                 "",
             ),
+            (
+                "   appends / operations; stack CPU s per message",
+                f"{p['appends']} / {p['operations']}; {p['cpu_s_per_message']:.3f}",
+                "",
+            ),
             ("   found by conversation search", "{}/{}".format(*p["found_by_search"]), "all"),
             ("   429/503 retried", str(b["retried"] or 0), ""),
         ]
@@ -505,6 +515,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients-whole", type=int, default=8, help="part c's clients")
     parser.add_argument("--paced-fraction", type=float, default=0.5, help="of append msg/s")
     parser.add_argument("--paced-seconds", type=float, default=60.0)
+    parser.add_argument("--paced-rate", type=float, help="messages/s instead of the fraction")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
