@@ -5,7 +5,10 @@ The stack, the logs and the migrations are imported when a command runs (service
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
+import threading
 import time
 from pathlib import Path
 from types import FrameType
@@ -19,7 +22,7 @@ from memora.basics.config import Settings
 if TYPE_CHECKING:
     from services.cli.stack import Stack
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # a line stays one line in a log file
 
 
 def _settings(**overrides: object) -> Settings:
@@ -31,45 +34,104 @@ def serve(
     query_port: Annotated[int | None, typer.Option(help="port of the query service")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="where embedded servers keep data")] = None,
 ) -> None:
-    """Run the whole stack in the foreground; Ctrl-C or SIGTERM stops every process."""
+    """Run the whole stack in the foreground; Ctrl-C or SIGTERM stops every process, at any
+    moment (a second one kills them at once)."""
     from memora.basics import logs
-    from services.cli.stack import Stack
+    from services.cli.stack import Cancelled, Stack
 
     settings = _settings(port=port, query_port=query_port, data_dir=data_dir)
     logs.configure(settings.log_format, settings.log_level)
-    stack = Stack(settings, log_dir=settings.data_dir / "logs")
+    if taken := _claim_ports(settings):
+        console.print(f"[red]{taken}[/]")
+        raise typer.Exit(1)
+    started = time.monotonic()
+    stack = Stack(
+        settings,
+        log_dir=settings.data_dir / "logs",
+        progress=lambda what: console.print(f"  {time.monotonic() - started:5.1f} s  {what}"),
+    )
+    ready = _handle_signals(stack)
     try:
-        _run_until_stopped(stack)
+        _run_until_stopped(stack, started, ready)
+    except Cancelled:
+        pass
     except RuntimeError as exc:
         console.print(f"[red]{exc}[/]")
         raise typer.Exit(1) from exc
     finally:
         console.print("stopping…")
-        stack.stop()
+        if ready.is_set():
+            stack.stop()
+        else:  # nothing was taken yet that a graceful stop would finish
+            stack.abort()
 
 
-def _run_until_stopped(stack: Stack) -> None:
-    """Start the stack, say where it listens, and watch it until SIGTERM or Ctrl-C."""
-    stopping = False
+def _claim_ports(settings: Settings) -> str | None:
+    """The API's and the query service's ports, checked before anything starts: a derived
+    query port that is taken is replaced by a free one (said); a set port that is taken is
+    the error returned. The embedded servers take free ports of their own."""
+    from memora.infra.embedded import free_port
+
+    if not _bindable(settings.host, settings.port):
+        return f"port {settings.port} is in use: set another with MEMORA_PORT or --port"
+    if not _bindable(settings.host, settings.query_port):
+        if not settings.query_port_derived:
+            return (
+                f"port {settings.query_port} is in use: set another with MEMORA_QUERY_PORT "
+                "or --query-port"
+            )
+        taken, settings.query_port = settings.query_port, free_port(settings.host)
+        console.print(
+            f"port {taken} (the API's + 1) is in use: the query service takes "
+            f"{settings.query_port} (MEMORA_QUERY_PORT sets it)"
+        )
+    return None
+
+
+def _bindable(host: str, port: int) -> bool:
+    """Whether a server could listen on `port` now (as uvicorn binds: address reuse on)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _handle_signals(stack: Stack) -> threading.Event:
+    """SIGINT and SIGTERM: the first stops the stack (cancelling its start if it is starting),
+    a second kills every process at once. Returns the event `serve` sets once ready."""
+    ready = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
+        if stack.cancel.is_set():
+            console.print("killing…")
+            stack.abort(grace=0)
+            os._exit(128 + signum)
+        stack.cancel.set()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    return ready
+
+
+def _run_until_stopped(stack: Stack, started: float, ready: threading.Event) -> None:
+    """Start the stack, saying what is ready as it comes, then where it listens; watch it
+    until SIGTERM or Ctrl-C."""
     stack.start()
     stack.wait_ready()
+    ready.set()
     settings = stack.settings
     console.print(
-        f"[green]Memora is ready[/] — API http://{settings.host}:{settings.port} · "
+        f"[green]Memora is ready[/] in {time.monotonic() - started:.1f} s — "
+        f"API http://{settings.host}:{settings.port} · "
         f"query http://{settings.host}:{settings.query_port} · "
         f"logs {settings.data_dir / 'logs'}"
     )
-    while not stopping:
+    while not stack.cancel.wait(0.5):
         stack.revive_workers()  # a worker that exits is started again; any other exit stops all
         stack.check_alive()
-        time.sleep(0.5)
 
 
 def migrate() -> None:

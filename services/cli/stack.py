@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,9 +28,15 @@ from memora.basics.stages import (
 )
 from memora.db.migrate import upgrade
 from memora.infra.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from services.workers.probe import check_heartbeat
 from services.workers.queues import pool_options
 
 log = logging.getLogger("memora.stack")
+
+
+class Cancelled(Exception):
+    """The stack was asked to stop (`Stack.cancel`) while it was starting."""
+
 
 # Worker name -> queues it consumes. Live queues first: a worker prefers them over backfill.
 WORKER_QUEUES: dict[str, list[str]] = {
@@ -55,10 +62,21 @@ class Stack:
     # Worker name -> port of its /metrics server (docs/operations.md).
     metrics_ports: dict[str, int] = field(default_factory=dict)
     revived: list[str] = field(default_factory=list)  # workers started again after exiting
+    # Told each component's name as it becomes ready (`memora serve` prints them).
+    progress: Callable[[str], None] | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)  # set: stop starting
     _stopping: threading.Event = field(default_factory=threading.Event)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Re-entrant: `memora serve`'s signal handler may abort while the main thread holds it.
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     # ------------------------------------------------------------------ lifecycle
+    def _step(self, ready: str | None = None) -> None:
+        """Between two steps of the start: say what is ready; stop when cancelled."""
+        if ready and self.progress:
+            self.progress(ready)
+        if self.cancel.is_set():
+            raise Cancelled("stopped while starting")
+
     def start_infrastructure(self) -> None:
         data = self.settings.data_dir
         if not self.settings.database_url:
@@ -69,11 +87,14 @@ class Stack:
             )
             self.settings.database_url = self.postgres.start()
             log.info("embedded PostgreSQL at %s", self.settings.database_url)
+            self._step(f"PostgreSQL (embedded, port {self.postgres.port})")
         if not self.settings.broker_url:
             self.redis = EmbeddedRedis(data / "redis")
             self.settings.broker_url = self.redis.start()
             log.info("private Redis at %s", self.settings.broker_url)
+            self._step(f"Redis (private, port {self.redis.port})")
         upgrade(self.settings.require_database_url(), self.settings.embedding_dim)
+        self._step("schema")
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -144,6 +165,7 @@ class Stack:
         """A worker's metrics port, multiprocess metrics directory and heartbeat file."""
         data = self.settings.data_dir
         (data / "metrics" / name).mkdir(parents=True, exist_ok=True)
+        (data / "heartbeats" / f"{name}.heartbeat").unlink(missing_ok=True)  # a previous run's
         return {
             "PROMETHEUS_MULTIPROC_DIR": str(data / "metrics" / name),
             "MEMORA_WORKER_METRICS_PORT": str(self.metrics_ports.setdefault(name, free_port())),
@@ -154,6 +176,7 @@ class Stack:
         self.start_infrastructure()
         s = self.settings
         for name in self.workers:
+            self._step()
             self.start_worker(name)
         if self.with_beat:
             self._spawn(
@@ -180,23 +203,41 @@ class Stack:
 
     def wait_ready(self, timeout: float = 180.0) -> None:
         """Until every HTTP service answers /health/ready with 200: with the write API, until
-        the query service and the workers answer too (api_env)."""
-        urls = []
-        if self.with_api:
-            urls.append(f"http://{self.settings.host}:{self.settings.port}/health/ready")
+        the query service and the workers answer too (api_env). Each worker is reported ready
+        by its heartbeat file (its models loaded, its consumer started), the API last."""
+        pending: dict[str, Callable[[], bool]] = {}
         if self.with_query:
-            urls.append(f"http://{self.settings.host}:{self.settings.query_port}/health/ready")
+            pending["query service"] = self._answers(self.settings.query_port)
+        for name in self.workers:
+            pending[f"worker {name}"] = self._beats(name)
+        if self.with_api:
+            pending["API"] = self._answers(self.settings.port)
         deadline = time.monotonic() + timeout
-        pending = list(urls)
         while pending:
             self.check_alive()
             if time.monotonic() > deadline:
-                raise TimeoutError(f"not ready after {timeout:.0f}s: {pending}")
+                raise TimeoutError(f"not ready after {timeout:.0f}s: {', '.join(pending)}")
+            for name, ready in list(pending.items()):
+                # the API answers once all the others do: asked last
+                if (name != "API" or len(pending) == 1) and ready():
+                    del pending[name]
+                    self._step(name)
+            if pending and self.cancel.wait(0.5):
+                raise Cancelled("stopped while starting")
+
+    def _beats(self, worker: str) -> Callable[[], bool]:
+        path = self.settings.data_dir / "heartbeats" / f"{worker}.heartbeat"
+        return lambda: check_heartbeat(path)[0]
+
+    def _answers(self, port: int) -> Callable[[], bool]:
+        url = f"http://{self.settings.host}:{port}/health/ready"
+
+        def check() -> bool:
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(pending[0], timeout=5).status_code == 200:
-                    pending.pop(0)
-                    continue
-            time.sleep(0.5)
+                return httpx.get(url, timeout=2).status_code == 200
+            return False
+
+        return check
 
     def revive_workers(self) -> list[str]:
         """Start again every worker whose process exited, as an orchestrator restarts a pod:
@@ -241,12 +282,35 @@ class Stack:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """The API, the query service and beat first, then the workers, each given `timeout`
+        seconds after SIGTERM before SIGKILL; then Redis and PostgreSQL."""
         with self._lock:
             self._stopping.set()
         front = [n for n in ("api", "query", "beat") if n in self.processes]
         for name in front + [n for n in self.processes if n not in front]:
-            self.stop_process(name)
+            self.stop_process(name, timeout=timeout)
+        self._stop_servers()
+
+    def abort(self, grace: float = 5.0) -> None:
+        """Stop a stack that is not ready: SIGTERM to every process at once, SIGKILL to those
+        still running `grace` seconds later (grace 0: at once); then Redis and PostgreSQL."""
+        with self._lock:
+            self._stopping.set()
+            processes = dict(self.processes)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 10.0)
+            for proc in processes.values():
+                if proc.poll() is None and (sig == signal.SIGKILL or grace > 0):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, sig)
+            for proc in processes.values():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(max(0.0, deadline - time.monotonic()))
+        self.processes.clear()
+        self._stop_servers()
+
+    def _stop_servers(self) -> None:
         if self.redis:
             self.redis.stop()
         if self.postgres:

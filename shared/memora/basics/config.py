@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from limits import parse_many
-from pydantic import AliasChoices, model_validator
+from pydantic import AliasChoices, PrivateAttr, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -123,6 +123,7 @@ class Settings(
     model_config = SettingsConfigDict(
         env_prefix="MEMORA_", env_file=".env", extra="ignore", populate_by_name=True
     )
+    _query_port_derived: bool = PrivateAttr(default=False)
 
     @model_validator(mode="after")
     def _apply_providers(self) -> Settings:
@@ -151,7 +152,13 @@ class Settings(
     def _derive_query_port(self) -> Settings:
         if "query_port" not in self.model_fields_set:
             self.query_port = self.port + 1
+            self._query_port_derived = True
         return self
+
+    @property
+    def query_port_derived(self) -> bool:
+        """The query port is the API's + 1, not set (`memora serve` may take another)."""
+        return self._query_port_derived
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
