@@ -114,7 +114,8 @@ def _preload_or_exit(sender: Any = None, **_: Any) -> None:
     that cannot load stops the worker at start with one clear line. (Celery only logs an
     exception from a signal handler and carries on; SystemExit gets through.)"""
     queues = sender.app.amqp.queues.consume_from if sender is not None else None
-    names = models_to_preload(get_settings().preload, queues or ())
+    settings = get_settings()
+    names = models_to_preload(settings.preload, queues or (), llm=settings.llm_configured)
     _preloaded["names"] = names
     if not names:
         return

@@ -31,6 +31,12 @@ def test_models_to_preload(setting: str, queues: list[str], expected: str) -> No
     assert models_to_preload(setting, queues) == expected
 
 
+def test_without_an_llm_no_opinion_is_formed_so_its_models_wait() -> None:
+    assert models_to_preload("auto", ["opinions", "maintenance"], llm=False) == ""
+    assert models_to_preload("auto", ["opinions", "embed"], llm=False) == "embedder"
+    assert models_to_preload("embedder", ["opinions"], llm=False) == "embedder"  # as named
+
+
 def test_queues_map_back_to_their_stage() -> None:
     for stage in Stage:
         assert stage_of_queue(queue_for(stage)) is stage

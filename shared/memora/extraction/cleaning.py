@@ -21,16 +21,34 @@ interjections, greetings, discourse markers and chat contractions, not a list of
 from __future__ import annotations
 
 import calendar
+import importlib.util
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rapidfuzz.distance import Levenshtein
-from spacy.lang.en.stop_words import STOP_WORDS
 
 from memora.extraction.base import Mention
 from memora.nlp import person_names
 from memora.nlp.names import normalize_name
+
+
+def _english_stop_words() -> frozenset[str]:
+    """spaCy's English stop words, read from their module without importing the `spacy`
+    package: that import pulls thinc and torch, seconds of CPU for a process that needs neither
+    (the entity, link and opinion workers, beat)."""
+    spacy = importlib.util.find_spec("spacy")  # finds the package without importing it
+    assert spacy is not None and spacy.origin is not None, "spaCy is a dependency"
+    path = Path(spacy.origin).parent / "lang" / "en" / "stop_words.py"
+    spec = importlib.util.spec_from_file_location("memora_spacy_en_stop_words", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return frozenset(module.STOP_WORDS)
+
+
+STOP_WORDS = _english_stop_words()
 
 _INTERJECTIONS = """
 hi hey heya hello hiya howdy yo bye byee goodbye cya ya yah yep yup yeah yes no nope nah

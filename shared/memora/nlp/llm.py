@@ -27,13 +27,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import openai
 from pydantic import BaseModel, ValidationError
 
 from memora.basics.config import Settings
 from memora.basics.errors import PermanentStageError, TransientStageError
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger("memora.llm")
 
@@ -200,6 +202,8 @@ class LLMClient:
                 "no LLM is configured: set MEMORA_LLM_BASE_URL (and MEMORA_LLM_API_KEY) "
                 "to an OpenAI-compatible endpoint"
             )
+        import openai  # here: a process that never calls an LLM does not pay for its import
+
         self.settings = settings
         self.registry = registry
         self._sleep = sleep
@@ -343,6 +347,8 @@ class LLMClient:
         self, operation: str, model: str, kwargs: dict[str, Any], started: float
     ) -> _Reply | _Failure:
         """One call: its reply, or a failure worth retrying; a rejected request raises."""
+        import openai
+
         try:
             response = self._client.chat.completions.create(**kwargs)
         except openai.APITimeoutError as exc:

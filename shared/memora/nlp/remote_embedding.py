@@ -18,11 +18,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import numpy as np
-import openai
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -33,6 +32,9 @@ from tenacity import (
 from memora.basics import metrics
 from memora.basics.errors import PermanentStageError, TransientStageError
 from memora.nlp.onnx_encoder import normalised
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger("memora.embedding")
 T = TypeVar("T")
@@ -229,6 +231,8 @@ class OpenAIEmbedder(RemoteEmbedder):
     provider = "openai"
 
     def _openai(self) -> openai.OpenAI:
+        import openai  # here: the local embedder's processes do not pay for its import
+
         return self._client(
             lambda: openai.OpenAI(
                 base_url=self.base_url,
@@ -263,6 +267,8 @@ class OpenAIEmbedder(RemoteEmbedder):
 @contextmanager
 def _openai_errors() -> Iterator[None]:
     """The `openai` client's exceptions as ours."""
+    import openai
+
     try:
         yield
     except openai.APITimeoutError as exc:

@@ -57,12 +57,16 @@ STAGE_MODELS: Mapping[Stage, frozenset[str]] = {
 }
 
 
-def models_to_preload(setting: str, queues: Iterable[str]) -> str:
+def models_to_preload(setting: str, queues: Iterable[str], *, llm: bool = True) -> str:
     """What a worker consuming `queues` loads at start: MEMORA_PRELOAD's names, or with
-    "auto" (the default) the models of those queues' stages; "" or "none": nothing."""
+    "auto" (the default) the models of those queues' stages; "" or "none": nothing. Without an
+    LLM (`llm` False) no opinion is ever formed (think needs one), so the opinions stage's
+    models are not loaded."""
     if setting.strip() != "auto":
         return "" if setting.strip() == "none" else setting
     stages = {stage for q in queues if (stage := stage_of_queue(q)) is not None}
+    if not llm:
+        stages.discard(Stage.OPINIONS)
     return ",".join(sorted(set().union(*(STAGE_MODELS[s] for s in stages))))
 
 
