@@ -59,7 +59,8 @@ def serve(
         console.print(f"[red]{exc}[/]")
         raise typer.Exit(1) from exc
     finally:
-        console.print("stopping…")
+        if stack.processes or stack.postgres or stack.redis:
+            console.print("stopping…")
         if ready.is_set():
             stack.stop()
         else:  # nothing was taken yet that a graceful stop would finish

@@ -4,6 +4,7 @@ the query service, one Celery worker per stage queue, and beat. Stops everything
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import signal
@@ -38,6 +39,10 @@ class Cancelled(Exception):
     """The stack was asked to stop (`Stack.cancel`) while it was starting."""
 
 
+class DataDirInUse(RuntimeError):
+    """Another stack runs embedded servers on this data folder."""
+
+
 # Worker name -> queues it consumes. Live queues first: a worker prefers them over backfill.
 WORKER_QUEUES: dict[str, list[str]] = {
     **{s.value: [queue_for(s), queue_for(s, backfill=True)] for s in INGEST_STAGES},
@@ -65,6 +70,7 @@ class Stack:
     # Told each component's name as it becomes ready (`memora serve` prints them).
     progress: Callable[[str], None] | None = None
     cancel: threading.Event = field(default_factory=threading.Event)  # set: stop starting
+    _data_lock: int | None = None  # the data folder's lock, held while embedded servers run
     _stopping: threading.Event = field(default_factory=threading.Event)
     # Re-entrant: `memora serve`'s signal handler may abort while the main thread holds it.
     _lock: threading.RLock = field(default_factory=threading.RLock)
@@ -77,8 +83,31 @@ class Stack:
         if self.cancel.is_set():
             raise Cancelled("stopped while starting")
 
+    def _lock_data_dir(self) -> None:
+        """One stack at a time runs embedded servers on a data folder: a second one would stop
+        the first one's PostgreSQL (the stale-server cleanup) or share its Redis."""
+        data = self.settings.data_dir
+        data.mkdir(parents=True, exist_ok=True)
+        fd = os.open(data / "stack.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataDirInUse(
+                f"the data folder {data} is in use by another stack: set another with "
+                "MEMORA_DATA_DIR or --data-dir"
+            ) from None
+        self._data_lock = fd
+
+    def _unlock_data_dir(self) -> None:
+        if self._data_lock is not None:
+            os.close(self._data_lock)  # closing releases the lock
+            self._data_lock = None
+
     def start_infrastructure(self) -> None:
         data = self.settings.data_dir
+        if not (self.settings.database_url and self.settings.broker_url):
+            self._lock_data_dir()
         if not self.settings.database_url:
             self.postgres = EmbeddedPostgres(
                 data,
@@ -315,6 +344,7 @@ class Stack:
             self.redis.stop()
         if self.postgres:
             self.postgres.stop(quiet=True)
+        self._unlock_data_dir()
 
     def __enter__(self) -> Stack:
         try:

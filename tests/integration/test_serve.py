@@ -110,6 +110,16 @@ def test_serve_starts_everything_and_sigterm_stops_every_process() -> None:
         assert len(children) >= 8  # redis, api, query, beat, five workers (and their pools)
         pg_pid = int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
 
+        # a second stack on the same data folder (the README's second line, say) stops at once
+        second = _serve(data_dir, data_dir / "second.out", MEMORA_PORT=str(free_port()))
+        assert second.wait(timeout=30) == 1
+        said = (data_dir / "second.out").read_text().strip()
+        assert said.endswith(
+            "is in use by another stack: set another with MEMORA_DATA_DIR or --data-dir"
+        ), said
+        assert _ready(f"http://127.0.0.1:{port}/health/ready")  # the first one untouched
+        assert not _gone(pg_pid)
+
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 0
         time.sleep(0.5)
