@@ -178,6 +178,25 @@ def test_an_operation_held_after_a_busy_one_is_released_by_its_embed(
     assert snapshot(pool, agent_id)["order"] == [m["message_id"] for m in messages(0, 5)]
 
 
+def test_an_append_held_after_a_whole_post_is_released_by_its_embed(
+    inline_api: Any, pool: Any, agent_id: str
+) -> None:
+    app, backend = _app(inline_api, pool)
+    worker = Pipeline(app.settings, pool, backend=backend)
+    whole = [MemoryItem(**m) for m in messages(0, 3)]
+    with pool.connection() as conn:
+        post = ingest.ingest(app, conn, Scope(), agent_id, whole, "chat").operation_id
+    assert worker.run(Stage.EXTRACT, post) is Stage.EMBED
+    held = _append(app, pool, agent_id, messages(3, 4)).operation_id
+    assert backend.held[-1] is True
+    assert worker.run(Stage.EMBED, post) is Stage.ENTITIES
+    assert backend.sent[-1] == (held, False, 0.0) and not worker.claim_held(held)
+    for op in (post, held):
+        _run(inline_api, op)
+        completed(inline_api, {"operation_id": op})
+    assert snapshot(pool, agent_id)["order"] == [m["message_id"] for m in messages(0, 4)]
+
+
 def test_coalescing_off_makes_an_operation_per_append_without_delay(
     inline_api: Any, pool: Any, agent_id: str
 ) -> None:

@@ -175,11 +175,8 @@ class Pipeline:
         if following is None:
             webhooks.operation_finished(conn, operations.get_operation(conn, operation_id))
         released: list[tuple[UUID, bool]] = []
-        if (
-            kind is OperationKind.APPEND
-            and stage is append_operations.RELEASED_BY
-            and self.backend is not None
-        ):
+        if stage is append_operations.RELEASED_BY and self.backend is not None:
+            # an append may wait on a whole post of its conversation as on an append
             released = append_operations.release(conn, operation_id)
         return Written(following, counts, tuple(released))
 
