@@ -236,9 +236,13 @@ def test_a_forwarded_search_continues_the_trace_in_the_query_service(
     assert found.status_code == 200, found.text
 
     query_side = _server_span(collector, "memora-query", "/api/search")
-    write_side = [
-        s for s in collector.snapshot() if s.trace_id == query_side.trace_id and s.parent_id == ""
-    ]
+
+    def roots() -> list[ReceivedSpan]:
+        snapshot = collector.snapshot()
+        return [s for s in snapshot if s.trace_id == query_side.trace_id and s.parent_id == ""]
+
+    # each process exports on its own schedule: the API's span, which ends last, may come later
+    write_side = wait_until(roots, 30)
     assert [s.service for s in write_side] == ["memora-api"]  # the trace starts at the API
     assert _db_spans(
         [s for s in collector.snapshot() if s.trace_id == query_side.trace_id], "postgresql"
