@@ -194,11 +194,11 @@ class Stack:
         """A worker's metrics port, multiprocess metrics directory and heartbeat file."""
         data = self.settings.data_dir
         (data / "metrics" / name).mkdir(parents=True, exist_ok=True)
-        (data / "heartbeats" / f"{name}.heartbeat").unlink(missing_ok=True)  # a previous run's
+        self._heartbeat_file(name).unlink(missing_ok=True)  # a previous run's
         return {
             "PROMETHEUS_MULTIPROC_DIR": str(data / "metrics" / name),
             "MEMORA_WORKER_METRICS_PORT": str(self.metrics_ports.setdefault(name, free_port())),
-            "MEMORA_WORKER_HEARTBEAT_FILE": str(data / "heartbeats" / f"{name}.heartbeat"),
+            "MEMORA_WORKER_HEARTBEAT_FILE": str(self._heartbeat_file(name)),
         }
 
     def start(self) -> None:
@@ -254,8 +254,11 @@ class Stack:
             if pending and self.cancel.wait(0.5):
                 raise Cancelled("stopped while starting")
 
+    def _heartbeat_file(self, worker: str) -> Path:
+        return self.settings.data_dir / "heartbeats" / f"{worker}.heartbeat"
+
     def _beats(self, worker: str) -> Callable[[], bool]:
-        path = self.settings.data_dir / "heartbeats" / f"{worker}.heartbeat"
+        path = self._heartbeat_file(worker)
         return lambda: check_heartbeat(path)[0]
 
     def _answers(self, port: int) -> Callable[[], bool]:
@@ -326,16 +329,10 @@ class Stack:
         still running `grace` seconds later (grace 0: at once); then Redis and PostgreSQL."""
         with self._lock:
             self._stopping.set()
-            processes = dict(self.processes)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 10.0)
-            for proc in processes.values():
-                if proc.poll() is None and (sig == signal.SIGKILL or grace > 0):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, sig)
-            for proc in processes.values():
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(max(0.0, deadline - time.monotonic()))
+            processes = list(self.processes.values())
+        if grace > 0:
+            _signal_all(processes, signal.SIGTERM, wait=grace)
+        _signal_all(processes, signal.SIGKILL, wait=10.0)
         self.processes.clear()
         self._stop_servers()
 
@@ -356,6 +353,19 @@ class Stack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _signal_all(processes: list[subprocess.Popen[bytes]], sig: int, *, wait: float) -> None:
+    """`sig` to the process group of each process still running; then up to `wait` seconds
+    for them all to exit."""
+    for proc in processes:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+    deadline = time.monotonic() + wait
+    for proc in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(max(0.0, deadline - time.monotonic()))
 
 
 def _uvicorn(factory: str, host: str, port: int) -> list[str]:
