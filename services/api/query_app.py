@@ -20,8 +20,7 @@ from memora.nlp.embedding import check_dimension, embedder_for
 from memora.nlp.llm import LazyLLM
 from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import TaskBackend
-from memora.retrieval import Retriever
-from memora.retrieval.arms import ARM_TYPES
+from memora.retrieval import Retriever, pool_size_for
 from memora.retrieval.calibration import calibration_for
 from memora.store.units import schema_embedding_dim
 from services.api.errors import BodySizeLimit, install_error_handlers
@@ -32,10 +31,6 @@ from services.api.tracing import install_tracing
 from services.api.upstream import install_upstream_handlers
 from services.workers.celery_app import create_celery
 from services.workers.dispatch import CeleryBackend
-
-# A search holds one connection per retriever at most (each runs on a connection of its own);
-# fusion reads the candidates on one of them, released by then.
-CONNECTIONS_PER_SEARCH = len(ARM_TYPES)
 
 
 def create_app(
@@ -89,9 +84,7 @@ def _pool(settings: Settings) -> Pool:
     return make_pool(
         settings.require_database_url(),
         min_size=settings.db_pool_min,
-        max_size=max(
-            settings.db_pool_max, CONNECTIONS_PER_SEARCH * settings.search_concurrency + 2
-        ),
+        max_size=max(settings.db_pool_max, pool_size_for(settings)),
         name="query",
         row_security=settings.row_security,
     )

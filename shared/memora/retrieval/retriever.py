@@ -34,6 +34,25 @@ from memora.retrieval.rerank.cross_encoder_model import PairScorer
 from memora.retrieval.trace import Clock, trace
 from memora.retrieval.types import ArmResult, Candidate, SearchOutcome, SearchParams, SearchScope
 
+# A search holds one connection per retriever at most, some of them while they wait on another
+# retriever (the semantic one plans on its connection while the entity retriever reads the names
+# the query's embedding waits for); the process's background reads take a few besides.
+CONNECTIONS_PER_SEARCH = len(ARM_TYPES)
+CONNECTIONS_BESIDE_SEARCHES = 2
+
+
+def pool_size_for(settings: Settings) -> int:
+    """Connections a query process's pool needs for `search_concurrency` searches at once."""
+    return CONNECTIONS_PER_SEARCH * settings.search_concurrency + CONNECTIONS_BESIDE_SEARCHES
+
+
+def searches_at_once(settings: Settings, pool: Pool) -> int:
+    """`search_concurrency`, or fewer where `pool` is smaller than `pool_size_for` asks: with
+    more searches than its connections serve, retrievers holding one could wait on a retriever
+    waiting for one, until the pool's timeout."""
+    fits = (pool.max_size - CONNECTIONS_BESIDE_SEARCHES) // CONNECTIONS_PER_SEARCH
+    return max(1, min(settings.search_concurrency, fits))
+
 
 class Retriever:
     """The query process's read path: `search(SearchParams) -> SearchOutcome`."""
@@ -56,10 +75,11 @@ class Retriever:
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
         self.rerankers = Rerankers(settings)
         # every arm of a search on a thread of its own, for the searches run at once
+        at_once = searches_at_once(settings, pool)
         self._executor = ThreadPoolExecutor(
-            len(self.arms) * settings.search_concurrency, thread_name_prefix="memora-retrieval"
+            len(self.arms) * at_once, thread_name_prefix="memora-retrieval"
         )
-        self._slots = threading.BoundedSemaphore(settings.search_concurrency)
+        self._slots = threading.BoundedSemaphore(at_once)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
