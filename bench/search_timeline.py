@@ -40,7 +40,6 @@ from memora.retrieval import fusion
 from memora.retrieval import retriever as retriever_module
 from memora.retrieval.arms import entity, exact, graph, history, keyword, semantic, temporal
 from memora.retrieval.arms.keyword import KeywordIndex
-from memora.retrieval.caches.agent_links import AgentLinks, HeldLinks
 from memora.retrieval.filters import Filters
 from memora.retrieval.retriever import Retriever
 from memora.retrieval.types import SearchParams
@@ -54,11 +53,9 @@ STEPS: list[tuple[Any, str]] = [
     (KeywordIndex, "best"),
     (exact, "plan_scan"),
     (semantic.SemanticArm, "_learn_failing"),
-    (HeldLinks, "current"),
     (semantic, "nearest"),
     (graph.GraphArm, "retrieve"),
     (graph, "links"),
-    (AgentLinks, "links"),  # the held links (same step name: the graph's reads of links)
     (entity, "entity_units"),
     (temporal.TemporalArm, "retrieve"),
     (history.HistoryArm, "retrieve"),
@@ -114,10 +111,8 @@ def query_service(url: str, wrap: Callable[[Any, str], None]) -> Iterator[Retrie
 
 
 def settle(retriever: Retriever, url: str) -> None:
-    """After the warm-up: what it had read in the background in (the agent's links, a filter's
-    units), `memory_access` analysed, the objects so far frozen for the garbage collector."""
-    while retriever.caches.links is not None and retriever.caches.links.reading:
-        time.sleep(0.1)  # the agent's links, read in the background on its first search
+    """After the warm-up: what it had read in the background in (a filter's units),
+    `memory_access` analysed, the objects so far frozen for the garbage collector."""
     retriever.caches.settled()  # the filter's reads, queued
     time.sleep(0.5)
     analyze_accesses(url)

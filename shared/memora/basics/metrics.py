@@ -222,14 +222,6 @@ FILTER_CACHE_READS = Counter(
     ["read"],
     namespace=NAMESPACE,
 )
-GRAPH_CACHE_READS = Counter(
-    "graph_cache_reads",
-    "Reads of the agents' memory links a query process holds "
-    "(memora.retrieval.caches.agent_links): whole (in the background: an agent's first search, "
-    "after a removal, after the TTL) or changes (what was written since, on each search)",
-    ["read"],
-    namespace=NAMESPACE,
-)
 MENTION_CACHE_READS = Counter(
     "mention_cache_reads",
     "Reads of the named entities' mentions a query process holds "

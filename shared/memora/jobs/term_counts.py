@@ -3,8 +3,8 @@ triggers on every change to `memory_search`) into one row per agent and lexeme, 
 retriever's document frequencies stay a few index entries to read. Each agent gets up to ten
 transactions of MEMORA_TERM_COUNTS_BATCH_SIZE lexemes a run; what is left waits for the next
 run and is counted meanwhile all the same (a df is the sum of its rows, folded or not). It also
-keeps only each agent's latest row of `vector_removals` (migration 0024) and each tenant's of
-`link_removals` (0026), the same kind of append-only bookkeeping of the read path."""
+keeps only each agent's latest row of `vector_removals` (migration 0024), the same kind of
+append-only bookkeeping of the read path."""
 
 from __future__ import annotations
 
@@ -21,9 +21,7 @@ def run(ctx: JobContext) -> JobResult:
     )
     with ctx.pool.connection() as conn:
         with conn.transaction():
-            result.details["removals_dropped"] = vector_removals.compact(
-                conn, ctx.agent_key
-            ) + vector_removals.compact_links(conn)
+            result.details["removals_dropped"] = vector_removals.compact(conn, ctx.agent_key)
         for key in terms.agents_with_deltas(conn, ctx.agent_key):
             result.details["agents"] += 1
             for _ in range(BATCHES_PER_RUN):

@@ -1,10 +1,9 @@
 """The agents' vector removals (`vector_removals`, migration 0024_vector_changes): one row per
 agent a statement took a searchable vector away from, or changed a filter column of, with its
-transaction's id; and the tenants' link removals (`link_removals`, 0026_link_changes): one row
-per tenant a statement deleted links of or brought a unit back to active in. Since
-0027_removed_units each row also names its units (a holder of the agent's links takes those
-in place; NULL: read it whole again). A reader needs only the latest of each, so the older
-ones are dropped, and the latest's units cleared: they no longer stand for the rows dropped."""
+transaction's id. Since 0027_removed_units each row also names its units (a holder takes those
+in place; NULL: read it whole again). A reader needs only the latest of each agent, so the
+older ones are dropped, and the latest's units cleared: they no longer stand for the rows
+dropped."""
 
 from __future__ import annotations
 
@@ -17,12 +16,6 @@ def compact(conn: Connection[Any], agent_key: str | None) -> int:
     """Keep only the latest removal of each agent (all, or the one stored under
     `agent_key`), without its units; the rows dropped."""
     return _keep_latest(conn, "vector_removals", "agent_id", agent_key)
-
-
-def compact_links(conn: Connection[Any]) -> int:
-    """Keep only the latest link removal of each tenant, without its units; the rows
-    dropped."""
-    return _keep_latest(conn, "link_removals", "tenant_id", None)
 
 
 def _keep_latest(conn: Connection[Any], table: str, key: str, only: str | None) -> int:

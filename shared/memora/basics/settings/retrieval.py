@@ -82,16 +82,6 @@ class Retrieval(Section):
         description='Weights per link type (JSON, e.g. `{"semantic": 0.5}`) over the '
         "defaults: entity, semantic and temporal 1, causal 2.",
     )
-    graph_cache_mb: int = Field(
-        default=256,
-        description="Memory a query process gives the memory links of the agents it "
-        "searches; 0: none, graph retrieval reads every link from PostgreSQL.",
-    )
-    graph_cache_ttl_seconds: float = Field(
-        default=600.0,
-        description="How long an agent's held links are kept before they are read whole "
-        "again; in between, each search reads what changed.",
-    )
     temporal_seed_similarity: float = Field(
         default=0.4,
         description="The temporal retriever starts from units in the query's time range at "

@@ -17,7 +17,6 @@ from psycopg.rows import tuple_row
 
 from memora.retrieval.activation import Edge, SpreadSettings, spread_activation
 from memora.retrieval.arms.base import Arm, ArmContext, Search, timed
-from memora.retrieval.caches.agent_links import STRONGEST, AgentLinks
 from memora.retrieval.filters import (
     NO_FILTER,
     Matching,
@@ -27,6 +26,8 @@ from memora.retrieval.filters import (
 from memora.retrieval.types import ArmResult, SearchScope
 
 FILTERED_SCAN = 4  # filtered graph steps look at 4 · fanout links per unit
+# A unit's links in the database's order: strongest first, then by target, then by type.
+STRONGEST = "ORDER BY l.weight DESC, l.to_unit, l.link_type"
 _target = itemgetter(0)  # an edge's target
 
 
@@ -39,16 +40,13 @@ def graph_walk(
     fanout: int,
     spread: SpreadSettings,
     matching: Matching,
-    held: AgentLinks | None = None,
 ) -> list[tuple[UUID, float]]:
     """The graph retriever: spreading activation from the entry points (ids as text) over the
     units that pass the search's filters, most active first. For a broad filter each unit is
     checked as it comes up for exploration, otherwise (and when the units failing a broad filter
-    are known) each step's links are kept to the units that pass (see `neighbours`). `held`
-    (the agent's links in memory, up to date) gives the links when there, but for a check of
-    the filter in the links' query."""
+    are known) each step's links are kept to the units that pass (see `neighbours`)."""
     where = scope.where
-    read = held.links if held is not None else _reader(conn)
+    read = _reader(conn)
     if matching.broad and matching.failing is None:  # broad: for filtered searches only
         found = spread_activation(
             entry,
@@ -68,7 +66,6 @@ def graph_walk(
                 where=where,
                 matching=matching,
                 read=read,
-                read_ahead=held is None,
             ),
             budget,
             spread,
@@ -76,7 +73,7 @@ def graph_walk(
     return [(UUID(node), activation) for node, activation in found]
 
 
-# each unit's strongest `limit` links to active units: `links` without a filter, or the held ones
+# each unit's strongest `limit` links to active units: `links` without a filter
 ReadLinks = Callable[[list[str], int], dict[str, list[Edge[str]]]]
 
 
@@ -142,16 +139,14 @@ def neighbours(
     where: Where = NO_FILTER,
     matching: Matching | None = None,
     read: ReadLinks | None = None,
-    read_ahead: bool = True,
 ) -> dict[str, list[Edge[str]]]:
     """Each unit's strongest `fanout` links; with filters, its strongest `fanout` to units
     that pass them, among its FILTERED_SCAN · fanout strongest links: checked against
     `matching.complete` (every unit that passes, known after an exact scan) or
     `matching.failing` (every unit that fails a broad filter, when held), else in the links'
-    query. `read`: where the unfiltered links come from (the held ones), by default `links`;
-    `read_ahead`: against failing units, read the links a broad filter's share may need
-    beyond `fanout` at once (a second read is a round trip; of held links, it costs less than
-    reading ahead for every unit)."""
+    query. `read`: where the unfiltered links come from, by default `links`. Against failing
+    units, the links a broad filter's share may need beyond `fanout` are read at once (a
+    second read is a round trip)."""
     read = read or _reader(conn)
     if not where.sql:
         return read(ids, fanout)
@@ -159,7 +154,7 @@ def neighbours(
     failing = matching.failing if matching is not None else None
     if keep is None and failing is not None:
         share = matching.share if matching is not None and matching.share else 0.0
-        limit = broad_count(fanout, share, len(failing)) if read_ahead else fanout
+        limit = broad_count(fanout, share, len(failing))
         return _links_passing(read, ids, fanout=fanout, failing=failing.text, limit=limit)
     if keep is None:
         found = links(conn, ids, limit=FILTERED_SCAN * fanout, where=where)
@@ -217,9 +212,8 @@ def passing(
 
 class GraphArm(Arm):
     """The graph retriever: spreading activation from the semantic retriever's nearest units
-    (`Search.entry_points`), on a connection of its own, over the agent's links held in the
-    query service (`caches.agent_links`, brought up to date while the query is embedded)
-    when there."""
+    (`Search.entry_points`), on a connection of its own, over the links in PostgreSQL (each
+    wave's in one read)."""
 
     name = "graph"
 
@@ -228,15 +222,10 @@ class GraphArm(Arm):
         self.spread = SpreadSettings.from_settings(context.settings)
 
     def retrieve(self, search: Search) -> ArmResult:
-        s, scope, held_links = self.settings, search.scope, self.context.caches.links
+        s, scope = self.settings, search.scope
         # each statement its own snapshot, as the keyword and entity retrievers read: no
         # transaction to begin, nor to commit once the walk is done
         with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
-            held = (
-                held_links.current(conn, scope.tenant_id, scope.agent_key)
-                if held_links is not None
-                else None
-            )
             nearest = search.entry_points.result()
             entry = {
                 str(i): 1.0 for i, sim in nearest[: s.graph_entry_points]
@@ -246,7 +235,7 @@ class GraphArm(Arm):
                 self.name,
                 lambda: graph_walk(
                     conn, scope, entry=entry, budget=search.budget, fanout=s.graph_fanout,
-                    spread=self.spread, matching=search.matching, held=held,
+                    spread=self.spread, matching=search.matching,
                 ),
             )  # fmt: skip
         if not entry:

@@ -16,17 +16,14 @@ The figures behind each are in docs/retrieval.md, "What the query service holds"
   row, 0028).
 - `failing` (`failing_units`): the few units failing a broad filter. Stale when a unit is
   written or updated; learnt from `memory_vectors.written`, with each row's verdict.
-- `links` (`agent_links`): an agent's memory links, strongest first, as compressed sparse rows.
-  Stale when a link is written or removed, or a unit leaves active status; learnt from
-  `memory_links.written`, and `link_removals` and `vector_removals` naming their units (0026,
-  0027).
 
 Every entry is also read whole again `ttl` seconds after its last whole read (the settings
 `*_ttl_seconds`), and the least recently used go first past their share of memory
-(`filter_cache_mb`: 5/8 passing, 1/4 terms, 1/8 failing; `graph_cache_mb`;
-`entity_signature_cache_mb`). `filter_holder` is the bookkeeping the per-filter entries share.
+(`filter_cache_mb`: 5/8 passing, 1/4 terms, 1/8 failing; `entity_signature_cache_mb`).
+`filter_holder` is the bookkeeping the per-filter entries share.
 Whole reads of per-filter entries and of the mentions' embeddings run on one background thread
-(`read_later`, `hold_mentions_later`), the agents' links on their own.
+(`read_later`, `hold_mentions_later`). The graph's links are not held: reading an agent's
+whole table cost more, on a cold agent's first searches, than warm searches gained (issue 55).
 """
 
 from __future__ import annotations
@@ -37,7 +34,6 @@ from typing import Any
 
 from memora.basics.config import Settings
 from memora.db.pool import Pool
-from memora.retrieval.caches.agent_links import HeldLinks
 from memora.retrieval.caches.failing_units import FailingUnits
 from memora.retrieval.caches.filter_holder import FilterHolder
 from memora.retrieval.caches.filter_terms import FilterTerms
@@ -62,17 +58,10 @@ class ReadCaches:
         self.passing = PassingUnits(held * 5 // 8, ttl) if held > 0 else None
         self.terms = FilterTerms(held // 4, ttl) if held > 0 else None
         self.failing = FailingUnits(held // 8, ttl) if held > 0 else None
-        self.links = (
-            HeldLinks(pool, s.graph_cache_mb << 20, s.graph_cache_ttl_seconds)
-            if s.graph_cache_mb > 0
-            else None
-        )
         self._background = ThreadPoolExecutor(1, thread_name_prefix="memora-filter-read")
 
     def close(self) -> None:
         self._background.shutdown(wait=True, cancel_futures=True)
-        if self.links is not None:
-            self.links.close()
 
     def read_later(self, holder: FilterHolder[Any], scope: SearchScope) -> None:
         """`holder`'s entry for the scope's filter, read whole in the background (after its

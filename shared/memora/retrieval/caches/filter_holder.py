@@ -23,9 +23,9 @@ from memora.retrieval.types import SearchScope
 
 # Whether the agent's searchable units had a row written, or one removed, at or after `since`
 # (an xid: `memory_vectors.written`, `vector_removals.removed`). Each the first in its index's
-# order, so that the generic plan it is kept with reads that range (an EXISTS's would not:
-# agent_links.py); planned once, it costs less than the read of the changes, planned for its
-# filter each time (docs/retrieval.md, "What the query service holds").
+# order, so that the generic plan it is kept with reads that range (an EXISTS's dropped its
+# ORDER BY and scanned every row); planned once, it costs less than the read of the changes,
+# planned for its filter each time (docs/retrieval.md, "What the query service holds").
 _WRITTEN_SINCE = """
     SELECT (SELECT m.written FROM memory_vectors m
             WHERE m.agent_id = %(agent)s AND m.written >= %(since)s
