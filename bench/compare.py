@@ -6,6 +6,7 @@ checkout, database and query service, questions alternating between them; prints
     python bench/compare.py --base main --change HEAD --size 100000 --queries 200
     python bench/compare.py --alone --size 1000000        # this working tree by itself
     python bench/compare.py --base HEAD --filter "type (99.9%)"   # every search filtered
+    python bench/compare.py --base 84899cc --mode back-to-back    # or --mode concurrent
     make bench-compare BASE=84899cc
 
 Each checkout loads its own copy of the benchmark's data with its own code (its migrations and
@@ -15,8 +16,11 @@ under `--data-root`, kept between runs (keyed by the checkout's migrations, load
 so a change to either reloads), brought back to its state as loaded before each run (the
 accesses earlier runs recorded dropped) and left to settle (no autovacuum running). Then both
 query services start, under row-level security when the checkout has it, and every question
-goes to both, which one first alternating, for `--rounds` passes over the questions; every
-`--trace-every`-th request asks for the trace (not counted in the percentiles). Machine load
+goes to both, which one first alternating, for `--rounds` passes over the questions (or, with
+`--mode back-to-back`, each side takes a round's questions one after another in turn, as a
+service that never rests between searches meets them; `--mode concurrent`, from `--clients`
+clients at once); every `--trace-every`-th request asks for the trace (not counted in the
+percentiles). Machine load
 hits both sides alike, so the ratios hold on a busy machine better than absolute figures do;
 a side that autovacuum ran beside during the run is named after the table. `--filter NAME`
 sends every search under one of `search_latency.FILTER_SETS` (its warm-up fills what each
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import statistics
@@ -37,6 +42,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -323,36 +329,59 @@ def stage_medians(traces: list[dict[str, Any]]) -> dict[str, float]:
 
 def run(
     sides: list[Side], questions: list[str], warmup: int, rounds: int, every: int,
-    filters: dict[str, Any] | None = None,
+    filters: dict[str, Any] | None = None, mode: str = "alternate", clients: int = 1,
 ) -> None:  # fmt: skip
-    clients = {s.name: httpx.Client(base_url=s.base_url, timeout=60) for s in sides}
-    n = 0
+    """`alternate`: every question to both sides, which one first alternating. `back-to-back`:
+    each side takes every question of a round in turn, one after the other (which side first
+    alternating by round), so neither rests between its searches; `concurrent`: likewise,
+    from `clients` clients at once."""
+    http = {s.name: httpx.Client(base_url=s.base_url, timeout=60) for s in sides}
     cpu_before: dict[str, dict[str, float]] = {}
-    for round_ in range(rounds):
-        for i, question in enumerate(questions):
-            order = sides if (i + round_) % 2 == 0 else sides[::-1]
-            traced = every > 0 and n % every == every - 1
-            for side in order:
-                body = {"agent_id": bench.AGENT, "query": question, "trace": traced}
-                if filters is not None:
-                    body["filters"] = filters
-                started = time.perf_counter()
-                response = clients[side.name].post("/api/search", json=body)
-                response.raise_for_status()
-                ms = (time.perf_counter() - started) * 1000
-                if round_ == 0 and i < warmup:
-                    continue
-                if side.name not in cpu_before:
-                    assert side.postgres is not None
-                    analyze_accesses(side.postgres.url)
-                    cpu_before[side.name] = side.cpu_seconds()
-                    if side.statements:
-                        side.sql("SELECT pg_stat_statements_reset()")
-                if traced:
-                    side.traces.append(response.json()["trace"])
-                else:
-                    side.latency.append(ms)
-            n += 1
+    sent = itertools.count()
+
+    def start_timing(side: Side) -> None:
+        assert side.postgres is not None
+        analyze_accesses(side.postgres.url)
+        cpu_before[side.name] = side.cpu_seconds()
+        if side.statements:
+            side.sql("SELECT pg_stat_statements_reset()")
+
+    def search(side: Side, question: str, timed: bool) -> None:
+        traced = every > 0 and next(sent) % every == every - 1
+        body = {"agent_id": bench.AGENT, "query": question, "trace": traced}
+        if filters is not None:
+            body["filters"] = filters
+        started = time.perf_counter()
+        response = http[side.name].post("/api/search", json=body)
+        response.raise_for_status()
+        ms = (time.perf_counter() - started) * 1000
+        if not timed:
+            return
+        if side.name not in cpu_before:
+            start_timing(side)
+        if traced:
+            side.traces.append(response.json()["trace"])
+        else:
+            side.latency.append(ms)
+
+    if mode == "alternate":
+        for round_ in range(rounds):
+            for i, question in enumerate(questions):
+                for side in sides if (i + round_) % 2 == 0 else sides[::-1]:
+                    search(side, question, timed=round_ > 0 or i >= warmup)
+    else:
+        for side in sides:
+            for question in questions[:warmup]:
+                search(side, question, timed=False)
+        for side in sides:
+            start_timing(side)
+        timed = questions[warmup:]
+        width = clients if mode == "concurrent" else 1
+        for round_ in range(rounds):
+            for side in sides if round_ % 2 == 0 else sides[::-1]:
+                with ThreadPoolExecutor(width) as pool:
+                    shares = [timed[k::width] for k in range(width)]
+                    list(pool.map(lambda qs, s=side: [search(s, q, True) for q in qs], shares))
     for side in sides:
         searches = len(side.latency) + len(side.traces)
         after = side.cpu_seconds()
@@ -414,6 +443,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2, help="passes over the questions")
     parser.add_argument("--trace-every", type=int, default=5, help="0: no traces")
+    parser.add_argument(
+        "--mode", choices=["alternate", "back-to-back", "concurrent"], default="alternate",
+        help="questions alternating between the sides, or each side loaded in turn (run())",
+    )  # fmt: skip
+    parser.add_argument("--clients", type=int, default=4, help="with --mode concurrent")
     parser.add_argument("--row-security", choices=["on", "off"], default="on")
     parser.add_argument(
         "--filter", choices=list(bench.FILTER_SETS), help="every search under this filter"
@@ -452,7 +486,10 @@ def main() -> None:
         maintenance = {side.name: side.maintenance() for side in sides}
         questions = bench.questions(args.queries + args.warmup)
         filters = bench.FILTER_SETS[args.filter] if args.filter else None
-        run(sides, questions, args.warmup, args.rounds, args.trace_every, filters)
+        run(
+            sides, questions, args.warmup, args.rounds, args.trace_every, filters,
+            mode=args.mode, clients=args.clients,
+        )  # fmt: skip
         figures = report(*sides) if len(sides) == 2 else report_alone(sides[0])
         for side in sides:  # autovacuum shared the cores with the run: a tail not the code's
             after = side.maintenance()

@@ -72,6 +72,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from common import analyze_accesses, api_client, wait_ready  # bench/common.py
 from cross_encoder import LOCOMO, minilm_shaped_model  # bench/cross_encoder.py
+from psycopg import Connection
 
 from memora.basics.config import Settings
 from memora.db.pool import connect
@@ -155,99 +156,114 @@ def load(
     """N memories, links and entities for one agent, then the HNSW index. Each memory's text
     is two sentences of `texts` (`pair`) or one, and its embedding blends two. With `turns`,
     the memories are the turns of conversations that long, in order (a document each)."""
-    rng = random.Random(seed)
     vectors = embedder.embed(texts)
+    with connect(url) as conn:
+        conn.execute("DROP INDEX IF EXISTS idx_memory_vectors_embedding")
+        loading = time.monotonic()
+        load_agent(conn, AGENT, n, vectors, texts, pair, seed=seed, turns=turns)
+        conn.commit()
+        print(f"  rows loaded in {time.monotonic() - loading:.0f}s")
+        finish_load(conn, [AGENT])
+
+
+def load_agent(
+    conn: Connection[Any], agent: str, n: int, vectors: np.ndarray, texts: list[str],
+    pair: bool, *, seed: int = 7, turns: int = 0,
+) -> None:  # fmt: skip
+    """`agent`'s rows (`load`): its memories, mentions, entities and links, by COPY, with the
+    foreign-key triggers off for the session (the ids are consistent); `vectors` are the
+    embeddings of `texts`. The caller commits, then builds the index (`finish_load`)."""
+    rng = random.Random(seed)
     names = sorted({t.split()[0].rstrip(":") for t in texts})
     start = datetime(2023, 1, 1, tzinfo=UTC)
     span = timedelta(days=730).total_seconds()
     ids = [uuid.uuid4() for _ in range(n)]
     firsts = np.empty(n, dtype=np.int64)
-    with connect(url) as conn:
-        conn.execute("INSERT INTO agents (agent_id) VALUES (%s) ON CONFLICT DO NOTHING", (AGENT,))
-        conn.execute("DROP INDEX IF EXISTS idx_memory_vectors_embedding")
-        # a bulk load: foreign-key triggers off for this session (the ids are consistent)
-        conn.execute("SET session_replication_role = replica")
-        people = {
-            p: conn.execute(
-                "INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,"
-                " first_seen, last_seen) VALUES (%s, %s, %s, 'PERSON', now(), now()) RETURNING id",
-                (AGENT, p, p.lower()),
-            ).fetchone()["id"]  # type: ignore[index]
-            for p in names
-        }
-        loading = time.monotonic()
-        chats = [
-            conn.execute(
-                "INSERT INTO documents (agent_id, document_id, content_hash, items, item_count)"
-                " VALUES (%s, %s, '', '[]', %s) RETURNING id",
-                (AGENT, f"chat-{c}", turns),
-            ).fetchone()["id"]  # type: ignore[index]
-            for c in range(-(-n // turns) if turns else 0)
-        ]
-        columns = (
-            "id, agent_id, text, embedding, fact_type, event_date, mentioned_at, metadata,"
-            " document_pk, item_index"
-        )
-        with conn.cursor() as cur, cur.copy(f"COPY memory_units ({columns}) FROM STDIN") as copy:
-            for i in range(n):
-                a, b = rng.randrange(len(texts)), rng.randrange(len(texts))
-                firsts[i] = a
-                vec = vectors[a] + 0.6 * vectors[b]
-                when = start + timedelta(seconds=span * i / n)
-                meta = json.dumps(metadata(i, texts[a].split()[0].rstrip(":")))
-                text = f"{texts[a]} {texts[b]}" if pair else texts[a]
-                chat, turn = (chats[i // turns], i % turns) if turns else (None, 0)
-                copy.write_row(
-                    (ids[i], AGENT, text, vec / np.linalg.norm(vec), "world", when, when, meta,
-                     chat, turn)
-                )  # fmt: skip
-        by_person: dict[str, list[int]] = {}
-        for i in range(n):
-            by_person.setdefault(texts[firsts[i]].split()[0].rstrip(":"), []).append(i)
-        by_sentence: dict[int, list[int]] = {}
-        for i in range(n):
-            by_sentence.setdefault(int(firsts[i]), []).append(i)
-        mention_cols = "unit_id, entity_id, mention"
-        with (
-            conn.cursor() as cur,
-            cur.copy(f"COPY unit_entities ({mention_cols}) FROM STDIN") as copy,
-        ):
-            for person, members in by_person.items():  # each memory names its first person
-                for i in members:
-                    copy.write_row((ids[i], people[person], person))
-        link_cols = "from_unit, to_unit, link_type, weight, entity_id"
-        with conn.cursor() as cur, cur.copy(f"COPY memory_links ({link_cols}) FROM STDIN") as copy:
-            for i in range(n):
-                for j in range(i + 1, min(n, i + 5)):  # temporal: the next memories in time
-                    for x, y in ((i, j), (j, i)):
-                        copy.write_row((ids[x], ids[y], "temporal", 0.9, None))
-            for person, members in by_person.items():  # entity: nearest mentions in time
-                for k, i in enumerate(members):
-                    for j in members[k + 1 : k + 4]:
-                        for x, y in ((i, j), (j, i)):
-                            copy.write_row((ids[x], ids[y], "entity", 1.0, people[person]))
-            for members in by_sentence.values():  # semantic: memories sharing a sentence
-                for k, i in enumerate(members):
-                    for j in members[k + 1 : k + 3]:
-                        for x, y in ((i, j), (j, i)):
-                            copy.write_row((ids[x], ids[y], "semantic", 0.8, None))
-        conn.commit()
-        print(f"  rows loaded in {time.monotonic() - loading:.0f}s")
-        while terms.compact(conn, AGENT, 50_000)[0]:  # the term_counts job's work, done now
-            conn.commit()
-        started = time.monotonic()
-        conn.execute("SET maintenance_work_mem = '2GB'")
-        conn.execute("SET max_parallel_maintenance_workers = 1")
+    conn.execute("INSERT INTO agents (agent_id) VALUES (%s) ON CONFLICT DO NOTHING", (agent,))
+    conn.execute("SET session_replication_role = replica")
+    people = {
+        p: conn.execute(
+            "INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,"
+            " first_seen, last_seen) VALUES (%s, %s, %s, 'PERSON', now(), now()) RETURNING id",
+            (agent, p, p.lower()),
+        ).fetchone()["id"]  # type: ignore[index]
+        for p in names
+    }
+    chats = [
         conn.execute(
-            "CREATE INDEX idx_memory_vectors_embedding ON memory_vectors "
-            "USING hnsw (embedding halfvec_cosine_ops)"
-        )
-        conn.commit()
-        print(f"  HNSW built in {time.monotonic() - started:.0f}s")
-        # what autovacuum does to freshly loaded tables (visibility map, hint bits,
-        # statistics), done before measuring rather than during it
-        conn.autocommit = True
-        conn.execute("VACUUM (ANALYZE)")
+            "INSERT INTO documents (agent_id, document_id, content_hash, items, item_count)"
+            " VALUES (%s, %s, '', '[]', %s) RETURNING id",
+            (agent, f"chat-{c}", turns),
+        ).fetchone()["id"]  # type: ignore[index]
+        for c in range(-(-n // turns) if turns else 0)
+    ]
+    columns = (
+        "id, agent_id, text, embedding, fact_type, event_date, mentioned_at, metadata,"
+        " document_pk, item_index"
+    )
+    with conn.cursor() as cur, cur.copy(f"COPY memory_units ({columns}) FROM STDIN") as copy:
+        for i in range(n):
+            a, b = rng.randrange(len(texts)), rng.randrange(len(texts))
+            firsts[i] = a
+            vec = vectors[a] + 0.6 * vectors[b]
+            when = start + timedelta(seconds=span * i / n)
+            meta = json.dumps(metadata(i, texts[a].split()[0].rstrip(":")))
+            text = f"{texts[a]} {texts[b]}" if pair else texts[a]
+            chat, turn = (chats[i // turns], i % turns) if turns else (None, 0)
+            copy.write_row(
+                (ids[i], agent, text, vec / np.linalg.norm(vec), "world", when, when, meta,
+                 chat, turn)
+            )  # fmt: skip
+    by_person: dict[str, list[int]] = {}
+    for i in range(n):
+        by_person.setdefault(texts[firsts[i]].split()[0].rstrip(":"), []).append(i)
+    by_sentence: dict[int, list[int]] = {}
+    for i in range(n):
+        by_sentence.setdefault(int(firsts[i]), []).append(i)
+    mention_cols = "unit_id, entity_id, mention"
+    with (
+        conn.cursor() as cur,
+        cur.copy(f"COPY unit_entities ({mention_cols}) FROM STDIN") as copy,
+    ):
+        for person, members in by_person.items():  # each memory names its first person
+            for i in members:
+                copy.write_row((ids[i], people[person], person))
+    link_cols = "from_unit, to_unit, link_type, weight, entity_id"
+    with conn.cursor() as cur, cur.copy(f"COPY memory_links ({link_cols}) FROM STDIN") as copy:
+        for i in range(n):
+            for j in range(i + 1, min(n, i + 5)):  # temporal: the next memories in time
+                for x, y in ((i, j), (j, i)):
+                    copy.write_row((ids[x], ids[y], "temporal", 0.9, None))
+        for person, members in by_person.items():  # entity: nearest mentions in time
+            for k, i in enumerate(members):
+                for j in members[k + 1 : k + 4]:
+                    for x, y in ((i, j), (j, i)):
+                        copy.write_row((ids[x], ids[y], "entity", 1.0, people[person]))
+        for members in by_sentence.values():  # semantic: memories sharing a sentence
+            for k, i in enumerate(members):
+                for j in members[k + 1 : k + 3]:
+                    for x, y in ((i, j), (j, i)):
+                        copy.write_row((ids[x], ids[y], "semantic", 0.8, None))
+
+
+def finish_load(conn: Connection[Any], agents: list[str]) -> None:
+    """After the rows: the `term_counts` job's work for `agents`, the HNSW index, and what
+    autovacuum does to freshly loaded tables (visibility map, hint bits, statistics), done
+    before measuring rather than during it."""
+    for agent in agents:
+        while terms.compact(conn, agent, 50_000)[0]:
+            conn.commit()
+    started = time.monotonic()
+    conn.execute("SET maintenance_work_mem = '2GB'")
+    conn.execute("SET max_parallel_maintenance_workers = 1")
+    conn.execute(
+        "CREATE INDEX idx_memory_vectors_embedding ON memory_vectors "
+        "USING hnsw (embedding halfvec_cosine_ops)"
+    )
+    conn.commit()
+    print(f"  HNSW built in {time.monotonic() - started:.0f}s")
+    conn.autocommit = True
+    conn.execute("VACUUM (ANALYZE)")
 
 
 def filtered_recall(url: str, embedder: Embedder, qs: list[str]) -> dict[str, float]:
