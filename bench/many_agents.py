@@ -17,9 +17,10 @@ searches to agents of every class warm the processes themselves (models, connect
 
 The second part (`--alone`, on by default) loads one agent of each size, alone in a database
 of its own per class, and sends it the same number of questions per class: its warm p95 is the
-base of the crowd's ratio. Reports per class: cold and warm p50 / p95 / p99 and counts, alone
-p50 / p95, and the ratios (crowd warm / alone warm p95, cold / warm p95), and each pod's
-resident memory at the end.
+base of the crowd's ratio. `--data-root DIR` keeps the databases there between runs (loaded
+once per shape: a change of the schema or the loader wants a new DIR). Reports per class:
+cold and warm p50 / p95 / p99 and counts, alone p50 / p95, and the ratios (crowd warm / alone
+warm p95, cold / warm p95), and each pod's resident memory at the end.
 """
 
 from __future__ import annotations
@@ -205,16 +206,25 @@ def measure(
     classes: list[SizeClass], args: argparse.Namespace, vectors: np.ndarray, texts: list[str],
     *, pods: int, searches: int,
 ) -> tuple[Timings, dict[str, float]]:  # fmt: skip
-    settings = Settings(
-        data_dir=Path(tempfile.mkdtemp(prefix="memora-many-agents-")), query_port=free_port()
-    )
+    """One database holding `classes` (kept under `--data-root` when given, and loaded only
+    the first time), its query pods, and the searches."""
+    shape = "-".join(c.name for c in classes)
+    if args.data_root is not None:
+        data_dir = args.data_root / shape
+        data_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        data_dir = Path(tempfile.mkdtemp(prefix="memora-many-agents-"))
+    loaded = data_dir / "loaded"
+    settings = Settings(data_dir=data_dir, query_port=free_port())
     stack = Stack(settings, workers={}, with_api=False, with_beat=False,
                   log_dir=settings.data_dir / "logs")  # fmt: skip
     try:
         stack.start_infrastructure()
-        started = time.monotonic()
-        load_classes(settings.require_database_url(), classes, vectors, texts)
-        print(f"  loaded in {time.monotonic() - started:.0f}s")
+        if not loaded.exists():
+            started = time.monotonic()
+            load_classes(settings.require_database_url(), classes, vectors, texts)
+            loaded.touch()
+            print(f"  loaded in {time.monotonic() - started:.0f}s")
         bases = serve(stack, settings, pods)
         qs = questions(args.warmup + searches, seed=args.seed)
         timings = run_searches(
@@ -237,6 +247,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--trace-every", type=int, default=0, help="0: no traced searches")
     parser.add_argument("--no-alone", dest="alone", action="store_false")
+    parser.add_argument(
+        "--data-root", type=Path,
+        help="keep each database here and load it only once (default: a new one each run)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench/results/many_agents.json"))
     args = parser.parse_args()
     classes = [SizeClass.parse(s) for s in args.shape]
