@@ -7,7 +7,6 @@ search's metadata filters, `scope.where`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 from uuid import UUID
@@ -46,11 +45,10 @@ def graph_walk(
     checked as it comes up for exploration, otherwise (and when the units failing a broad filter
     are known) each step's links are kept to the units that pass (see `neighbours`)."""
     where = scope.where
-    read = _reader(conn)
     if matching.broad and matching.failing is None:  # broad: for filtered searches only
         found = spread_activation(
             entry,
-            lambda ids: read(ids, FILTERED_SCAN * fanout),
+            lambda ids: links(conn, ids, limit=FILTERED_SCAN * fanout),
             budget,
             spread,
             admit=lambda ids: passing(conn, ids, where=where, known=matching.known),
@@ -59,26 +57,11 @@ def graph_walk(
     else:
         found = spread_activation(
             entry,
-            lambda ids: neighbours(
-                conn,
-                ids,
-                fanout=fanout,
-                where=where,
-                matching=matching,
-                read=read,
-            ),
+            lambda ids: neighbours(conn, ids, fanout=fanout, where=where, matching=matching),
             budget,
             spread,
         )
     return [(UUID(node), activation) for node, activation in found]
-
-
-# each unit's strongest `limit` links to active units: `links` without a filter
-ReadLinks = Callable[[list[str], int], dict[str, list[Edge[str]]]]
-
-
-def _reader(conn: Connection[Any]) -> ReadLinks:
-    return lambda ids, limit: links(conn, ids, limit=limit)
 
 
 def links(
@@ -138,33 +121,30 @@ def neighbours(
     fanout: int,
     where: Where = NO_FILTER,
     matching: Matching | None = None,
-    read: ReadLinks | None = None,
 ) -> dict[str, list[Edge[str]]]:
     """Each unit's strongest `fanout` links; with filters, its strongest `fanout` to units
     that pass them, among its FILTERED_SCAN · fanout strongest links: checked against
     `matching.complete` (every unit that passes, known after an exact scan) or
     `matching.failing` (every unit that fails a broad filter, when held), else in the links'
-    query. `read`: where the unfiltered links come from, by default `links`. Against failing
-    units, the links a broad filter's share may need beyond `fanout` are read at once (a
-    second read is a round trip)."""
-    read = read or _reader(conn)
+    query. Against failing units, the links a broad filter's share may need beyond `fanout`
+    are read at once (a second read is a round trip)."""
     if not where.sql:
-        return read(ids, fanout)
+        return links(conn, ids, limit=fanout)
     keep = matching.complete if matching is not None else None
     failing = matching.failing if matching is not None else None
     if keep is None and failing is not None:
         share = matching.share if matching is not None and matching.share else 0.0
         limit = broad_count(fanout, share, len(failing))
-        return _links_passing(read, ids, fanout=fanout, failing=failing.text, limit=limit)
+        return _links_passing(conn, ids, fanout=fanout, failing=failing.text, limit=limit)
     if keep is None:
         found = links(conn, ids, limit=FILTERED_SCAN * fanout, where=where)
         return {s: edges[:fanout] for s, edges in found.items()}
-    found = read(ids, FILTERED_SCAN * fanout)
+    found = links(conn, ids, limit=FILTERED_SCAN * fanout)
     return {s: [e for e in edges if e[0] in keep][:fanout] for s, edges in found.items()}
 
 
 def _links_passing(
-    read: ReadLinks, ids: list[str], *, fanout: int, failing: frozenset[str], limit: int
+    conn: Connection[Any], ids: list[str], *, fanout: int, failing: frozenset[str], limit: int
 ) -> dict[str, list[Edge[str]]]:
     """Each unit's strongest `fanout` links to units not in `failing` (few, under a broad
     filter), among its FILTERED_SCAN · fanout strongest, as `neighbours` keeps them: from its
@@ -173,7 +153,7 @@ def _links_passing(
     limit = min(limit, most)
     found: dict[str, list[Edge[str]]] = {}
     short = []
-    for source, edges in read(ids, limit).items():
+    for source, edges in links(conn, ids, limit=limit).items():
         if failing.isdisjoint(map(_target, edges)):  # mostly: checked in C
             found[source] = edges[:fanout]
             continue
@@ -181,7 +161,7 @@ def _links_passing(
         if len(found[source]) < fanout and len(edges) == limit < most:
             short.append(source)
     if short:
-        for source, edges in read(short, most).items():
+        for source, edges in links(conn, short, limit=most).items():
             found[source] = [e for e in edges if e[0] not in failing][:fanout]
     return {source: edges for source, edges in found.items() if edges}
 
