@@ -228,10 +228,19 @@ def load_agent(
         for person, members in by_person.items():  # each memory names its first person
             for i in members:
                 copy.write_row((ids[i], people[person], person))
+    copy_links(conn, ids, people, by_person, by_sentence)
+
+
+def copy_links(
+    conn: Connection[Any], ids: list[uuid.UUID], people: dict[str, Any],
+    by_person: dict[str, list[int]], by_sentence: dict[int, list[int]],
+) -> None:  # fmt: skip
+    """≈16 links a memory: temporal to the next four in time, entity to the nearest three
+    mentions of its person, semantic to the next two sharing its first sentence; both ways."""
     link_cols = "from_unit, to_unit, link_type, weight, entity_id"
     with conn.cursor() as cur, cur.copy(f"COPY memory_links ({link_cols}) FROM STDIN") as copy:
-        for i in range(n):
-            for j in range(i + 1, min(n, i + 5)):  # temporal: the next memories in time
+        for i in range(len(ids)):
+            for j in range(i + 1, min(len(ids), i + 5)):  # temporal: the next memories in time
                 for x, y in ((i, j), (j, i)):
                     copy.write_row((ids[x], ids[y], "temporal", 0.9, None))
         for person, members in by_person.items():  # entity: nearest mentions in time

@@ -1,6 +1,6 @@
 """The query service no longer holds agents' links (issue 55: reading an agent's links whole
 cost seconds of both cores at 100k memories, on its first search and every ten minutes after,
-for about a millisecond a warm search), so nothing reads what 0026 and 0027 record of link
+for 1–2 ms of a warm search), so nothing reads what 0026 and 0027 record of link
 changes: `memory_links.written` (a column, its index and the BEFORE UPDATE trigger that every
 link upsert paid), `link_removals` and the triggers that fill it (links deleted, a unit back to
 active). `vector_removals` stays: the filters' held units read it.
