@@ -4,6 +4,9 @@ and anything it cannot run falls back to torch (auto) or fails clearly (onnx).""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,7 +16,7 @@ import pytest
 
 from memora.basics.config import DEFAULT_EMBEDDING_MODEL
 from memora.nlp import onnx_encoder, onnx_export
-from memora.nlp.embedding import Embedder
+from memora.nlp.embedding import Embedder, resolve_model_path
 
 TEXTS = [
     "What did Alice do last spring?",
@@ -44,20 +47,81 @@ def test_onnx_vectors_equal_torch_vectors(torch_embedder: Embedder, tmp_path: Pa
 def test_the_export_is_cached_and_reused(tmp_path: Path) -> None:
     Embedder(DEFAULT_EMBEDDING_MODEL, backend="onnx", cache_dir=tmp_path)
     (exported,) = tmp_path.glob("*.onnx")
+    (record,) = tmp_path.glob("record-*.json")
     stamp = exported.stat().st_mtime_ns
     again = Embedder(DEFAULT_EMBEDDING_MODEL, backend="onnx", cache_dir=tmp_path)
     assert again.backend == "onnx"
-    assert list(tmp_path.iterdir()) == [exported]  # no second file, no partial left behind
+    # no second file, no partial left behind
+    assert sorted(tmp_path.iterdir()) == sorted([exported, record])
     assert exported.stat().st_mtime_ns == stamp
+
+
+# A process that finds the check's record embeds without importing torch, as torch would.
+_RECORDED = """
+import json, sys
+from pathlib import Path
+from memora.nlp.embedding import Embedder, resolve_model_path
+embedder = Embedder(sys.argv[1], cache_dir=Path(sys.argv[2]), int8_queries=True)
+texts = json.loads(sys.argv[3])
+print(json.dumps({
+    "backend": embedder.backend, "queries": embedder.query_precision,
+    "torch": "torch" in sys.modules,
+    "sentence_transformers": "sentence_transformers" in sys.modules,
+    "vectors": embedder.embed(texts).tolist(), "tokens": embedder.count_tokens(texts),
+}))
+"""
+
+
+def test_a_recorded_export_serves_later_processes_without_torch(
+    torch_embedder: Embedder, tmp_path: Path
+) -> None:
+    Embedder(DEFAULT_EMBEDDING_MODEL, cache_dir=tmp_path, int8_queries=True)  # checks, records
+    script = [sys.executable, "-c", _RECORDED, DEFAULT_EMBEDDING_MODEL, str(tmp_path)]
+    ran = subprocess.run([*script, json.dumps(TEXTS)], capture_output=True, text=True, check=True)
+    got = json.loads(ran.stdout)
+    assert (got["backend"], got["queries"]) == ("onnx", "int8")
+    assert not got["torch"] and not got["sentence_transformers"], ran.stderr
+    np.testing.assert_allclose(np.array(got["vectors"]), torch_embedder.embed(TEXTS), atol=1e-5)
+    assert got["tokens"] == torch_embedder.count_tokens(TEXTS)
+    assert got["tokens"][2] > 256  # counted whole: the long text is not truncated
+
+
+def test_a_record_that_no_longer_holds_is_checked_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = Embedder(DEFAULT_EMBEDDING_MODEL, cache_dir=tmp_path)
+    assert first.model is not None  # no record yet: loaded through sentence-transformers
+    assert Embedder(DEFAULT_EMBEDDING_MODEL, cache_dir=tmp_path).model is None  # the record
+    (path,) = tmp_path.glob("record-*.json")
+    record = json.loads(path.read_text())
+    record["probes"] = [[-x for x in probe] for probe in record["probes"]]
+    path.write_text(json.dumps(record))
+    again = Embedder(DEFAULT_EMBEDDING_MODEL, cache_dir=tmp_path)
+    assert again.model is not None and again.backend == "onnx"
+    assert "ONNX record" in caplog.text and "not used" in caplog.text
+    rewritten = np.array(json.loads(path.read_text())["probes"])  # torch's vectors again
+    np.testing.assert_allclose(rewritten, first.embed(onnx_encoder._PROBES), atol=1e-5)
+
+
+def test_a_changed_model_directory_is_not_served_by_an_old_record(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(resolve_model_path(DEFAULT_EMBEDDING_MODEL), model)
+    cache = tmp_path / "cache"
+    Embedder(str(model), cache_dir=cache)
+    assert Embedder(str(model), cache_dir=cache).model is None
+    (model / "README.md").write_text("changed")
+    assert Embedder(str(model), cache_dir=cache).model is not None
+    assert len(list(cache.glob("record-*.json"))) == 2
 
 
 def test_an_unsupported_model_falls_back_or_fails_clearly(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise onnx_export.OnnxUnsupported("unsupported module chain ['Transformer', 'Dense']")
+    class Refusing(onnx_encoder.OnnxEncoder):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            raise onnx_export.OnnxUnsupported("unsupported module chain ['Transformer', 'Dense']")
 
-    monkeypatch.setattr("memora.nlp.embedding.OnnxEncoder", refuse)
+    monkeypatch.setattr("memora.nlp.embedding.OnnxEncoder", Refusing)
     fallback = Embedder(DEFAULT_EMBEDDING_MODEL, backend="auto", cache_dir=tmp_path)
     assert fallback.backend == "torch"
     assert fallback.embed(["still works"]).shape == (1, 384)

@@ -1,7 +1,9 @@
 """Sentence embeddings with sentence-transformers, offline, batched, one model per process.
 
 On a CPU the forward pass runs on ONNX Runtime when it can (`memora.nlp.onnx_encoder`: the same
-vectors, faster for a short query); `backend="torch"` keeps sentence-transformers' own.
+vectors, faster for a short query); `backend="torch"` keeps sentence-transformers' own. Once a
+process has checked the export against torch, later ones open it without torch
+(`memora.nlp.onnx_record`).
 On CUDA (fp16) concurrent calls share forward passes through a `MicroBatcher`: the query
 service's searches embed their queries together. `embedder_for(settings)` gives the process's
 embedder as MEMORA_EMBEDDING_PROVIDER chooses: this local model, or a server
@@ -24,6 +26,7 @@ from threadpoolctl import threadpool_limits
 
 from memora.basics import metrics
 from memora.basics.config import DEFAULT_EMBEDDING_MODEL, Settings
+from memora.nlp import onnx_record
 from memora.nlp.batching import MicroBatcher
 from memora.nlp.onnx_encoder import OnnxEncoder, normalised
 from memora.nlp.onnx_export import default_cache_dir
@@ -84,42 +87,32 @@ class Embedder:
         each waiting at most `batch_wait` seconds for others to join. `int8_queries`: on ONNX
         Runtime, `embed_queries` runs the model quantised to int8 when its check passes
         (`memora.nlp.onnx_encoder`)."""
-        import torch
-        from sentence_transformers import SentenceTransformer
-
         if torch_threads > 0:
-            torch.set_num_threads(torch_threads)
             # numpy's OpenBLAS starts a thread per core that spins after each call: on two
             # cores that took a search's CPU from the query's own work
             threadpool_limits(limits=torch_threads, user_api="blas")
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model_name = model_name
         where = resolve_model_path(model_name)
         failed = f"cannot load embedding model {model_name!r} (MEMORA_EMBEDDING_MODEL)"
         if where.startswith((os.sep, ".", "~")) and not os.path.exists(os.path.expanduser(where)):
             raise RuntimeError(f"{failed}: no such directory {where}")
-        try:
-            self.model: SentenceTransformer = SentenceTransformer(where, device=device)
-        except Exception as exc:  # the model's own errors vary by cause; name the model
-            raise RuntimeError(f"{failed}: {exc}") from exc
-        if device == "cuda":
-            self.model.half()
-        self.model_name = model_name
+        cache = cache_dir or default_cache_dir()
+        self.model: SentenceTransformer | None = None
+        self._onnx: OnnxEncoder | None = None
+        if backend != "torch" and not _gpu_present() and os.path.isdir(where):
+            self._onnx = OnnxEncoder.recorded(
+                Path(where), cache, torch_threads, int8_queries=int8_queries
+            )
+        device = "cpu"
+        if self._onnx is None:
+            device = self._load_torch(where, failed, backend, cache, torch_threads, int8_queries)
         self.batch_size = batch_size or (128 if device == "cuda" else 4)
-        dim = self.model.get_embedding_dimension()
-        assert dim is not None
-        self.dim = int(dim)
+        self.dim = self._onnx.dim if self._onnx is not None else self._torch_dim()
         self._lock = threading.Lock()
         self.passes = 0  # encode calls (of one or more batches) so far
-        self._onnx: OnnxEncoder | None = None
-        if backend == "onnx" or (backend == "auto" and device == "cpu"):
-            self._onnx = self._load_onnx(
-                backend, cache_dir or default_cache_dir(), torch_threads, int8_queries
-            )
         self.backend = "onnx" if self._onnx is not None else "torch"
         # what embeds search queries: int8 where it passed its check, else as memories
         self.query_precision = self._onnx.query_precision if self._onnx is not None else "fp32"
-        if self._onnx is not None:  # torch's copy of the weights is no longer read: ~90 MB
-            self.model[0].auto_model.to("meta")
         self._batcher: MicroBatcher[str] | None = None
         if micro_batch if micro_batch is not None else device == "cuda":
             self._batcher = MicroBatcher(
@@ -129,9 +122,41 @@ class Embedder:
                 name="memora-embedder",
             )
 
+    def _load_torch(
+        self, where: str, failed: str, backend: Backend, cache: Path, threads: int, int8: bool
+    ) -> str:
+        """The model through sentence-transformers; on a CPU its ONNX export, checked against
+        it and recorded for the next process. The device it runs on."""
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        if threads > 0:
+            torch.set_num_threads(threads)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        try:
+            self.model = SentenceTransformer(where, device=device)
+        except Exception as exc:  # the model's own errors vary by cause; name the model
+            raise RuntimeError(f"{failed}: {exc}") from exc
+        if device == "cuda":
+            self.model.half()
+        if backend == "onnx" or (backend == "auto" and device == "cpu"):
+            self._onnx = self._load_onnx(backend, cache, threads, int8)
+        if self._onnx is not None:
+            if os.path.isdir(where):
+                onnx_record.write(Path(where), cache, self._onnx.record)
+            self.model[0].auto_model.to("meta")  # torch's copy of the weights: ~90 MB
+        return device
+
+    def _torch_dim(self) -> int:
+        assert self.model is not None
+        dim = self.model.get_embedding_dimension()
+        assert dim is not None
+        return int(dim)
+
     def _load_onnx(
         self, backend: Backend, cache_dir: Path, threads: int, int8_queries: bool
     ) -> OnnxEncoder | None:
+        assert self.model is not None
         try:
             return OnnxEncoder(self.model, cache_dir, threads, int8_queries=int8_queries)
         except Exception as exc:  # ImportError, OnnxUnsupported, ONNX Runtime's own errors
@@ -164,6 +189,7 @@ class Embedder:
             if self._onnx is not None:
                 vectors = self._encode_onnx(self._onnx, texts, queries)
             else:
+                assert self.model is not None
                 vectors = self.model.encode(
                     list(texts),
                     batch_size=self.batch_size,
@@ -195,11 +221,20 @@ class Embedder:
         tokens): the unit of a search's token budget."""
         if not texts:
             return []
+        if self._onnx is not None:
+            return self._onnx.count_tokens(texts)
+        assert self.model is not None
         with self._lock:  # the fast tokenizer is not re-entrant either
             ids = self.model.tokenizer(
                 list(texts), add_special_tokens=False, truncation=False, verbose=False
             )["input_ids"]
         return [len(i) for i in ids]
+
+
+def _gpu_present() -> bool:
+    """Whether an NVIDIA driver is loaded (Linux): the model may then run on CUDA through
+    torch, which only torch itself can tell; without one, a recorded ONNX export serves."""
+    return Path("/proc/driver/nvidia/version").exists()
 
 
 @lru_cache(maxsize=2)
