@@ -5,6 +5,7 @@ The stack, the logs and the migrations are imported when a command runs (service
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -102,18 +103,31 @@ def _bindable(host: str, port: int) -> bool:
 
 def _handle_signals(stack: Stack) -> threading.Event:
     """SIGINT and SIGTERM: the first stops the stack (cancelling its start if it is starting),
-    a second kills every process at once. Returns the event `serve` sets once ready."""
+    a second kills every process at once. Returns the event `serve` sets once ready.
+
+    The handler only writes the signal's number to a pipe: Python runs it in the main thread
+    between two bytecodes, possibly while that thread holds the lock of the event it waits on
+    (`stack.cancel.wait`), so setting the event there could wait forever for itself. A thread
+    reading the pipe does the work."""
     ready = threading.Event()
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
 
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        if stack.cancel.is_set():
-            console.print("killing…")
-            stack.abort(grace=0)
-            os._exit(128 + signum)
-        stack.cancel.set()
+    def _act() -> None:
+        while signum := os.read(read_end, 1)[0]:
+            if stack.cancel.is_set():
+                console.print("killing…")
+                stack.abort(grace=0)
+                os._exit(128 + signum)
+            stack.cancel.set()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    def _note(signum: int, frame: FrameType | None) -> None:
+        with contextlib.suppress(BlockingIOError):  # a full pipe has signals enough
+            os.write(write_end, bytes([signum]))
+
+    threading.Thread(target=_act, name="memora-signals", daemon=True).start()
+    signal.signal(signal.SIGTERM, _note)
+    signal.signal(signal.SIGINT, _note)
     return ready
 
 

@@ -72,8 +72,8 @@ class Stack:
     cancel: threading.Event = field(default_factory=threading.Event)  # set: stop starting
     _data_lock: int | None = None  # the data folder's lock, held while embedded servers run
     _stopping: threading.Event = field(default_factory=threading.Event)
-    # Re-entrant: `memora serve`'s signal handler may abort while the main thread holds it.
-    _lock: threading.RLock = field(default_factory=threading.RLock)
+    # Held briefly: `memora serve`'s signal thread may abort while the main thread revives.
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ------------------------------------------------------------------ lifecycle
     def _step(self, ready: str | None = None) -> None:
