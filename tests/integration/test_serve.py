@@ -119,6 +119,8 @@ def test_serve_starts_everything_and_sigterm_stops_every_process() -> None:
         ), said
         assert _ready(f"http://127.0.0.1:{port}/health/ready")  # the first one untouched
         assert not _gone(pg_pid)
+        _a_second_stack_beside_it(data_dir)
+        assert _ready(f"http://127.0.0.1:{port}/health/ready")
 
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 0
@@ -129,6 +131,25 @@ def test_serve_starts_everything_and_sigterm_stops_every_process() -> None:
     finally:
         _stop(proc)
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _a_second_stack_beside_it(first: Path) -> None:
+    """The README's second line: its own port and data folder, ready beside the first, and
+    searched; SIGTERM stops it alone."""
+    data_dir = first / "second-stack"
+    log = first / "beside.out"
+    port = free_port()
+    proc = _serve(data_dir, log, MEMORA_PORT=str(port))
+    try:
+        wait_until(lambda: "Memora is ready" in log.read_text(), timeout=240, interval=1)
+        found = httpx.post(
+            f"http://127.0.0.1:{port}/api/search", json={"agent_id": "a", "query": "hi"}
+        )
+        assert found.status_code == 200 and found.json()["results"] == [], found.text
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 0
+    finally:
+        _stop(proc)
 
 
 def test_sigterm_while_starting_stops_every_process_at_once() -> None:
