@@ -165,6 +165,8 @@ def install_metrics(
 
         refreshers.append(Throttled(broker_gauges, settings.metrics_cache_seconds))
 
+    if service == "query" and settings.read_database_url:
+        refreshers.append(Throttled(lambda: app.state.reads.record_lag(), 0.0))
     if workers is not None:
         count_workers = workers
         refreshers.append(Throttled(lambda: metrics.WORKERS_ANSWERING.set(count_workers()), 0.0))

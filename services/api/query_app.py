@@ -26,6 +26,7 @@ from memora.store.units import schema_embedding_dim
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import health_router
 from services.api.metrics import install_metrics
+from services.api.reads import ReadSide, build_reads, replica_pool
 from services.api.routes import conversation_search, lifecycle, search, think
 from services.api.tracing import install_tracing
 from services.api.upstream import install_upstream_handlers
@@ -48,7 +49,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.pool = pool or _pool(settings)
-        _read_path(app, settings)
+        _read_path(app, settings, replica_pool(settings))
         if settings.preload_cross_encoder:
             await run_in_threadpool(app.state.retriever.cross_encoder)
         # The models are hundreds of thousands of long-lived objects: a full garbage
@@ -58,6 +59,7 @@ def create_app(
         try:
             yield
         finally:
+            app.state.reads.close()
             app.state.retriever.close()
             if pool is None:
                 app.state.pool.close()
@@ -90,9 +92,10 @@ def _pool(settings: Settings) -> Pool:
     )
 
 
-def _read_path(app: FastAPI, settings: Settings) -> None:
+def _read_path(app: FastAPI, settings: Settings, read_pool: Pool | None) -> None:
     """The embedder, the retriever and the use cases over them, on `app.state` (the routes'
-    dependencies: services.api.deps)."""
+    dependencies: services.api.deps), and the read routes' side: the same on the read replica
+    when there is one (services.api.reads)."""
     s, state = settings, app.state
     state.embedder = embedder_for(s, s.embedding_batch_wait_ms / 1000, queries=True)
     metrics.record_query_embedding(state.embedder.model_name, state.embedder.query_precision)
@@ -102,6 +105,7 @@ def _read_path(app: FastAPI, settings: Settings) -> None:
         calibration_for(state.embedder, s.conversation_score_calibration)
     state.retriever = Retriever(s, state.pool, state.embedder)
     state.context = AppContext(s, state.pool, state.backend, llm=state.llm, embedder=state.embedder)
+    state.reads = build_reads(s, ReadSide(state.retriever, state.context), read_pool)
 
 
 def _db_ready(app: FastAPI) -> bool:

@@ -30,17 +30,26 @@ def _settings(**overrides: object) -> Settings:
     return Settings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
 
 
+ReadReplicas = Annotated[
+    int | None,
+    typer.Option(help="1: a streaming standby the query service reads (MEMORA_READ_REPLICAS)"),
+]
+
+
 def serve(
     port: Annotated[int | None, typer.Option(help="HTTP port of the API (env MEMORA_PORT)")] = None,
     query_port: Annotated[int | None, typer.Option(help="port of the query service")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="where embedded servers keep data")] = None,
+    read_replicas: ReadReplicas = None,
 ) -> None:
     """Run the whole stack in the foreground; Ctrl-C or SIGTERM stops every process, at any
     moment (a second one kills them at once)."""
     from memora.basics import logs
     from services.cli.stack import Cancelled, Stack
 
-    settings = _settings(port=port, query_port=query_port, data_dir=data_dir)
+    settings = _settings(
+        port=port, query_port=query_port, data_dir=data_dir, read_replicas=read_replicas
+    )
     logs.configure(settings.log_format, settings.log_level)
     if taken := _claim_ports(settings):
         console.print(f"[red]{taken}[/]")

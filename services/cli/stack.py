@@ -62,6 +62,7 @@ class Stack:
     extra_env: dict[str, str] = field(default_factory=dict)
     pg_options: str = ""  # more server options of the embedded PostgreSQL (benchmarks)
     postgres: EmbeddedPostgres | None = None
+    replica: EmbeddedPostgres | None = None  # its streaming standby (MEMORA_READ_REPLICAS)
     redis: EmbeddedRedis | None = None
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     # Worker name -> port of its /metrics server (docs/operations.md).
@@ -117,6 +118,8 @@ class Stack:
             self.settings.database_url = self.postgres.start()
             log.info("embedded PostgreSQL at %s", self.settings.database_url)
             self._step(f"PostgreSQL (embedded, port {self.postgres.port})")
+            if self.settings.read_replicas:
+                self.start_replica()
         if not self.settings.broker_url:
             self.redis = EmbeddedRedis(data / "redis")
             self.settings.broker_url = self.redis.start()
@@ -124,6 +127,19 @@ class Stack:
             self._step(f"Redis (private, port {self.redis.port})")
         upgrade(self.settings.require_database_url(), self.settings.embedding_dim)
         self._step("schema")
+
+    def start_replica(self) -> None:
+        """A streaming standby of the embedded PostgreSQL, which the query service reads
+        (MEMORA_READ_REPLICAS=1: the production shape, on one machine)."""
+        assert self.postgres is not None
+        self.replica = EmbeddedPostgres(
+            self.settings.data_dir / "replica",
+            shared_buffers=self.settings.embedded_pg_shared_buffers,
+            options=self.pg_options,
+        )
+        self.settings.read_database_url = self.replica.start_standby(self.postgres)
+        log.info("embedded PostgreSQL standby at %s", self.settings.read_database_url)
+        self._step(f"PostgreSQL read replica (streaming standby, port {self.replica.port})")
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -137,6 +153,8 @@ class Stack:
             HF_HUB_OFFLINE="1",
             TOKENIZERS_PARALLELISM="false",
         )
+        if self.settings.read_database_url:
+            env["MEMORA_READ_DATABASE_URL"] = self.settings.read_database_url
         env.update(self.extra_env)
         if self.with_query:
             env.setdefault(
@@ -339,6 +357,8 @@ class Stack:
     def _stop_servers(self) -> None:
         if self.redis:
             self.redis.stop()
+        if self.replica:
+            self.replica.stop(quiet=True)
         if self.postgres:
             self.postgres.stop(quiet=True)
         self._unlock_data_dir()

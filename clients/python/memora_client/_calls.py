@@ -190,6 +190,7 @@ def search(
     filters: Filters | None,
     trace: bool,
     as_of: datetime | None = None,
+    after_operation: str | UUID | None = None,
 ) -> Call[m.SearchResponse]:
     body = m.SearchRequest(
         agent_id=agent_id,
@@ -203,6 +204,7 @@ def search(
         filters=dict(filters) if filters is not None else None,
         trace=trace,
         as_of=as_of,
+        after_operation=UUID(str(after_operation)) if after_operation else None,
     )
     return _call("POST", "/api/search", m.SearchResponse, body)
 
@@ -241,6 +243,7 @@ def conversation_search(
     roles: Sequence[m.Role] | None,
     min_score: float | None,
     highlight: bool | None = None,
+    after_operation: str | UUID | None = None,
 ) -> Call[m.ConversationSearchResponse]:
     body = m.ConversationSearchRequest(
         agent_id=agent_id,
@@ -251,6 +254,7 @@ def conversation_search(
         roles=list(roles) if roles else None,
         min_score=min_score,
         highlight=highlight,
+        after_operation=UUID(str(after_operation)) if after_operation else None,
     )
     return _call("POST", "/api/conversation_search", m.ConversationSearchResponse, body)
 
@@ -307,6 +311,7 @@ def recall(
     categories: Sequence[str] | None,
     include_reflections: bool,
     as_of: datetime | None = None,
+    after_operation: str | UUID | None = None,
 ) -> Call[m.RecallResponse]:
     body = m.RecallRequest(
         query=query,
@@ -315,6 +320,7 @@ def recall(
         categories=list(categories) if categories else None,
         include_reflections=include_reflections,
         as_of=as_of,
+        after_operation=UUID(str(after_operation)) if after_operation else None,
     )
     return _call("POST", agent_path(agent_id, "/recall"), m.RecallResponse, body)
 

@@ -158,11 +158,14 @@ class MemoraClient(MemoraClientBase):
         filters: c.Filters | None = None,
         trace: bool = False,
         as_of: datetime | None = None,
+        after_operation: str | UUID | None = None,
     ) -> m.SearchResponse:
         """Fused retrieval over the agent's memories (`POST /api/search`): `results` with
         `id`, `text`, `weight`, `fact_type`, dates and metadata. `fact_type` limits it to some
         networks (or adds "reflection"); `filters` as the API's (metadata equality, `tags`,
-        `time`); `as_of`: what was true then, superseded memories included."""
+        `time`); `as_of`: what was true then, superseded memories included;
+        `after_operation`: an operation id a write answered with: the search sees what it made
+        searchable (it waits for it, a bounded time)."""
         return self._request(
             c.search(
                 agent_id,
@@ -176,6 +179,7 @@ class MemoraClient(MemoraClientBase):
                 filters,
                 trace,
                 as_of,
+                after_operation,
             )
         )
 
@@ -210,13 +214,23 @@ class MemoraClient(MemoraClientBase):
         roles: Sequence[m.Role] | None = None,
         min_score: float | None = None,
         highlight: bool | None = None,
+        after_operation: str | UUID | None = None,
     ) -> m.ConversationSearchResponse:
         """Hybrid search over the raw messages of the agent's conversations, one result per
         message (`limit` at most 20); `time_range` is a `TimeRange` or a `(start, end)` pair;
-        `highlight`: each result's matched words (`highlights`, `snippet_highlighted`)."""
+        `highlight`: each result's matched words (`highlights`, `snippet_highlighted`);
+        `after_operation`: as `search`'s."""
         return self._request(
             c.conversation_search(
-                agent_id, query, limit, conversation_id, time_range, roles, min_score, highlight
+                agent_id,
+                query,
+                limit,
+                conversation_id,
+                time_range,
+                roles,
+                min_score,
+                highlight,
+                after_operation,
             )
         )
 
@@ -267,11 +281,21 @@ class MemoraClient(MemoraClientBase):
         categories: Sequence[str] | None = None,
         include_reflections: bool = True,
         as_of: datetime | None = None,
+        after_operation: str | UUID | None = None,
     ) -> m.RecallResponse:
         """Memories reranked by relevance, recency, importance and frequency; `as_of`: those
-        true then, superseded ones included."""
+        true then, superseded ones included; `after_operation`: as `search`'s."""
         return self._request(
-            c.recall(agent_id, query, limit, time_range, categories, include_reflections, as_of)
+            c.recall(
+                agent_id,
+                query,
+                limit,
+                time_range,
+                categories,
+                include_reflections,
+                as_of,
+                after_operation,
+            )
         )
 
     def reflect(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Response
 from fastapi.concurrency import run_in_threadpool
 
 from memora.basics.models import AGENT_ID_PATTERN
@@ -18,8 +18,9 @@ from memora.usecases.recall import recall
 from memora.usecases.reflect import reflect
 from memora.usecases.remember import remember
 from services.api.auth import Principal
-from services.api.deps import ContextDep, PrincipalDep, RetrieverDep
+from services.api.deps import ContextDep, PrincipalDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
+from services.api.reads import ReadsDep
 from services.api.schemas.lifecycle import (
     EditRequest,
     EditResponse,
@@ -109,12 +110,16 @@ async def recall_route(
     principal: PrincipalDep,
     agent_id: AgentPath,
     body: RecallRequest,
-    context: ContextDep,
-    retriever: RetrieverDep,
+    reads: ReadsDep,
+    response: Response,
 ) -> dict[str, Any]:
     """Fused retrieval reranked by relevance, recency, importance and frequency."""
-    found = await run_in_threadpool(
-        recall, context, retriever, principal.scope, agent_id, body.to_query()
+    query, scope = body.to_query(), principal.scope
+    found = await reads.run(
+        response,
+        scope,
+        body.after_operation,
+        lambda side: recall(side.context, side.retriever, scope, agent_id, query),
     )
     return {"agent_id": agent_id, "memories": found}
 

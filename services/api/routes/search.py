@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, Response
 
 from memora.basics.models import FACT_TYPES
 from memora.basics.tenancy import Scope
-from memora.retrieval import Retriever
-from services.api.deps import RetrieverDep, ScopeDep
+from services.api.deps import ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
+from services.api.reads import Reads, ReadsDep
 from services.api.schemas.search import (
     NetworkSearchRequest,
     SearchableType,
@@ -19,13 +18,21 @@ from services.api.schemas.search import (
 )
 
 router = APIRouter(prefix="/api", tags=["search"])
-RESPONSES = error_responses(*AUTH_ERRORS, *BODY_ERRORS, 503)
+RESPONSES = error_responses(*AUTH_ERRORS, *BODY_ERRORS, 404, 503)  # 404: after_operation
 
 
 async def run_search(
-    retriever: Retriever, scope: Scope, body: NetworkSearchRequest, fact_types: list[SearchableType]
+    reads: Reads,
+    response: Response,
+    scope: Scope,
+    body: NetworkSearchRequest,
+    fact_types: list[SearchableType],
 ) -> SearchResponse:
-    outcome = await run_in_threadpool(retriever.search, body.params(scope, fact_types))
+    """On the read replica, or the primary (services.api.reads)."""
+    params = body.params(scope, fact_types)
+    outcome = await reads.run(
+        response, scope, body.after_operation, lambda side: side.retriever.search(params)
+    )
     return SearchResponse.model_construct(  # the retriever's own typed values: not validated again
         results=[SearchResult.model_construct(**vars(hit)) for hit in outcome.hits],
         trace=outcome.trace,
@@ -33,27 +40,29 @@ async def run_search(
 
 
 @router.post("/search", response_model=SearchResponse, responses=RESPONSES)
-async def search(scope: ScopeDep, retriever: RetrieverDep, body: SearchRequest) -> SearchResponse:
+async def search(
+    scope: ScopeDep, reads: ReadsDep, response: Response, body: SearchRequest
+) -> SearchResponse:
     """The three networks, or those named in `fact_type` ("reflection" included)."""
-    return await run_search(retriever, scope, body, body.fact_type or list(FACT_TYPES))
+    return await run_search(reads, response, scope, body, body.fact_type or list(FACT_TYPES))
 
 
 @router.post("/world_search", response_model=SearchResponse, responses=RESPONSES)
 async def world_search(
-    scope: ScopeDep, retriever: RetrieverDep, body: NetworkSearchRequest
+    scope: ScopeDep, reads: ReadsDep, response: Response, body: NetworkSearchRequest
 ) -> SearchResponse:
-    return await run_search(retriever, scope, body, ["world"])
+    return await run_search(reads, response, scope, body, ["world"])
 
 
 @router.post("/agent_search", response_model=SearchResponse, responses=RESPONSES)
 async def agent_search(
-    scope: ScopeDep, retriever: RetrieverDep, body: NetworkSearchRequest
+    scope: ScopeDep, reads: ReadsDep, response: Response, body: NetworkSearchRequest
 ) -> SearchResponse:
-    return await run_search(retriever, scope, body, ["agent"])
+    return await run_search(reads, response, scope, body, ["agent"])
 
 
 @router.post("/opinion_search", response_model=SearchResponse, responses=RESPONSES)
 async def opinion_search(
-    scope: ScopeDep, retriever: RetrieverDep, body: NetworkSearchRequest
+    scope: ScopeDep, reads: ReadsDep, response: Response, body: NetworkSearchRequest
 ) -> SearchResponse:
-    return await run_search(retriever, scope, body, ["opinion"])
+    return await run_search(reads, response, scope, body, ["opinion"])

@@ -28,6 +28,7 @@ from memora.retrieval.conversation import MAX_LIMIT, ConversationHit, Conversati
 from memora.usecases.conversations import MessagePatch, SyncResult
 from memora.usecases.ingest import AppendAccepted
 from services.api.schemas.memories import TEMPORARY
+from services.api.schemas.search import AfterOperation
 
 
 class AppendedMessage(MemoryItem):
@@ -156,6 +157,7 @@ class ConversationSearchRequest(BaseModel):
     document_id: Annotated[DocumentId | None, Field(description="one conversation only")] = None
     time_range: TimeRange | None = None
     roles: Annotated[list[Role] | None, Field(min_length=1)] = None
+    after_operation: AfterOperation = None
     min_score: Annotated[
         float | None, Field(ge=0, le=1, description="default: MEMORA_CONVERSATION_MIN_SCORE")
     ] = None

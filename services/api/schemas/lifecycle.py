@@ -19,7 +19,7 @@ from memora.basics.models import (
 )
 from memora.lifecycle.memory import RememberResult
 from memora.lifecycle.recall import RecallQuery
-from services.api.schemas.search import AsOf
+from services.api.schemas.search import AfterOperation, AsOf
 
 Category = Annotated[StorableText, Field(min_length=1, max_length=100)]
 
@@ -94,6 +94,7 @@ class RecallRequest(Strict):
     categories: Annotated[list[Category] | None, Field(min_length=1, max_length=50)] = None
     include_reflections: bool = True
     as_of: AsOf = None
+    after_operation: AfterOperation = None
 
     def to_query(self) -> RecallQuery:
         window = self.time_range or TimeRange()

@@ -27,6 +27,15 @@ from memora.retrieval.filters import Filters
 # (the insights reflect draws from its memories, seed 002 §4.4.4).
 SearchableType = FactType | Literal["reflection"]
 
+AfterOperation = Annotated[
+    UUID | None,
+    Field(
+        description="an operation's id (from a write): the read sees what that operation made "
+        "searchable, waiting for it and for the read replica to replay it (bounded; "
+        "docs/scaling.md, read-your-writes); default: no wait"
+    ),
+]
+
 AsOf = Annotated[
     datetime | None,
     AfterValidator(aware),
@@ -66,6 +75,7 @@ class NetworkSearchRequest(BaseModel):
         ),
     ] = None
     as_of: AsOf = None
+    after_operation: AfterOperation = None
 
     def params(self, scope: Scope, fact_types: list[SearchableType]) -> SearchParams:
         return SearchParams(

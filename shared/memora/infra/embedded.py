@@ -113,10 +113,7 @@ class EmbeddedPostgres:
         )
 
     def start(self) -> str:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.pgdata.mkdir(exist_ok=True)
-        self.pgdata.chmod(0o700)
-        self._prepare_permissions()
+        self._prepare_dir()
         if not (self.pgdata / "PG_VERSION").exists():
             self._run(
                 self._bin("initdb"),
@@ -128,13 +125,41 @@ class EmbeddedPostgres:
                 "--encoding=UTF8",
                 "--no-sync",
             )
+        self._launch()
+        self._ensure_database()
+        return self.url
+
+    def start_standby(self, primary: EmbeddedPostgres) -> str:
+        """A hot standby of `primary` streaming its WAL: copied with pg_basebackup on first
+        start, read-only, its own port; `primary`'s address given again at every start (the
+        primary takes a free port each time)."""
+        self._prepare_dir()
+        if not (self.pgdata / "PG_VERSION").exists():
+            self._run(
+                self._bin("pg_basebackup"),
+                "-h", primary.host, "-p", str(primary.port), "-U", "postgres",
+                "-D", str(self.pgdata), "--write-recovery-conf", "--wal-method=stream",
+                "--checkpoint=fast", "--no-sync",
+                timeout=600,
+            )  # fmt: skip
+        conninfo = f"host={primary.host} port={primary.port} user=postgres"
+        self._launch(f"-c primary_conninfo='{conninfo}' -c hot_standby_feedback=on")
+        return self.url
+
+    def _prepare_dir(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.pgdata.mkdir(exist_ok=True)
+        self.pgdata.chmod(0o700)
+        self._prepare_permissions()
+
+    def _launch(self, more: str = "") -> None:
         if (self.pgdata / "postmaster.pid").exists():
             self.stop(quiet=True)
         self.port = self.port or free_port(self.host)
         options = (
             f"-h {self.host} -p {self.port} -k {self.pgdata} -c max_connections=300 "
             f"-c shared_buffers={self.shared_buffers} -c fsync=on -c synchronous_commit=off "
-            f"{self.options}"
+            f"{self.options} {more}"
         )
         try:
             self._run(
@@ -153,8 +178,6 @@ class EmbeddedPostgres:
         except subprocess.CalledProcessError as exc:
             log = (self.pgdata / "server.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"embedded PostgreSQL failed to start:\n{log}") from exc
-        self._ensure_database()
-        return self.url
 
     def _ensure_database(self) -> None:
         admin = f"postgresql://postgres@{self.host}:{self.port}/postgres"

@@ -65,7 +65,10 @@ class Retriever:
         *,
         access: AccessRecorder | None = None,
         caches: ReadCaches | None = None,
+        rerankers: Rerankers | None = None,
     ) -> None:
+        """`access` and `rerankers` may be another retriever's: a retriever on a read replica
+        records accesses through the primary's and shares its models."""
         self.settings, self.pool, self.embedder = settings, pool, embedder
         self.caches = caches or ReadCaches(settings, pool)
         context = ArmContext(settings, pool, self.caches)
@@ -73,7 +76,9 @@ class Retriever:
         keyword = next(a for a in self.arms if isinstance(a, KeywordArm))
         self.keyword = keyword.index  # the keyword statistics, also read by fusion
         self.access = access or AccessRecorder(pool, settings.access_flush_seconds)
-        self.rerankers = Rerankers(settings)
+        self.rerankers = rerankers or Rerankers(settings)
+        self._shared: list[object] = [] if access is None else [self.access]
+        self._shared += [] if rerankers is None else [self.rerankers]
         # every arm of a search on a thread of its own, for the searches run at once
         at_once = searches_at_once(settings, pool)
         self._executor = ThreadPoolExecutor(
@@ -84,8 +89,10 @@ class Retriever:
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
         self.caches.close()
-        self.access.close()
-        self.rerankers.close()
+        if self.access not in self._shared:  # another retriever's: closed with it
+            self.access.close()
+        if self.rerankers not in self._shared:
+            self.rerankers.close()
 
     def cross_encoder(self) -> PairScorer:
         """The cross-encoder's model, loaded once, on first use (or at start with

@@ -62,6 +62,7 @@ class SearchRequest(Request):
     reference_time: datetime | None = None
     filters: dict[str, Any] | None = None
     as_of: datetime | None = None
+    after_operation: UUID | None = None
     fact_type: list[SearchableType] | None = None
 
 
@@ -91,6 +92,7 @@ class ConversationSearchRequest(Request):
     roles: list[Role] | None = None
     min_score: float | None = None
     highlight: bool | None = None
+    after_operation: UUID | None = None
 
 
 class RememberRequest(Request):
@@ -119,6 +121,7 @@ class RecallRequest(Request):
     categories: list[str] | None = None
     include_reflections: bool = True
     as_of: datetime | None = None
+    after_operation: UUID | None = None
 
 
 class ReflectRequest(Request):

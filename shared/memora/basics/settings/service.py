@@ -33,6 +33,37 @@ class Infrastructure(Section):
         description="PostgreSQL (with pgvector) connection URL. Unset: `memora serve` starts "
         "an embedded PostgreSQL under `MEMORA_DATA_DIR` and sets it for its processes.",
     )
+    read_database_url: str | None = Field(
+        default=None,
+        description="A streaming replica of the database the query service reads from (search, "
+        "recall, conversation search); writes stay on `MEMORA_DATABASE_URL`. Unset: reads go to "
+        "the primary (`memora serve` sets it with `MEMORA_READ_REPLICAS=1`). docs/scaling.md",
+    )
+    read_replicas: int = Field(
+        default=0,
+        ge=0,
+        le=1,
+        description="`memora serve` with an embedded PostgreSQL: 1 starts a streaming standby of "
+        "it (pg_basebackup) and points the query service's reads at it.",
+    )
+    read_max_lag_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="A replica lagging more than this (or not answering) sends reads to the "
+        "primary until it catches up.",
+    )
+    read_after_wait_ms: float = Field(
+        default=2000.0,
+        ge=0,
+        description="A read with `after_operation` waits this long for the replica to replay "
+        "the operation, then reads the primary.",
+    )
+    read_after_timeout_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="A read with `after_operation` waits this long for the operation to finish, "
+        "then answers without it and says so (`X-Memora-Operation-Pending`).",
+    )
     broker_url: str | None = Field(
         default=None,
         description="Redis URL of the Celery broker. Unset: `memora serve` starts a private "

@@ -1,0 +1,163 @@
+"""The query service's read side: its read routes (search, recall, conversation search) read a
+streaming replica when `MEMORA_READ_DATABASE_URL` names one, the primary otherwise or when the
+replica cannot serve (`memora.db.replica`), and say which in `X-Memora-Read-Source`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, TypeVar
+from uuid import UUID
+
+import psycopg
+from fastapi import Depends, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from prometheus_client import Counter, Gauge, Histogram
+from psycopg_pool import PoolTimeout
+
+from memora.basics import metrics
+from memora.basics.config import Settings
+from memora.basics.tenancy import Scope
+from memora.db.pool import Pool, make_pool
+from memora.db.replica import ReadRouting
+from memora.pipeline.context import AppContext
+from memora.retrieval import Retriever, pool_size_for
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+REPLICA_LAG = Gauge(
+    "read_replica_lag_seconds",
+    "How far the query service's read replica is behind the primary (the age of the last "
+    "commit it replayed while WAL it received waits; 0 when it has replayed all); -1 when it "
+    "does not answer",
+    namespace=metrics.NAMESPACE,
+    multiprocess_mode="liveall",
+)
+READS = Counter(
+    "reads",
+    "Reads of the query service's read routes by where they went (replica, primary) and why "
+    "(replica, no_replica, replica_down, replica_lagging, not_replayed, replica_failed)",
+    ["source", "reason"],
+    namespace=metrics.NAMESPACE,
+)
+READ_AFTER_WAIT = Histogram(
+    "read_after_operation_wait_seconds",
+    "How long a read with after_operation waited for its operation and the replica",
+    namespace=metrics.NAMESPACE,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+
+
+def _observe(source: str, reason: str, waited: float, after_operation: object) -> None:
+    READS.labels(source, reason).inc()
+    if after_operation is not None:
+        READ_AFTER_WAIT.observe(waited)
+
+
+SOURCE_HEADER = "X-Memora-Read-Source"
+PENDING_HEADER = "X-Memora-Operation-Pending"
+
+
+@dataclass(frozen=True)
+class ReadSide:
+    """What a read route reads through: the retriever and the use cases' context of one
+    database."""
+
+    retriever: Retriever
+    context: AppContext
+
+
+class Reads:
+    def __init__(self, routing: ReadRouting, primary: ReadSide, replica: ReadSide | None) -> None:
+        self.routing, self.primary, self.replica = routing, primary, replica
+
+    async def run(
+        self,
+        response: Response,
+        scope: Scope,
+        after_operation: UUID | None,
+        read: Callable[[ReadSide], T],
+    ) -> T:
+        """`read` on the side chosen; on the primary again when the replica fails it (it went
+        away since its last check, or cancelled the read replaying a conflicting change)."""
+        side = await self.side(response, scope, after_operation)
+        try:
+            return await run_in_threadpool(read, side)
+        except (psycopg.OperationalError, PoolTimeout):
+            if side is self.primary:
+                raise
+            log.warning("a read on the replica failed: read again on the primary", exc_info=True)
+            self.routing.mark_down()
+            response.headers[SOURCE_HEADER] = "primary"
+            _observe("primary", "replica_failed", 0.0, None)
+            return await run_in_threadpool(read, self.primary)
+
+    async def side(
+        self, response: Response, scope: Scope, after_operation: UUID | None
+    ) -> ReadSide:
+        """Where this read goes (waiting for `after_operation` when named), said in the
+        response's headers and the metrics."""
+        if self.replica is None and after_operation is None:
+            return self.primary  # nothing to choose, nothing to wait for
+        choice = await run_in_threadpool(self.routing.choose, scope.tenant_id, after_operation)
+        response.headers[SOURCE_HEADER] = choice.source
+        if choice.pending:
+            response.headers[PENDING_HEADER] = "true"
+        _observe(choice.source, choice.reason, choice.waited, after_operation)
+        return self.replica if choice.source == "replica" and self.replica else self.primary
+
+    def record_lag(self) -> None:
+        """The replica's lag on /metrics (-1: it does not answer)."""
+        lag = self.routing.state().lag if self.replica is not None else None
+        REPLICA_LAG.set(-1.0 if lag is None else lag)
+
+    def close(self) -> None:
+        if self.replica is not None:
+            self.replica.retriever.close()
+            self.replica.context.pool.close()
+
+
+def replica_pool(settings: Settings) -> Pool | None:
+    if not settings.read_database_url:
+        return None
+    return make_pool(
+        settings.read_database_url,
+        min_size=settings.db_pool_min,
+        max_size=max(settings.db_pool_max, pool_size_for(settings)),
+        name="query-replica",
+        row_security=settings.row_security,
+    )
+
+
+def build_reads(settings: Settings, primary: ReadSide, read_pool: Pool | None) -> Reads:
+    """The read side over the primary's retriever and context and, when there is a replica,
+    a retriever and context on it (accesses recorded and models shared through the
+    primary's)."""
+    s = settings
+    routing = ReadRouting(
+        primary.context.pool,
+        read_pool,
+        max_lag=s.read_max_lag_seconds,
+        replay_wait=s.read_after_wait_ms / 1000,
+        operation_timeout=s.read_after_timeout_seconds,
+    )
+    replica = None
+    if read_pool is not None:
+        base = primary.retriever
+        retriever = Retriever(
+            s, read_pool, base.embedder, access=base.access, rerankers=base.rerankers
+        )
+        ctx = primary.context
+        context = AppContext(s, read_pool, ctx.backend, llm=ctx.llm, embedder=base.embedder)
+        replica = ReadSide(retriever, context)
+    return Reads(routing, primary, replica)
+
+
+async def _reads(request: Request) -> Reads:
+    reads: Reads = request.app.state.reads
+    return reads
+
+
+ReadsDep = Annotated[Reads, Depends(_reads)]
