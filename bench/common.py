@@ -27,6 +27,7 @@ class BenchStack:
     url: str  # the write API's
     data_dir: Path
     database_url: str = ""
+    query_url: str = ""  # the query service's, when the stack has one
 
     def cpu_seconds(self) -> float:
         """CPU time used so far by the stack: this process's children (API, query service,
@@ -77,16 +78,22 @@ STATEMENT_OPTIONS = (
 
 @contextmanager
 def embedded_stack(
-    *, with_query: bool = False, env: Mapping[str, str] | None = None, statements: bool = False
+    *,
+    with_query: bool = False,
+    env: Mapping[str, str] | None = None,
+    statements: bool = False,
+    read_replicas: int = 0,
 ) -> Iterator[BenchStack]:
     """The whole stack on the single-machine default (embedded PostgreSQL and Redis, the write
     API, one Celery worker per stage, beat; the query service if asked), its data and logs in a
     new temporary folder; yields it once every service is ready. `statements`: PostgreSQL
-    counts every statement (pg_stat_statements, created in the database)."""
+    counts every statement (pg_stat_statements, created in the database); `read_replicas` 1:
+    the query service reads a streaming standby."""
     settings = Settings(
         data_dir=Path(tempfile.mkdtemp(prefix="memora-bench-")),
         port=free_port(),
         query_port=free_port(),
+        read_replicas=read_replicas,
     )
     with Stack(
         settings,
@@ -100,7 +107,12 @@ def embedded_stack(
         if statements:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-        yield BenchStack(f"http://{settings.host}:{settings.port}", settings.data_dir, url)
+        yield BenchStack(
+            f"http://{settings.host}:{settings.port}",
+            settings.data_dir,
+            url,
+            f"http://{settings.host}:{settings.query_port}",
+        )
 
 
 def seconds_after_post(
