@@ -269,6 +269,31 @@ SEARCH: list[tuple[str, list[Panel]]] = [
         ],
     ),
     (
+        "Read replica",
+        [
+            (
+                "Replica lag (-1: not answering)",
+                "s",
+                [("max(memora_read_replica_lag_seconds)", "lag")],
+            ),
+            (
+                "Reads /s by where they went and why",
+                "reqps",
+                [
+                    (
+                        f"sum by (source, reason) (rate(memora_reads_total[{RATE}]))",
+                        "{{source}}: {{reason}}",
+                    )
+                ],
+            ),
+            (
+                "after_operation wait",
+                "s",
+                quantiles("memora_read_after_operation_wait_seconds", "", ""),
+            ),
+        ],
+    ),
+    (
         "Write API and errors",
         [
             (

@@ -13,7 +13,6 @@ from uuid import UUID
 import psycopg
 from fastapi import Depends, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from prometheus_client import Counter, Gauge, Histogram
 from psycopg_pool import PoolTimeout
 
 from memora.basics import metrics
@@ -27,33 +26,13 @@ from memora.retrieval import Retriever, pool_size_for
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-REPLICA_LAG = Gauge(
-    "read_replica_lag_seconds",
-    "How far the query service's read replica is behind the primary (the age of the last "
-    "commit it replayed while WAL it received waits; 0 when it has replayed all); -1 when it "
-    "does not answer",
-    namespace=metrics.NAMESPACE,
-    multiprocess_mode="liveall",
-)
-READS = Counter(
-    "reads",
-    "Reads of the query service's read routes by where they went (replica, primary) and why "
-    "(replica, no_replica, replica_down, replica_lagging, not_replayed, replica_failed)",
-    ["source", "reason"],
-    namespace=metrics.NAMESPACE,
-)
-READ_AFTER_WAIT = Histogram(
-    "read_after_operation_wait_seconds",
-    "How long a read with after_operation waited for its operation and the replica",
-    namespace=metrics.NAMESPACE,
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
-)
-
 
 def _observe(source: str, reason: str, waited: float, after_operation: object) -> None:
-    READS.labels(source, reason).inc()
+    """`reason`: replica, or why the primary: no_replica, replica_down, replica_lagging,
+    not_replayed (docs/scaling.md), replica_failed (the replica failed the read itself)."""
+    metrics.READS.labels(source, reason).inc()
     if after_operation is not None:
-        READ_AFTER_WAIT.observe(waited)
+        metrics.READ_AFTER_WAIT.observe(waited)
 
 
 SOURCE_HEADER = "X-Memora-Read-Source"
@@ -111,7 +90,7 @@ class Reads:
     def record_lag(self) -> None:
         """The replica's lag on /metrics (-1: it does not answer)."""
         lag = self.routing.state().lag if self.replica is not None else None
-        REPLICA_LAG.set(-1.0 if lag is None else lag)
+        metrics.READ_REPLICA_LAG.set(-1.0 if lag is None else lag)
 
     def close(self) -> None:
         if self.replica is not None:

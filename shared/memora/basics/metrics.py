@@ -265,6 +265,22 @@ DB_POOL_WAITING = Gauge(
     multiprocess_mode="livesum",
 )
 
+# --------------------------------------------- read replicas (services.api.reads records)
+READ_REPLICA_LAG = Gauge(
+    "read_replica_lag_seconds",
+    "Seconds the query service's read replica is behind the primary (-1: it does not answer)",
+    namespace=NAMESPACE,
+    multiprocess_mode="liveall",
+)
+READS = Counter(
+    "reads", "Reads of the read routes by where they went and why", ["source", "reason"],
+    namespace=NAMESPACE,
+)  # fmt: skip
+READ_AFTER_WAIT = Histogram(
+    "read_after_operation_wait_seconds", "How long reads with after_operation waited",
+    namespace=NAMESPACE, buckets=_LATENCY,
+)  # fmt: skip
+
 # ---------------------------------------------------------------------------------- jobs
 JOB_RUNS = Counter(
     "job_runs",
