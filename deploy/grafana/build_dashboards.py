@@ -91,6 +91,11 @@ PIPELINE: list[tuple[str, list[Panel]]] = [
             ("POST → searchable lag", "s", quantiles("memora_ingest_lag_seconds", "priority")),
             ("Queue depth", "short", [("max by (queue) (memora_queue_depth)", "{{queue}}")]),
             (
+                "Oldest waiting message by queue",
+                "s",
+                [("max by (queue) (memora_queue_oldest_age_seconds)", "{{queue}}")],
+            ),
+            (
                 "Operations by status",
                 "short",
                 [("max by (status) (memora_operations)", "{{status}}")],

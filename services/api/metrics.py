@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memora.basics import metrics
 from memora.nlp import llm
-from memora.pipeline.monitoring import beat_heartbeat, operation_stats
+from memora.pipeline.monitoring import beat_heartbeat, operation_stats, queue_oldest_ages
 from memora.pipeline.monitoring import queue_depths as broker_queue_depths
 
 log = logging.getLogger("memora.metrics")
@@ -160,7 +160,7 @@ def install_metrics(
         client = redis.Redis.from_url(settings.broker, socket_timeout=2, socket_connect_timeout=2)
 
         def broker_gauges() -> None:
-            metrics.record_queue_depths(broker_queue_depths(client))
+            metrics.record_queue_depths(broker_queue_depths(client), queue_oldest_ages(client))
             metrics.record_beat_heartbeat(beat_heartbeat(client))
 
         refreshers.append(Throttled(broker_gauges, settings.metrics_cache_seconds))

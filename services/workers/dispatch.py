@@ -4,11 +4,13 @@ deliveries (`memora.webhooks.events.WebhookSender`)."""
 
 from __future__ import annotations
 
+import time
 from uuid import UUID
 
 from celery import Celery
 
 from memora.basics.stages import WEBHOOKS_QUEUE, Stage, queue_for
+from memora.pipeline.monitoring import SENT_AT_HEADER
 from services.workers.queues import DELIVER_WEBHOOK_TASK, task_name
 
 
@@ -34,6 +36,7 @@ class CeleryStages:
             kwargs={"backfill": backfill} | ({"held": True} if held else {}),
             queue=queue_for(stage, backfill=backfill),
             countdown=delay or None,
+            headers={SENT_AT_HEADER: time.time()},  # the queue's oldest message's age
         )
 
 
@@ -44,4 +47,9 @@ class CeleryBackend(CeleryStages):
         """The webhook deliveries of a committed transaction, one task each on the `webhooks`
         queue (memora.webhooks.events.dispatch_committed)."""
         for delivery_id in delivery_ids:
-            self.app.send_task(DELIVER_WEBHOOK_TASK, args=[str(delivery_id)], queue=WEBHOOKS_QUEUE)
+            self.app.send_task(
+                DELIVER_WEBHOOK_TASK,
+                args=[str(delivery_id)],
+                queue=WEBHOOKS_QUEUE,
+                headers={SENT_AT_HEADER: time.time()},
+            )

@@ -111,4 +111,8 @@ class Worker(BaseModel):
 
 class QueuesAndWorkers(BaseModel):
     queues: dict[str, int] = Field(description="messages waiting per queue")
+    oldest_seconds: dict[str, float] = Field(
+        description="how long the oldest message waiting in each queue has waited (0: none); "
+        "growing while no worker is busy is a stall"
+    )
     workers: list[Worker] = Field(description="workers that answered within a second")

@@ -100,6 +100,10 @@ QUEUE_DEPTH = Gauge(
     namespace=NAMESPACE,
     multiprocess_mode="mostrecent",
 )
+QUEUE_OLDEST_AGE = Gauge(
+    "queue_oldest_age_seconds", "Seconds the oldest message waiting in a broker queue has waited",
+    ["queue"], namespace=NAMESPACE, multiprocess_mode="mostrecent",
+)  # fmt: skip
 OPERATIONS = Gauge(
     "operations",
     "Operations (accepted batches, thinks) per status (read at scrape time)",
@@ -420,9 +424,10 @@ def record_pool(name: str, stats: Mapping[str, int]) -> None:
     DB_POOL_WAITING.labels(name).set(int(stats.get("requests_waiting", 0)))
 
 
-def record_queue_depths(depths: Mapping[str, int]) -> None:
+def record_queue_depths(depths: Mapping[str, int], ages: Mapping[str, float]) -> None:
     for queue, depth in depths.items():
         QUEUE_DEPTH.labels(queue).set(depth)
+        QUEUE_OLDEST_AGE.labels(queue).set(ages.get(queue, 0.0))
 
 
 def record_beat_heartbeat(timestamp: float | None) -> None:

@@ -5,6 +5,7 @@ Read by the API's /metrics (cached) and by `memora status`.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ PRIORITY_SEPARATOR = "\x06\x16"
 PRIORITY_STEPS = (3, 6, 9)
 # The Unix time of beat's last heartbeat task (services/workers/heartbeat.py), in the broker.
 BEAT_HEARTBEAT_KEY = "memora:beat:heartbeat"
+# A message header: the Unix time its sender sent it (services/workers/dispatch.py).
+SENT_AT_HEADER = "memora_sent_at"
 
 
 def redis_lists(queue: str) -> list[str]:
@@ -38,6 +41,38 @@ def queue_depths(client: Any, queues: Iterable[str] | None = None) -> dict[str, 
     lengths = pipe.execute()
     steps = len(PRIORITY_STEPS) + 1
     return {q: int(sum(lengths[i * steps : (i + 1) * steps])) for i, q in enumerate(names)}
+
+
+def queue_oldest_ages(
+    client: Any, queues: Iterable[str] | None = None, now: float | None = None
+) -> dict[str, float]:
+    """Seconds the oldest message of each queue has waited (0: none waits), from the time its
+    sender stamped on it (`SENT_AT_HEADER`); the next one a worker takes is the tail of each
+    priority list. One round trip for all queues."""
+    names = list(queues or all_queues())
+    pipe = client.pipeline(transaction=False)
+    for queue in names:
+        for key in redis_lists(queue):
+            pipe.lindex(key, -1)
+    tails = pipe.execute()
+    steps = len(PRIORITY_STEPS) + 1
+    now = time.time() if now is None else now
+    ages = {}
+    for i, queue in enumerate(names):
+        sent = [t for raw in tails[i * steps : (i + 1) * steps] if (t := _sent_at(raw))]
+        ages[queue] = max(0.0, now - min(sent)) if sent else 0.0
+    return ages
+
+
+def _sent_at(raw: bytes | None) -> float | None:
+    """A Celery message's send time, when its sender stamped one."""
+    if raw is None:
+        return None
+    try:
+        stamp = json.loads(raw)["headers"][SENT_AT_HEADER]
+    except (ValueError, KeyError, TypeError):  # not a stamped Celery message
+        return None
+    return float(stamp)
 
 
 def record_beat_heartbeat(client: Any, now: float | None = None) -> float:
