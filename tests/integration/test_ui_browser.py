@@ -308,6 +308,7 @@ def test_ui_in_a_real_browser(served: Any, fake_llm: FakeOpenAI, attempt: str) -
         workers = page.locator("#workers-list li").all_inner_texts()
         assert len(workers) == len(served.workers), workers
         assert "extract" in page.locator("#queues-table").inner_text()
+        assert "Oldest waiting" in page.locator("#queues-table thead").inner_text()
         assert page.evaluate("sessionStorage.getItem('memora.apiKey')") == ADMIN_KEY
         page.screenshot(path=str(SHOTS / "queues.png"))
 

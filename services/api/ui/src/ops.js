@@ -5,6 +5,14 @@ import { $, el, toast, when } from "./util.js";
 
 const STAGES = ["extract", "embed", "entities", "links"];
 
+// How long the oldest message of a queue has waited: "" when none waits.
+function waited(seconds) {
+  if (!seconds) return "";
+  if (seconds < 60) return `${seconds.toFixed(seconds < 10 ? 1 : 0)} s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`;
+  return `${(seconds / 3600).toFixed(1)} h`;
+}
+
 export class OperationsView {
   constructor(state) {
     this.state = state;
@@ -105,6 +113,7 @@ export class QueuesView {
       el("tr", { class: depth ? "busy" : "" },
         el("td", {}, name),
         el("td", { class: "num" }, depth.toLocaleString()),
+        el("td", { class: "num" }, waited(data.oldest_seconds?.[name] ?? 0)),
         el("td", { class: "bar-cell" },
           depth ? el("span", { class: "timing-bar", style: `width:${(100 * depth) / deepest}%` }) : null))));
     $("#workers-list").replaceChildren(
