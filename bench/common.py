@@ -28,6 +28,7 @@ class BenchStack:
     data_dir: Path
     database_url: str = ""
     query_url: str = ""  # the query service's, when the stack has one
+    read_database_url: str = ""  # its streaming replica's, when it has one
 
     def cpu_seconds(self) -> float:
         """CPU time used so far by the stack: this process's children (API, query service,
@@ -112,6 +113,7 @@ def embedded_stack(
             settings.data_dir,
             url,
             f"http://{settings.host}:{settings.query_port}",
+            settings.read_database_url or "",
         )
 
 

@@ -12,7 +12,9 @@ conversations of their own at `--load-rate` messages a second in all (30: below 
 2-core VM's pipeline carries, so that the probes measure the replica, not a backlog), the query
 service's `memora_read_replica_lag_seconds` read every 0.25 s. Reports, per phase: probes
 passed, append → found p50 / p95 / max, where the searches were read (the
-`X-Memora-Read-Source` header) and the replica's lag.
+`X-Memora-Read-Source` header) and the replica's lag. Last, failover under the same load:
+searches back to back while the standby is stopped for `--outage` seconds and started again;
+failed answers, and how long reads took to move to the primary and back.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -35,8 +38,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 from append import LOCOMO, turns
-from common import embedded_stack
+from common import BenchStack, embedded_stack
 from ingest import locomo_sessions
+
+from memora.infra.embedded import EmbeddedPostgres
 
 LAG = re.compile(r"^memora_read_replica_lag_seconds (\S+)$", re.M)
 
@@ -151,11 +156,53 @@ def under_load(base: str, query_base: str, client: httpx.Client, args: Any) -> d
     return loaded
 
 
+def failover(stack: BenchStack, args: Any) -> dict[str, Any]:
+    """Searches back to back under the same load while the standby is stopped for
+    `--outage` seconds, then started again: failed answers, and how long reads took to move
+    to the primary and back."""
+    port = int(urlsplit(stack.read_database_url).port or 0)
+    primary = EmbeddedPostgres(stack.data_dir, port=int(urlsplit(stack.database_url).port or 0))
+    replica = EmbeddedPostgres(stack.data_dir / "replica", port=port)
+    stop, tag = threading.Event(), uuid.uuid4().hex[:6]
+    loader = threading.Thread(target=load, args=(stack.url, stop, args.load_clients, 30.0, tag))
+    loader.start()
+    seen: list[tuple[float, int, str]] = []
+    events: dict[str, float] = {}
+    started = time.monotonic()
+    with httpx.Client(base_url=stack.url, timeout=60) as client:
+        while (now := time.monotonic() - started) < 3 * args.outage:
+            if now > args.outage and "stopped" not in events:
+                replica.stop()
+                events["stopped"] = time.monotonic() - started
+            if now > 2 * args.outage and "started" not in events:
+                replica.start_standby(primary)
+                events["started"] = time.monotonic() - started
+            answer = client.post("/api/search", json={"agent_id": f"load-{tag}-0", "query": "work"})
+            where = answer.headers.get("x-memora-read-source", "")
+            seen.append((time.monotonic() - started, answer.status_code, where))
+    stop.set()
+    loader.join()
+
+    def first(source: str, after: float) -> float | None:
+        return next((t - after for t, _, s in seen if t > after and s == source), None)
+
+    return {
+        "searches": len(seen),
+        "failed": sum(status != 200 for _, status, _ in seen),
+        "to_primary_after_stop_s": first("primary", events["stopped"]),
+        "back_to_replica_after_start_s": first("replica", events["started"]),
+        "read_on": {s: sum(w == s for _, _, w in seen) for s in ("replica", "primary")},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--probes", type=int, default=20)
     parser.add_argument("--read-replicas", type=int, default=1, choices=(0, 1))
     parser.add_argument("--load-clients", type=int, default=8)
+    parser.add_argument(
+        "--outage", type=float, default=10.0, help="seconds the standby is stopped (0: no failover)"
+    )
     parser.add_argument(
         "--load-rate", type=float, default=30.0, help="messages/s the load appends in all"
     )
@@ -164,6 +211,8 @@ def main() -> None:
     with stack_of as stack, httpx.Client(base_url=stack.url, timeout=60) as client:
         print("quiet:", phase(client, "quiet", args.probes))
         print("under load:", under_load(stack.url, stack.query_url, client, args))
+        if args.read_replicas and args.outage:
+            print("failover under load:", failover(stack, args))
 
 
 if __name__ == "__main__":

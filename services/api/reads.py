@@ -93,6 +93,7 @@ class Reads:
         metrics.READ_REPLICA_LAG.set(-1.0 if lag is None else lag)
 
     def close(self) -> None:
+        self.routing.close()
         if self.replica is not None:
             self.replica.retriever.close()
             self.replica.context.pool.close()
@@ -106,6 +107,8 @@ def replica_pool(settings: Settings) -> Pool | None:
         min_size=settings.db_pool_min,
         max_size=max(settings.db_pool_max, pool_size_for(settings)),
         name="query-replica",
+        # a read the replica cannot take within a second is read on the primary (Reads.run)
+        timeout=1.0,
         row_security=settings.row_security,
     )
 

@@ -3,7 +3,7 @@ and reads that wait for a write (read-your-writes).
 
 The query service's read routes (search, recall, conversation search) read from the replica of
 `MEMORA_READ_DATABASE_URL`; writes stay on the primary. The replica's state (reachable, its lag)
-is checked at most once a `CHECK_INTERVAL`: a replica that does not answer, or lags more than
+is checked by a thread every `CHECK_INTERVAL`: a replica that does not answer, or lags more than
 `MEMORA_READ_MAX_LAG_SECONDS`, sends reads to the primary until it is back (`ReadChoice.reason`
 says why; the query service puts it in a header and a metric).
 
@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID
 
+import psycopg
 from psycopg import Connection
+from psycopg.rows import dict_row
 
 from memora.basics.errors import NotFound
 from memora.basics.stages import OperationStatus
@@ -33,7 +35,7 @@ from memora.db.pool import Pool
 
 log = logging.getLogger(__name__)
 
-CHECK_INTERVAL = 1.0  # seconds between two checks of the replica's state
+CHECK_INTERVAL = 0.5  # seconds between two checks of the replica's state
 POLL = 0.02  # seconds between two looks at an operation or the replica's replay position
 
 # The replica's lag: 0 while it has replayed all it received (an idle primary sends nothing,
@@ -91,36 +93,60 @@ class ReadRouting:
             replay_wait,
             operation_timeout,
         )
-        self._state = ReplicaState(replica is not None, 0.0, float("-inf"))
-        self._lock = threading.Lock()
+        self._state = ReplicaState(replica is not None, 0.0 if replica else None, 0.0)
+        self._closed = threading.Event()
+        self._watcher: threading.Thread | None = None
+        if replica is not None:  # checked off the requests' path: a down replica costs none
+            self._state = self._check(None)[0]
+            self._watcher = threading.Thread(
+                target=self._watch, name="memora-replica-check", daemon=True
+            )
+            self._watcher.start()
 
     def state(self) -> ReplicaState:
-        """The replica's state, checked again when the last check is over a second old."""
-        with self._lock:
-            if time.monotonic() - self._state.checked >= CHECK_INTERVAL:
-                self._state = self._check()
-            return self._state
+        """The replica's state as last checked (every `CHECK_INTERVAL`)."""
+        return self._state
 
     def mark_down(self) -> None:
         """A read on the replica failed: the primary serves until the next check finds it."""
-        with self._lock:
-            self._state = ReplicaState(False, None, time.monotonic())
+        self._state = ReplicaState(False, None, time.monotonic())
 
-    def _check(self) -> ReplicaState:
+    def close(self) -> None:
+        self._closed.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=5)
+
+    def _watch(self) -> None:
+        conn: Connection[Any] | None = None
+        while not self._closed.wait(CHECK_INTERVAL):
+            self._state, conn = self._check(conn)
+        if conn is not None:
+            conn.close()
+
+    def _check(self, conn: Connection[Any] | None) -> tuple[ReplicaState, Connection[Any] | None]:
+        """The replica's state, on a connection of the check's own (not the pool's, which
+        retries a refused connection until its timeout); the connection, None if it broke."""
+        assert self.replica is not None
         now = time.monotonic()
-        if self.replica is None:
-            return ReplicaState(False, None, now)
         try:
-            with self.replica.connection(timeout=1.0) as conn:
-                row = _one(conn, _REPLICA_STATE)
-        except Exception as exc:  # down, restarting, or its pool timed out
-            log.warning("read replica not reachable: %s", exc)
-            return ReplicaState(False, None, now)
+            if conn is None or conn.closed:
+                info = self.replica.conninfo
+                url = info() if callable(info) else info
+                conn = psycopg.connect(
+                    url, autocommit=True, connect_timeout=2, row_factory=dict_row
+                )
+            row = _one(conn, _REPLICA_STATE)
+        except psycopg.Error as exc:  # down or restarting
+            if self._state.reachable:
+                log.warning("read replica not reachable, reads go to the primary: %s", exc)
+            if conn is not None:
+                conn.close()
+            return ReplicaState(False, None, now), None
         assert row is not None
         if not row["standby"]:  # promoted: it is a primary of its own now, not our replica
             log.warning("read replica is not in recovery: reads go to the primary")
-            return ReplicaState(False, None, now)
-        return ReplicaState(True, float(row["lag"]), now)
+            return ReplicaState(False, None, now), conn
+        return ReplicaState(True, float(row["lag"]), now), conn
 
     def choose(self, tenant_id: str, after_operation: UUID | None = None) -> ReadChoice:
         """Where a read of `tenant_id` goes; with `after_operation`, one that sees what that

@@ -189,6 +189,8 @@ class EmbeddedPostgres:
     def stop(self, quiet: bool = False) -> None:
         if not (self.pgdata / "PG_VERSION").exists():
             return
+        if self._run_as is None:  # a server this object did not start: as its user
+            self._prepare_permissions()
         try:
             self._run(self._bin("pg_ctl"), "-D", str(self.pgdata), "-w", "-m", "fast", "stop")
         except subprocess.CalledProcessError:
