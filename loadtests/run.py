@@ -27,7 +27,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -37,6 +37,7 @@ import psycopg
 from loadtests import conversations
 from loadtests.chaos import STACK_ENV, ChaosMonkey, Fault, backlog_recovery, schedule
 from loadtests.corpus import turn
+from loadtests.replica_lag import LagSampler
 from memora.basics.config import Settings
 from memora.infra.embedded import free_port
 from memora_client import MemoraClient
@@ -381,8 +382,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             stack.supervise()  # workers that exit are started again, as an orchestrator would
             monkey.begin()
+        replica = stack is not None and stack.settings.read_database_url
+        sampler = LagSampler(f"http://127.0.0.1:{stack.settings.query_port}") if replica else None
         try:
-            run, _ = run_locust(args, host, run_id, search_agents, out)
+            with sampler or nullcontext():
+                run, _ = run_locust(args, host, run_id, search_agents, out)
         finally:
             if monkey is not None:
                 monkey.finish()
@@ -444,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
         "conversations": chats,
         "unavailable_503": run.get("unavailable", {}),
     }
+    if sampler is not None:
+        summary["read_replica"] = sampler.report()
     if args.scenario == "chaos":
         summary["chaos"] = {
             "stack_env": STACK_ENV,
@@ -506,6 +512,11 @@ def report(s: dict[str, Any]) -> str:
         + ("NO LOST ITEMS" if not v["problems"] else f"{len(v['problems'])} MISMATCHES:")
     )
     lines += [f"  {p}" for p in v["problems"][:20]]
+    if (r := s.get("read_replica")) and r.get("samples"):
+        lines.append(
+            f"read replica: lag p50 {r['lag_p50_s']}s p95 {r['lag_p95_s']}s max {r['lag_max_s']}s "
+            f"({r['samples']} samples); reads {r['reads']}"
+        )
     if c := s.get("conversations"):
         lines.append(
             f"conversations: {c['conversations']} checked, {c['messages']} messages acknowledged; "

@@ -286,6 +286,22 @@ def test_beat_heartbeat_alert_watches_the_exported_metric() -> None:
     assert 3 * Settings().beat_heartbeat_seconds <= threshold <= Settings().stuck_after_seconds
 
 
+def test_replica_and_stall_alerts_watch_what_the_services_export() -> None:
+    alerts = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml").read_text())
+    rules = {r["alert"]: r for g in alerts["groups"] for r in g["rules"]}
+    settings = Settings()
+    behind = rules["MemoraReadReplicaBehind"]["expr"]
+    assert behind.startswith("max(memora_read_replica_lag_seconds) >")
+    # it fires for a replica reads have already left (past the query service's own bound)
+    assert float(behind.rsplit(">", 1)[1]) >= settings.read_max_lag_seconds
+    assert rules["MemoraReadReplicaDown"]["expr"] == "min(memora_read_replica_lag_seconds) < 0"
+    stalled = rules["MemoraQueueStalled"]["expr"]
+    assert "memora_queue_oldest_age_seconds" in stalled and "memora_tasks_in_progress" in stalled
+    waited = float(re.search(r"\) > (\d+)", stalled).group(1))  # type: ignore[union-attr]
+    # longer than a held append's longest hold, shorter than the reconciler's horizon
+    assert settings.append_coalesce_busy_ms / 1000 < waited < settings.stuck_after_seconds
+
+
 def _dashboards() -> dict[str, dict[str, Any]]:
     return {
         p.name: json.loads(p.read_text()) for p in sorted((GRAFANA / "dashboards").glob("*.json"))
