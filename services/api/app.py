@@ -22,6 +22,7 @@ from services.api.health import Cached, Check, health_router
 from services.api.mcp import server as mcp_server
 from services.api.metrics import install_metrics
 from services.api.proxy import proxy_router
+from services.api.reads import read_routing, replica_pool
 from services.api.routes import (
     admin,
     agents,
@@ -132,10 +133,16 @@ def create_app(
         app.state.pool = pool or _pool(settings)
         state = app.state
         state.context = AppContext(settings, state.pool, state.backend, llm=state.llm)
+        # the graph reads' (services.api.deps.ReadConnDep): the replica's when there is one
+        replica = replica_pool(settings, "api-replica")
+        state.read_routing = read_routing(settings, state.pool, replica)
         try:
             async with mcp_running():
                 yield
         finally:
+            state.read_routing.close()
+            if state.read_routing.replica is not None:
+                state.read_routing.replica.close()
             if pool is None:
                 app.state.pool.close()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, Header, Query, Request
+from fastapi import Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from psycopg import Connection
@@ -59,6 +59,18 @@ def _tenant_connection(
         yield conn
 
 
+def _read_connection(
+    request: Request, response: Response, principal: Annotated[Principal, Depends(_principal)]
+) -> Iterator[Connection[Any]]:
+    """On the read replica while it serves (memora.db.replica), else the primary; said in
+    `X-Memora-Read-Source` as the query service's reads do."""
+    chosen = request.app.state.read_routing.choose(principal.scope.tenant_id)
+    if chosen.reason != "no_replica":
+        response.headers["X-Memora-Read-Source"] = chosen.source
+    with chosen.pool.tenant_connection(principal.scope.tenant_id) as conn:
+        yield conn
+
+
 # async: FastAPI runs plain functions in its thread pool, a hop these do not need
 async def _scope(principal: Annotated[Principal, Depends(_principal)]) -> Scope:
     return principal.scope
@@ -76,6 +88,8 @@ async def _admin(principal: Annotated[Principal, Depends(_principal)]) -> Princi
 ContextDep = Annotated[AppContext, Depends(_state("context"))]
 # A connection confined by row-level security to the caller's tenant (authenticated).
 ConnDep = Annotated[Connection[Any], Depends(_tenant_connection)]
+# The same on the read replica when one serves (the graph reads: no read-your-writes there).
+ReadConnDep = Annotated[Connection[Any], Depends(_read_connection)]
 # A connection across tenants: admin routes only.
 SystemConnDep = Annotated[Connection[Any], Depends(_system_connection)]
 # The write API's: the graph page's keyword index (its term statistics cached).

@@ -99,14 +99,14 @@ class Reads:
             self.replica.context.pool.close()
 
 
-def replica_pool(settings: Settings) -> Pool | None:
+def replica_pool(settings: Settings, name: str = "query-replica") -> Pool | None:
     if not settings.read_database_url:
         return None
     return make_pool(
         settings.read_database_url,
         min_size=settings.db_pool_min,
         max_size=max(settings.db_pool_max, pool_size_for(settings)),
-        name="query-replica",
+        name=name,
         # a read the replica cannot take within a second is read on the primary (Reads.run)
         timeout=1.0,
         row_security=settings.row_security,
@@ -118,13 +118,7 @@ def build_reads(settings: Settings, primary: ReadSide, read_pool: Pool | None) -
     a retriever and context on it (accesses recorded and models shared through the
     primary's)."""
     s = settings
-    routing = ReadRouting(
-        primary.context.pool,
-        read_pool,
-        max_lag=s.read_max_lag_seconds,
-        replay_wait=s.read_after_wait_ms / 1000,
-        operation_timeout=s.read_after_timeout_seconds,
-    )
+    routing = read_routing(s, primary.context.pool, read_pool)
     replica = None
     if read_pool is not None:
         base = primary.retriever
@@ -135,6 +129,16 @@ def build_reads(settings: Settings, primary: ReadSide, read_pool: Pool | None) -
         context = AppContext(s, read_pool, ctx.backend, llm=ctx.llm, embedder=base.embedder)
         replica = ReadSide(retriever, context)
     return Reads(routing, primary, replica)
+
+
+def read_routing(settings: Settings, primary: Pool, read_pool: Pool | None) -> ReadRouting:
+    return ReadRouting(
+        primary,
+        read_pool,
+        max_lag=settings.read_max_lag_seconds,
+        replay_wait=settings.read_after_wait_ms / 1000,
+        operation_timeout=settings.read_after_timeout_seconds,
+    )
 
 
 async def _reads(request: Request) -> Reads:

@@ -102,6 +102,11 @@ def test_a_read_after_an_operation_sees_it_on_the_replica(
     )
     assert messages.status_code == 200 and messages.json()["total_results"], messages.text
     assert messages.headers["x-memora-read-source"] == "replica"
+    # the write API's graph reads too
+    wait_until(lambda: agent in api.get("/api/graph/agents").text, timeout=10, interval=0.2)
+    drawn = api.get("/api/graph", params={"agent_id": agent})
+    assert drawn.status_code == 200 and drawn.json()["nodes"], drawn.text
+    assert drawn.headers["x-memora-read-source"] == "replica"
 
 
 def test_an_unknown_operation_is_a_404_and_a_running_one_is_waited_for(

@@ -11,7 +11,7 @@ from memora.basics.models import AGENT_ID_PATTERN
 from memora.usecases import graph
 from memora.usecases.graph import DEFAULT_NODES, MAX_DEPTH, MAX_NODES, GraphRequest
 from services.api import paging
-from services.api.deps import ConnDep, ContextDep, KeywordIndexDep, ScopeDep
+from services.api.deps import ContextDep, KeywordIndexDep, ReadConnDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, error_responses
 from services.api.schemas.graph import (
     NO_NUL,
@@ -31,9 +31,10 @@ router = APIRouter(prefix="/api", tags=["graph"], responses=error_responses(*AUT
 @router.get("/graph", response_model=Graph, responses=error_responses(404))
 def get_graph(
     scope: ScopeDep,
-    conn: ConnDep,
+    conn: ReadConnDep,
     context: ContextDep,
     index: KeywordIndexDep,
+    response: Response,
     agent_id: Annotated[str, Query(pattern=AGENT_ID_PATTERN)],
     limit: Annotated[int, Query(ge=1, le=MAX_NODES)] = DEFAULT_NODES,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
@@ -67,11 +68,12 @@ def get_graph(
     )
     # serialised in one pass (pydantic-core), not again by FastAPI: the response_model stays
     # the documented schema
-    return Response(body.model_dump_json(), media_type="application/json")
+    headers = dict(response.headers)  # the read source's (ReadConnDep)
+    return Response(body.model_dump_json(), media_type="application/json", headers=headers)
 
 
 @router.get("/graph/agents", response_model=AgentSizes)
-def agent_sizes(scope: ScopeDep, conn: ConnDep, context: ContextDep) -> AgentSizes:
+def agent_sizes(scope: ScopeDep, conn: ReadConnDep, context: ContextDep) -> AgentSizes:
     """The tenant's agents with their numbers of memories, entities, documents and failed
     operations (the UI's agent list)."""
     return AgentSizes(

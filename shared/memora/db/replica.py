@@ -44,7 +44,7 @@ _REPLICA_STATE = """
 SELECT pg_is_in_recovery() AS standby,
        CASE WHEN pg_last_wal_receive_lsn() IS NULL
                  OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
-            ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp())
+            ELSE coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0)
        END::float8 AS lag
 """
 # The insert position, not the written one: with asynchronous commit (the embedded server's)
@@ -119,7 +119,11 @@ class ReadRouting:
     def _watch(self) -> None:
         conn: Connection[Any] | None = None
         while not self._closed.wait(CHECK_INTERVAL):
-            self._state, conn = self._check(conn)
+            try:
+                self._state, conn = self._check(conn)
+            except Exception:  # never let the watcher die: its state would stay as it was
+                log.exception("read replica check failed")
+                self._state, conn = ReplicaState(False, None, time.monotonic()), None
         if conn is not None:
             conn.close()
 
