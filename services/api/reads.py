@@ -1,6 +1,7 @@
-"""The query service's read side: its read routes (search, recall, conversation search) read a
+"""The read side: the query service's read routes (search, recall, conversation search) read a
 streaming replica when `MEMORA_READ_DATABASE_URL` names one, the primary otherwise or when the
-replica cannot serve (`memora.db.replica`), and say which in `X-Memora-Read-Source`."""
+replica cannot serve (`memora.db.replica`), and say which in `X-Memora-Read-Source`. The write
+API's graph reads choose the same way (`read_routing`, services.api.deps.ReadConnDep)."""
 
 from __future__ import annotations
 
