@@ -26,6 +26,7 @@ from services.api.schemas.graph import (
 )
 
 router = APIRouter(prefix="/api", tags=["graph"], responses=error_responses(*AUTH_ERRORS, 422, 503))
+JSON = "application/json"  # the documented schema is the response_model's
 
 
 @router.get("/graph", response_model=Graph, responses=error_responses(404))
@@ -66,10 +67,8 @@ def get_graph(
         next_cursor=paging.encode(page.next_cursor),
         truncated=page.truncated,
     )
-    # serialised in one pass (pydantic-core), not again by FastAPI: the response_model stays
-    # the documented schema
-    headers = dict(response.headers)  # the read source's (ReadConnDep)
-    return Response(body.model_dump_json(), media_type="application/json", headers=headers)
+    # one pass (pydantic-core), not again by FastAPI; headers: the read source (ReadConnDep)
+    return Response(body.model_dump_json(), media_type=JSON, headers=dict(response.headers))
 
 
 @router.get("/graph/agents", response_model=AgentSizes)
