@@ -74,7 +74,6 @@ class ReadChoice:
 class ReplicaState:
     reachable: bool
     lag: float | None  # seconds; None when not reachable
-    checked: float  # time.monotonic() of the check
 
 
 class ReadRouting:
@@ -93,13 +92,13 @@ class ReadRouting:
             replay_wait,
             operation_timeout,
         )
-        self._state = ReplicaState(replica is not None, 0.0 if replica else None, 0.0)
+        self._state = ReplicaState(False, None)
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
         if replica is not None:  # checked off the requests' path: a down replica costs none
-            self._state = self._check(None)[0]
+            self._state, conn = self._check(None)
             self._watcher = threading.Thread(
-                target=self._watch, name="memora-replica-check", daemon=True
+                target=self._watch, args=(conn,), name="memora-replica-check", daemon=True
             )
             self._watcher.start()
 
@@ -109,21 +108,22 @@ class ReadRouting:
 
     def mark_down(self) -> None:
         """A read on the replica failed: the primary serves until the next check finds it."""
-        self._state = ReplicaState(False, None, time.monotonic())
+        self._state = ReplicaState(False, None)
 
     def close(self) -> None:
         self._closed.set()
         if self._watcher is not None:
             self._watcher.join(timeout=5)
 
-    def _watch(self) -> None:
-        conn: Connection[Any] | None = None
+    def _watch(self, conn: Connection[Any] | None) -> None:
         while not self._closed.wait(CHECK_INTERVAL):
             try:
                 self._state, conn = self._check(conn)
             except Exception:  # never let the watcher die: its state would stay as it was
                 log.exception("read replica check failed")
-                self._state, conn = ReplicaState(False, None, time.monotonic()), None
+                if conn is not None:
+                    conn.close()
+                self._state, conn = ReplicaState(False, None), None
         if conn is not None:
             conn.close()
 
@@ -131,7 +131,6 @@ class ReadRouting:
         """The replica's state, on a connection of the check's own (not the pool's, which
         retries a refused connection until its timeout); the connection, None if it broke."""
         assert self.replica is not None
-        now = time.monotonic()
         try:
             if conn is None or conn.closed:
                 info = self.replica.conninfo
@@ -145,12 +144,12 @@ class ReadRouting:
                 log.warning("read replica not reachable, reads go to the primary: %s", exc)
             if conn is not None:
                 conn.close()
-            return ReplicaState(False, None, now), None
+            return ReplicaState(False, None), None
         assert row is not None
         if not row["standby"]:  # promoted: it is a primary of its own now, not our replica
             log.warning("read replica is not in recovery: reads go to the primary")
-            return ReplicaState(False, None, now), conn
-        return ReplicaState(True, float(row["lag"]), now), conn
+            return ReplicaState(False, None), conn
+        return ReplicaState(True, float(row["lag"])), conn
 
     def choose(self, tenant_id: str, after_operation: UUID | None = None) -> ReadChoice:
         """Where a read of `tenant_id` goes; with `after_operation`, one that sees what that
