@@ -109,15 +109,25 @@ CROSS JOIN LATERAL (
 WHERE u.unit_id = ANY(%(ids)s) AND n.sim > %(t)s
 """
 
-# For each entity a unit mentions, the other units mentioning it nearest in time.
+# For each entity a unit mentions, the other units mentioning it nearest in time: the nearest
+# `k` after it and before it (each with the mentions tied with its last, so that the order by
+# distance then id below is exact), read from (entity, date) in two short index scans.
 _ENTITY_PAIRS = """
 SELECT ue.unit_id AS from_unit, n.id AS to_unit, 'entity'::text AS link_type,
        'entity'::text AS reverse_type, 1.0::real AS weight, ue.entity_id
-FROM unit_entities ue JOIN memory_units u ON u.id = ue.unit_id
+FROM unit_entities ue
 CROSS JOIN LATERAL (
-    SELECT m.id FROM unit_entities o JOIN memory_units m ON m.id = o.unit_id
-    WHERE o.entity_id = ue.entity_id AND o.unit_id <> ue.unit_id
-    ORDER BY abs(extract(epoch FROM m.event_date - u.event_date)), m.id
+    SELECT near.id FROM (
+        (SELECT o.unit_id AS id, o.event_date FROM unit_entities o
+         WHERE o.entity_id = ue.entity_id AND o.event_date >= ue.event_date
+           AND o.unit_id <> ue.unit_id
+         ORDER BY o.event_date FETCH FIRST %(k)s ROWS WITH TIES)
+        UNION ALL
+        (SELECT o.unit_id, o.event_date FROM unit_entities o
+         WHERE o.entity_id = ue.entity_id AND o.event_date < ue.event_date
+         ORDER BY o.event_date DESC FETCH FIRST %(k)s ROWS WITH TIES)
+    ) near
+    ORDER BY abs(extract(epoch FROM near.event_date - ue.event_date)), near.id
     LIMIT %(k)s
 ) n
 WHERE ue.unit_id = ANY(%(ids)s)

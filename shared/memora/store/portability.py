@@ -73,7 +73,7 @@ TABLES: tuple[Table, ...] = (
         f"t.unit_id IN {_UNITS_OF_AGENT}",
         "t.unit_id, t.entity_id",
         key=("unit_id", "entity_id"),
-        skip=("written",),  # a transaction id of the exporting database (migration 0023)
+        skip=("written", "event_date"),  # its transaction id (0023); the unit's date (0031)
     ),
     Table(
         "link",
