@@ -25,7 +25,7 @@ WEBHOOK_THREADS = 8  # a webhook worker's deliveries in flight (at least)
 
 
 def task_routes() -> dict[str, dict[str, str]]:
-    routes = {task_name(stage): {"queue": stage.value} for stage in Stage}
+    routes = {task_name(stage): {"queue": queue_for(stage)} for stage in Stage}
     routes |= {job_task_name(name): {"queue": spec.queue} for name, spec in JOBS.items()}
     routes[DELIVER_WEBHOOK_TASK] = {"queue": WEBHOOKS_QUEUE}
     return routes

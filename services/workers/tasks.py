@@ -31,10 +31,10 @@ from memora.basics.errors import PermanentStageError
 from memora.basics.stages import Stage
 from memora.db.pool import make_pool
 from memora.infra.tracing import check_tracing_settings, configure_tracing
-from memora.jobs import JOBS, JobContext, JobSpec, run_job
+from memora.jobs import JOBS, JobContext, JobSpec, evolve, run_job
 from memora.pipeline.batch import StageBatcher
-from memora.pipeline.context import AppContext, StageContext, models_to_preload
-from memora.pipeline.runner import REGISTRY, Pipeline
+from memora.pipeline.context import AppContext, Job, StageContext, Writer, models_to_preload
+from memora.pipeline.runner import REGISTRY, Pipeline, Prepare
 from memora.webhooks import delivery
 from services.workers import metrics as worker_metrics
 from services.workers.celery_app import app
@@ -198,14 +198,30 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _evolve(ctx: StageContext, conn: Any, job: Job) -> Writer:
+    """The evolve stage: the agent's evolution jobs, with this worker's pool and backend."""
+    app_context = worker().context
+    jobs = JobContext(
+        app_context.settings, app_context.pool, app_context.backend, agent_key=job.agent_key
+    )
+    counts = evolve.counts(evolve.run(jobs))
+    return lambda _conn: counts
+
+
+# Stages whose work is the jobs' (above the pipeline in the core's layers), run by the pipeline
+# with the prepare step given here; one operation at a time.
+JOB_STAGES: dict[Stage, Prepare] = {Stage.EVOLVE: _evolve}
+
+
 def _run(stage: Stage, operation_id: str, backfill: bool, held: bool) -> str | None:
     if held and not pipeline().claim_held(UUID(operation_id)):
         return None  # released first: the extract sent then runs it
     # Batched: this thread waits for the batch holding its operation; its own error is raised
     # here (retried or recorded for this operation alone) and the next stage is enqueued after
     # the batch's commit, from this task, before its message is acknowledged.
-    shared = batcher(stage)
-    if shared is not None:
+    if stage in JOB_STAGES:
+        following = pipeline().run(stage, UUID(operation_id), JOB_STAGES[stage])
+    elif (shared := batcher(stage)) is not None:
         following = shared.submit(UUID(operation_id)).unwrap()
     else:
         following = pipeline().run(stage, UUID(operation_id))
@@ -226,7 +242,7 @@ def _stage_task(stage: Stage) -> Task:
 
 # One Celery task per registered stage, each named and routed to its queue by services.workers
 # .queues; a worker started with `-A services.workers.tasks -Q <queue>` runs that stage.
-STAGE_TASKS: dict[Stage, Task] = {stage: _stage_task(stage) for stage in REGISTRY}
+STAGE_TASKS: dict[Stage, Task] = {stage: _stage_task(stage) for stage in (*REGISTRY, *JOB_STAGES)}
 
 
 def _job_task(spec: JobSpec) -> Task:

@@ -22,13 +22,13 @@ from packaging.version import Version
 
 from memora.basics import metrics
 from memora.basics.config import Settings
-from memora.basics.stages import Stage, all_queues, queue_for
+from memora.basics.stages import MAINTENANCE_STAGES, Stage, all_queues, queue_for
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"
 METRIC = re.compile(r"\bmemora_[a-z0-9_]+")
 SERIES = re.compile(r"\b(?:flower|redis|pg)_[a-z0-9_]+")
-WORKERS = {f"worker-{s.value}" for s in Stage} | {"worker-webhooks"}
+WORKERS = {f"worker-{s.value}" for s in Stage if s not in MAINTENANCE_STAGES} | {"worker-webhooks"}
 
 
 @cache

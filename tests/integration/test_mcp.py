@@ -266,12 +266,21 @@ def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
         loose = chat | {"min_score": 0.0, "highlight": True}
         out["chat_marked"] = _data(await client.call_tool("conversation_search", loose))
         out["reflect"] = await client.call_tool("reflect", {"topic": "Maya"})
+        out["evolve"] = _data(await client.call_tool("evolve", {}))
         out["bad"] = await client.call_tool("forget", {"memory_id": "not-an-id"})
         return out
 
     out = _call(api_url, agent_id, steps)
     tools = out["tools"]
-    assert {"conversation_search", "remember", "forget", "recall", "reflect", "link"} <= set(tools)
+    assert {
+        "conversation_search",
+        "remember",
+        "forget",
+        "recall",
+        "reflect",
+        "link",
+        "evolve",
+    } <= set(tools)
     assert tools["forget"].annotations.destructive_hint
     assert tools["conversation_search"].annotations.read_only_hint
     [hit, *_] = out["chat"]["results"]
@@ -288,6 +297,9 @@ def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
         assert "Maya lives in Porto." in found and "Maya lives in Berlin." not in found
     assert out["dry"]["dry_run"] and len(out["dry"]["forgotten"]) == 1
     assert out["reflect"].is_error and out["bad"].is_error
+    # evolve: the operation (run by a worker; this stack has none for it: left queued)
+    evolving = httpx.get(f"{api_url}/api/operations/{out['evolve']['operation_id']}").json()
+    assert evolving["kind"] == "evolve" and out["evolve"]["agent_id"] == agent_id
     # forget without confirm only lists; with confirm it forgets
     assert out["unconfirmed"]["dry_run"] and len(out["unconfirmed"]["forgotten"]) == 1
     kept = [m["id"] for m in out["kept"]["memories"]]

@@ -90,6 +90,7 @@ SAME_FIELDS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (m.AgentProfile, agents.AgentProfile),
     (m.AgentList, agents.AgentList),
     (m.AgentDeleted, agents.AgentDeleted),
+    (m.AgentEvolution, agents.AgentEvolution),
     (m.OpinionVersion, agents.OpinionVersion),
     (m.OpinionList, agents.OpinionList),
     (m.OpinionHistory, agents.OpinionHistory),

@@ -78,14 +78,17 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
         title: str | None = None,
         backfill: bool = False,
         temporary: bool = False,
+        end_of_conversation: bool = False,
     ) -> m.AppendAccepted:
         """Appends messages to a live conversation (created on first use). Each message needs
         `message_id` and `role`; an id already stored is skipped (safe retries), the same id
         with other content is a `ConflictError` (`message_conflict`). `temporary=True`: nothing
-        remembered from these messages."""
-        return await self._request(
-            c.append_messages(agent_id, conversation_id, messages, title, backfill, temporary)
+        remembered from these messages. `end_of_conversation=True`: once they are processed,
+        the agent's memory evolution runs (`evolve`)."""
+        call = c.append_messages(
+            agent_id, conversation_id, messages, title, backfill, temporary, end_of_conversation
         )
+        return await self._request(call)
 
     async def operation(self, operation_id: str | UUID) -> m.Operation:
         """An operation's status and stages; `NotFoundError` for an id of another tenant."""
@@ -353,6 +356,12 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
     async def opinion_history(self, agent_id: str, opinion_id: str | UUID) -> m.OpinionHistory:
         """Every version of an opinion, oldest first."""
         return await self._request(c.opinion_history(agent_id, opinion_id))
+
+    async def evolve(self, agent_id: str) -> m.AgentEvolution:
+        """Runs the agent's memory evolution now (consolidation, and reflection when due) as an
+        `evolve` operation, instead of at the periodic jobs' next run; `NotFoundError` for an
+        agent without memories."""
+        return await self._request(c.evolve(agent_id))
 
     async def delete_agent(self, agent_id: str) -> m.AgentDeleted:
         """Hard delete of the agent and all its data (idempotent)."""

@@ -140,9 +140,13 @@ def append_messages(
     title: str | None,
     backfill: bool,
     temporary: bool = False,
+    end_of_conversation: bool = False,
 ) -> Call[m.AppendAccepted]:
     body = m.AppendRequest(
-        messages=[_message(x) for x in messages], title=title, temporary=temporary
+        messages=[_message(x) for x in messages],
+        title=title,
+        temporary=temporary,
+        end_of_conversation=end_of_conversation,
     )
     path = agent_path(agent_id, f"/conversations/{seg(conversation_id)}/messages")
     return _call("POST", path, m.AppendAccepted, body, headers=_priority(backfill))
@@ -384,6 +388,10 @@ def opinions(agent_id: str, limit: int, offset: int) -> Call[m.OpinionList]:
 def opinion_history(agent_id: str, opinion_id: str | UUID) -> Call[m.OpinionHistory]:
     path = agent_path(agent_id, f"/opinions/{seg(opinion_id)}/history")
     return _call("GET", path, m.OpinionHistory)
+
+
+def evolve(agent_id: str) -> Call[m.AgentEvolution]:
+    return _call("POST", agent_path(agent_id, "/evolve"), m.AgentEvolution)
 
 
 def delete_agent(agent_id: str) -> Call[m.AgentDeleted]:

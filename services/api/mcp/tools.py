@@ -403,6 +403,15 @@ async def reflect(
     return as_sent(await answer(m.client.reflect(m.agent_id, topic, depth=depth)))
 
 
+@tool("Evolve memory now", read_only=False, idempotent=True)
+async def evolve(ctx: Context) -> dict[str, Any]:
+    """At the end of a conversation: consolidate your memories now (duplicates merged, changed
+    facts superseded, reflection when due) instead of at the next hourly run. Returns the
+    operation that runs it."""
+    m = memory(ctx)
+    return as_sent(await answer(m.client.evolve(m.agent_id)))
+
+
 @tool("Link memories", read_only=False, idempotent=True)
 async def link(
     ctx: Context,

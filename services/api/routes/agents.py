@@ -13,6 +13,7 @@ from services.api.deps import ConnDep, ContextDep, Offset, ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.schemas.agents import (
     AgentDeleted,
+    AgentEvolution,
     AgentList,
     AgentProfile,
     AgentUpdate,
@@ -89,6 +90,22 @@ def merge_agent_background(
     compare-and-set on the background it read, redone when a concurrent merge got there first."""
     merged = agents.merge_into_background(context, scope, agent_id, body.content)
     return BackgroundResponse(background=merged)
+
+
+@router.post(
+    "/agents/{agent_id}/evolve",
+    status_code=202,
+    response_model=AgentEvolution,
+    responses=error_responses(404, 422, 503),
+)
+def evolve_agent(
+    scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, context: ContextDep
+) -> AgentEvolution:
+    """Run the agent's memory evolution now (seed 002 §4.5, the end of a session): its
+    consolidation (duplicates merged, changed facts superseded) and reflection when its
+    trigger is met, as an operation on a worker, instead of at the periodic jobs' next run."""
+    operation_id = agents.evolve(context, conn, scope, agent_id)
+    return AgentEvolution(agent_id=agent_id, operation_id=operation_id)
 
 
 @router.get("/agents/{agent_id}/opinions", response_model=OpinionList, responses=READ_ERRORS)

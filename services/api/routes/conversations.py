@@ -46,10 +46,13 @@ def append(
 ) -> AppendResponse:
     """Append messages to a live conversation (created on first use; it is the document
     `conversation_id`). Only the new messages are processed; a message id already there is
-    skipped (safe retries), with other content it is 409 `message_conflict`."""
+    skipped (safe retries), with other content it is 409 `message_conflict`.
+    `end_of_conversation`: once these messages are processed, the agent's evolution runs
+    (`POST /api/agents/{agent_id}/evolve`)."""
     done = ingest.append(
         context, conn, scope, agent_id, conversation_id, list(body.messages),
         title=body.title, backfill=priority == "backfill",
+        end_of_conversation=body.end_of_conversation,
     )  # fmt: skip
     note_operation(request, done.operation_id)
     return AppendResponse.of(done)

@@ -104,6 +104,13 @@ class AgentDeleted(BaseModel):
     deleted: dict[str, int] = Field(description="rows removed, per table")
 
 
+class AgentEvolution(BaseModel):
+    agent_id: str
+    operation_id: UUID = Field(
+        description="the `evolve` operation: GET /api/operations/{id}; its counts say what changed"
+    )
+
+
 class OpinionVersion(BaseModel):
     id: UUID
     text: str

@@ -45,6 +45,12 @@ class AppendRequest(BaseModel):
     messages: list[AppendedMessage] = Field(min_length=1)
     title: StorableText | None = Field(default=None, max_length=500)
     temporary: bool = Field(default=False, description=TEMPORARY)
+    end_of_conversation: bool = Field(
+        default=False,
+        description="the session ends here: once these messages are processed, the agent's "
+        "memory evolution runs (consolidation, and reflection when due) as an `evolve` "
+        "operation, instead of at the periodic jobs' next run",
+    )
 
     @model_validator(mode="after")
     def _temporary(self) -> AppendRequest:

@@ -14,6 +14,7 @@ class Stage(StrEnum):
     LINKS = "links"
     OPINIONS = "opinions"
     INDEX_MESSAGES = "index_messages"
+    EVOLVE = "evolve"  # the agent's consolidation (and reflection) now, on the maintenance queue
 
 
 class OperationKind(StrEnum):
@@ -26,6 +27,7 @@ class OperationKind(StrEnum):
     REPAIR = "repair"  # units left without a vector embedded, messages left out indexed
     REINDEX = "reindex"  # an agent's conversation index rebuilt
     OPINIONS = "opinions"  # the opinions a think formed
+    EVOLVE = "evolve"  # asked for (or the end of a conversation): the agent's evolution now
 
 
 class OperationStatus(StrEnum):
@@ -66,7 +68,8 @@ INGEST_STAGES: tuple[Stage, ...] = (
 # The stages each kind of operation runs, in order. An edit of one message runs the ingest
 # chain on what came from that message; a delete re-indexes the neighbours whose chunks it
 # invalidated; repair embeds units left without a vector and indexes messages left out;
-# reindex rebuilds an agent's conversation index; opinions stores what a think formed.
+# reindex rebuilds an agent's conversation index; opinions stores what a think formed; evolve
+# runs the agent's consolidation (and reflection, when due) now instead of at the next period.
 CHAINS: dict[OperationKind, tuple[Stage, ...]] = {
     OperationKind.INGEST: INGEST_STAGES,
     OperationKind.APPEND: INGEST_STAGES,
@@ -75,6 +78,7 @@ CHAINS: dict[OperationKind, tuple[Stage, ...]] = {
     OperationKind.REPAIR: (Stage.EMBED, Stage.INDEX_MESSAGES),
     OperationKind.REINDEX: (Stage.INDEX_MESSAGES,),
     OperationKind.OPINIONS: (Stage.OPINIONS,),
+    OperationKind.EVOLVE: (Stage.EVOLVE,),
 }
 
 # Queues besides the per-stage ones.
@@ -102,8 +106,15 @@ def next_stage(
     return following[0] if following else None
 
 
+# Stages whose work is the periodic jobs' own, run for one agent now: on the maintenance queue.
+MAINTENANCE_STAGES = frozenset({Stage.EVOLVE})
+
+
 def queue_for(stage: Stage, *, backfill: bool = False) -> str:
-    """Each stage has its own queue; backfills use a low-priority twin of it."""
+    """Each stage has its own queue (backfills use a low-priority twin of it), except those
+    run with the periodic jobs (MAINTENANCE_STAGES)."""
+    if stage in MAINTENANCE_STAGES:
+        return MAINTENANCE_QUEUE
     return f"{stage.value}{BACKFILL_QUEUE_SUFFIX}" if backfill else stage.value
 
 
@@ -115,11 +126,11 @@ def stage_of_queue(queue: str) -> Stage | None:
 
 def live_queues() -> list[str]:
     """One queue per stage: what a complete deployment has a consumer for (backfill twins
-    and maintenance can wait)."""
-    return [queue_for(s) for s in Stage]
+    and maintenance, with the evolve stage, can wait)."""
+    return [queue_for(s) for s in Stage if s not in MAINTENANCE_STAGES]
 
 
 def all_queues() -> list[str]:
-    stages = [s.value for s in Stage]
+    stages = [s.value for s in Stage if s not in MAINTENANCE_STAGES]
     backfill = [queue_for(s, backfill=True) for s in INGEST_STAGES]
     return stages + backfill + [MAINTENANCE_QUEUE, WEBHOOKS_QUEUE]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from memora.basics.stages import Stage
-from memora.pipeline.runner import Pipeline
+from memora.pipeline.runner import REGISTRY, Pipeline
 
 
 class InlineBackend:
@@ -26,7 +26,8 @@ class InlineBackend:
         delay: float = 0.0,
         held: bool = False,
     ) -> None:
-        """At once: nothing can join an operation while this call runs it, nor wait on it."""
+        """At once: nothing can join an operation while this call runs it, nor wait on it. A
+        stage run with the jobs (evolve) is left queued for a worker."""
         current: Stage | None = stage
-        while current is not None:
+        while current is not None and current in REGISTRY:
             current = self.pipeline.run(current, operation_id)

@@ -54,6 +54,7 @@ STAGE_MODELS: Mapping[Stage, frozenset[str]] = {
     Stage.LINKS: frozenset(),
     Stage.OPINIONS: frozenset({"embedder"}),
     Stage.INDEX_MESSAGES: frozenset({"embedder"}),
+    Stage.EVOLVE: frozenset({"nlp"}),  # parses turns for changes (on the maintenance queue)
 }
 
 

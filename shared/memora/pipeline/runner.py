@@ -49,6 +49,7 @@ class Written:
     following: Stage | None
     counts: dict[str, int] | None = None
     released: tuple[tuple[UUID, bool], ...] = ()  # operations held after this one: id, backfill
+    evolve: UUID | None = None  # the evolve operation its end of conversation asked for
 
     def logged(self, stage: Stage, operation_id: UUID) -> Stage | None:
         """Logs the stage as done, once its transaction has committed; the next stage."""
@@ -103,9 +104,10 @@ class Pipeline:
             frozenset() if settings.conversation_index else frozenset({Stage.INDEX_MESSAGES})
         )
 
-    def run(self, stage: Stage, operation_id: UUID) -> Stage | None:
-        """Run `stage`; return the stage to enqueue next (None when finished or stale)."""
-        prepare = REGISTRY[stage]
+    def run(self, stage: Stage, operation_id: UUID, prepare: Prepare | None = None) -> Stage | None:
+        """Run `stage` (with `prepare`, for a stage whose work is above the pipeline: the
+        worker's jobs); return the stage to enqueue next (None when finished or stale)."""
+        prepare = prepare or REGISTRY[stage]
         with self.pool.connection() as conn:
             job = self.begin(conn, stage, operation_id)
             if isinstance(job, Skip):
@@ -172,20 +174,26 @@ class Pipeline:
         counts = write(conn)
         following = next_stage(stage, kind, skip=self.skip)
         operations.stage_done(conn, operation_id, stage, following, counts)
+        evolve = None
         if following is None:
             webhooks.operation_finished(conn, operations.get_operation(conn, operation_id))
+            if locked.payload.get("end_of_conversation"):
+                evolve = operations.create_evolve(conn, locked.agent_id, "end_of_conversation")
         released: list[tuple[UUID, bool]] = []
         if stage is append_operations.RELEASED_BY and self.backend is not None:
             # an append may wait on a whole post of its conversation as on an append
             released = append_operations.release(conn, operation_id)
-        return Written(following, counts, tuple(released))
+        return Written(following, counts, tuple(released), evolve)
 
     def send_released(self, written: Written) -> None:
-        """After the commit of a write: the extracts of the operations it released."""
+        """After the commit of a write: the extracts of the operations it released, the evolve
+        its end of conversation asked for (without a backend, the reconciler sends that)."""
         if self.backend is None:  # none was released (`write`)
             return
         for operation_id, backfill in written.released:
             hand_off(self.backend, INGEST_STAGES[0], operation_id, backfill=backfill)
+        if written.evolve is not None:
+            hand_off(self.backend, Stage.EVOLVE, written.evolve)
 
     def claim_held(self, operation_id: UUID) -> bool:
         """For the delayed extract of a held append: whether it runs the operation (it was not

@@ -11,9 +11,11 @@ from uuid import UUID
 from psycopg import Connection
 
 from memora.basics.errors import Conflict, Invalid, NotFound
+from memora.basics.stages import Stage
 from memora.basics.tenancy import Scope
 from memora.pipeline.context import AppContext
-from memora.store import agents
+from memora.pipeline.handoff import hand_off
+from memora.store import agents, operations
 from memora.store.units import HistoricOpinion
 from memora.store.units import Opinion as Opinion
 from memora.think import opinions
@@ -106,6 +108,17 @@ def opinion_history(
     if not rows:
         raise NotFound("not_found", f"opinion {opinion_id} not found for agent {agent_id}")
     return rows
+
+
+def evolve(app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str) -> UUID:
+    """An `evolve` operation: the agent's consolidation (and reflection, when due) now, on a
+    worker, instead of at the periodic jobs' next run (seed 002 §4.5). Its id."""
+    with conn.transaction():
+        if agents.get_agent(conn, scope, agent_id) is None:
+            raise NotFound("agent_not_found", f"agent {agent_id} has no memories")
+        operation_id = operations.create_evolve(conn, scope.key(agent_id), "request")
+    hand_off(app.backend, Stage.EVOLVE, operation_id)
+    return operation_id
 
 
 def delete(app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str) -> dict[str, int]:

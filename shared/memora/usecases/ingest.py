@@ -15,7 +15,7 @@ from memora.basics import metrics
 from memora.basics.config import Settings
 from memora.basics.errors import Invalid
 from memora.basics.models import MemoryItem, jsonable_items
-from memora.basics.stages import INGEST_STAGES, OperationKind
+from memora.basics.stages import INGEST_STAGES, OperationKind, Stage
 from memora.basics.tenancy import Scope
 from memora.conversations import append as appending
 from memora.conversations.sync import store_messages
@@ -147,13 +147,15 @@ def append(
     *,
     title: str | None = None,
     backfill: bool = False,
+    end_of_conversation: bool = False,
 ) -> AppendAccepted:
     """`POST /api/agents/{agent_id}/conversations/{conversation_id}/messages` (and the batch
     route's `update_mode: append`): the new messages made durable and handed to an `append`
     operation that processes them alone, or with the conversation's messages that joined it
     before its extract started (coalescing; memora.conversations.append). Exactly once: a
     message id the conversation holds is not stored again; with other content it is a
-    Conflict. Invalid before anything is written."""
+    Conflict. Invalid before anything is written. `end_of_conversation`: the operation asks
+    for an `evolve` of the agent when it finishes (at once when it has finished already)."""
     settings = app.settings
     check_limits(settings, items)
     payload = _identified(jsonable_items(items))
@@ -164,6 +166,11 @@ def append(
         done = appending.append_messages(
             conn, scope.key(agent_id), conversation_id, payload, title, take, chunking
         )
+        evolve = None
+        if end_of_conversation and not operations.evolve_when_finished(conn, done.operation_id):
+            evolve = operations.create_evolve(conn, scope.key(agent_id), "end_of_conversation")
+    if evolve is not None:
+        hand_off(app.backend, Stage.EVOLVE, evolve)
     metrics.observe_accepted(done.outcome, done.new, backfill=backfill)
     if done.outcome != "unchanged" and not done.joined:
         hand_off(

@@ -35,6 +35,7 @@ from memora_client.models.requests import (
 )
 from memora_client.models.responses import (
     AgentDeleted,
+    AgentEvolution,
     AgentList,
     AgentProfile,
     AppendAccepted,
@@ -82,6 +83,7 @@ from memora_client.models.webhooks import (
 __all__ = [
     "TERMINAL_STATUSES",
     "AgentDeleted",
+    "AgentEvolution",
     "AgentList",
     "AgentProfile",
     "AgentUpdate",

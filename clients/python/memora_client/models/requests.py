@@ -49,6 +49,7 @@ class AppendRequest(Request):
     messages: list[Message]
     temporary: bool = False
     title: str | None = None
+    end_of_conversation: bool = False
 
 
 class SearchRequest(Request):

@@ -243,6 +243,11 @@ class AgentDeleted(Response):
     deleted: dict[str, int]
 
 
+class AgentEvolution(Response):
+    agent_id: str
+    operation_id: UUID  # the `evolve` operation (wait_for it: its counts say what changed)
+
+
 class ImportResult(Response):
     agents: list[str]
     imported: dict[str, int]  # rows written, per record type
