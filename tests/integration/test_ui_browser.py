@@ -243,6 +243,10 @@ def test_ui_in_a_real_browser(served: Any, fake_llm: FakeOpenAI, attempt: str) -
         row.click()  # the suite's database holds other tests' agents: choose this one
         page.locator("#documents-list li", has_text="storm-chat").wait_for()
         page.screenshot(path=str(SHOTS / "agents.png"))
+        row.locator("button", has_text="Evolve").click()  # an evolve operation, announced
+        page.locator("#toast", has_text=f"Evolving {agent}").wait_for()
+        listed = httpx.get(f"{base}/api/operations", params={"agent_id": agent}, timeout=10)
+        assert any(o["kind"] == "evolve" for o in listed.json()["operations"])
 
         # The memory graph: units and entities drawn by cytoscape
         page.click('#tabs button[data-view="graph"]')

@@ -59,13 +59,27 @@ async function loadAgents() {
       el("td", { class: "num" }, a.entities.toLocaleString()),
       el("td", { class: "num" }, a.documents.toLocaleString()),
       el("td", { class: `num ${a.failed_operations ? "bad" : ""}` }, a.failed_operations),
-      el("td", {}, el("button", {
+      el("td", { class: "nowrap" }, el("button", {
         class: "small ghost",
         onclick: (e) => { e.stopPropagation(); selectAgent(a.agent_id); showView("graph"); },
-      }, "Graph")))));
+      }, "Graph"), " ", el("button", {
+        class: "small ghost",
+        title: "Consolidate now (and reflect when due), instead of at the next hourly run",
+        onclick: (e) => { e.stopPropagation(); evolve(a.agent_id); },
+      }, "Evolve")))));
   $("#agents-empty").hidden = agents.length > 0;
   if (!agents.some((a) => a.agent_id === state.agent)) state.agent = agents[0]?.agent_id || "";
   if (state.agent) selectAgent(state.agent);
+}
+
+// The agent's memory evolution now: an `evolve` operation (shown in Operations).
+async function evolve(agent) {
+  try {
+    const answer = await api(`/api/agents/${encodeURIComponent(agent)}/evolve`, { method: "POST" });
+    toast(`Evolving ${agent}: operation ${answer.operation_id.slice(0, 8)}… (see Operations)`);
+  } catch (error) {
+    toast(error.message, "error");
+  }
 }
 
 // Each load is numbered: only the latest one's answer is shown (choosing another agent while a

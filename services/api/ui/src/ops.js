@@ -52,7 +52,8 @@ export class OperationsView {
   }
 
   row(op) {
-    const stages = (op.kind === "ingest" ? STAGES : ["opinions"]).map((name) => {
+    const chain = Object.keys(op.stages).length ? Object.keys(op.stages) : [op.stage || op.kind];
+    const stages = (op.document_id ? STAGES : chain).map((name) => {
       const s = op.stages[name] || { status: "pending" };
       const tip = `${name}: ${s.status}${s.attempts ? ` · ${s.attempts} attempt(s)` : ""}` +
         `${s.retries ? ` · retried ${s.retries}×` : ""}${s.error ? `\n${s.error}` : ""}`;
