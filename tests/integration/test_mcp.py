@@ -255,10 +255,13 @@ def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
             )
         )
         moved = {"memory_id": str(out["moved"]["memory_id"])}
-        out["unconfirmed"] = _data(await client.call_tool("forget", moved))
+        by_query = {"query": "Maya lives in Berlin"}
+        out["unconfirmed"] = _data(await client.call_tool("forget", by_query))
         out["kept"] = _data(await client.call_tool("recall", {"query": "where does Maya live"}))
-        out["confirmed"] = _data(await client.call_tool("forget", moved | {"confirm": True}))
+        out["by_id"] = _data(await client.call_tool("forget", moved))  # no confirm needed
         out["gone"] = _data(await client.call_tool("recall", {"query": "where does Maya live"}))
+        long_ago = {"query": "where does Maya live", "end": "2001-01-01T00:00:00Z"}
+        out["recall_long_ago"] = _data(await client.call_tool("recall", long_ago))
         chat = {"query": "offsite venue river", "limit": 50}  # above 20: clamped, not refused
         out["chat_all"] = _data(await client.call_tool("conversation_search", chat))
         strict = chat | {"min_score": 1.0, "highlight": True}
@@ -300,13 +303,14 @@ def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
     # evolve: the operation (run by a worker; this stack has none for it: left queued)
     evolving = httpx.get(f"{api_url}/api/operations/{out['evolve']['operation_id']}").json()
     assert evolving["kind"] == "evolve" and out["evolve"]["agent_id"] == agent_id
-    # forget without confirm only lists; with confirm it forgets
-    assert out["unconfirmed"]["dry_run"] and len(out["unconfirmed"]["forgotten"]) == 1
+    # forget by query without confirm only lists; by id it forgets (seed 002)
+    assert out["unconfirmed"]["dry_run"] and len(out["unconfirmed"]["forgotten"]) >= 1
     kept = [m["id"] for m in out["kept"]["memories"]]
     assert str(out["moved"]["memory_id"]) in kept
-    assert not out["confirmed"]["dry_run"]
+    assert not out["by_id"]["dry_run"] and len(out["by_id"]["forgotten"]) == 1
     gone = [m["id"] for m in out["gone"]["memories"]]
     assert str(out["moved"]["memory_id"]) not in gone
+    assert out["recall_long_ago"]["memories"] == []  # recall's time range
     # conversation_search: min_score, highlight, limit above 20
     assert 1 <= out["chat_all"]["total_results"] <= 20
     assert out["chat_strict"]["results"] == []

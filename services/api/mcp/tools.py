@@ -355,15 +355,16 @@ async def forget(
     ] = None,
     reason: Annotated[str | None, Field(max_length=1000)] = None,
     confirm: Annotated[
-        bool, Field(description="true: forget; false (default): only list what would be")
+        bool, Field(description="with a query: true forgets; false (default) only lists")
     ] = False,
     dry_run: Annotated[bool, Field(description="only list what would be forgotten")] = False,
 ) -> dict[str, Any]:
-    """Forget a memory (by id) or the memories matching a query. Without confirm=true nothing
-    is forgotten: the answer lists what would be (check it, then call again with confirm).
-    Forgotten memories leave every search at once and can be restored for a while."""
+    """Forget a memory by its id, or the memories matching a query. A query forgets nothing
+    without confirm=true: the answer lists what would go (check it, then call again with
+    confirm). Forgotten memories leave every search at once and can be restored for a while."""
     m = memory(ctx)
-    dry = dry_run or not confirm
+    # seed 002: a memory named by id is forgotten as asked; a query may match more than meant
+    dry = dry_run or (query is not None and memory_id is None and not confirm)
     # confirm also lets a query forget more than the cap
     done = m.client.forget(
         m.agent_id, memory_id, query=query, reason=reason, dry_run=dry, confirm=confirm
@@ -379,13 +380,16 @@ async def recall(
     categories: Annotated[list[str] | None, Field(min_length=1, max_length=50)] = None,
     include_reflections: bool = True,
     as_of: AsOf = None,
+    start: Annotated[datetime | None, Field(description="memories of events at or after")] = None,
+    end: Annotated[datetime | None, Field(description="memories of events before")] = None,
 ) -> dict[str, Any]:
     """Recall memories the way a person does: relevant ones first, weighed with how recently
-    you used them, how important they are and how often they come up; with as_of, those true
-    then."""
+    you used them, how important they are and how often they come up; with start and end,
+    those of that time; with as_of, those true then."""
     m = memory(ctx)
+    window = (start, end) if start is not None or end is not None else None
     found = m.client.recall(
-        m.agent_id, query, limit, categories=categories or None,
+        m.agent_id, query, limit, time_range=window, categories=categories or None,
         include_reflections=include_reflections, as_of=as_of,
     )  # fmt: skip
     return as_sent(await answer(found))
