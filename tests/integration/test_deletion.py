@@ -4,6 +4,7 @@ succeeds with zero counts."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -72,6 +73,32 @@ def _fill(api: Any, pool: Any, pipeline: Any, tenant: Tenant, agent_id: str) -> 
         )
     InlineBackend(pipeline).enqueue(Stage.OPINIONS, op_id)
     assert touch_access(pool, [tenant.key_of(agent_id)]) > 0
+
+
+def _deleted(body: dict[str, Any]) -> dict[str, int]:
+    """The receipt's counts of the tables `row_counts` reads (webhook events apart)."""
+    return {k: v for k, v in body["deleted"].items() if k != "webhook_deliveries"}
+
+
+def _event(pool: Any, tenant: Tenant, agent: str) -> str:
+    """A webhook delivery of an event about the agent (as an operation's completion writes)."""
+    with pool.connection() as conn, conn.transaction():
+        hook = conn.execute(
+            "INSERT INTO webhooks (tenant_id, url, events, secret)"
+            " VALUES (%s, 'https://example.com/hook', '{operation.completed}', 's') RETURNING id",
+            (tenant.tenant_id,),
+        ).fetchone()
+        row = conn.execute(
+            "INSERT INTO webhook_deliveries (webhook_id, tenant_id, event_type, event_id, payload)"
+            " VALUES (%s, %s, 'operation.completed', 'msg_1', %s::jsonb) RETURNING id",
+            (hook["id"], tenant.tenant_id, json.dumps({"data": {"agent_id": agent}})),
+        ).fetchone()
+    return str(row["id"])
+
+
+def _delivery_ids(pool: Any) -> set[str]:
+    with pool.connection() as conn:
+        return {str(r["id"]) for r in conn.execute("SELECT id FROM webhook_deliveries")}
 
 
 def _everything(pool: Any, keys: list[str]) -> tuple[dict[str, Any], dict[str, int]]:
@@ -151,18 +178,28 @@ def test_deleting_an_agent_removes_every_row_of_it_and_is_idempotent(
     kept = [tenant.key_of("bob"), other_tenant.key_of("alice")]
     kept_before = row_counts(pool, kept, owned_ids(pool, kept))
 
+    events = [_event(pool, tenant, "alice"), _event(pool, tenant, "bob")]
+
     response = auth_api.delete("/api/agents/alice", headers=tenant.headers)
     assert response.status_code == 200
     body = response.json()
     assert body["success"] is True and body["agent_id"] == "alice"
-    assert body["deleted"] == before  # the counts are the rows that were there
+    assert _deleted(body) == before  # the counts are the rows that were there
+    assert body["deleted"]["webhook_deliveries"] == 1  # the event about alice, not bob's
+    assert _delivery_ids(pool) & set(events) == {events[1]}
+    # the receipt: every table with an agent_id checked, nothing of alice left
+    assert body["remaining"] == 0 and body["remaining_by_table"] == {}
+    assert {"memory_units", "memory_vectors", "memory_search", "memory_events"} <= set(
+        body["checked"]
+    )
     assert row_counts(pool, alice, ids) == NOTHING_LEFT
     assert row_counts(pool, kept, owned_ids(pool, kept)) == kept_before
 
     again = auth_api.delete("/api/agents/alice", headers=tenant.headers)
-    assert again.status_code == 200 and again.json()["deleted"] == NOTHING_LEFT
+    assert again.status_code == 200 and _deleted(again.json()) == NOTHING_LEFT
     never = auth_api.delete("/api/agents/never-existed", headers=tenant.headers)
-    assert never.status_code == 200 and never.json()["deleted"] == NOTHING_LEFT
+    assert never.status_code == 200 and _deleted(never.json()) == NOTHING_LEFT
+    assert never.json()["remaining"] == 0
 
 
 def test_deleting_all_of_a_tenants_data_keeps_the_tenant_and_others(
@@ -186,13 +223,14 @@ def test_deleting_all_of_a_tenants_data_keeps_the_tenant_and_others(
     assert row_counts(pool, mine, ids) == before
 
     response = auth_api.delete("/api/agents?confirm=true", headers=tenant.headers)
-    assert response.status_code == 200 and response.json()["deleted"] == before
+    assert response.status_code == 200 and _deleted(response.json()) == before
+    assert response.json()["remaining"] == 0
     assert row_counts(pool, mine, ids) == NOTHING_LEFT
     assert row_counts(pool, kept, owned_ids(pool, kept)) == kept_before
     # the tenant and its key stay
     assert auth_api.get("/api/agents", headers=tenant.headers).json()["agents"] == []
     again = auth_api.delete("/api/agents?confirm=true", headers=tenant.headers)
-    assert again.status_code == 200 and again.json()["deleted"] == NOTHING_LEFT
+    assert again.status_code == 200 and _deleted(again.json()) == NOTHING_LEFT
 
 
 def test_deleting_a_tenant_removes_its_data_keys_and_itself(
@@ -210,7 +248,8 @@ def test_deleting_a_tenant_removes_its_data_keys_and_itself(
 
     response = auth_api.delete(f"/api/admin/tenants/{tenant.tenant_id}", headers=ADMIN)
     assert response.status_code == 200
-    assert response.json()["deleted"] == before | {"api_keys": 1, "tenants": 1}
+    assert _deleted(response.json()) == before | {"api_keys": 1, "tenants": 1}
+    assert response.json()["remaining"] == 0 and "memory_units" in response.json()["checked"]
     assert row_counts(pool, mine, ids) == NOTHING_LEFT
     assert row_counts(pool, kept, owned_ids(pool, kept)) == kept_before
     with pool.connection() as conn:
@@ -224,4 +263,4 @@ def test_deleting_a_tenant_removes_its_data_keys_and_itself(
 
     again = auth_api.delete(f"/api/admin/tenants/{tenant.tenant_id}", headers=ADMIN)
     assert again.status_code == 200
-    assert again.json()["deleted"] == NOTHING_LEFT | {"api_keys": 0, "tenants": 0}
+    assert _deleted(again.json()) == NOTHING_LEFT | {"api_keys": 0, "tenants": 0}

@@ -50,8 +50,7 @@ def delete_tenant(
 ) -> TenantDeleted:
     """Hard delete of all the tenant's agents and their data, its keys, and the tenant (the
     "default" tenant is emptied but stays). Deleting it again succeeds with zero counts."""
-    deleted = tenants.delete_tenant(context, conn, tenant_id)
-    return TenantDeleted(success=True, tenant_id=tenant_id, deleted=deleted)
+    return TenantDeleted.of(tenant_id, tenants.delete_tenant(context, conn, tenant_id))
 
 
 @router.post(

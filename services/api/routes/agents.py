@@ -145,10 +145,10 @@ def delete_agent(
     scope: ScopeDep, agent_id: AgentPath, conn: ConnDep, context: ContextDep
 ) -> AgentDeleted:
     """Hard delete of the agent and everything of it: documents (raw content), memory units,
-    links, entities, opinions, operations, access counts. Deleting it again succeeds with zero
-    counts."""
-    deleted = agents.delete(context, conn, scope, agent_id)
-    return AgentDeleted(success=True, agent_id=agent_id, deleted=deleted)
+    links, entities, opinions, operations, access counts, the webhook events about it. The
+    answer is a receipt: rows removed per table, and `remaining` 0 after a check of every
+    table that holds an agent's data. Deleting it again succeeds with zero counts."""
+    return AgentDeleted.of(agent_id, agents.delete(context, conn, scope, agent_id))
 
 
 @router.delete("/agents", response_model=AgentDeleted, responses=READ_ERRORS)
@@ -160,5 +160,4 @@ def delete_all_agents(
 ) -> AgentDeleted:
     """Hard delete of every agent of the caller's tenant and all their data ("delete all my
     data"); the tenant and its API keys stay. Idempotent."""
-    deleted = agents.delete_all(context, conn, scope, confirm=confirm)
-    return AgentDeleted(success=True, agent_id=None, deleted=deleted)
+    return AgentDeleted.of(None, agents.delete_all(context, conn, scope, confirm=confirm))

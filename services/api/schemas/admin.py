@@ -15,7 +15,9 @@ from pydantic import (
 )
 
 from memora.usecases import tenants
+from memora.usecases.agents import Erasure
 from memora.usecases.tenants import NewKey
+from services.api.schemas.agents import ErasureReceipt
 
 TenantId = Annotated[str, Field(pattern=tenants.TENANT_ID_PATTERN)]
 Label = Annotated[str, Field(max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")]
@@ -40,10 +42,12 @@ class TenantList(BaseModel):
     tenants: list[Tenant]
 
 
-class TenantDeleted(BaseModel):
-    success: bool
+class TenantDeleted(ErasureReceipt):
     tenant_id: str
-    deleted: dict[str, int] = Field(description="rows removed, per table")
+
+    @classmethod
+    def of(cls, tenant_id: str, erasure: Erasure) -> TenantDeleted:
+        return cls(tenant_id=tenant_id, **cls.fields_of(erasure))
 
 
 class KeyCreate(BaseModel):

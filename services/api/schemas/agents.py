@@ -13,7 +13,7 @@ from pydantic import (
     Field,
 )
 
-from memora.usecases.agents import Opinion
+from memora.usecases.agents import Erasure, Opinion
 
 Trait = Annotated[float | None, Field(default=None, ge=0, le=1, allow_inf_nan=False)]
 
@@ -98,10 +98,35 @@ class AgentList(BaseModel):
     agents: list[AgentProfile]
 
 
-class AgentDeleted(BaseModel):
+class ErasureReceipt(BaseModel):
+    """What a hard delete removed, and what a check of every table holding an agent's data
+    found of it afterwards, in the same transaction."""
+
     success: bool
-    agent_id: str | None = Field(description="null when every agent of the tenant was deleted")
     deleted: dict[str, int] = Field(description="rows removed, per table")
+    remaining: int = Field(
+        description="rows still holding a deleted agent's key, over every table in `checked`: 0"
+    )
+    remaining_by_table: dict[str, int] = Field(default_factory=dict)
+    checked: list[str] = Field(description="the tables checked (every one with an agent_id)")
+
+    @staticmethod
+    def fields_of(erasure: Erasure) -> dict[str, Any]:
+        return {
+            "success": True,
+            "deleted": erasure.deleted,
+            "remaining": sum(erasure.remaining.values()),
+            "remaining_by_table": erasure.remaining,
+            "checked": erasure.checked,
+        }
+
+
+class AgentDeleted(ErasureReceipt):
+    agent_id: str | None = Field(description="null when every agent of the tenant was deleted")
+
+    @classmethod
+    def of(cls, agent_id: str | None, erasure: Erasure) -> AgentDeleted:
+        return cls(agent_id=agent_id, **cls.fields_of(erasure))
 
 
 class AgentEvolution(BaseModel):

@@ -124,12 +124,15 @@ def delete_agent(conn: Connection[Any], scope: Scope, agent_id: str) -> dict[str
     return purge_agents(conn, [scope.key(agent_id)])
 
 
-def delete_all_agents(conn: Connection[Any], scope: Scope) -> dict[str, int]:
-    """Hard delete of every agent of the scope's tenant (the tenant and its keys stay)."""
-    keys = [
+def tenant_agent_keys(conn: Connection[Any], scope: Scope) -> list[str]:
+    return [
         r["agent_id"]
         for r in conn.execute(
             "SELECT agent_id FROM agents WHERE tenant_id = %s", (scope.tenant_id,)
         ).fetchall()
     ]
-    return purge_agents(conn, keys)
+
+
+def delete_all_agents(conn: Connection[Any], scope: Scope) -> dict[str, int]:
+    """Hard delete of every agent of the scope's tenant (the tenant and its keys stay)."""
+    return purge_agents(conn, tenant_agent_keys(conn, scope))

@@ -10,9 +10,12 @@ statements that see what such a stage committed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import Connection
+
+from memora.basics.tenancy import DEFAULT_TENANT, SEPARATOR, client_agent_id
 
 # Every table that holds an agent's data, in the order they are emptied.
 PURGE_TABLES = (
@@ -28,6 +31,7 @@ PURGE_TABLES = (
     "entities",
     "documents",
     "agents",
+    "webhook_deliveries",
 )
 
 
@@ -93,4 +97,51 @@ def purge_agents(conn: Connection[Any], keys: list[str]) -> dict[str, int]:
         counts[table] = conn.execute(
             f"DELETE FROM {table} WHERE agent_id = ANY(%(k)s)", params
         ).rowcount
+    # the webhook events about them, sent or not (their payloads may quote what they held)
+    tenants = [key.rpartition(SEPARATOR)[0] or DEFAULT_TENANT for key in keys]
+    counts["webhook_deliveries"] = conn.execute(
+        "DELETE FROM webhook_deliveries d USING unnest(%s::text[], %s::text[]) AS a(tenant, id) "
+        "WHERE d.tenant_id = a.tenant AND d.payload -> 'data' ->> 'agent_id' = a.id",
+        (tenants, [client_agent_id(key) for key in keys]),
+    ).rowcount
     return counts
+
+
+# Tombstones an erasure leaves on purpose: ids only, no content (the query services learn from
+# it that the agent's units are gone).
+TOMBSTONES = frozenset({"vector_removals"})
+
+
+@dataclass(frozen=True)
+class Remaining:
+    """What an erasure left of the agents: rows per table still holding their key, over every
+    table of the schema with an `agent_id` column (`checked`). The tables keyed by a unit's id
+    (links, entity references, access counts, sources) reference `memory_units` by foreign key:
+    none outlives its unit."""
+
+    rows: dict[str, int]
+    checked: list[str]
+
+    @property
+    def total(self) -> int:
+        return sum(self.rows.values())
+
+
+def remaining(conn: Connection[Any], keys: list[str]) -> Remaining:
+    tables = [
+        r["relname"]
+        for r in conn.execute(
+            "SELECT c.relname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "WHERE a.attname = 'agent_id' AND NOT a.attisdropped AND c.relkind IN ('r', 'p') "
+            "AND c.relnamespace = current_schema()::regnamespace ORDER BY c.relname"
+        ).fetchall()
+        if r["relname"] not in TOMBSTONES
+    ]
+    rows = {}
+    for table in tables:
+        row = conn.execute(
+            f"SELECT count(*) AS n FROM {table} WHERE agent_id = ANY(%s)", (keys,)
+        ).fetchone()
+        if row and row["n"]:
+            rows[table] = int(row["n"])
+    return Remaining(rows, tables)

@@ -11,9 +11,11 @@ from psycopg import Connection
 
 from memora.basics.errors import Conflict, Invalid, NotFound
 from memora.basics.models import utcnow
+from memora.basics.tenancy import Scope
 from memora.pipeline.context import AppContext
-from memora.store import tenants
+from memora.store import agents, tenants
 from memora.store.tenants import NewKey as NewKey
+from memora.usecases.agents import Erasure, erasure_receipt
 
 TENANT_ID_PATTERN = tenants.TENANT_ID_PATTERN  # a tenant id's form
 
@@ -32,11 +34,13 @@ def list_tenants(app: AppContext, conn: Connection[Any]) -> list[dict[str, Any]]
     return tenants.list_tenants(conn)
 
 
-def delete_tenant(app: AppContext, conn: Connection[Any], tenant_id: str) -> dict[str, int]:
+def delete_tenant(app: AppContext, conn: Connection[Any], tenant_id: str) -> Erasure:
     """Hard delete of all the tenant's agents and their data, its keys, and the tenant (the
-    "default" tenant is emptied but stays); zero counts when it is gone already."""
+    "default" tenant is emptied but stays); zero counts when it is gone already. With the
+    receipt of its agents' erasure."""
     with conn.transaction():
-        return tenants.delete_tenant(conn, tenant_id)
+        keys = agents.tenant_agent_keys(conn, Scope(tenant_id))
+        return erasure_receipt(conn, tenants.delete_tenant(conn, tenant_id), keys)
 
 
 def create_key(

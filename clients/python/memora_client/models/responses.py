@@ -238,9 +238,14 @@ class AgentList(Response):
 
 
 class AgentDeleted(Response):
+    """The erasure's receipt: `remaining` 0 after a check of every table in `checked`."""
+
     success: bool
     agent_id: str | None
     deleted: dict[str, int]
+    remaining: int
+    remaining_by_table: dict[str, int] = Field(default_factory=dict)
+    checked: list[str]
 
 
 class AgentEvolution(Response):
