@@ -11,7 +11,7 @@ It tags no sensitive category: only the LLM extractor does (docs/llm.md).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ from memora.extraction.cleaning import (
     strip_span,
 )
 from memora.extraction.policy import guess_category
-from memora.nlp.language import ENTITY_TYPES, TEMPORAL_LABELS, load_nlp, tagged_proper_noun
+from memora.nlp.language import ENTITY_TYPES, TEMPORAL_LABELS, parse, tagged_proper_noun
 from memora.nlp.names import normalize_name
 from memora.nlp.temporal import resolve_expression
 
@@ -179,11 +179,15 @@ class LocalExtractor:
             return "agent"
         return "world"
 
+    @staticmethod
+    def texts(items: Iterable[SourceItem]) -> list[str]:
+        """What `extract` parses of these items: their turns (memora.nlp.language.parsing_ahead)."""
+        return [turn.text for item in items for turn in split_turns(item)]
+
     def extract(
         self, agent_id: str, items: list[SourceItem], preceding: Sequence[SourceItem] = ()
     ) -> list[Fact]:
         turns = [turn for item in items for turn in split_turns(item)]
-        nlp = load_nlp()
         speakers = SpeakerNames.of(
             t.speaker for t in turns if t.speaker and t.speaker.lower() not in self.agent_names
         )
@@ -192,7 +196,7 @@ class LocalExtractor:
         )
         facts: list[Fact] = []
         seq_by_item: dict[int, int] = {}
-        for turn, doc in zip(turns, nlp.pipe(t.text for t in turns), strict=True):
+        for turn, doc in zip(turns, parse([t.text for t in turns]), strict=True):
             names = frozenset(
                 w for e in doc.ents if e.label_ == "PERSON" for w in _WORD.findall(e.text.lower())
             )

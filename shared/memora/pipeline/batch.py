@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -29,8 +30,8 @@ from psycopg import Connection
 
 from memora.basics.stages import OperationKind, Stage
 from memora.nlp.batching import MicroBatcher
-from memora.pipeline.context import Deferred, Prepared, Writer
-from memora.pipeline.runner import REGISTRY, Pipeline, Skip, Written
+from memora.pipeline.context import Deferred, Job, Prepared, Writer
+from memora.pipeline.runner import AHEAD, REGISTRY, Pipeline, Skip, Written
 from memora.webhooks import events as webhooks
 
 log = logging.getLogger("memora.pipeline")
@@ -72,20 +73,42 @@ def run_batch(
         except Exception as exc:
             conn.rollback()
             return {operation_id: Outcome(error=exc) for operation_id in ids}
-        for operation_id, job in jobs.items():
-            if isinstance(job, Skip):
-                outcomes[operation_id] = Outcome(job.following)
-                continue
-            try:
-                prepared = prepare(ctx, conn, job)
-                conn.commit()
-                pending.append(_Pending(operation_id, job.agent_key, job.operation.kind, prepared))
-            except Exception as exc:
-                conn.rollback()
-                outcomes[operation_id] = Outcome(error=exc)
+        outcomes.update(
+            {i: Outcome(job.following) for i, job in jobs.items() if isinstance(job, Skip)}
+        )
+        started = {i: job for i, job in jobs.items() if not isinstance(job, Skip)}
+        with _ahead(pipeline, stage, conn, list(started.values())):
+            for operation_id, job in started.items():
+                try:
+                    prepared = prepare(ctx, conn, job)
+                    conn.commit()
+                    pending.append(
+                        _Pending(operation_id, job.agent_key, job.operation.kind, prepared)
+                    )
+                except Exception as exc:
+                    conn.rollback()
+                    outcomes[operation_id] = Outcome(error=exc)
         writers = _writers(pipeline, pending, outcomes)
         _write_all(pipeline, conn, stage, writers, outcomes)
     return outcomes
+
+
+def _ahead(
+    pipeline: Pipeline, stage: Stage, conn: Connection[Any], jobs: list[Job]
+) -> AbstractContextManager[None]:
+    """The stage's work for all the batch's operations at once (AHEAD), if it has any; a
+    failure of it only loses the gain (each prepare then does its own)."""
+    ahead = AHEAD.get(stage)
+    if ahead is None:
+        return nullcontext()
+    try:
+        made = ahead(pipeline.context, conn, jobs)
+        conn.commit()
+        return made
+    except Exception:
+        conn.rollback()
+        log.warning("stage %s: the batch's work ahead failed", stage.value, exc_info=True)
+        return nullcontext()
 
 
 def _writers(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -69,6 +70,11 @@ REGISTRY: Mapping[Stage, Prepare] = {
     Stage.OPINIONS: opinions.prepare,
     Stage.INDEX_MESSAGES: index_messages.prepare,
 }
+
+
+# Work a stage batch does for all its operations before their prepares (memora.pipeline.batch).
+Ahead = Callable[[StageContext, Connection[Any], list[Job]], AbstractContextManager[None]]
+AHEAD: Mapping[Stage, Ahead] = {Stage.EXTRACT: extract.parse_ahead}
 
 
 # Operations that always belong to a document (its deletion supersedes them).

@@ -247,6 +247,17 @@ def claimed(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> lis
     ).fetchall()
 
 
+def claimed_by(conn: Connection[Any], claims: Sequence[tuple[UUID, UUID]]) -> list[dict[str, Any]]:
+    """The messages to remember that these operations extract, each of its document
+    ((document, operation) pairs), in one statement."""
+    return conn.execute(
+        "SELECT m.text, m.speaker, m.occurred_at FROM conversation_messages m "
+        "JOIN unnest(%s::uuid[], %s::uuid[]) AS c(document_pk, operation_id) "
+        "ON m.document_pk = c.document_pk AND m.extracted_by = c.operation_id WHERE m.remember",
+        ([d for d, _ in claims], [o for _, o in claims]),
+    ).fetchall()
+
+
 def still_claimed(
     conn: Connection[Any], message_pks: Sequence[UUID], operation_id: UUID
 ) -> dict[UUID, int]:

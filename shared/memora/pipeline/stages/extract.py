@@ -16,6 +16,7 @@ its own, as context (`extraction_context_messages`)."""
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from psycopg import Connection
@@ -23,9 +24,11 @@ from psycopg import Connection
 from memora.basics.tenancy import client_agent_id
 from memora.extraction import policy
 from memora.extraction.base import Extractor, Fact, SourceItem
+from memora.extraction.local import LocalExtractor
 from memora.extraction.policy import guess_category
 from memora.extraction.verbatim import VerbatimExtractor
 from memora.lifecycle.scores import heuristic_importance
+from memora.nlp.language import parsing_ahead
 from memora.pipeline.context import Job, StageContext, Writer
 from memora.store import documents, entities, messages, units
 
@@ -68,6 +71,18 @@ def _source_item(message: dict[str, Any], raw: dict[str, Any]) -> SourceItem:
         speaker=message["speaker"],
         metadata=raw.get("metadata") or {},
     )
+
+
+def parse_ahead(
+    ctx: StageContext, conn: Connection[Any], jobs: list[Job]
+) -> AbstractContextManager[None]:
+    """A stage batch's messages parsed by the local extractor in one pass, before each
+    operation's `prepare` takes its own (memora.pipeline.batch): spaCy costs less a text so."""
+    if len(jobs) < 2 or not isinstance(ctx.extractor, LocalExtractor):
+        return nullcontext()
+    rows = messages.claimed_by(conn, [(j.document["id"], j.operation.id) for j in jobs])
+    items = [SourceItem(0, r["text"], None, r["occurred_at"], r["speaker"], {}) for r in rows]
+    return parsing_ahead(LocalExtractor.texts(items))
 
 
 def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
