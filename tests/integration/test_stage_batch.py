@@ -194,6 +194,14 @@ def test_one_failing_operation_leaves_the_others_of_its_batch_done(
         out[broken].unwrap()
     assert out[ids[0]].unwrap() is Stage.ENTITIES and out[ids[2]].unwrap() is Stage.ENTITIES
     assert client.get(f"/api/operations/{broken}").json()["stages"]["embed"]["status"] == "running"
+    # alone in its batch (no savepoint: the transaction is its own), it fails the same way and
+    # writes nothing; run again, it is written
+    alone = run_batch(pipeline, Stage.EMBED, [broken])
+    with pytest.raises(Exception, match="division by zero"):
+        alone[broken].unwrap()
+    assert client.get(f"/api/operations/{broken}").json()["stages"]["embed"]["status"] == "running"
+    pipeline.write = original  # type: ignore[method-assign]
+    assert run_batch(pipeline, Stage.EMBED, [broken])[broken].unwrap() is Stage.ENTITIES
 
 
 def test_a_stage_is_logged_done_only_once_its_transaction_has_committed(

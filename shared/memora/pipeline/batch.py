@@ -166,19 +166,23 @@ def _write_all(
     writers: list[tuple[_Pending, Writer]],
     outcomes: dict[UUID, Outcome],
 ) -> None:
-    """One transaction, a savepoint per operation; in agent order, so that two batches lock
-    agents (entity resolution's advisory locks) in the same order."""
+    """One transaction, a savepoint per operation (one operation alone needs none: the
+    transaction is its own); in agent order, so that two batches lock agents (entity
+    resolution's advisory locks) in the same order."""
     done: dict[UUID, Written] = {}
+    alone = len(writers) == 1
     try:
         with conn.transaction():
             for p, write in sorted(writers, key=lambda w: (w[0].agent_key, str(w[0].operation_id))):
                 try:
-                    with conn.transaction():
+                    with nullcontext() if alone else conn.transaction():
                         done[p.operation_id] = pipeline.write(
                             conn, stage, p.kind, p.operation_id, write
                         )
                 except Exception as exc:
                     outcomes[p.operation_id] = Outcome(error=exc)
+                    if alone:
+                        raise
     except Exception as exc:  # the commit failed: none of them was written
         outcomes.update({op: Outcome(error=exc) for op in done})
     else:  # committed: each logged as done only now
