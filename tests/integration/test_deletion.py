@@ -153,6 +153,7 @@ def test_deleting_a_document_removes_its_rows_only(
     assert deleted.status_code == 200
     assert deleted.json()["deleted"]["units_deleted"] == 3
     assert deleted.json()["deleted"]["entities_deleted"] == before["entities"]
+    assert deleted.json()["deleted"]["remaining"] == 0  # every table with a document_pk
     assert row_counts(pool, [], ids) == NOTHING_LEFT
     assert auth_api.get(path, headers=tenant.headers).status_code == 404
     # the rest of the agent is intact: the other document, the opinion, the agent

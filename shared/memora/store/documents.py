@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 from memora.basics.tenancy import Scope
 from memora.store import entities
-from memora.store.purge import purge_units
+from memora.store.purge import purge_units, remaining
 
 Outcome = Literal["created", "unchanged", "replaced"]
 # The content hash of a document appended to: computed when a whole post compares with it, so
@@ -274,6 +274,7 @@ def delete_document(
         ).rowcount
     conn.execute("DELETE FROM documents WHERE id = %(d)s", params)
     orphans = entities.delete_orphans(conn, key)
+    left = remaining(conn, [doc["id"]], "document_pk")
     return {
         "units_deleted": counts["memory_units"],
         "entities_deleted": orphans,
@@ -281,4 +282,5 @@ def delete_document(
         "operations_deleted": operations,
         "messages_deleted": counts["conversation_messages"],
         "chunks_deleted": counts["conversation_chunks"],
+        "remaining": left.total,  # the receipt: every table with a document_pk, checked
     }

@@ -127,20 +127,23 @@ class Remaining:
         return sum(self.rows.values())
 
 
-def remaining(conn: Connection[Any], keys: list[str]) -> Remaining:
+def remaining(conn: Connection[Any], values: list[Any], column: str = "agent_id") -> Remaining:
+    """Rows still holding one of `values` in `column` (an agent's key, a document's id), over
+    every table of the schema with that column."""
     tables = [
         r["relname"]
         for r in conn.execute(
             "SELECT c.relname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-            "WHERE a.attname = 'agent_id' AND NOT a.attisdropped AND c.relkind IN ('r', 'p') "
-            "AND c.relnamespace = current_schema()::regnamespace ORDER BY c.relname"
+            "WHERE a.attname = %s AND NOT a.attisdropped AND c.relkind IN ('r', 'p') "
+            "AND c.relnamespace = current_schema()::regnamespace ORDER BY c.relname",
+            (column,),
         ).fetchall()
         if r["relname"] not in TOMBSTONES
     ]
     rows = {}
     for table in tables:
         row = conn.execute(
-            f"SELECT count(*) AS n FROM {table} WHERE agent_id = ANY(%s)", (keys,)
+            f"SELECT count(*) AS n FROM {table} WHERE {column} = ANY(%s)", (values,)
         ).fetchone()
         if row and row["n"]:
             rows[table] = int(row["n"])

@@ -20,6 +20,7 @@ NOTHING_DELETED = {
     "operations_deleted": 0,
     "messages_deleted": 0,
     "chunks_deleted": 0,
+    "remaining": 0,
 }
 
 
