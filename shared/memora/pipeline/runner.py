@@ -179,10 +179,10 @@ class Pipeline:
             return Written(next_stage(stage, kind, skip=self.skip))
         counts = write(conn)
         following = next_stage(stage, kind, skip=self.skip)
-        operations.stage_done(conn, operation_id, stage, following, counts)
+        done = operations.stage_done(conn, operation_id, stage, following, counts)
         evolve = None
         if following is None:
-            webhooks.operation_finished(conn, operations.get_operation(conn, operation_id))
+            webhooks.operation_finished(conn, done)
             if locked.payload.get("end_of_conversation"):
                 evolve = operations.create_evolve(conn, locked.agent_id, "end_of_conversation")
         released: list[tuple[UUID, bool]] = []

@@ -263,9 +263,10 @@ def stage_done(
     stage: Stage,
     next_stage: Stage | None,
     counts: dict[str, int],
-) -> None:
-    conn.execute(
-        """
+) -> Operation | None:
+    """The stage marked done; when no stage follows, the operation completed, and its row
+    after (for its webhook event) is returned."""
+    sql = """
         UPDATE operations SET
             stage = %(next)s,
             status = CASE WHEN %(next)s::text IS NULL THEN 'completed' ELSE 'running' END,
@@ -275,14 +276,18 @@ def stage_done(
             stages = jsonb_set(stages, ARRAY[%(s)s], COALESCE(stages -> %(s)s, '{}'::jsonb)
                 || jsonb_build_object('status', 'done', 'finished_at', now(), 'error', NULL))
         WHERE id = %(id)s
-        """,
-        {
-            "next": next_stage.value if next_stage else None,
-            "counts": Jsonb(counts),
-            "s": stage.value,
-            "id": operation_id,
-        },
-    )
+    """
+    params = {
+        "next": next_stage.value if next_stage else None,
+        "counts": Jsonb(counts),
+        "s": stage.value,
+        "id": operation_id,
+    }
+    if next_stage is not None:
+        conn.execute(sql, params)
+        return None
+    rows = fetch_all(conn, Operation, f"{sql} RETURNING {_COLUMNS}", params)
+    return rows[0] if rows else None
 
 
 def stage_error(
