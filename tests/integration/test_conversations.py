@@ -242,6 +242,7 @@ def test_a_delete_removes_the_message_and_what_came_from_it_alone(
     body = response.json()
     # m3's chunk, and m4's, which quoted m3: rebuilt with m2 as its context
     assert body["counts"]["messages_deleted"] == 1 and body["counts"]["chunks_deleted"] == 2
+    assert body["counts"]["remaining"] == 0  # the receipt: nothing holds m3 any more
     assert body["operation_id"] is not None
     assert chunk_text(pool, agent_id, "m4").startswith('Context: "Kyoto in November')
     assert body["counts"]["units_deleted"] == len(before["m3"])

@@ -22,7 +22,7 @@ from psycopg import Connection
 from memora.basics.models import Role
 from memora.basics.stages import OperationKind, first_stage
 from memora.basics.tenancy import Scope
-from memora.store import chunks, documents, entities, messages, operations
+from memora.store import chunks, documents, entities, messages, operations, purge
 from memora.store.messages import MessageRow
 
 
@@ -177,6 +177,8 @@ def delete_message(
         "unit_sources_removed": counts["unit_sources"],
         "links_deleted": counts["memory_links"],
         "entities_deleted": counts.get("entities", 0),
+        # the receipt: what a check of every place that held the message still finds (0)
+        "remaining": purge.message_remaining(conn, found["id"], found["document_pk"], message_id),
     }
     if neighbours:
         result.operation_id = operations.create_operation(

@@ -148,3 +148,20 @@ def remaining(conn: Connection[Any], values: list[Any], column: str = "agent_id"
         if row and row["n"]:
             rows[table] = int(row["n"])
     return Remaining(rows, tables)
+
+
+def message_remaining(
+    conn: Connection[Any], message_pk: Any, document_pk: Any, message_id: str
+) -> int:
+    """What a deleted message left: rows with its id in every table with a `message_pk`
+    column, chunks covering it, the message row, and its item in its document's raw content."""
+    row = conn.execute(
+        """
+        SELECT (SELECT count(*) FROM conversation_messages WHERE id = %(m)s)
+             + (SELECT count(*) FROM conversation_chunks WHERE message_pks @> ARRAY[%(m)s]::uuid[])
+             + (SELECT count(*) FROM documents d, jsonb_array_elements(d.items) AS it(item)
+                WHERE d.id = %(d)s AND it.item ->> 'message_id' = %(id)s) AS n
+        """,
+        {"m": message_pk, "d": document_pk, "id": message_id},
+    ).fetchone()
+    return remaining(conn, [message_pk], "message_pk").total + int(row["n"] if row else 0)
