@@ -3,6 +3,7 @@ sensitive categories, as pure functions over facts."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -64,3 +65,15 @@ def test_screen_without_floor_or_categories_keeps_everything() -> None:
     facts = [fact(0, 1, "health"), fact(1, 1)]
     out = screen(facts, importance_minimum=None, sensitive=(), explicit_items=())
     assert out.kept == facts and not out.dropped
+
+
+def test_screen_drops_facts_rated_less_certain_than_the_floor() -> None:
+    """Seed 002's extractionConfidence: an unasked fact rated below it is not stored; one the
+    user asked to remember, or one without a rating, is."""
+    facts = [replace(fact(i, 5), confidence=c) for i, c in enumerate((0.4, 0.7, None, 0.2))]
+    facts[3] = replace(facts[3], explicit=True)
+    out = screen(
+        facts, importance_minimum=3, sensitive=(), explicit_items=(), confidence_minimum=0.7
+    )
+    assert [f.item_index for f in out.kept] == [1, 2, 3]
+    assert out.dropped == {"below_confidence": 1}

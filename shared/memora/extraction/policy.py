@@ -77,19 +77,20 @@ def screen(
     importance_minimum: float | None,
     sensitive: Collection[str],
     explicit_items: Collection[int],
+    confidence_minimum: float = 0.0,
 ) -> Screened:
-    """Drop the facts below `importance_minimum` (None: no floor), and those the extractor
-    tagged with a `sensitive` category unless the fact or its message (`explicit_items`, the
-    item indexes whose text asks to remember) was explicit."""
+    """Drop the facts below `importance_minimum` (None: no floor), and, unless the fact or its
+    message (`explicit_items`, the item indexes whose text asks to remember) was explicit, those
+    the extractor tagged with a `sensitive` category or rated less certain than
+    `confidence_minimum` (a fact without a rating is kept)."""
     kept: list[Fact] = []
     dropped: Counter[str] = Counter()
     for fact in facts:
-        if (
-            fact.sensitive is not None
-            and fact.sensitive in sensitive
-            and not (fact.explicit or fact.item_index in explicit_items)
-        ):
+        explicit = fact.explicit or fact.item_index in explicit_items
+        if fact.sensitive is not None and fact.sensitive in sensitive and not explicit:
             dropped["sensitive"] += 1
+        elif fact.confidence is not None and fact.confidence < confidence_minimum and not explicit:
+            dropped["below_confidence"] += 1
         elif (
             importance_minimum is not None
             and fact.importance is not None

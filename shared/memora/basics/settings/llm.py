@@ -121,6 +121,14 @@ class ExtractionAndLLM(Section):
         "extractor (seed 002's default), no floor for the local one, whose turns are kept "
         'verbatim (docs/llm.md, "What is kept").',
     )
+    extraction_confidence: float = Field(
+        default=0.7,
+        ge=0,
+        le=1,
+        description="The LLM extractor's facts it rates less certain than this (0-1) are not "
+        "stored unless the user asked to remember them (seed 002's extractionConfidence); "
+        "0: all kept. The local extractor's turns are verbatim and not rated.",
+    )
     sensitive_categories: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["health"],
         description="Comma-separated categories of sensitive information that the LLM "

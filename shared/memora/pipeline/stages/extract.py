@@ -59,6 +59,7 @@ def _screen(
         importance_minimum=ctx.settings.importance_floor(extractor.name),
         sensitive=ctx.settings.sensitive_categories,
         explicit_items={i.index for i in items if policy.asks_to_remember(i.content)},
+        confidence_minimum=ctx.settings.extraction_confidence if extractor.name == "llm" else 0,
     )
 
 
