@@ -516,3 +516,38 @@ def test_without_a_conversation_index_ingest_skips_it_and_search_says_so(
         assert deleted.json()["operation_id"] is None  # no chunk to rebuild: no pipeline work
         memories = query.post("/api/search", json={"agent_id": agent_id, "query": "tea"}).json()
         assert all("Hanna likes tea" not in r["text"] for r in memories["results"])
+
+
+def test_switched_off_extraction_and_graph_keep_messages_and_make_no_memories_or_links(
+    settings: Settings, pool: Any, agent_id: str
+) -> None:
+    """Seed 002's autoExtraction and graphMemory off (MEMORA_AUTO_EXTRACTION,
+    MEMORA_GRAPH_MEMORY): a conversation is stored and found by conversation search, no memory
+    is made of it; with extraction on and the graph off, memories but no links."""
+    from memora.pipeline.backend import InlineBackend
+    from memora.pipeline.runner import Pipeline
+    from services.api.app import create_app
+    from services.api.query_app import create_app as create_query_app
+
+    for update, units in (({"auto_extraction": False}, 0), ({"graph_memory": False}, 4)):
+        off = settings.model_copy(update=update)
+        backend = InlineBackend(Pipeline(off, pool))
+        agent = f"{agent_id}-{units}"
+        with (
+            TestClient(create_app(off, pool=pool, backend=backend)) as api,
+            TestClient(create_query_app(off, pool=pool)) as query,
+        ):
+            op = ingest(api, agent, TRIP)
+            assert op["status"] == "completed" and op["counts"]["units"] == units, op
+            assert ("links" in op["stages"]) is (units == 0), op["stages"]
+            ask = {"agent_id": agent, "query": "peanut allergy"}
+            found = query.post("/api/conversation_search", json=ask).json()["results"]
+            assert found, "the messages are stored and indexed either way"
+        with pool.connection() as conn:
+            n = conn.execute(
+                "SELECT (SELECT count(*) FROM memory_units WHERE agent_id = %(a)s) AS units, "
+                "(SELECT count(*) FROM memory_links l JOIN memory_units u ON u.id = l.from_unit"
+                " WHERE u.agent_id = %(a)s) AS links",
+                {"a": agent},
+            ).fetchone()
+        assert n == {"units": units, "links": 0}

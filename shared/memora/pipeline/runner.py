@@ -106,9 +106,10 @@ class Pipeline:
         self.pool = pool
         self.backend = backend
         self.context = StageContext(settings)
-        self.skip: frozenset[Stage] = (
-            frozenset() if settings.conversation_index else frozenset({Stage.INDEX_MESSAGES})
-        )
+        # the stages turned off by the settings
+        self.skip = frozenset(
+            {Stage.INDEX_MESSAGES} if not settings.conversation_index else set()
+        ) | frozenset({Stage.LINKS} if not settings.graph_memory else set())
 
     def run(self, stage: Stage, operation_id: UUID, prepare: Prepare | None = None) -> Stage | None:
         """Run `stage` (with `prepare`, for a stage whose work is above the pipeline: the

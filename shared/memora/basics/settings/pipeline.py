@@ -26,6 +26,12 @@ class Pipeline(Section):
     index_messages): processes, batching, retries, and when a stalled operation is taken up
     again (docs/architecture.md)."""
 
+    auto_extraction: bool = Field(
+        default=True,
+        description="Extract memories from conversations (seed 002's autoExtraction). Off: "
+        "messages are stored and indexed for conversation search, but no memory is made from "
+        "them; seeds (verbatim items), remember and think's opinions still store memories.",
+    )
     worker_concurrency: int = Field(
         default=1,
         description="Processes a worker runs tasks in (the webhooks queue and batched stages "
@@ -212,4 +218,10 @@ class EntitiesAndLinks(Section):
         default=10,
         description="Links a new memory gets at most, per entity it mentions, to other "
         "memories mentioning it.",
+    )
+    graph_memory: bool = Field(
+        default=True,
+        description="Build the memory graph (seed 002's graphMemory): temporal, semantic, "
+        "entity and causal links. Off: ingestion skips the `links` stage; entities are still "
+        "resolved, explicit links (`POST .../link`) still made.",
     )

@@ -79,7 +79,8 @@ def parse_ahead(
 ) -> AbstractContextManager[None]:
     """A stage batch's messages parsed by the local extractor in one pass, before each
     operation's `prepare` takes its own (memora.pipeline.batch): spaCy costs less a text so."""
-    if len(jobs) < 2 or not isinstance(ctx.extractor, LocalExtractor):
+    local = ctx.settings.auto_extraction and isinstance(ctx.extractor, LocalExtractor)
+    if len(jobs) < 2 or not local:
         return nullcontext()
     rows = messages.claimed_by(conn, [(j.document["id"], j.operation.id) for j in jobs])
     items = [SourceItem(0, r["text"], None, r["occurred_at"], r["speaker"], {}) for r in rows]
@@ -101,7 +102,11 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
     preceding = [_source_item(m, extras.get(m["message_id"], {})) for m in before]
     # The extractor sees the agent id as its client named it, not the stored key.
     extractor = VERBATIM if job.operation.payload.get("verbatim", False) else ctx.extractor
-    found = _with_importance(extractor.extract(client_agent_id(job.agent_key), items, preceding))
+    found = (
+        _with_importance(extractor.extract(client_agent_id(job.agent_key), items, preceding))
+        if extractor is VERBATIM or ctx.settings.auto_extraction
+        else []  # messages kept and indexed, no memory made of them (MEMORA_AUTO_EXTRACTION)
+    )
     screened = _screen(ctx, extractor, items, found)
     facts = screened.kept
     pk_by_ordinal = {item.index: m["id"] for item, m in zip(items, claimed, strict=True)}
