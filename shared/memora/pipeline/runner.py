@@ -26,7 +26,7 @@ from memora.basics.stages import INGEST_STAGES, OperationKind, Stage, next_stage
 from memora.pipeline.context import Job, Prepared, StageContext, Writer
 from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.pipeline.stages import embed, entities, extract, index_messages, links, opinions
-from memora.store import append_operations, documents, operations
+from memora.store import append_operations, documents, evolution, operations
 from memora.webhooks import events as webhooks
 
 log = logging.getLogger("memora.pipeline")
@@ -185,7 +185,7 @@ class Pipeline:
         if following is None:
             webhooks.operation_finished(conn, done)
             if locked.payload.get("end_of_conversation"):
-                evolve = operations.create_evolve(conn, locked.agent_id, "end_of_conversation")
+                evolve = evolution.create_evolve(conn, locked.agent_id, "end_of_conversation")
         released: list[tuple[UUID, bool]] = []
         if stage is append_operations.RELEASED_BY and self.backend is not None:
             # an append may wait on a whole post of its conversation as on an append

@@ -14,7 +14,9 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
+from memora.basics.stages import OperationKind, Stage
 from memora.store.lifecycle import STATEMENT_TYPES, ActiveUnit
+from memora.store.operations import create_operation_for_key
 from memora.store.purge import purge_units
 from memora.store.rows import fetch_all
 
@@ -239,3 +241,26 @@ def set_cursor(conn: Connection[Any], job: str, agent_key: str, position: Positi
         "updated_at = now()",
         (job, agent_key, Jsonb(position.to_json())),
     )
+
+
+def create_evolve(conn: Connection[Any], agent_key: str, reason: str) -> UUID:
+    """An `evolve` operation: the agent's consolidation (and reflection) now (the caller commits,
+    then hands off its stage)."""
+    return create_operation_for_key(
+        conn,
+        agent_key,
+        kind=OperationKind.EVOLVE,
+        first_stage=Stage.EVOLVE,
+        payload={"priority": "live", "reason": reason},
+    )
+
+
+def evolve_when_finished(conn: Connection[Any], operation_id: UUID) -> bool:
+    """Marks an operation still in flight to request an `evolve` of its agent when it finishes
+    (`payload.end_of_conversation`); False when it is over already."""
+    row = conn.execute(
+        "UPDATE operations SET payload = payload || '{\"end_of_conversation\": true}'::jsonb "
+        "WHERE id = %s AND status IN ('queued', 'running') RETURNING id",
+        (operation_id,),
+    ).fetchone()
+    return row is not None

@@ -174,29 +174,6 @@ def create_operation_for_key(
     return operation_id
 
 
-def create_evolve(conn: Connection[Any], agent_key: str, reason: str) -> UUID:
-    """An `evolve` operation: the agent's consolidation (and reflection) now (the caller commits,
-    then hands off its stage)."""
-    return create_operation_for_key(
-        conn,
-        agent_key,
-        kind=OperationKind.EVOLVE,
-        first_stage=Stage.EVOLVE,
-        payload={"priority": "live", "reason": reason},
-    )
-
-
-def evolve_when_finished(conn: Connection[Any], operation_id: UUID) -> bool:
-    """Marks an operation still in flight to request an `evolve` of its agent when it finishes
-    (`payload.end_of_conversation`); False when it is over already."""
-    row = conn.execute(
-        "UPDATE operations SET payload = payload || '{\"end_of_conversation\": true}'::jsonb "
-        "WHERE id = %s AND status IN ('queued', 'running') RETURNING id",
-        (operation_id,),
-    ).fetchone()
-    return row is not None
-
-
 def _as_client(rows: list[Operation], scope: Scope | None) -> list[Operation]:
     if scope is not None:
         for row in rows:

@@ -16,7 +16,7 @@ from memora.basics.stages import Stage
 from memora.basics.tenancy import Scope
 from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import hand_off
-from memora.store import agents, operations, purge
+from memora.store import agents, evolution, purge
 from memora.store.units import HistoricOpinion
 from memora.store.units import Opinion as Opinion
 from memora.think import opinions
@@ -118,7 +118,7 @@ def evolve(app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str) 
     with conn.transaction():
         if agents.get_agent(conn, scope, agent_id) is None:
             raise NotFound("agent_not_found", f"agent {agent_id} has no memories")
-        operation_id = operations.create_evolve(conn, scope.key(agent_id), "request")
+        operation_id = evolution.create_evolve(conn, scope.key(agent_id), "request")
     hand_off(app.backend, Stage.EVOLVE, operation_id)
     return operation_id
 

@@ -22,7 +22,7 @@ from memora.conversations.sync import store_messages
 from memora.nlp.chunking import ChunkingConfig
 from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import TaskBackend, hand_off
-from memora.store import agents, append_operations, documents, operations
+from memora.store import agents, append_operations, documents, evolution, operations
 
 
 @dataclass(frozen=True)
@@ -167,8 +167,8 @@ def append(
             conn, scope.key(agent_id), conversation_id, payload, title, take, chunking
         )
         evolve = None
-        if end_of_conversation and not operations.evolve_when_finished(conn, done.operation_id):
-            evolve = operations.create_evolve(conn, scope.key(agent_id), "end_of_conversation")
+        if end_of_conversation and not evolution.evolve_when_finished(conn, done.operation_id):
+            evolve = evolution.create_evolve(conn, scope.key(agent_id), "end_of_conversation")
     if evolve is not None:
         hand_off(app.backend, Stage.EVOLVE, evolve)
     metrics.observe_accepted(done.outcome, done.new, backfill=backfill)
