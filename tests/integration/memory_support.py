@@ -44,3 +44,13 @@ def store_memory(
         (unit, agent_id, text, vector, when, when, Jsonb(metadata)),
     )
     return unit
+
+
+def add_entity(conn: Any, agent_id: str, name: str, kind: str = "PERSON") -> uuid.UUID:
+    """A resolved entity of the agent (not committed); its id."""
+    row = conn.execute(
+        "INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,"
+        " first_seen, last_seen) VALUES (%s, %s, %s, %s, now(), now()) RETURNING id",
+        (agent_id, name, name.lower(), kind),
+    ).fetchone()
+    return row["id"]  # type: ignore[no-any-return]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from memora.store.links import LinkSettings, build_links
-from tests.integration.memory_support import add_turns
+from tests.integration.memory_support import add_entity, add_turns
 
 pytestmark = pytest.mark.integration
 
@@ -23,15 +23,6 @@ SETTINGS = LinkSettings(
     temporal_window_hours=1.0, temporal_per_unit=2, semantic_threshold=2.0,
     semantic_per_unit=0, entity_per_entity=K,
 )  # fmt: skip
-
-
-def _entity(conn: Any, agent_id: str, name: str) -> uuid.UUID:
-    row = conn.execute(
-        "INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,"
-        " first_seen, last_seen) VALUES (%s, %s, %s, 'PERSON', now(), now()) RETURNING id",
-        (agent_id, name, name.lower()),
-    ).fetchone()
-    return row["id"]  # type: ignore[no-any-return]
 
 
 def _expected(
@@ -64,7 +55,7 @@ def test_entity_links_are_the_nearest_mentions_in_time(agent_conn: Any, agent_id
     dates = {u: start + timedelta(hours=int(rng.integers(0, 8))) for u in units}
     for unit, when in dates.items():
         conn.execute("UPDATE memory_units SET event_date = %s WHERE id = %s", (when, unit))
-    entities = [_entity(conn, agent_id, name) for name in ("Ana", "Ben", "Caro")]
+    entities = [add_entity(conn, agent_id, name) for name in ("Ana", "Ben", "Caro")]
     mentions: dict[uuid.UUID, set[Any]] = {u: set() for u in units}
     for unit in units:
         for entity in entities:

@@ -17,7 +17,7 @@ from memora.retrieval.arms import entity as entity_arm
 from memora.retrieval.caches.mentions import MentionSignatures, Unheld, query_signature
 from memora.retrieval.filters import Filters, Matching, compile_filters
 from memora.retrieval.types import SearchScope
-from tests.integration.memory_support import store_memory, unit_vector
+from tests.integration.memory_support import add_entity, store_memory, unit_vector
 
 pytestmark = pytest.mark.integration
 
@@ -32,15 +32,6 @@ def conn(agent_conn: Any) -> Any:
 
 def _mentions() -> MentionSignatures:
     return MentionSignatures(1 << 20, 600.0)
-
-
-def _entity(conn: Any, agent_id: str, name: str) -> uuid.UUID:
-    row = conn.execute(
-        "INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,"
-        " first_seen, last_seen) VALUES (%s, %s, %s, 'PERSON', now(), now()) RETURNING id",
-        (agent_id, name, name.lower()),
-    ).fetchone()
-    return row["id"]  # type: ignore[no-any-return]
 
 
 def _mention(
@@ -61,7 +52,7 @@ def _ana(
 ) -> tuple[np.ndarray, uuid.UUID, list[uuid.UUID]]:
     """A query, and an entity "Ana" mentioned by `count` units with random embeddings."""
     query = unit_vector(rng.standard_normal(DIM))
-    ana = _entity(conn, agent_id, "Ana")
+    ana = add_entity(conn, agent_id, "Ana")
     units = [
         _mention(conn, agent_id, unit_vector(rng.standard_normal(DIM)), ana, d)
         for d in range(count)
@@ -106,7 +97,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
         return rng.standard_normal(DIM) / np.sqrt(DIM)
 
     query = unit_vector(noise())
-    common, rare = _entity(conn, agent_id, "Ana"), _entity(conn, agent_id, "Bo")
+    common, rare = add_entity(conn, agent_id, "Ana"), add_entity(conn, agent_id, "Bo")
     closest = set()
     for day in range(60):  # Ana: 60 mentions, 20 of them close to the query
         unit = _mention(conn, agent_id, unit_vector(noise() + (day % 3) * query), common, day)
@@ -206,7 +197,7 @@ def test_rare_and_common_entities_rank_their_mentions_like_the_exact_ranking(
 def test_a_mention_s_signature_follows_the_unit_s_embedding(conn: Any, agent_id: str) -> None:
     rng = np.random.default_rng(5)
     first, second = unit_vector(rng.standard_normal(DIM)), unit_vector(rng.standard_normal(DIM))
-    unit = _mention(conn, agent_id, first, _entity(conn, agent_id, "Cy"), 0)
+    unit = _mention(conn, agent_id, first, add_entity(conn, agent_id, "Cy"), 0)
 
     def signature() -> str:
         row = conn.execute(
@@ -279,7 +270,7 @@ def test_mentions_held_in_memory_follow_every_change(conn: Any, pool: Any, agent
     conn.execute("DELETE FROM unit_entities WHERE unit_id = %s", (units[3],))
     conn.commit()  # a mention removed from a unit that stays
     assert agrees()[0] == units[4]
-    bo = _entity(conn, agent_id, "Bo")
+    bo = add_entity(conn, agent_id, "Bo")
     conn.execute("UPDATE unit_entities SET entity_id = %s WHERE unit_id = %s", (bo, units[4]))
     conn.commit()  # a mention moved to another entity
     assert units[4] not in agrees()
@@ -347,7 +338,7 @@ def test_a_new_entity_s_signatures_make_the_embeddings_give_up_room(
     brought up to date, not read whole), and its mentions are compared in PostgreSQL again."""
     rng = np.random.default_rng(11)
     query, ana, _ = _ana(conn, agent_id, rng, 40)
-    bo = _entity(conn, agent_id, "Bo")
+    bo = add_entity(conn, agent_id, "Bo")
     for d in range(40):
         _mention(conn, agent_id, unit_vector(rng.standard_normal(DIM)), bo, 100 + d)
     conn.commit()

@@ -19,7 +19,7 @@ from memora.retrieval.arms import NamedEntities
 from memora.retrieval.caches.mentions import MentionSignatures
 from memora.retrieval.question import AnswerType
 from memora.retrieval.types import SearchScope
-from tests.integration.memory_support import unit_vector
+from tests.integration.memory_support import add_entity, unit_vector
 
 pytestmark = pytest.mark.integration
 
@@ -78,15 +78,6 @@ def test_the_context_signal_is_the_best_similarity_next_to_a_unit(
         assert found[unit].neighbours == pytest.approx(expected, abs=1e-5), (item, seq)
 
 
-def _entity(conn: Any, agent_id: str, name: str, kind: str) -> uuid.UUID:
-    row = conn.execute(
-        "INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type,"
-        " first_seen, last_seen) VALUES (%s, %s, %s, %s, now(), now()) RETURNING id",
-        (agent_id, name, name.lower(), kind),
-    ).fetchone()
-    return row["id"]  # type: ignore[no-any-return]
-
-
 NO_KEYWORD = ("(SELECT 0.0::float8 AS bm25)", {})
 
 
@@ -94,7 +85,7 @@ def test_what_the_mentions_say_matches_the_rows(agent_conn: Any, agent_id: str) 
     conn = agent_conn
     rng = np.random.default_rng(5)
     kinds = {"Mel": "PERSON", "Caroline": "PERSON", "Paris": "LOCATION", "Acme": "ORGANIZATION"}
-    entities = {name: _entity(conn, agent_id, name, kind) for name, kind in kinds.items()}
+    entities = {name: add_entity(conn, agent_id, name, kind) for name, kind in kinds.items()}
     # each unit: its speaker and the (entity, mention) pairs it names
     said: list[tuple[str | None, list[tuple[str, str]]]] = [
         ("Mel", [("Mel", "Mel")]),  # its speaker's own name: not an answer
