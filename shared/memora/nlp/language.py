@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -100,13 +100,17 @@ def load_parser() -> Language:
         ) from last_error
 
 
-@contextmanager
-def parsing_ahead(texts: Iterable[str]) -> Iterator[None]:
-    """Parse the texts in one pass now; `parse` in this thread takes their Docs meanwhile. spaCy
-    costs less a text in batches: a stage batch's operations, each a message or two, are parsed
-    together this way."""
+def parsing_ahead(texts: Iterable[str]) -> AbstractContextManager[None]:
+    """Parse the texts in one pass now; `parse` in this thread takes their Docs inside the
+    returned block. spaCy costs less a text in batches: a stage batch's operations, each a
+    message or two, are parsed together this way."""
     unique = list(dict.fromkeys(texts))
-    _ahead.docs = dict(zip(unique, load_nlp().pipe(unique), strict=True))
+    return _parsed(dict(zip(unique, load_nlp().pipe(unique), strict=True)))
+
+
+@contextmanager
+def _parsed(docs: dict[str, Doc]) -> Iterator[None]:
+    _ahead.docs = docs
     try:
         yield
     finally:
