@@ -262,6 +262,11 @@ def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
         out["gone"] = _data(await client.call_tool("recall", {"query": "where does Maya live"}))
         long_ago = {"query": "where does Maya live", "end": "2001-01-01T00:00:00Z"}
         out["recall_long_ago"] = _data(await client.call_tool("recall", long_ago))
+        out["restored"] = _data(await client.call_tool("restore", moved))
+        better = moved | {"content": "Maya lives in Berlin, in Kreuzberg."}
+        out["edited"] = _data(await client.call_tool("edit", better))
+        turn = {"message": "Where does Maya live these days?"}
+        out["turn_context"] = _data(await client.call_tool("memory_context", turn))
         chat = {"query": "offsite venue river", "limit": 50}  # above 20: clamped, not refused
         out["chat_all"] = _data(await client.call_tool("conversation_search", chat))
         strict = chat | {"min_score": 1.0, "highlight": True}
@@ -311,6 +316,11 @@ def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
     gone = [m["id"] for m in out["gone"]["memories"]]
     assert str(out["moved"]["memory_id"]) not in gone
     assert out["recall_long_ago"]["memories"] == []  # recall's time range
+    # restore, then edit: a new version supersedes the restored memory
+    assert out["edited"]["superseded_id"] == out["moved"]["memory_id"]
+    assert "Kreuzberg" in out["turn_context"]["context"]  # the turn's memory context
+    assert str(out["edited"]["memory_id"]) in {m["id"] for m in out["turn_context"]["memories"]}
+    assert tools["memory_context"].annotations.read_only_hint
     # conversation_search: min_score, highlight, limit above 20
     assert 1 <= out["chat_all"]["total_results"] <= 20
     assert out["chat_strict"]["results"] == []

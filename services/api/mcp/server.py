@@ -31,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 from memora.basics.models import AGENT_ID_PATTERN
 from services.api.auth import identify
 from services.api.errors import APIError, error_body
+from services.api.mcp import lifecycle_tools  # noqa: F401 - registers its tools
 from services.api.mcp.memory import Memory, connect
 from services.api.mcp.tools import Binder, MemoraMCP, register_all
 
