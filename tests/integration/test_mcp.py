@@ -108,6 +108,9 @@ def test_seed_talk_recall_over_streamable_http(api_url: str, agent_id: str) -> N
                 "update_mode": "append", "message_id": "a1", "speaker": "Alex"}  # fmt: skip
         out["append"] = _data(await client.call_tool("retain", live))
         out["append_again"] = _data(await client.call_tool("retain", live))
+        secret = {"content": "Alex: my door code is 4417.", "document_id": "chat-tmp",
+                  "temporary": True}  # fmt: skip
+        out["temporary"] = _data(await client.call_tool("retain", secret))
         out["after"] = _data(await client.call_tool("query_self", {}))  # the session goes on
         return out
 
@@ -139,6 +142,9 @@ def test_seed_talk_recall_over_streamable_http(api_url: str, agent_id: str) -> N
     assert op["status"] == "completed" and op["agent_id"] == alex
     assert out["after"]["memories"]
     assert (out["append"]["status"], out["append"]["messages_new"]) == ("created", 1)
+    # a temporary chat: stored, nothing remembered from it
+    kept = httpx.get(f"{api_url}/api/operations/{out['temporary']['operation_id']}").json()
+    assert kept["status"] == "completed" and kept["counts"]["units"] == 0, kept
     assert (out["append_again"]["status"], out["append_again"]["messages_existing"]) == (
         "unchanged", 1,
     )  # fmt: skip

@@ -149,6 +149,13 @@ async def retain(
     update_mode: UpdateMode = "replace",
     speaker: Annotated[str | None, Field(max_length=200, description="who said it")] = None,
     message_id: MessageIdParam = None,
+    temporary: Annotated[
+        bool,
+        Field(
+            description="a temporary chat: the message is kept (and found by conversation "
+            "search) but nothing is remembered from it"
+        ),
+    ] = False,
 ) -> dict[str, Any]:
     """Store something in your long-term memory (a message, a conversation, a fact). Returns
     at once with an operation id; the memory becomes searchable a moment later."""
@@ -157,7 +164,9 @@ async def retain(
                       metadata=dict(metadata or {}), speaker=speaker or None,
                       message_id=message_id or None)  # fmt: skip
     accepted = await answer(
-        m.client.store_batch(m.agent_id, [item], document_id, update_mode=update_mode)
+        m.client.store_batch(
+            m.agent_id, [item], document_id, update_mode=update_mode, temporary=temporary
+        )
     )
     stored = as_sent(accepted)
     keys = ("operation_id", "document_id", "status", "messages_new", "messages_existing")
