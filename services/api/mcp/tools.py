@@ -122,6 +122,23 @@ MessageIdParam = Annotated[
     ),
 ]
 
+DocumentIdParam = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=256,
+        description="a stable id: storing the same id again replaces it (idempotent); "
+        'with update_mode "append", the conversation to add this message to',
+    ),
+]
+Temporary = Annotated[
+    bool,
+    Field(
+        description="a temporary chat: the message is kept (and found by conversation search) "
+        "but nothing is remembered from it"
+    ),
+]
+
 
 @tool("Remember", read_only=False, idempotent=False)
 async def retain(
@@ -137,25 +154,11 @@ async def retain(
         dict[str, str | int | float | bool | list[str]] | None,
         Field(description='flat key-value labels to filter on later, e.g. {"topic": "work"}'),
     ] = None,
-    document_id: Annotated[
-        str | None,
-        Field(
-            min_length=1,
-            max_length=256,
-            description="a stable id: storing the same id again replaces it (idempotent); "
-            'with update_mode "append", the conversation to add this message to',
-        ),
-    ] = None,
+    document_id: DocumentIdParam = None,
     update_mode: UpdateMode = "replace",
     speaker: Annotated[str | None, Field(max_length=200, description="who said it")] = None,
     message_id: MessageIdParam = None,
-    temporary: Annotated[
-        bool,
-        Field(
-            description="a temporary chat: the message is kept (and found by conversation "
-            "search) but nothing is remembered from it"
-        ),
-    ] = False,
+    temporary: Temporary = False,
 ) -> dict[str, Any]:
     """Store something in your long-term memory (a message, a conversation, a fact). Returns
     at once with an operation id; the memory becomes searchable a moment later."""
