@@ -115,9 +115,9 @@ class ErasureReceipt(BaseModel):
         return {
             "success": True,
             "deleted": erasure.deleted,
-            "remaining": sum(erasure.remaining.values()),
-            "remaining_by_table": erasure.remaining,
-            "checked": erasure.checked,
+            "remaining": erasure.left.total,
+            "remaining_by_table": erasure.left.rows,
+            "checked": erasure.left.checked,
         }
 
 

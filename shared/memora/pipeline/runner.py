@@ -106,10 +106,11 @@ class Pipeline:
         self.pool = pool
         self.backend = backend
         self.context = StageContext(settings)
-        # the stages turned off by the settings
-        self.skip = frozenset(
-            {Stage.INDEX_MESSAGES} if not settings.conversation_index else set()
-        ) | frozenset({Stage.LINKS} if not settings.graph_memory else set())
+        off = {
+            Stage.INDEX_MESSAGES: settings.conversation_index,
+            Stage.LINKS: settings.graph_memory,
+        }
+        self.skip = frozenset(stage for stage, on in off.items() if not on)  # turned off
 
     def run(self, stage: Stage, operation_id: UUID, prepare: Prepare | None = None) -> Stage | None:
         """Run `stage` (with `prepare`, for a stage whose work is above the pipeline: the

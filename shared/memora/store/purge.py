@@ -114,10 +114,10 @@ TOMBSTONES = frozenset({"vector_removals"})
 
 @dataclass(frozen=True)
 class Remaining:
-    """What an erasure left of the agents: rows per table still holding their key, over every
-    table of the schema with an `agent_id` column (`checked`). The tables keyed by a unit's id
-    (links, entity references, access counts, sources) reference `memory_units` by foreign key:
-    none outlives its unit."""
+    """What an erasure left: rows per table still holding the subject's id (an agent's key, a
+    document's id...), over every table of the schema with that column (`checked`). The tables
+    keyed by a unit's id (links, entity references, access counts, sources) reference
+    `memory_units` by foreign key: none outlives its unit."""
 
     rows: dict[str, int]
     checked: list[str]

@@ -126,11 +126,10 @@ def evolve(app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str) 
 @dataclass(frozen=True)
 class Erasure:
     """An erasure's receipt: rows removed per table, and what a check of every table holding
-    an agent's data (`checked`) still found of it afterwards, in the same transaction."""
+    an agent's data still found of it afterwards, in the same transaction."""
 
     deleted: dict[str, int]
-    remaining: dict[str, int]
-    checked: list[str]
+    left: purge.Remaining
 
 
 def delete(app: AppContext, conn: Connection[Any], scope: Scope, agent_id: str) -> Erasure:
@@ -155,4 +154,4 @@ def erasure_receipt(conn: Connection[Any], deleted: dict[str, int], keys: list[s
     left = purge.remaining(conn, keys)
     if left.total:  # a table the purge does not know: a bug to hear about at once
         log.error("erasure left rows", extra={"remaining": left.rows})
-    return Erasure(deleted, left.rows, left.checked)
+    return Erasure(deleted, left)
