@@ -39,6 +39,18 @@ class CeleryStages:
             headers={SENT_AT_HEADER: time.time()},  # the queue's oldest message's age
         )
 
+    def enqueue_many(self, stage: Stage, operation_ids: list[UUID], backfill: bool) -> None:
+        """One task of `stage` for several operations (a stage batch's, handed on together:
+        memora.pipeline.batch.send_following); one operation's is sent as `enqueue` sends it."""
+        ids = [str(op) for op in operation_ids]
+        self.app.send_task(
+            task_name(stage),
+            args=[ids[0] if len(ids) == 1 else ids],
+            kwargs={"backfill": backfill},
+            queue=queue_for(stage, backfill=backfill),
+            headers={SENT_AT_HEADER: time.time()},
+        )
+
 
 class CeleryBackend(CeleryStages):
     """Stage work and webhook deliveries (the API's, the query service's and the workers')."""

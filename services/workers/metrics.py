@@ -45,7 +45,7 @@ from memora.basics.stages import INGEST_STAGES
 from memora.nlp import llm
 from memora.store import operation_counts
 from services.workers.probe import heartbeat_path
-from services.workers.queues import TASK_PREFIX
+from services.workers.queues import TASK_PREFIX, task_operations
 
 log = logging.getLogger("memora.worker.metrics")
 
@@ -105,13 +105,19 @@ def _on_success(sender: Any, result: Any = None, **_: Any) -> None:
     request = sender.request
     metrics.TASK_SUCCESSES.labels(_stage(sender), _queue(request)).inc()
     if sender.name == LAST_STAGE_TASK and result is None and request.args:
-        _observe_lag(str(request.args[0]), bool((request.kwargs or {}).get("backfill")))
+        backfill = bool((request.kwargs or {}).get("backfill"))
+        for operation_id in task_operations(request.args[0]):
+            _observe_lag(operation_id, backfill)
 
 
 @task_retry.connect
 def _on_retry(sender: Any, request: Any = None, reason: Any = None, **_: Any) -> None:
-    stage = _stage(sender)
-    metrics.TASK_RETRIES.labels(stage, _queue(request), _exception_name(reason)).inc()
+    count_retry(sender, request, reason)
+
+
+def count_retry(task: Any, request: Any, reason: Any) -> None:
+    """A retry of the task's work (also one operation of a batch task retried on its own)."""
+    metrics.TASK_RETRIES.labels(_stage(task), _queue(request), _exception_name(reason)).inc()
 
 
 @task_failure.connect

@@ -20,6 +20,11 @@ def job_task_name(job: str) -> str:
     return f"{TASK_PREFIX}{job}"
 
 
+def task_operations(arg: str | list[str]) -> list[str]:
+    """The operation ids a stage task carries: one, or a stage batch's (as a list)."""
+    return [arg] if isinstance(arg, str) else list(arg)
+
+
 DELIVER_WEBHOOK_TASK = f"{TASK_PREFIX}deliver_webhook"
 WEBHOOK_THREADS = 8  # a webhook worker's deliveries in flight (at least)
 

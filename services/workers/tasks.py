@@ -5,8 +5,10 @@ its state (`worker()`: settings, pool, the Celery backend, the pipeline) on firs
 fork, and the worker's signals load its models and install its metrics at start.
 
 With MEMORA_STAGE_BATCH_SIZE > 1 a stage worker runs a thread per task and the tasks' operations
-go through one `StageBatcher` per stage: run together (memora.pipeline.batch), each task still
-acknowledged, retried or failed on its own.
+go through one `StageBatcher` per stage: run together (memora.pipeline.batch), and handed on
+together (one next-stage task carries the batch's operations). Each task is acknowledged after
+its batch; an operation that failed in a task of several is retried alone, with its own
+back-off and failure record, and the others go on.
 
 Transient failures are retried with bounded exponential back-off (and jitter); each failed
 attempt and the final failure are written to the operation, where the API shows them.
@@ -24,6 +26,7 @@ from uuid import UUID
 from celery import Task
 from celery.exceptions import Retry
 from celery.signals import worker_init, worker_process_init
+from celery.utils.time import get_exponential_backoff_interval
 
 from memora.basics import logs
 from memora.basics.config import get_settings
@@ -32,14 +35,19 @@ from memora.basics.stages import Stage
 from memora.db.pool import make_pool
 from memora.infra.tracing import check_tracing_settings, configure_tracing
 from memora.jobs import JOBS, JobContext, JobSpec, evolve, run_job
-from memora.pipeline.batch import StageBatcher
+from memora.pipeline.batch import Outcome, StageBatcher
 from memora.pipeline.context import AppContext, Job, StageContext, Writer, models_to_preload
 from memora.pipeline.runner import REGISTRY, Pipeline, Prepare
 from memora.webhooks import delivery
 from services.workers import metrics as worker_metrics
 from services.workers.celery_app import app
 from services.workers.dispatch import CeleryBackend
-from services.workers.queues import DELIVER_WEBHOOK_TASK, job_task_name, task_name
+from services.workers.queues import (
+    DELIVER_WEBHOOK_TASK,
+    job_task_name,
+    task_name,
+    task_operations,
+)
 
 log = logging.getLogger("memora.worker")
 
@@ -51,6 +59,7 @@ class _Worker:
 
     context: AppContext
     pipeline: Pipeline
+    celery: CeleryBackend  # the context's backend, with its batch send
     batchers: dict[Stage, StageBatcher] = field(default_factory=dict)
 
 
@@ -71,8 +80,9 @@ def worker() -> _Worker:
                 name="worker",
                 row_security=settings.row_security,
             )
-            context = AppContext(settings, pool, CeleryBackend(app))
-            _workers[pid] = _Worker(context, Pipeline(settings, pool, backend=context.backend))
+            celery = CeleryBackend(app)
+            context = AppContext(settings, pool, celery)
+            _workers[pid] = _Worker(context, Pipeline(settings, pool, backend=celery), celery)
         return _workers[pid]
 
 
@@ -91,8 +101,9 @@ def batcher(stage: Stage) -> StageBatcher | None:
     with _workers_lock:
         if stage not in state.batchers:
             wait = state.pipeline.settings.stage_batch_wait_ms / 1000
+            send = state.celery.enqueue_many
             state.batchers[stage] = StageBatcher(
-                state.pipeline, stage, max_size=size, max_wait=wait
+                state.pipeline, stage, max_size=size, max_wait=wait, send=send
             )
         return state.batchers[stage]
 
@@ -175,23 +186,46 @@ class StageTask(Task):
         # The retry is already enqueued; recording its error is best effort. Raising here (the
         # database is down, the usual cause of the retry) would make Celery fail the task for
         # good and mark the operation failed although its retry is pending.
-        try:
-            pipeline().record_failure(self.stage, UUID(args[0]), _describe(exc), final=False)
-        except Exception as record_exc:
-            log.warning(
-                "stage %s of operation %s will be retried; its error could not be recorded: %s",
-                self.stage.value,
-                args[0],
-                record_exc,
-            )
+        for operation_id in task_operations(args[0]):
+            _record_retry(self.stage, operation_id, exc)
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
         if isinstance(exc, Retry):
             return
-        log.error("stage %s failed for operation %s: %s", self.stage.value, args[0], exc)
-        pipeline().record_failure(self.stage, UUID(args[0]), _describe(exc), final=True)
+        for operation_id in task_operations(args[0]):
+            log.error("stage %s failed for operation %s: %s", self.stage.value, operation_id, exc)
+            pipeline().record_failure(self.stage, UUID(operation_id), _describe(exc), final=True)
+
+    def retry_alone(self, operation_id: UUID, exc: BaseException, backfill: bool) -> None:
+        """One operation of this task's batch failed: retried in a task of its own, with this
+        task's back-off, or failed for good (permanent, or out of retries); the others of the
+        task are done and go on."""
+        retries = self.request.retries
+        if isinstance(exc, PermanentStageError) or retries >= self.max_retries:
+            log.error("stage %s failed for operation %s: %s", self.stage.value, operation_id, exc)
+            pipeline().record_failure(self.stage, operation_id, _describe(exc), final=True)
+            return
+        delay = get_exponential_backoff_interval(
+            self.retry_backoff, retries, self.retry_backoff_max, self.retry_jitter
+        )
+        kwargs = {"backfill": backfill}
+        self.retry(args=[str(operation_id)], kwargs=kwargs, exc=exc, countdown=delay, throw=False)
+        worker_metrics.count_retry(self, self.request, exc)
+        _record_retry(self.stage, str(operation_id), exc)
+
+
+def _record_retry(stage: Stage, operation_id: str, exc: BaseException) -> None:
+    try:
+        pipeline().record_failure(stage, UUID(operation_id), _describe(exc), final=False)
+    except Exception as record_exc:
+        log.warning(
+            "stage %s of operation %s will be retried; its error could not be recorded: %s",
+            stage.value,
+            operation_id,
+            record_exc,
+        )
 
 
 def _describe(exc: BaseException) -> str:
@@ -213,29 +247,45 @@ def _evolve(ctx: StageContext, conn: Any, job: Job) -> Writer:
 JOB_STAGES: dict[Stage, Prepare] = {Stage.EVOLVE: _evolve}
 
 
-def _run(stage: Stage, operation_id: str, backfill: bool, held: bool) -> str | None:
-    if held and not pipeline().claim_held(UUID(operation_id)):
+def _run(task: StageTask, operation_ids: list[str], backfill: bool, held: bool) -> str | None:
+    stage, first = task.stage, UUID(operation_ids[0])
+    if held and not pipeline().claim_held(first):
         return None  # released first: the extract sent then runs it
-    # Batched: this thread waits for the batch holding its operation; its own error is raised
-    # here (retried or recorded for this operation alone) and the next stage is enqueued after
-    # the batch's commit, from this task, before its message is acknowledged.
-    if stage in JOB_STAGES:
-        following = pipeline().run(stage, UUID(operation_id), JOB_STAGES[stage])
-    elif (shared := batcher(stage)) is not None:
-        following = shared.submit(UUID(operation_id)).unwrap()
-    else:
-        following = pipeline().run(stage, UUID(operation_id))
-    if following is not None:
-        worker().context.backend.enqueue(following, UUID(operation_id), backfill=backfill)
+    if stage not in JOB_STAGES and (shared := batcher(stage)) is not None:
+        # This thread waits for the batch holding its operations; the batch enqueues their
+        # next stages after its commit (before this task is acknowledged).
+        ids = [UUID(op) for op in operation_ids]
+        return _settle(task, shared.submit(ids, backfill=backfill), backfill)
+    following = None
+    for operation_id in operation_ids:  # one, unless batching was just turned off
+        following = pipeline().run(stage, UUID(operation_id), JOB_STAGES.get(stage))
+        if following is not None:
+            worker().context.backend.enqueue(following, UUID(operation_id), backfill=backfill)
     return following.value if following else None
+
+
+def _settle(task: StageTask, outcomes: dict[UUID, Outcome], backfill: bool) -> str | None:
+    """The task's end after its batch: the next stage sent unless the batch sent it; its own
+    error raised (retried or recorded by Celery) for a task of one operation, each failed
+    operation retried alone for a task of several."""
+    failed = {op: o.error for op, o in outcomes.items() if o.error is not None}
+    if len(outcomes) == 1 and failed:
+        raise next(iter(failed.values()))
+    for operation_id, error in failed.items():
+        task.retry_alone(operation_id, error, backfill)
+    for operation_id, outcome in outcomes.items():
+        if outcome.following is not None and not outcome.sent and outcome.error is None:
+            worker().context.backend.enqueue(outcome.following, operation_id, backfill=backfill)
+    going_on = [o.following for o in outcomes.values() if o.following and o.error is None]
+    return going_on[0].value if going_on else None
 
 
 def _stage_task(stage: Stage) -> Task:
     @app.task(name=task_name(stage), base=StageTask, bind=True, stage=stage)
     def run_stage(
-        self: Task, operation_id: str, backfill: bool = False, held: bool = False
+        self: StageTask, operations: str | list[str], backfill: bool = False, held: bool = False
     ) -> str | None:
-        return _run(stage, operation_id, backfill, held)
+        return _run(self, task_operations(operations), backfill, held)
 
     return run_stage
 

@@ -42,7 +42,7 @@ def test_concurrent_submissions_run_as_one_batch_and_each_gets_its_own_outcome(
     def submit(op: UUID) -> None:
         start.wait()
         try:
-            results[op] = batcher.submit(op).unwrap()
+            results[op] = batcher.submit([op])[op].unwrap()
         except RuntimeError as exc:
             results[op] = exc
 
@@ -66,13 +66,68 @@ def test_a_batch_is_bounded_by_its_size(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setattr(batch, "run_batch", fake_run)
     batcher = StageBatcher(SimpleNamespace(), Stage.EMBED, max_size=2, max_wait=0.3)  # type: ignore[arg-type]
-    threads = [threading.Thread(target=batcher.submit, args=(uuid.uuid4(),)) for _ in range(5)]
+    threads = [threading.Thread(target=batcher.submit, args=([uuid.uuid4()],)) for _ in range(5)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     batcher.close()
     assert sum(calls) == 5 and max(calls) <= 2
+
+
+def test_a_batch_hands_its_operations_on_in_one_task_per_next_stage_and_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    live, archive, done, bad = ([uuid.uuid4() for _ in range(n)] for n in (3, 2, 1, 1))
+    after = {op: Outcome(Stage.ENTITIES) for op in (*live, *archive)}
+    after |= {done[0]: Outcome(None), bad[0]: Outcome(error=RuntimeError("its own"))}
+    monkeypatch.setattr(batch, "run_batch", lambda p, s, ids: {op: after[op] for op in ids})
+    sent: list[tuple[Stage, list[UUID], bool]] = []
+    batcher = StageBatcher(
+        SimpleNamespace(),  # type: ignore[arg-type]
+        Stage.EMBED,
+        max_size=16,
+        max_wait=0.5,
+        send=lambda stage, ids, backfill: sent.append((stage, ids, backfill)),
+    )
+    results: dict[UUID, Outcome] = {}
+    start = threading.Barrier(2)
+
+    def submit(ids: list[UUID], backfill: bool) -> None:
+        start.wait()
+        results.update(batcher.submit(ids, backfill=backfill))
+
+    threads = [
+        threading.Thread(target=submit, args=([*live, *done, *bad], False)),
+        threading.Thread(target=submit, args=(archive, True)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    batcher.close()
+    assert batcher.batches == 1
+    # one task a next stage and queue, carrying every operation going on to it
+    assert sorted((s, sorted(ids), b) for s, ids, b in sent) == sorted(
+        [(Stage.ENTITIES, sorted(live), False), (Stage.ENTITIES, sorted(archive), True)]
+    )
+    going_on = [*live, *archive]
+    assert all(results[op].sent and results[op].unwrap() is Stage.ENTITIES for op in going_on)
+    assert results[done[0]] == Outcome(None)  # finished: nothing to send
+    assert isinstance(results[bad[0]].error, RuntimeError) and not results[bad[0]].sent
+
+
+def test_operations_whose_next_task_cannot_be_sent_get_the_error_for_their_own_retry() -> None:
+    ok, other = uuid.uuid4(), uuid.uuid4()
+    outcomes = {ok: Outcome(Stage.LINKS), other: Outcome(Stage.OPINIONS)}
+
+    def send(stage: Stage, ids: list[UUID], backfill: bool) -> None:
+        if stage is Stage.OPINIONS:
+            raise ConnectionError("broker down")
+
+    out = batch.send_following(send, outcomes, {ok: False, other: False})
+    assert out[ok] == Outcome(Stage.LINKS, sent=True)
+    assert isinstance(out[other].error, ConnectionError) and not out[other].sent
 
 
 class CountingEmbedder:

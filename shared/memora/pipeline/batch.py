@@ -14,12 +14,16 @@ text fails one operation.
 
 `StageBatcher` gathers the operations that concurrent callers (a worker's threads, each holding
 one task) submit within a bounded wait, up to a bounded number, and runs them as one batch.
+Given a `send`, it also hands the batch on as a batch: one next-stage task for all the
+operations that go on to the same stage (after the commit, before the callers' tasks are
+acknowledged), so a stream of one-message operations stays a stream of batches through the
+stages instead of paying every stage's task once an operation.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +47,7 @@ class Outcome:
 
     following: Stage | None = None
     error: BaseException | None = None
+    sent: bool = False  # `following` was enqueued already, with its batch (`send_following`)
 
     def unwrap(self) -> Stage | None:
         if self.error is not None:
@@ -193,14 +198,50 @@ def _write_all(
     webhooks.dispatch_committed(conn, pipeline.backend)
 
 
-class StageBatcher:
-    """`submit(operation_id)` blocks until the batch holding it ran and returns its outcome;
-    a batch is what callers submitted within `max_wait` seconds of the first, at most
-    `max_size` operations."""
+# Enqueues one task of a stage for several operations: the stage, their ids, backfill.
+Send = Callable[[Stage, list[UUID], bool], None]
 
-    def __init__(self, pipeline: Pipeline, stage: Stage, *, max_size: int, max_wait: float):
-        self.pipeline, self.stage = pipeline, stage
-        self._batcher: MicroBatcher[UUID] = MicroBatcher(
+
+def send_following(
+    send: Send, outcomes: dict[UUID, Outcome], backfill: dict[UUID, bool]
+) -> dict[UUID, Outcome]:
+    """Each next stage of a committed batch enqueued once for all the operations going on to it
+    (and to the same queue); the outcomes with `sent` set. An operation whose task could not
+    be sent gets the error instead, so that its own task is retried: its stage is done then,
+    and the retry sends the next one."""
+    groups: dict[tuple[Stage, bool], list[UUID]] = {}
+    for op, outcome in outcomes.items():
+        if outcome.error is None and outcome.following is not None:
+            groups.setdefault((outcome.following, backfill[op]), []).append(op)
+    out = dict(outcomes)
+    for (following, backfilling), ops in groups.items():
+        try:
+            send(following, ops, backfilling)
+        except Exception as exc:
+            log.warning("stage %s: %d operations not sent", following.value, len(ops))
+            out.update({op: Outcome(error=exc) for op in ops})
+        else:
+            out.update({op: Outcome(following, sent=True) for op in ops})
+    return out
+
+
+class StageBatcher:
+    """`submit(operation_ids)` blocks until the batch holding them ran and returns their
+    outcomes; a batch is what callers submitted within `max_wait` seconds of the first, up to
+    `max_size` operations (a caller's operations are never split). With `send`, the batch
+    enqueues the next stages itself (`send_following`)."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        stage: Stage,
+        *,
+        max_size: int,
+        max_wait: float,
+        send: Send | None = None,
+    ):
+        self.pipeline, self.stage, self.send = pipeline, stage, send
+        self._batcher: MicroBatcher[tuple[UUID, bool]] = MicroBatcher(
             self._run, max_wait=max_wait, max_items=max_size, name=f"memora-{stage.value}-batch"
         )
 
@@ -208,16 +249,21 @@ class StageBatcher:
     def batches(self) -> int:
         return self._batcher.calls
 
-    def submit(self, operation_id: UUID) -> Outcome:
-        outcome: Outcome = self._batcher.submit([operation_id])[0]
-        return outcome
+    def submit(
+        self, operation_ids: Sequence[UUID], *, backfill: bool = False
+    ) -> dict[UUID, Outcome]:
+        rows = self._batcher.submit([(op, backfill) for op in operation_ids])
+        return dict(zip(operation_ids, rows, strict=True))
 
     def close(self) -> None:
         self._batcher.close()
 
-    def _run(self, operation_ids: list[UUID]) -> np.ndarray:
-        outcomes = run_batch(self.pipeline, self.stage, operation_ids)
+    def _run(self, items: list[tuple[UUID, bool]]) -> np.ndarray:
+        ids = [op for op, _ in items]
+        outcomes = run_batch(self.pipeline, self.stage, ids)
+        if self.send is not None:
+            outcomes = send_following(self.send, outcomes, dict(items))
         log.info("stage batch", extra={"stage": self.stage.value, "operations": len(outcomes)})
-        rows = np.empty(len(operation_ids), dtype=object)  # MicroBatcher hands rows back
-        rows[:] = [outcomes[op] for op in operation_ids]
+        rows = np.empty(len(ids), dtype=object)  # MicroBatcher hands rows back
+        rows[:] = [outcomes[op] for op in ids]
         return rows
