@@ -29,6 +29,7 @@ class BenchStack:
     database_url: str = ""
     query_url: str = ""  # the query service's, when the stack has one
     read_database_url: str = ""  # its streaming replica's, when it has one
+    broker_url: str = ""  # its Redis
 
     def cpu_seconds(self) -> float:
         """CPU time used so far by the stack: this process's children (API, query service,
@@ -114,6 +115,7 @@ def embedded_stack(
             url,
             f"http://{settings.host}:{settings.query_port}",
             settings.read_database_url or "",
+            stack.settings.broker,
         )
 
 

@@ -12,7 +12,9 @@ b). Between shapes the statistics are reset; the bench waits on the operations t
 (one statement a poll, subtracted). Counted per message: stage tasks (every attempt of every stage
 of the shape's operations), transactions (pg_stat_database commits and rollbacks: the API, the
 workers and the periodic jobs), statements (pg_stat_statements calls), the stack's CPU seconds
-by part; and the statements that take the most time (execution and planning).
+by part; Celery messages sent (Redis `LPUSH` calls: the stage tasks, one per batch of
+operations, and their retries, webhook deliveries, beat's jobs); and the statements that take
+the most time (execution and planning).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import redis
 from psycopg.rows import dict_row
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -62,6 +65,8 @@ TOP = (
 
 def measure(stack: BenchStack, prefix: str, send: Any, messages: int, top: int) -> dict[str, Any]:
     """Reset the counters, send, wait until the prefix's operations are all done; the counts."""
+    broker = redis.Redis.from_url(stack.broker_url)
+    broker.config_resetstat()
     with psycopg.connect(stack.database_url, autocommit=True, row_factory=dict_row) as conn:
         conn.execute("SELECT pg_stat_statements_reset()")
         conn.execute("SELECT pg_stat_clear_snapshot()")
@@ -75,6 +80,7 @@ def measure(stack: BenchStack, prefix: str, send: Any, messages: int, top: int) 
                 break
             time.sleep(0.5)
         after = stack.cpu_by_part()
+        pushes = broker.info("commandstats").get("cmdstat_lpush", {}).get("calls", 0)
         parts = {k: (v - cpu.get(k, 0.0)) / messages for k, v in sorted(after.items())}
         time.sleep(1.0)  # pg_stat_database is updated by the backends when they go idle
         conn.execute("SELECT pg_stat_clear_snapshot()")
@@ -93,6 +99,7 @@ def measure(stack: BenchStack, prefix: str, send: Any, messages: int, top: int) 
         "messages": messages,
         "operations": totals["operations"],
         "tasks_per_message": totals["tasks"] / messages,
+        "celery_messages_per_message": pushes / messages,
         "transactions_per_message": xacts / messages,
         "statements_per_message": float(statements) / messages,
         "counts": counted,
@@ -144,7 +151,8 @@ def main(argv: list[str] | None = None) -> None:
         r = results[name]
         print(
             f"{name:6s}: {r['messages']} messages in {r['operations']} operations; per message "
-            f"{r['tasks_per_message']:.2f} stage tasks, {r['transactions_per_message']:.2f} "
+            f"{r['tasks_per_message']:.2f} stage runs, {r['celery_messages_per_message']:.2f} "
+            f"Celery messages, {r['transactions_per_message']:.2f} "
             f"transactions, {r['statements_per_message']:.1f} statements, "
             f"{r['cpu_s_per_message']:.3f} CPU s"
         )

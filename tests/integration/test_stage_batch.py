@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
@@ -266,26 +267,34 @@ def batching_stack(db_settings: Settings, redis_url: str, data_dir: Path) -> Ite
             **WORKER_ENV,
             "MEMORA_STAGE_BATCH_WAIT_MS": "1000",  # wide enough for a loaded machine
             "MEMORA_VISIBILITY_TIMEOUT": "120",
+            "MEMORA_TASK_MAX_RETRIES": "2",
         },
     )
     yield stack  # started by the test
     stack.stop()
 
 
+def _started(stack: Any) -> None:
+    """The module's workers started once and ready (models loaded: their heartbeat files)."""
+    from services.workers.probe import check_heartbeat
+
+    if stack.processes:
+        return
+    stack.start()
+    beats = [
+        Path(stack.worker_ops_env(name)["MEMORA_WORKER_HEARTBEAT_FILE"]) for name in stack.workers
+    ]
+    wait_until(lambda: all(check_heartbeat(b)[0] for b in beats), 180, interval=0.5)
+
+
 def test_real_workers_run_many_small_operations_in_shared_batches(
     batching_stack: Any, batch_pool: Any, agent_id: str
 ) -> None:
     from services.api.app import create_app
-    from services.workers.probe import check_heartbeat
 
-    # Workers first, ready (models loaded: their own heartbeat files), then the operations in
-    # one quick burst: each stage's batcher takes them together.
-    batching_stack.start()
-    beats = [
-        Path(batching_stack.worker_ops_env(name)["MEMORA_WORKER_HEARTBEAT_FILE"])
-        for name in batching_stack.workers
-    ]
-    wait_until(lambda: all(check_heartbeat(b)[0] for b in beats), 180, interval=0.5)
+    # Workers first, ready, then the operations in one quick burst: each stage's batcher takes
+    # them together.
+    _started(batching_stack)
     app = create_app(batching_stack.settings, pool=batch_pool)
     with TestClient(app) as client:
         ops = []
@@ -308,3 +317,46 @@ def test_real_workers_run_many_small_operations_in_shared_batches(
             at = got["stages"]["embed"]["finished_at"]
             commits[at] = commits.get(at, 0) + 1
     assert max(commits.values()) > 1, commits  # operations shared embed batches
+
+
+POISON = """
+CREATE OR REPLACE FUNCTION test_poisoned_embedding() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'this unit cannot take a vector'; END $$;
+CREATE TRIGGER test_poisoned_embedding BEFORE UPDATE OF embedding ON memory_units
+    FOR EACH ROW WHEN (NEW.text LIKE '%%poisoned%%') EXECUTE FUNCTION test_poisoned_embedding();
+"""
+
+
+def test_an_operation_failing_in_a_shared_batch_is_retried_alone_and_the_others_go_on(
+    batching_stack: Any, batch_db: tuple[str, Any], agent_id: str
+) -> None:
+    from services.api.app import create_app
+
+    _started(batching_stack)
+    url, batch_pool = batch_db
+    with psycopg.connect(url, autocommit=True) as conn:  # one operation's embed always fails
+        conn.execute(POISON)
+    try:
+        with TestClient(create_app(batching_stack.settings, pool=batch_pool)) as client:
+            ops = []
+            for i in range(8):
+                items = _two_messages(i)
+                if i == 3:
+                    items[0]["content"] = "Ana: my poisoned notebook got wet today."
+                body = {"agent_id": agent_id, "document_id": f"p{i}", "items": items}
+                ops.append(client.post("/api/memories/batch", json=body).json()["operation_id"])
+
+            def final() -> list[dict[str, Any]] | None:
+                got = [client.get(f"/api/operations/{op}").json() for op in ops]
+                return got if all(g["status"] in ("completed", "failed") for g in got) else None
+
+            done = wait_until(final, 180, interval=0.5)
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP TRIGGER test_poisoned_embedding ON memory_units")
+    poisoned = done.pop(3)
+    assert poisoned["status"] == "failed" and "cannot take a vector" in poisoned["error"]
+    assert poisoned["stages"]["embed"]["attempts"] == 3  # 1 + MEMORA_TASK_MAX_RETRIES, alone
+    for op in done:  # the others of its batches: done once each
+        assert op["status"] == "completed", op
+        assert all(s["attempts"] == 1 for s in op["stages"].values()), op["stages"]

@@ -212,3 +212,10 @@ def test_the_seeds_example_key_is_a_placeholder_in_production(
         ValidationError, match="placeholder secrets in production: MEMORA_LLM_API_KEY"
     ):
         Settings()
+
+
+def test_seed_003s_control_plane_url_is_explained_not_mistaken_for_a_setting() -> None:
+    warnings = report_environment({"MEMORA_CP_DATAPLANE_API_URL": "http://localhost:8080"})
+    assert len(warnings) == 1 and "did you mean" not in warnings[0]
+    assert warnings[0].startswith("MEMORA_CP_DATAPLANE_API_URL is not needed")
+    assert "served by the write API" in warnings[0]

@@ -178,3 +178,18 @@ def test_a_text_that_cannot_be_embedded_fails_its_operation_only() -> None:
     failed = ops[1][0].operation_id
     assert set(outcomes) == {failed} and isinstance(outcomes[failed].error, ValueError)
     assert embedder.calls[0] == ["a", "bad", "b", "c"] and len(embedder.calls) == 4
+
+
+def test_a_transaction_that_cannot_start_fails_every_operation_of_the_batch() -> None:
+    """PostgreSQL restarting: the batch's transaction fails before any write, and every
+    operation gets that error (for its own retry), none is left without an outcome."""
+
+    class Gone:
+        def transaction(self) -> Any:
+            raise ConnectionError("server closed the connection unexpectedly")
+
+    writers = [(_pending([text])[0], lambda conn: {}) for text in ("a", "b")]
+    outcomes: dict[UUID, Outcome] = {}
+    pipeline = SimpleNamespace(backend=None)
+    batch._write_all(pipeline, Gone(), Stage.EMBED, writers, outcomes)  # type: ignore[arg-type]
+    assert [type(outcomes[p.operation_id].error) for p, _ in writers] == [ConnectionError] * 2

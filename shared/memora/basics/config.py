@@ -58,6 +58,7 @@ __all__ = [
     "LLM_PROVIDER_URLS",
     "PLACEHOLDER_SECRETS",
     "SECTIONS",
+    "SEED_VARIABLES",
     "EmbeddingProvider",
     "LLMEndpoint",
     "LLMProvider",
@@ -80,6 +81,13 @@ FOREIGN_VARIABLES = frozenset(
      "MEMORA_UI_SCREENSHOTS"}
 )  # fmt: skip
 FOREIGN_PREFIXES = ("MEMORA_LT_", "MEMORA_TEST_")
+# Seed 003's variables that Memora has no setting for, each with why (reported as such, not
+# with the nearest setting's name).
+SEED_VARIABLES = {
+    "MEMORA_CP_DATAPLANE_API_URL": "seed 003's control plane reaches the API there; Memora's UI "
+    "is served by the write API itself (GET /) and calls it on the same origin, so nothing "
+    "needs it (docs/ui.md)",
+}
 # The sections of the settings, in the order of docs/configuration.md.
 SECTIONS: tuple[type[Section], ...] = (
     Infrastructure,
@@ -305,6 +313,9 @@ def report_environment(environ: Mapping[str, str] | None = None) -> list[str]:
         if not name.startswith("MEMORA_") or name in known or name in FOREIGN_VARIABLES:
             continue
         if name.startswith(FOREIGN_PREFIXES):
+            continue
+        if name in SEED_VARIABLES:
+            warnings.append(f"{name} is not needed: {SEED_VARIABLES[name]}")
             continue
         nearest = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         hint = f"; did you mean {nearest[0]}?" if nearest else ""

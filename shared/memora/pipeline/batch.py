@@ -188,8 +188,14 @@ def _write_all(
                     outcomes[p.operation_id] = Outcome(error=exc)
                     if alone:
                         raise
-    except Exception as exc:  # the commit failed: none of them was written
-        outcomes.update({op: Outcome(error=exc) for op in done})
+    except Exception as exc:  # the transaction failed (its start or its commit): none written
+        outcomes.update(
+            {
+                p.operation_id: Outcome(error=exc)
+                for p, _ in writers
+                if p.operation_id in done or p.operation_id not in outcomes
+            }
+        )
     else:  # committed: each logged as done only now
         outcomes.update({op: Outcome(w.logged(stage, op)) for op, w in done.items()})
         for written in done.values():
