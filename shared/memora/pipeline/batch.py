@@ -30,6 +30,7 @@ from typing import Any
 from uuid import UUID
 
 import numpy as np
+from opentelemetry import context as trace_context
 from psycopg import Connection
 
 from memora.basics.stages import OperationKind, Stage
@@ -209,18 +210,23 @@ Send = Callable[[Stage, list[UUID], bool], None]
 
 
 def send_following(
-    send: Send, outcomes: dict[UUID, Outcome], backfill: dict[UUID, bool]
+    send: Send,
+    outcomes: dict[UUID, Outcome],
+    backfill: dict[UUID, bool],
+    traces: dict[UUID, trace_context.Context] | None = None,
 ) -> dict[UUID, Outcome]:
     """Each next stage of a committed batch enqueued once for all the operations going on to it
     (and to the same queue); the outcomes with `sent` set. An operation whose task could not
     be sent gets the error instead, so that its own task is retried: its stage is done then,
-    and the retry sends the next one."""
+    and the retry sends the next one. A task is sent in the trace (`traces`: the submitting
+    task's context per operation) of its first operation, which it continues."""
     groups: dict[tuple[Stage, bool], list[UUID]] = {}
     for op, outcome in outcomes.items():
         if outcome.error is None and outcome.following is not None:
             groups.setdefault((outcome.following, backfill[op]), []).append(op)
     out = dict(outcomes)
     for (following, backfilling), ops in groups.items():
+        token = trace_context.attach(traces[ops[0]]) if traces else None
         try:
             send(following, ops, backfilling)
         except Exception as exc:
@@ -228,6 +234,9 @@ def send_following(
             out.update({op: Outcome(error=exc) for op in ops})
         else:
             out.update({op: Outcome(following, sent=True) for op in ops})
+        finally:
+            if token is not None:
+                trace_context.detach(token)
     return out
 
 
@@ -247,7 +256,7 @@ class StageBatcher:
         send: Send | None = None,
     ):
         self.pipeline, self.stage, self.send = pipeline, stage, send
-        self._batcher: MicroBatcher[tuple[UUID, bool]] = MicroBatcher(
+        self._batcher: MicroBatcher[tuple[UUID, bool, trace_context.Context]] = MicroBatcher(
             self._run, max_wait=max_wait, max_items=max_size, name=f"memora-{stage.value}-batch"
         )
 
@@ -258,17 +267,20 @@ class StageBatcher:
     def submit(
         self, operation_ids: Sequence[UUID], *, backfill: bool = False
     ) -> dict[UUID, Outcome]:
-        rows = self._batcher.submit([(op, backfill) for op in operation_ids])
+        here = trace_context.get_current()  # the task's trace, which its next stage continues
+        rows = self._batcher.submit([(op, backfill, here) for op in operation_ids])
         return dict(zip(operation_ids, rows, strict=True))
 
     def close(self) -> None:
         self._batcher.close()
 
-    def _run(self, items: list[tuple[UUID, bool]]) -> np.ndarray:
-        ids = [op for op, _ in items]
+    def _run(self, items: list[tuple[UUID, bool, trace_context.Context]]) -> np.ndarray:
+        ids = [op for op, _, _ in items]
         outcomes = run_batch(self.pipeline, self.stage, ids)
         if self.send is not None:
-            outcomes = send_following(self.send, outcomes, dict(items))
+            backfill = {op: b for op, b, _ in items}
+            traces = {op: t for op, _, t in items}
+            outcomes = send_following(self.send, outcomes, backfill, traces)
         log.info("stage batch", extra={"stage": self.stage.value, "operations": len(outcomes)})
         rows = np.empty(len(ids), dtype=object)  # MicroBatcher hands rows back
         rows[:] = [outcomes[op] for op in ids]
