@@ -2,7 +2,8 @@
 referencing columns. PostgreSQL checks a foreign key on each deleted referenced row with a query
 on the referencing table; without an index that query reads the whole table, so deleting one
 small agent's conversation read every operation and every memory unit of the database once for
-each of its units (a 60-unit document took 1.7–2.0 s beside one agent of 200k units), and
+each of its units (a 60-unit conversation took 2.07 s beside one agent of 200k units:
+`bench/deletes.py`), and
 deleting an entity read every link.
 
 - `operations (document_pk)`: `ON DELETE SET NULL` from `documents`, and the document delete's
