@@ -165,6 +165,9 @@ def install_metrics(
 
         refreshers.append(Throttled(broker_gauges, settings.metrics_cache_seconds))
 
+    if service == "query":
+        caches = lambda: metrics.record_read_caches(app.state.retriever.caches.footprint())  # noqa: E731
+        refreshers.append(Throttled(caches, 0.0))
     if service == "query" and settings.read_database_url:
         refreshers.append(Throttled(lambda: app.state.reads.record_lag(), 0.0))
     if workers is not None:

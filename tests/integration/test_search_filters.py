@@ -434,3 +434,9 @@ def test_a_recurring_filter_is_answered_from_the_units_held_in_the_query_service
     assert held.reads == {"whole": before["whole"] + 1, "changes": before["changes"] + 1}
     scrape = query_api.get("/metrics").text
     assert re.search(r'memora_filter_cache_reads_total\{read="changes"\} [1-9]', scrape)
+    # what the caches hold, at scrape time: the filter's entry and its bytes
+    entries, size = held.footprint()
+    assert entries >= 1 and size > 0
+    assert re.search(r'memora_read_cache_entries\{cache="passing"\} [1-9]', scrape)
+    assert re.search(r'memora_read_cache_bytes\{cache="passing"\} [1-9]', scrape)
+    assert 'memora_read_cache_bytes{cache="mentions"}' in scrape

@@ -11,6 +11,9 @@ from prometheus_client import multiprocess as _multiprocess
 
 NAMESPACE = "memora"  # every metric's name prefix
 
+if _dir := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.makedirs(_dir, exist_ok=True)  # value files are opened as metrics are created
+
 
 def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR")

@@ -14,11 +14,12 @@ gauges (queue depth, operations per state) take the most recent value.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from prometheus_client import Counter, Gauge, Histogram
+
+from memora.basics.cache_metrics import *  # noqa: F403 - the read caches' (registered here too)
 
 # exposition: re-exported, the services reach them here
 from memora.basics.exposition import NAMESPACE as NAMESPACE
@@ -29,9 +30,6 @@ from memora.basics.exposition import multiprocess_dir as multiprocess_dir
 from memora.basics.exposition import remove_stale_files as remove_stale_files
 from memora.basics.exposition import render as render
 from memora.basics.stages import OperationStatus, Stage
-
-if _dir := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-    os.makedirs(_dir, exist_ok=True)  # value files are opened as metrics are created
 
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _TASK = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
@@ -216,41 +214,6 @@ QUERY_EMBEDDING = Gauge(
     ["model", "precision"],
     namespace=NAMESPACE,
     multiprocess_mode="livemax",
-)
-
-FILTER_CACHE_READS = Counter(
-    "filter_cache_reads",
-    "Reads of the units a query process holds per filter (memora.retrieval.caches.passing_units): "
-    "whole (a filter's first held search, after a removal, after the TTL) or changes (what was "
-    "written since; the rest of the ranking is the process's own)",
-    ["read"],
-    namespace=NAMESPACE,
-)
-MENTION_CACHE_READS = Counter(
-    "mention_cache_reads",
-    "Reads of the named entities' mentions a query process holds "
-    "(memora.retrieval.caches.mentions), an entity each: whole (its first search, after it lost a "
-    "mention, after the TTL) or changes (what was written since); embeddings: the embeddings of "
-    "mentions read in the background after searches compared them in PostgreSQL, one each",
-    ["read"],
-    namespace=NAMESPACE,
-)
-FILTER_TERMS_READS = Counter(
-    "filter_terms_reads",
-    "Reads of the keyword index of a narrow filter's units that a query process holds "
-    "(memora.retrieval.caches.filter_terms): whole (in the background, from a filter's second "
-    "search, after a removal and after the TTL) or changes (what was written since, on each "
-    "search)",
-    ["read"],
-    namespace=NAMESPACE,
-)
-FILTER_FAILING_READS = Counter(
-    "filter_failing_reads",
-    "Reads of the units failing a broad filter that a query process holds "
-    "(memora.retrieval.caches.failing_units): whole (in the background, from a filter's second "
-    "search and after the TTL) or changes (what was written since, on each search)",
-    ["read"],
-    namespace=NAMESPACE,
 )
 
 # ----------------------------------------------------------------------------- database

@@ -63,6 +63,16 @@ class ReadCaches:
     def close(self) -> None:
         self._background.shutdown(wait=True, cancel_futures=True)
 
+    def footprint(self) -> dict[str, tuple[int, int]]:
+        """Each cache's entries and bytes (those turned on): the query service's gauges."""
+        caches: dict[str, MentionSignatures | PassingUnits | FilterHolder[Any] | None] = {
+            "mentions": self.mentions,
+            "passing": self.passing,
+            "terms": self.terms,
+            "failing": self.failing,
+        }
+        return {name: cache.footprint() for name, cache in caches.items() if cache is not None}
+
     def read_later(self, holder: FilterHolder[Any], scope: SearchScope) -> None:
         """`holder`'s entry for the scope's filter, read whole in the background (after its
         `wanted`); until it is in, the searches go on without it."""

@@ -86,6 +86,11 @@ class FilterHolder(ABC, Generic[E]):
         self._lock = threading.Lock()
         self.reads = {"whole": 0, "changes": 0}
 
+    def footprint(self) -> tuple[int, int]:
+        """Entries held and their bytes."""
+        with self._lock:
+            return len(self._entries), int(self._entries.currsize)
+
     @abstractmethod
     def key(self, scope: SearchScope) -> tuple[Any, ...]:
         """What an entry is held for."""

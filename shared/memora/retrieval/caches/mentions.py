@@ -218,6 +218,12 @@ class MentionSignatures:
         )
         self._lock = threading.Lock()
 
+    def footprint(self) -> tuple[int, int]:
+        """Entities held and the bytes of their signatures and embeddings."""
+        with self._lock:
+            embeddings = sum(m.vectors.nbytes for _, m in self._held())
+            return len(self._entries), int(self._entries.currsize) + embeddings
+
     def room(self) -> int:
         """The bytes of `max_bytes` the signatures and the embeddings held leave free."""
         with self._lock:

@@ -158,6 +158,11 @@ class PassingUnits:
         self._lock = threading.Lock()
         self.reads = {"whole": 0, "changes": 0}  # how each filter's units were read, so far
 
+    def footprint(self) -> tuple[int, int]:
+        """Entries held and their bytes."""
+        with self._lock:
+            return len(self._entries), int(self._entries.currsize)
+
     def recurs(self, scope: SearchScope) -> bool:
         """Whether the scope's filter is held, or was searched before (and not found too broad
         to hold) within the ttl; notes this search of it."""
