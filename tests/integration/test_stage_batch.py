@@ -360,3 +360,25 @@ def test_an_operation_failing_in_a_shared_batch_is_retried_alone_and_the_others_
     for op in done:  # the others of its batches: done once each
         assert op["status"] == "completed", op
         assert all(s["attempts"] == 1 for s in op["stages"].values()), op["stages"]
+
+
+def test_an_error_after_a_stage_is_done_is_not_recorded_on_it(
+    recorded: tuple[TestClient, Recording], db_settings: Settings, batch_pool: Any, agent_id: str
+) -> None:
+    """A task of several operations that fails as a whole after its batch committed (its next
+    stage could not be sent) does not mark a done stage failed: the retry or the reconciler
+    sends the next one."""
+    client, _ = recorded
+    body = {"agent_id": agent_id, "document_id": "late", "items": _two_messages(1)}
+    op = UUID(client.post("/api/memories/batch", json=body).json()["operation_id"])
+    pipeline = Pipeline(db_settings, batch_pool)
+    assert run_batch(pipeline, Stage.EXTRACT, [op])[op].unwrap() is Stage.EMBED
+    pipeline.record_failure(Stage.EXTRACT, op, "ConnectionError: broker down", final=True)
+    with batch_pool.connection() as conn:
+        after = operations.get_operation(conn, op)
+    assert after is not None and after.status != "failed" and after.error is None
+    assert after.stages[Stage.EXTRACT].status == "done"
+    pipeline.record_failure(Stage.EMBED, op, "ConnectionError: still down", final=False)
+    with batch_pool.connection() as conn:
+        embed = operations.get_operation(conn, op).stages[Stage.EMBED]  # type: ignore[union-attr]
+    assert embed.status == "retrying"  # a stage not done still records its attempts' errors

@@ -271,7 +271,9 @@ def stage_error(
     conn: Connection[Any], operation_id: UUID, stage: Stage, error: str, *, final: bool
 ) -> bool:
     """A failed attempt (will be retried) or the final failure of the operation; whether it
-    was recorded (not for an operation that completed or was superseded)."""
+    was recorded (not for an operation that completed or was superseded, nor for a stage that
+    is done: a task that failed after its stage committed, sending the next, leaves the
+    operation to its retry or to the reconciler)."""
     recorded = conn.execute(
         """
         UPDATE operations SET
@@ -284,6 +286,7 @@ def stage_error(
                     'status', CASE WHEN %(final)s THEN 'failed' ELSE 'retrying' END,
                     'error', %(err)s::text))
         WHERE id = %(id)s AND status NOT IN ('completed', 'superseded')
+          AND (stages -> %(s)s ->> 'status') IS DISTINCT FROM 'done'
         """,
         {"final": final, "err": error[:2000], "s": stage.value, "id": operation_id},
     )
