@@ -187,7 +187,7 @@ class StageTask(Task):
         # database is down, the usual cause of the retry) would make Celery fail the task for
         # good and mark the operation failed although its retry is pending.
         for operation_id in task_operations(args[0]):
-            _record_retry(self.stage, operation_id, exc)
+            _record_retry(self.stage, UUID(operation_id), exc)
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
@@ -195,8 +195,7 @@ class StageTask(Task):
         if isinstance(exc, Retry):
             return
         for operation_id in task_operations(args[0]):
-            log.error("stage %s failed for operation %s: %s", self.stage.value, operation_id, exc)
-            pipeline().record_failure(self.stage, UUID(operation_id), _describe(exc), final=True)
+            _record_final(self.stage, UUID(operation_id), exc)
 
     def retry_alone(self, operation_id: UUID, exc: BaseException, backfill: bool) -> None:
         """One operation of this task's batch failed: retried in a task of its own, with this
@@ -204,8 +203,7 @@ class StageTask(Task):
         task are done and go on."""
         retries = self.request.retries
         if isinstance(exc, PermanentStageError) or retries >= self.max_retries:
-            log.error("stage %s failed for operation %s: %s", self.stage.value, operation_id, exc)
-            pipeline().record_failure(self.stage, operation_id, _describe(exc), final=True)
+            _record_final(self.stage, operation_id, exc)
             return
         delay = get_exponential_backoff_interval(
             self.retry_backoff, retries, self.retry_backoff_max, self.retry_jitter
@@ -213,12 +211,18 @@ class StageTask(Task):
         kwargs = {"backfill": backfill}
         self.retry(args=[str(operation_id)], kwargs=kwargs, exc=exc, countdown=delay, throw=False)
         worker_metrics.count_retry(self, self.request, exc)
-        _record_retry(self.stage, str(operation_id), exc)
+        _record_retry(self.stage, operation_id, exc)
 
 
-def _record_retry(stage: Stage, operation_id: str, exc: BaseException) -> None:
+def _record_final(stage: Stage, operation_id: UUID, exc: BaseException) -> None:
+    log.error("stage %s failed for operation %s: %s", stage.value, operation_id, exc)
+    pipeline().record_failure(stage, operation_id, _describe(exc), final=True)
+
+
+def _record_retry(stage: Stage, operation_id: UUID, exc: BaseException) -> None:
+    """Best effort: the retry is already sent (see `StageTask.on_retry`)."""
     try:
-        pipeline().record_failure(stage, UUID(operation_id), _describe(exc), final=False)
+        pipeline().record_failure(stage, operation_id, _describe(exc), final=False)
     except Exception as record_exc:
         log.warning(
             "stage %s of operation %s will be retried; its error could not be recorded: %s",
