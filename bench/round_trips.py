@@ -3,18 +3,22 @@ the stack spends on one message, posted whole and appended 1–2 at a time.
 
     python bench/round_trips.py
     python bench/round_trips.py --env MEMORA_APPEND_COALESCE_MESSAGES=1   # appends alone
+    python bench/round_trips.py --shapes paced --rate 15                  # a live platform's pace
 
 On one stack (embedded PostgreSQL with pg_stat_statements), each shape sends the same
 --conversations conversations of --per-conversation LoCoMo turns: `whole` as one
 `POST /api/memories/batch` each from --clients-whole clients, `append` as appends of 1–2
 messages, each conversation in order, interleaved from --clients clients (bench/append.py's part
-b). Between shapes the statistics are reset; the bench waits on the operations table directly
-(one statement a poll, subtracted). Counted per message: stage tasks (every attempt of every stage
-of the shape's operations), transactions (pg_stat_database commits and rollbacks: the API, the
-workers and the periodic jobs), statements (pg_stat_statements calls), the stack's CPU seconds
-by part; Celery messages sent (Redis `LPUSH` calls: the stage tasks, one per batch of
-operations, and their retries, webhook deliveries, beat's jobs); and the statements that take
-the most time (execution and planning).
+b), as fast as they are answered; `paced` the same appends held to --rate messages/s in all
+(each conversation an append every few seconds: the one-message operations of live chats, which
+a bulk stream coalesces away). Between shapes the statistics are reset; the bench waits on the
+operations table directly (one statement a poll, subtracted). Counted per message: stage tasks
+(every attempt of every stage of the shape's operations), transactions (pg_stat_database
+commits and rollbacks: the API, the workers and the periodic jobs), statements
+(pg_stat_statements calls), the stack's CPU seconds by part; Celery messages sent (Redis `LPUSH`
+calls: the stage tasks, one per batch of operations, and their retries, webhook deliveries,
+beat's jobs); and the statements that take the most time (execution and planning, planning
+also apart).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +41,7 @@ from psycopg.rows import dict_row
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from append import LOCOMO, Client, many, post_whole, stream, turns
+from append import LOCOMO, Client, Posted, many, post_whole, stream, turns
 from common import BenchStack, api_client, embedded_stack
 from ingest import locomo_sessions
 
@@ -57,7 +63,7 @@ COUNTS = (
     "WHERE o.agent_id LIKE %s AND jsonb_typeof(c.value) = 'number' GROUP BY c.key ORDER BY 1"
 )
 TOP = (
-    "SELECT calls, total_exec_time + total_plan_time AS ms, "
+    "SELECT calls, total_exec_time + total_plan_time AS ms, total_plan_time AS plan_ms, "
     "left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query "
     "FROM pg_stat_statements WHERE query NOT LIKE %s ORDER BY ms DESC LIMIT %s"
 )
@@ -109,6 +115,7 @@ def measure(stack: BenchStack, prefix: str, send: Any, messages: int, top: int) 
             {
                 "calls_per_message": r["calls"] / messages,
                 "ms_per_message": r["ms"] / messages,
+                "planning_ms_per_message": r["plan_ms"] / messages,
                 "query": r["query"],
             }
             for r in frequent
@@ -129,7 +136,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients-whole", type=int, default=8)
     parser.add_argument("--top", type=int, default=40, help="most frequent statements shown")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the stack")
-    parser.add_argument("--shapes", default="whole,append", help="whole, append or both")
+    parser.add_argument("--shapes", default="whole,append", help="whole, append, paced")
+    parser.add_argument("--rate", type=float, default=15.0, help="paced: messages/s in all")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
     env = dict(kv.split("=", 1) for kv in args.env)
@@ -142,10 +150,12 @@ def main(argv: list[str] | None = None) -> None:
             prefix = f"bench-{name}-{uuid.uuid4().hex[:6]}"
             conversations = many(prefix, *shape, seed=3)
             count = sum(len(c.messages) for c in conversations)
+            send: Callable[[], list[Posted]]
             if name == "whole":
-                send = lambda cs=conversations: post_whole(client, cs, args.clients_whole)  # noqa: E731
+                send = partial(post_whole, client, conversations, args.clients_whole)
             else:
-                send = lambda cs=conversations: stream(client, cs, args.clients, None)  # noqa: E731
+                rate = args.rate if name == "paced" else None
+                send = partial(stream, client, conversations, args.clients, rate)
             results[name] = measure(stack, prefix, send, count, args.top)
     for name in args.shapes.split(","):
         r = results[name]
@@ -161,7 +171,10 @@ def main(argv: list[str] | None = None) -> None:
             + ", ".join(f"{k} {v:.4f}" for k, v in r["cpu_s_per_message_by_part"].items())
         )
         for t in r["top"]:
-            print(f"    {t['ms_per_message']:6.3f} ms {t['calls_per_message']:6.2f}×  {t['query']}")
+            print(
+                f"    {t['ms_per_message']:6.3f} ms (planning {t['planning_ms_per_message']:.3f}) "
+                f"{t['calls_per_message']:5.2f}×  {t['query']}"
+            )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2))
