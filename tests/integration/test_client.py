@@ -132,6 +132,24 @@ def test_a_temporary_chat_is_not_remembered(client: MemoraClient, agent_id: str)
     assert not any("Sea Lark" in r.text for r in hits.results)
 
 
+def test_channels_reach_both_searches(client: MemoraClient, agent_id: str) -> None:
+    teams = client.append_messages(agent_id, "standup", MESSAGES, channel="teams")
+    web = {"message_id": "w1", "role": "user", "content": "Please find a ryokan near Gion."}
+    other = client.append_messages(agent_id, "support", [web], channel="web")
+    for accepted in (teams, other):
+        client.wait_for(accepted.operation_id, timeout=60)
+    found = client.conversation_search(agent_id, "ryokan Gion", channel="web", min_score=0)
+    assert {(r.conversation_id, r.channel) for r in found.results} == {("support", "web")}
+    both = client.conversation_search(agent_id, "ryokan Gion", channel=["web", "teams"])
+    assert {r.channel for r in both.results} == {"web", "teams"}
+    memories = client.search(agent_id, "ryokan Gion", top_k=50, channel="teams")
+    assert memories.results and all(r.metadata["channel"] == "teams" for r in memories.results)
+    stored = client.store_batch(agent_id, ["Maya booked the ryokan."], "note", channel="console")
+    client.wait_for(stored.operation_id, timeout=60)
+    notes = client.search(agent_id, "booked the ryokan", channel="console")
+    assert [r.metadata["channel"] for r in notes.results] == ["console"]
+
+
 def test_remember_recall_link_forget_restore(client: MemoraClient, agent_id: str) -> None:
     kept = client.remember(agent_id, "Maya prefers window seats on trains.", importance=7)
     assert kept.decision == "ADD"

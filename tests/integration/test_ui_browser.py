@@ -389,7 +389,9 @@ def test_user_control_in_a_real_browser(served: Any, fake_llm: FakeOpenAI, attem
         for i, (m, r, c) in enumerate(TRIP)
     ]
     r = httpx.post(
-        f"{agent_url}/conversations/trip-chat/messages", json={"messages": messages}, timeout=30
+        f"{agent_url}/conversations/trip-chat/messages",
+        json={"messages": messages, "channel": "web"},
+        timeout=30,
     )
     assert r.status_code == 202, r.text
     assert _final_status(base, r.json()["operation_id"]) == "completed"
@@ -458,6 +460,7 @@ def test_user_control_in_a_real_browser(served: Any, fake_llm: FakeOpenAI, attem
         listed = page.locator("#messages-list li")
         listed.nth(2).wait_for()
         assert listed.count() == 3
+        assert "in web" in listed.nth(0).inner_text()  # where it was said
         m2 = page.locator('#messages-list li[data-message="m2"]')
         m2.locator("button", has_text="Edit").click()
         m2.locator("textarea").fill("   ")  # refused by the API: its error is shown

@@ -21,8 +21,8 @@ from memora.nlp.chunking import (
 WHEN = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
 
-def msg(text: str, role: str | None = "user") -> Message:
-    return Message(uuid.uuid4(), text, role, None, WHEN, content_hash(text))
+def msg(text: str, role: str | None = "user", channel: str | None = None) -> Message:
+    return Message(uuid.uuid4(), text, role, None, WHEN, content_hash(text), channel)
 
 
 def test_defaults_are_the_seeds() -> None:
@@ -81,6 +81,14 @@ def test_adjacent_short_messages_are_combined_up_to_five() -> None:
     assert first.source_hash == source_hash([m.content_hash for m in shorts[:5]])
     second = chunk_run(Run(shorts), ChunkingConfig())[1]
     assert 'Context: "short 4..."' in second.text  # the message before the group
+
+
+def test_short_messages_of_different_channels_are_not_combined() -> None:
+    said = ["teams", "teams", "web", None, None, "teams"]
+    run = [msg(f"short {i}", channel=c) for i, c in enumerate(said)]
+    assert [len(g) for g in groups(run, ChunkingConfig())] == [2, 1, 2, 1]
+    chunks = chunk_run(Run(run), ChunkingConfig())
+    assert [c.channels for c in chunks] == [("teams",), ("web",), (), ("teams",)]
 
 
 def test_roles_left_out_are_not_indexed() -> None:

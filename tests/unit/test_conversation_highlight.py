@@ -12,7 +12,7 @@ from services.api.schemas.conversations import ConversationResult, bold
 def _hit(snippet: str, highlights: list[tuple[int, int]] | None) -> ConversationHit:
     return ConversationHit(
         "doc", None, "m1", ["m1"], "user", None, datetime(2024, 1, 1, tzinfo=UTC), snippet, 0,
-        0.9, 0.8, 0.1, highlights,
+        None, 0.9, 0.8, 0.1, highlights,
     )  # fmt: skip
 
 

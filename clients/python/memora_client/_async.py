@@ -58,15 +58,19 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
         update_mode: Literal["replace", "append"] = "replace",
         backfill: bool = False,
         temporary: bool = False,
+        channel: str | None = None,
     ) -> m.BatchAccepted:
         """Stores raw items (`POST /api/memories/batch`); extraction runs in the background as
         the answer's `operation_id` (see `wait_for`). Items are `MemoryItem`s, dicts of their
         fields, or plain strings (the content). Idempotent per `document_id`: the same content
         again is `unchanged`, other content `replaced`; `update_mode="append"` adds the items
         to the document as new messages. `backfill=True` processes on the backfill queues.
-        `temporary=True`: a temporary chat, nothing remembered (docs/conversations.md)."""
+        `temporary=True`: a temporary chat, nothing remembered (docs/conversations.md).
+        `channel`: where the items were said (`web`, `teams`...), for those that name none."""
         return await self._request(
-            c.store_batch(agent_id, items, document_id, title, update_mode, backfill, temporary)
+            c.store_batch(
+                agent_id, items, document_id, title, update_mode, backfill, temporary, channel
+            )
         )
 
     async def append_messages(
@@ -79,15 +83,18 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
         backfill: bool = False,
         temporary: bool = False,
         end_of_conversation: bool = False,
+        channel: str | None = None,
     ) -> m.AppendAccepted:
         """Appends messages to a live conversation (created on first use). Each message needs
         `message_id` and `role`; an id already stored is skipped (safe retries), the same id
         with other content is a `ConflictError` (`message_conflict`). `temporary=True`: nothing
         remembered from these messages. `end_of_conversation=True`: once they are processed,
-        the agent's memory evolution runs (`evolve`)."""
+        the agent's memory evolution runs (`evolve`). `channel`: where they were said, for
+        the messages that name none."""
         call = c.append_messages(
-            agent_id, conversation_id, messages, title, backfill, temporary, end_of_conversation
-        )
+            agent_id, conversation_id, messages, title, backfill, temporary, end_of_conversation,
+            channel,
+        )  # fmt: skip
         return await self._request(call)
 
     async def operation(self, operation_id: str | UUID) -> m.Operation:
@@ -164,13 +171,15 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
         trace: bool = False,
         as_of: datetime | None = None,
         after_operation: str | UUID | None = None,
+        channel: str | Sequence[str] | None = None,
     ) -> m.SearchResponse:
         """Fused retrieval over the agent's memories (`POST /api/search`): `results` with
         `id`, `text`, `weight`, `fact_type`, dates and metadata. `fact_type` limits it to some
         networks (or adds "reflection"); `filters` as the API's (metadata equality, `tags`,
         `time`); `as_of`: what was true then, superseded memories included;
         `after_operation`: an operation id a write answered with: the search sees what it made
-        searchable (it waits for it, a bounded time)."""
+        searchable (it waits for it, a bounded time); `channel`: only memories from messages
+        said there (one or a list)."""
         return await self._request(
             c.search(
                 agent_id,
@@ -185,6 +194,7 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
                 trace,
                 as_of,
                 after_operation,
+                channel,
             )
         )
 
@@ -220,11 +230,13 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
         min_score: float | None = None,
         highlight: bool | None = None,
         after_operation: str | UUID | None = None,
+        channel: str | Sequence[str] | None = None,
     ) -> m.ConversationSearchResponse:
         """Hybrid search over the raw messages of the agent's conversations, one result per
         message (`limit` at most 20); `time_range` is a `TimeRange` or a `(start, end)` pair;
         `highlight`: each result's matched words (`highlights`, `snippet_highlighted`);
-        `after_operation`: as `search`'s."""
+        `after_operation`: as `search`'s; `channel`: only messages said there (one or a
+        list)."""
         return await self._request(
             c.conversation_search(
                 agent_id,
@@ -236,6 +248,7 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
                 min_score,
                 highlight,
                 after_operation,
+                channel,
             )
         )
 

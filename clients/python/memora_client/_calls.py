@@ -121,6 +121,7 @@ def store_batch(
     update_mode: Literal["replace", "append"],
     backfill: bool,
     temporary: bool = False,
+    channel: str | None = None,
 ) -> Call[m.BatchAccepted]:
     body = m.BatchRequest(
         agent_id=agent_id,
@@ -129,6 +130,7 @@ def store_batch(
         title=title,
         update_mode=update_mode,
         temporary=temporary,
+        channel=channel,
     )
     return _call("POST", "/api/memories/batch", m.BatchAccepted, body, headers=_priority(backfill))
 
@@ -141,12 +143,14 @@ def append_messages(
     backfill: bool,
     temporary: bool = False,
     end_of_conversation: bool = False,
+    channel: str | None = None,
 ) -> Call[m.AppendAccepted]:
     body = m.AppendRequest(
         messages=[_message(x) for x in messages],
         title=title,
         temporary=temporary,
         end_of_conversation=end_of_conversation,
+        channel=channel,
     )
     path = agent_path(agent_id, f"/conversations/{seg(conversation_id)}/messages")
     return _call("POST", path, m.AppendAccepted, body, headers=_priority(backfill))
@@ -195,6 +199,7 @@ def search(
     trace: bool,
     as_of: datetime | None = None,
     after_operation: str | UUID | None = None,
+    channel: str | Sequence[str] | None = None,
 ) -> Call[m.SearchResponse]:
     body = m.SearchRequest(
         agent_id=agent_id,
@@ -209,6 +214,7 @@ def search(
         trace=trace,
         as_of=as_of,
         after_operation=UUID(str(after_operation)) if after_operation else None,
+        channel=_channels(channel),
     )
     return _call("POST", "/api/search", m.SearchResponse, body)
 
@@ -248,6 +254,7 @@ def conversation_search(
     min_score: float | None,
     highlight: bool | None = None,
     after_operation: str | UUID | None = None,
+    channel: str | Sequence[str] | None = None,
 ) -> Call[m.ConversationSearchResponse]:
     body = m.ConversationSearchRequest(
         agent_id=agent_id,
@@ -259,8 +266,13 @@ def conversation_search(
         min_score=min_score,
         highlight=highlight,
         after_operation=UUID(str(after_operation)) if after_operation else None,
+        channel=_channels(channel),
     )
     return _call("POST", "/api/conversation_search", m.ConversationSearchResponse, body)
+
+
+def _channels(channel: str | Sequence[str] | None) -> str | list[str] | None:
+    return channel if channel is None or isinstance(channel, str) else list(channel)
 
 
 # ----------------------------------------------------------------------------- lifecycle

@@ -308,6 +308,9 @@ async def conversation_search(
         list[Literal["user", "assistant", "system", "tool"]] | None,
         Field(min_length=1, description="only messages of these roles"),
     ] = None,
+    channel: Annotated[
+        str | None, Field(min_length=1, max_length=64, description="only messages said there")
+    ] = None,
     start: Annotated[datetime | None, Field(description="messages sent at or after")] = None,
     end: Annotated[datetime | None, Field(description="messages sent before")] = None,
     min_score: Annotated[
@@ -324,7 +327,7 @@ async def conversation_search(
     window = (start, end) if start is not None or end is not None else None
     found = m.client.conversation_search(
         m.agent_id, query, limit, conversation_id=document_id, time_range=window, roles=roles,
-        min_score=min_score, highlight=highlight,
+        min_score=min_score, highlight=highlight, channel=channel,
     )  # fmt: skip
     return as_sent(await answer(found))
 

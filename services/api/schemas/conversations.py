@@ -16,6 +16,7 @@ from pydantic import (
 
 from memora.basics.models import (
     AgentId,
+    Channel,
     DocumentId,
     MemoryItem,
     MessageId,
@@ -23,11 +24,12 @@ from memora.basics.models import (
     StorableText,
     aware,
     temporary_items,
+    with_channel,
 )
 from memora.retrieval.conversation import MAX_LIMIT, ConversationHit, ConversationQuery
 from memora.usecases.conversations import MessagePatch, SyncResult
 from memora.usecases.ingest import AppendAccepted
-from services.api.schemas.memories import TEMPORARY
+from services.api.schemas.memories import CHANNEL, TEMPORARY
 from services.api.schemas.search import AfterOperation
 
 
@@ -45,6 +47,7 @@ class AppendRequest(BaseModel):
     messages: list[AppendedMessage] = Field(min_length=1)
     title: StorableText | None = Field(default=None, max_length=500)
     temporary: bool = Field(default=False, description=TEMPORARY)
+    channel: Channel | None = Field(default=None, description=CHANNEL)
     end_of_conversation: bool = Field(
         default=False,
         description="the session ends here: once these messages are processed, the agent's "
@@ -56,6 +59,7 @@ class AppendRequest(BaseModel):
     def _temporary(self) -> AppendRequest:
         if self.temporary:
             self.messages = temporary_items(self.messages)
+        self.messages = with_channel(self.messages, self.channel)
         return self
 
     @model_validator(mode="after")
@@ -163,6 +167,10 @@ class ConversationSearchRequest(BaseModel):
     document_id: Annotated[DocumentId | None, Field(description="one conversation only")] = None
     time_range: TimeRange | None = None
     roles: Annotated[list[Role] | None, Field(min_length=1)] = None
+    channel: Annotated[
+        Channel | list[Channel] | None,
+        Field(description="only messages said in this channel (or in any of a list)"),
+    ] = None
     after_operation: AfterOperation = None
     min_score: Annotated[
         float | None, Field(ge=0, le=1, description="default: MEMORA_CONVERSATION_MIN_SCORE")
@@ -185,6 +193,7 @@ class ConversationSearchRequest(BaseModel):
             start=window.start,
             end=window.end,
             roles=self.roles,
+            channels=[self.channel] if isinstance(self.channel, str) else self.channel,
             min_score=self.min_score,
             highlight=self.highlight,
         )
@@ -214,6 +223,7 @@ class ConversationResult(BaseModel):
     message_ids: list[str]
     role: str | None
     speaker: str | None
+    channel: str | None = None
     timestamp: datetime
     snippet: str
     vector_score: float
@@ -237,6 +247,7 @@ class ConversationResult(BaseModel):
             message_ids=hit.message_ids,
             role=hit.role,
             speaker=hit.speaker,
+            channel=hit.channel,
             timestamp=hit.timestamp,
             snippet=hit.snippet,
             vector_score=hit.vector_score,

@@ -15,12 +15,14 @@ from pydantic import (
 
 from memora.basics.models import (
     AgentId,
+    Channel,
     DocumentId,
     FactType,
     MemoryItem,
     StorableText,
     message_ids,
     temporary_items,
+    with_channel,
 )
 from memora.usecases.ingest import Accepted, AppendAccepted
 
@@ -28,6 +30,11 @@ TEMPORARY = (
     "a temporary chat: the items are stored as messages of their conversation (delete them when "
     "your retention ends), no memory is extracted from them and they stay out of the "
     "conversation index unless an item says `searchable: true`"
+)
+
+CHANNEL = (
+    "where the items were said (`web`, `console`, `teams`, any label of up to 64 characters), "
+    "for those that name none: conversation search and memory search can keep to a channel"
 )
 
 
@@ -43,11 +50,13 @@ class BatchRequest(BaseModel):
     # "replace" (the default, seed behaviour): the items become the document's whole content.
     update_mode: Literal["replace", "append"] = "replace"
     temporary: bool = Field(default=False, description=TEMPORARY)
+    channel: Channel | None = Field(default=None, description=CHANNEL)
 
     @model_validator(mode="after")
     def _temporary(self) -> BatchRequest:
         if self.temporary:
             self.items = temporary_items(self.items)
+        self.items = with_channel(self.items, self.channel)
         return self
 
     @model_validator(mode="after")

@@ -11,10 +11,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    model_validator,
 )
 
 from memora.basics.models import (
+    CHANNEL_KEY,
     AgentId,
+    Channel,
     FactType,
     StorableText,
     aware,
@@ -74,8 +77,25 @@ class NetworkSearchRequest(BaseModel):
             "`tags` (`any`/`all`) and `time` (`start`/`end`); applied inside every retriever"
         ),
     ] = None
+    channel: Annotated[
+        Channel | list[Channel] | None,
+        Field(
+            description="only memories made from messages said in this channel (or in any of "
+            'a list): the metadata filter `{"channel": ...}`'
+        ),
+    ] = None
     as_of: AsOf = None
     after_operation: AfterOperation = None
+
+    @model_validator(mode="after")
+    def _channel_filter(self) -> NetworkSearchRequest:
+        if self.channel is None:
+            return self
+        flat = self.filters.flat() if self.filters is not None else {}
+        if flat.get(CHANNEL_KEY, self.channel) != self.channel:
+            raise ValueError("channel and filters.channel differ")
+        self.filters = Filters.model_validate({**flat, CHANNEL_KEY: self.channel})
+        return self
 
     def params(self, scope: Scope, fact_types: list[SearchableType]) -> SearchParams:
         return SearchParams(

@@ -6,7 +6,14 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 DOCUMENT_ID_PATTERN = r"^[^\x00-\x1f\x7f]{1,256}$"
@@ -60,6 +67,13 @@ MessageId = Annotated[
     str, StringConstraints(pattern=DOCUMENT_ID_PATTERN, max_length=200), AfterValidator(storable)
 ]
 Role = Literal["user", "assistant", "system", "tool"]
+# Where a message was said (seed 002 §7.3): `web`, `console`, `teams`, any short label.
+CHANNEL_PATTERN = r"^[^\x00-\x1f\x7f]{1,64}$"
+Channel = Annotated[str, StringConstraints(pattern=CHANNEL_PATTERN)]
+CHANNEL_KEY = "channel"  # the metadata key that carries it to the memories made from the item
+
+
+Item = TypeVar("Item", bound="MemoryItem")
 
 
 class MemoryItem(BaseModel):
@@ -83,6 +97,38 @@ class MemoryItem(BaseModel):
     # `searchable: false`, it stays out of the conversation index (default: as `remember`).
     remember: bool | None = None
     searchable: bool | None = None
+    # Where it was said; also the memories' metadata `channel` (what memory search filters
+    # on). A string `metadata.channel` is taken as the channel when this is not given.
+    channel: Channel | None = None
+
+    @model_validator(mode="after")
+    def _channel(self) -> MemoryItem:
+        given = self.metadata.get(CHANNEL_KEY)
+        if self.channel is None:
+            if given is not None and not (
+                isinstance(given, str) and re.fullmatch(CHANNEL_PATTERN, given)
+            ):
+                raise ValueError("metadata.channel, the item's channel: 1 to 64 characters")
+            self.channel = given
+        elif given is not None and given != self.channel:
+            raise ValueError("channel and metadata.channel differ")
+        if self.channel is not None:
+            self.metadata[CHANNEL_KEY] = self.channel
+        return self
+
+
+def with_channel(items: list[Item], channel: str | None) -> list[Item]:
+    """A request's `channel` given to its items that name none."""
+    if channel is None:
+        return items
+    return [
+        i
+        if i.channel is not None
+        else i.model_copy(
+            update={"channel": channel, "metadata": {**i.metadata, CHANNEL_KEY: channel}}
+        )
+        for i in items
+    ]
 
 
 def message_ids(items: list[MemoryItem]) -> list[str]:
@@ -95,10 +141,7 @@ def utcnow() -> datetime:
 
 
 # stored only when given (older items lack them)
-_OPTIONAL_KEYS = ("message_id", "role", "remember", "searchable")
-
-
-Item = TypeVar("Item", bound=MemoryItem)
+_OPTIONAL_KEYS = ("message_id", "role", "remember", "searchable", "channel")
 
 
 def temporary_items(items: list[Item]) -> list[Item]:

@@ -61,12 +61,13 @@ class Message:
     speaker: str | None
     occurred_at: datetime
     content_hash: str
+    channel: str | None = None  # where it was said
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Message:
         return cls(
             row["id"], row["text"], row["role"], row["speaker"], row["occurred_at"],
-            row["content_hash"],
+            row["content_hash"], row.get("channel"),
         )  # fmt: skip
 
 
@@ -89,6 +90,7 @@ class Chunk:
     roles: tuple[str, ...]
     occurred_at: datetime
     source_hash: str
+    channels: tuple[str, ...] = ()  # of the messages it covers (conversation search's filter)
 
 
 def content_hash(text: str) -> str:
@@ -105,7 +107,8 @@ def _label(m: Message) -> str:
 
 
 def groups(messages: Sequence[Message], cfg: ChunkingConfig) -> list[list[Message]]:
-    """Adjacent short messages together (at most `max_combined`), every other one alone."""
+    """Adjacent short messages of one channel together (at most `max_combined`), every other
+    one alone."""
     out: list[list[Message]] = []
     for m in messages:
         short = cfg.combine_short and len(m.text) < cfg.short_chars
@@ -114,6 +117,7 @@ def groups(messages: Sequence[Message], cfg: ChunkingConfig) -> list[list[Messag
             short
             and last is not None
             and len(last) < cfg.max_combined
+            and last[-1].channel == m.channel
             and all(len(p.text) < cfg.short_chars for p in last)
         ):
             last.append(m)
@@ -163,6 +167,7 @@ def chunk_run(run: Run, cfg: ChunkingConfig) -> list[Chunk]:
         size = max(cfg.max_chars - len(prefix), cfg.max_chars // 2)
         digest = source_hash([m.content_hash for m in group])
         roles = tuple(dict.fromkeys(m.role for m in group if m.role))
+        channels = tuple(dict.fromkeys(m.channel for m in group if m.channel))
         for i, window in enumerate(_windows(body, size, cfg.overlap)):
             chunks.append(
                 Chunk(
@@ -174,6 +179,7 @@ def chunk_run(run: Run, cfg: ChunkingConfig) -> list[Chunk]:
                     roles=roles,
                     occurred_at=group[0].occurred_at,
                     source_hash=digest,
+                    channels=channels,
                 )
             )
         preceding = group[-1].text

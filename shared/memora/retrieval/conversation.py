@@ -43,6 +43,7 @@ class ConversationQuery:
     start: datetime | None = None
     end: datetime | None = None
     roles: Sequence[str] | None = None
+    channels: Sequence[str] | None = None  # messages said in any of them
     min_score: float | None = None  # None: the setting (the seed's 0.5, calibrated)
     highlight: bool | None = None  # None: the setting (the seed's highlightMatches, off)
 
@@ -58,6 +59,7 @@ class ConversationHit:
     timestamp: datetime
     snippet: str
     chunk_index: int
+    channel: str | None
     score: float
     vector_score: float
     keyword_score: float
@@ -136,6 +138,9 @@ def _filters(q: ConversationQuery) -> tuple[str, dict[str, Any]]:
     if q.roles:
         clauses.append("c.roles && %(roles)s::text[]")
         params["roles"] = list(q.roles)
+    if q.channels:
+        clauses.append("c.channels && %(channels)s::text[]")
+        params["channels"] = list(q.channels)
     return "".join(f" AND {c}" for c in clauses), params
 
 
@@ -182,7 +187,8 @@ def candidates(
         )
         SELECT c.message_pk, c.message_pks, c.chunk_index, c.snippet,
                1 - (c.embedding <=> %(v)s) AS cosine, {rank} AS keyword,
-               m.message_id, m.role, m.speaker, m.occurred_at, d.document_id, d.title,
+               m.message_id, m.role, m.speaker, m.occurred_at, m.channel, d.document_id,
+               d.title,
                ARRAY(SELECT o.message_id FROM conversation_messages o
                      WHERE o.id = ANY(c.message_pks) ORDER BY o.position) AS message_ids
         FROM found JOIN conversation_chunks c ON c.id = found.id
@@ -240,6 +246,7 @@ def search_conversations(
             timestamp=r["occurred_at"],
             snippet=r["snippet"],
             chunk_index=r["chunk_index"],
+            channel=r["channel"],
             score=round(score, 6),
             vector_score=round(vector_score(cosine, cal), 6),
             keyword_score=round(float(r["keyword"]), 6),

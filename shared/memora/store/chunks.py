@@ -172,7 +172,7 @@ def pending(
     return conn.execute(
         f"""
         SELECT m.id, m.document_pk, m.position, m.role, m.speaker, m.occurred_at, m.text,
-               m.content_hash, d.title, p.id AS prev_id,
+               m.content_hash, m.channel, d.title, p.id AS prev_id,
                CASE WHEN p.searchable THEN p.text END AS prev_text,
                {_WAITING if operation_id is not None else "false"} AS waiting
         FROM conversation_messages m JOIN documents d ON d.id = m.document_pk
@@ -211,14 +211,14 @@ def insert(
         return 0
     columns = (
         "agent_id, document_pk, message_pk, message_pks, chunk_index, generation, roles, "
-        "occurred_at, text, snippet, source_hash, embedding"
+        "occurred_at, text, snippet, source_hash, embedding, channels"
     )
     with conn.cursor() as cur, cur.copy(f"COPY conversation_chunks ({columns}) FROM STDIN") as cp:
         for document_pk, c, vector in rows:
             cp.write_row(
                 (agent_key, document_pk, c.owner, list(c.covers), c.index, generation,
                  list(c.roles), c.occurred_at, c.text, c.snippet, c.source_hash,
-                 "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]")
+                 "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]", list(c.channels))
             )  # fmt: skip
     return len(rows)
 

@@ -21,7 +21,8 @@ from memora.nlp.chunking import content_hash
 from memora.store.purge import purge_units
 
 _COLUMNS = (
-    "id, message_id, position, role, speaker, occurred_at, text, content_hash, remember, searchable"
+    "id, message_id, position, role, speaker, occurred_at, text, content_hash, remember, "
+    "searchable, channel"
 )
 
 
@@ -35,6 +36,7 @@ class MessageRow:
     text: str
     remember: bool = True  # False: nothing extracted from it (a temporary chat)
     searchable: bool = True  # False: kept out of the conversation index
+    channel: str | None = None  # where it was said (`web`, `teams`...)
 
     @property
     def hash(self) -> str:
@@ -53,6 +55,7 @@ class MessageRow:
             item["content"],
             remember,
             bool(item.get("searchable", remember)),
+            item.get("channel"),
         )
 
 
@@ -66,7 +69,7 @@ class Synced:
 def _state(row: dict[str, Any]) -> tuple[Any, ...]:
     return (
         row["content_hash"], row["position"], row["role"], row["speaker"], row["occurred_at"],
-        row["remember"], row["searchable"],
+        row["remember"], row["searchable"], row["channel"],
     )  # fmt: skip
 
 
@@ -108,22 +111,22 @@ def sync_document(
         if old is None:
             inserts.append(
                 (agent_key, document_pk, r.message_id, r.position, r.role, r.speaker, when,
-                 r.text, r.hash, r.position, None, r.remember, r.searchable)
+                 r.text, r.hash, r.position, None, r.remember, r.searchable, r.channel)
             )  # fmt: skip
         elif _state(old) != (
-            r.hash, r.position, r.role, r.speaker, when, r.remember, r.searchable
+            r.hash, r.position, r.role, r.speaker, when, r.remember, r.searchable, r.channel
         ):  # fmt: skip
             changed.append(old["id"])
             updates.append(
                 (r.position, r.role, r.speaker, when, r.text, r.hash, r.remember, r.searchable,
-                 old["id"])
+                 r.channel, old["id"])
             )  # fmt: skip
     if updates:
         with conn.cursor() as cur:
             cur.executemany(
                 "UPDATE conversation_messages SET position = %s, role = %s, speaker = %s, "
                 "occurred_at = %s, text = %s, content_hash = %s, remember = %s, "
-                "searchable = %s, updated_at = now() WHERE id = %s",
+                "searchable = %s, channel = %s, updated_at = now() WHERE id = %s",
                 updates,
             )
     _insert(conn, inserts)
@@ -132,7 +135,7 @@ def sync_document(
 
 def _insert(conn: Connection[Any], rows: Sequence[tuple[Any, ...]]) -> None:
     """(agent, document pk, message id, position, role, speaker, occurred_at, text, hash,
-    ordinal, claim, remember, searchable) rows. One INSERT over arrays, not COPY: this runs
+    ordinal, claim, remember, searchable, channel) rows. One INSERT over arrays, not COPY: this runs
     in the request's tenant session, and PostgreSQL refuses COPY FROM on a table under
     row-level security."""
     if not rows:
@@ -140,10 +143,10 @@ def _insert(conn: Connection[Any], rows: Sequence[tuple[Any, ...]]) -> None:
     conn.execute(
         "INSERT INTO conversation_messages (agent_id, document_pk, message_id, position, "
         "role, speaker, occurred_at, text, content_hash, ordinal, extracted_by, remember, "
-        "searchable) "
+        "searchable, channel) "
         "SELECT * FROM unnest(%s::text[], %s::uuid[], %s::text[], %s::int[], %s::text[], "
         "%s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::int[], %s::uuid[], "
-        "%s::boolean[], %s::boolean[])",
+        "%s::boolean[], %s::boolean[], %s::text[])",
         [list(c) for c in zip(*rows, strict=True)],
     )
 
@@ -231,7 +234,7 @@ def append(
         [
             (agent_key, document_pk, m.row.message_id, m.row.position, m.row.role, m.row.speaker,
              m.occurred_at, m.row.text, m.row.hash, m.ordinal, operation_id, m.row.remember,
-             m.row.searchable)
+             m.row.searchable, m.row.channel)
             for m in new
         ],
     )  # fmt: skip

@@ -27,6 +27,7 @@ class MemoryItem(Request):
     searchable: bool | None = Field(
         default=None, description="false: not in the conversation index; default: as remember"
     )
+    channel: str | None = Field(default=None, description="where it was said: web, teams...")
 
 
 class Message(MemoryItem):
@@ -43,6 +44,7 @@ class BatchRequest(Request):
     title: str | None = None
     update_mode: Literal["replace", "append"] = "replace"
     temporary: bool = False
+    channel: str | None = None  # for the items that name none
 
 
 class AppendRequest(Request):
@@ -50,6 +52,7 @@ class AppendRequest(Request):
     temporary: bool = False
     title: str | None = None
     end_of_conversation: bool = False
+    channel: str | None = None  # for the messages that name none
 
 
 class SearchRequest(Request):
@@ -65,6 +68,7 @@ class SearchRequest(Request):
     as_of: datetime | None = None
     after_operation: UUID | None = None
     fact_type: list[SearchableType] | None = None
+    channel: str | list[str] | None = None
 
 
 class ThinkRequest(Request):
@@ -91,6 +95,7 @@ class ConversationSearchRequest(Request):
     document_id: str | None = None
     time_range: TimeRange | None = None
     roles: list[Role] | None = None
+    channel: str | list[str] | None = None
     min_score: float | None = None
     highlight: bool | None = None
     after_operation: UUID | None = None

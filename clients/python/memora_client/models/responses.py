@@ -125,6 +125,7 @@ class ConversationResult(Response):
     message_ids: list[str]
     role: str | None
     speaker: str | None
+    channel: str | None = None
     timestamp: datetime
     snippet: str
     vector_score: float

@@ -42,7 +42,7 @@ export class DocumentView {
   }
 
   message(item, id) {
-    const who = [item.role, item.speaker].filter(Boolean).join(" · ");
+    const who = [item.role, item.speaker, item.channel && `in ${item.channel}`].filter(Boolean).join(" · ");
     return el("li", { "data-message": id },
       el("div", { class: "muted small" }, `${id}${who ? ` · ${who}` : ""}${item.event_date ? ` · ${when(item.event_date)}` : ""}`),
       el("p", { class: "message-text" }, item.content),
