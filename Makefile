@@ -46,6 +46,8 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	PYTHONPATH=shared:.:clients/python $(VENV)/bin/lint-imports
 	$(PY) clients/python/scripts/generate_async.py --check
+	$(VENV)/bin/mypy clients/typescript/scripts/export_openapi.py
+	$(PY) clients/typescript/scripts/export_openapi.py --check
 	$(PY) -m memora.basics.settings_doc --check
 
 # Headless locust run against an embedded stack it starts itself (docs/loadtests.md), e.g.
