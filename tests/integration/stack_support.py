@@ -43,17 +43,20 @@ class Topology:
 
 
 @contextmanager
-def topology(settings: Settings, pool: Any, pipeline: Any) -> Iterator[Topology]:
-    """The query service and the write API forwarding to it, both serving until the end."""
+def topology(
+    settings: Settings, pool: Any, pipeline: Any, *, query_inline: bool = False
+) -> Iterator[Topology]:
+    """The query service and the write API forwarding to it, both serving until the end; the
+    write API's work inline, and with `query_inline` the query service's too (think's
+    opinions)."""
     from services.api import app as write_app
     from services.api import query_app
 
-    query = query_app.create_app(settings, pool=pool)
+    backend = InlineBackend(pipeline)
+    query = query_app.create_app(settings, pool=pool, backend=backend if query_inline else None)
     query_url, query_server, query_thread = serve(query)
     write = write_app.create_app(
-        settings.model_copy(update={"query_url": query_url}),
-        pool=pool,
-        backend=InlineBackend(pipeline),
+        settings.model_copy(update={"query_url": query_url}), pool=pool, backend=backend
     )
     url, server, thread = serve(write)
     try:

@@ -18,7 +18,7 @@ from memora.basics.config import Settings
 from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
 from memora_client import AsyncMemoraClient, MemoraClient, errors
 from tests.fakes import LLM_TEST_SETTINGS, FakeOpenAI, Reply
-from tests.integration.stack_support import serve
+from tests.integration.stack_support import serve, topology
 
 pytestmark = pytest.mark.integration
 
@@ -39,27 +39,11 @@ MESSAGES = [
 @pytest.fixture(scope="module")
 def url(settings: Settings, pool: Any, pipeline: Any, fake_llm_server: FakeOpenAI) -> Iterator[str]:
     """stack_support.topology's, with the query service's work inline too (think's opinions)."""
-    from memora.pipeline.backend import InlineBackend
-    from services.api import app as write_app
-    from services.api import query_app
-
     llm = settings.model_copy(
         update={"llm_base_url": fake_llm_server.base_url, **LLM_TEST_SETTINGS}
     )
-    backend = InlineBackend(pipeline)
-    query_url, query_server, query_thread = serve(
-        query_app.create_app(llm, pool=pool, backend=backend)
-    )
-    write = write_app.create_app(
-        llm.model_copy(update={"query_url": query_url}), pool=pool, backend=backend
-    )
-    url, server, thread = serve(write)
-    try:
-        yield url
-    finally:
-        for s, t in ((server, thread), (query_server, query_thread)):
-            s.should_exit = True
-            t.join(10)
+    with topology(llm, pool, pipeline, query_inline=True) as served:
+        yield served.url
 
 
 @pytest.fixture()

@@ -27,7 +27,7 @@ import pytest
 from memora.basics.config import Settings
 from memora.webhooks import signing
 from tests.fakes import LLM_TEST_SETTINGS, FakeOpenAI
-from tests.integration.stack_support import serve
+from tests.integration.stack_support import topology
 
 pytestmark = pytest.mark.integration
 
@@ -93,27 +93,11 @@ def built(npm: str) -> str:
 @pytest.fixture(scope="module")
 def url(settings: Settings, pool: Any, pipeline: Any, fake_llm_server: FakeOpenAI) -> Iterator[str]:
     """test_client.py's: the query service and the write API forwarding to it, work inline."""
-    from memora.pipeline.backend import InlineBackend
-    from services.api import app as write_app
-    from services.api import query_app
-
     llm = settings.model_copy(
         update={"llm_base_url": fake_llm_server.base_url, **LLM_TEST_SETTINGS}
     )
-    backend = InlineBackend(pipeline)
-    query_url, query_server, query_thread = serve(
-        query_app.create_app(llm, pool=pool, backend=backend)
-    )
-    write = write_app.create_app(
-        llm.model_copy(update={"query_url": query_url}), pool=pool, backend=backend
-    )
-    url, server, thread = serve(write)
-    try:
-        yield url
-    finally:
-        for s, t in ((server, thread), (query_server, query_thread)):
-            s.should_exit = True
-            t.join(10)
+    with topology(llm, pool, pipeline, query_inline=True) as served:
+        yield served.url
 
 
 def _signed_delivery() -> str:
