@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from memora.basics.config import Settings
-from tests.fakes import FakeOpenAI
-from tests.integration.stack_support import served_stack
+from tests.fakes import LLM_TEST_SETTINGS, FakeOpenAI
+from tests.integration.stack_support import served_stack, topology
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +21,20 @@ def served(
     test_first_hour and test_ui_browser."""
     with served_stack(settings, redis_url, data_dir, fake_llm_server.base_url) as stack:
         yield stack
+
+
+@pytest.fixture(scope="module")
+def client_url(
+    settings: Settings, pool: Any, pipeline: Any, fake_llm_server: FakeOpenAI
+) -> Iterator[str]:
+    """The write API's URL for the clients' tests (Python and TypeScript): the query service and
+    the write API forwarding to it under uvicorn, on the suite's PostgreSQL and the fake LLM
+    server, both services' work inline (think's opinions too)."""
+    llm = settings.model_copy(
+        update={"llm_base_url": fake_llm_server.base_url, **LLM_TEST_SETTINGS}
+    )
+    with topology(llm, pool, pipeline, query_inline=True) as served:
+        yield served.url
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -17,8 +17,8 @@ import pytest
 from memora.basics.config import Settings
 from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
 from memora_client import AsyncMemoraClient, MemoraClient, errors
-from tests.fakes import LLM_TEST_SETTINGS, FakeOpenAI, Reply
-from tests.integration.stack_support import serve, topology
+from tests.fakes import FakeOpenAI, Reply
+from tests.integration.stack_support import serve
 
 pytestmark = pytest.mark.integration
 
@@ -36,19 +36,9 @@ MESSAGES = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def url(settings: Settings, pool: Any, pipeline: Any, fake_llm_server: FakeOpenAI) -> Iterator[str]:
-    """stack_support.topology's, with the query service's work inline too (think's opinions)."""
-    llm = settings.model_copy(
-        update={"llm_base_url": fake_llm_server.base_url, **LLM_TEST_SETTINGS}
-    )
-    with topology(llm, pool, pipeline, query_inline=True) as served:
-        yield served.url
-
-
 @pytest.fixture()
-def client(url: str) -> Iterator[MemoraClient]:
-    with MemoraClient(url, timeout=60) as c:
+def client(client_url: str) -> Iterator[MemoraClient]:
+    with MemoraClient(client_url, timeout=60) as c:
         yield c
 
 
@@ -238,9 +228,9 @@ def test_a_query_service_down_is_503_with_retry_after(settings: Settings, pool: 
         thread.join(10)
 
 
-def test_the_async_client(url: str, agent_id: str) -> None:
+def test_the_async_client(client_url: str, agent_id: str) -> None:
     async def run() -> None:
-        async with AsyncMemoraClient(url, timeout=60) as memora:
+        async with AsyncMemoraClient(client_url, timeout=60) as memora:
             accepted = await memora.store_batch(agent_id, ["Maya is learning Japanese."])
             done = await memora.wait_for(accepted.operation_id, timeout=60)
             assert done.status == "completed"

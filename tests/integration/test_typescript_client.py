@@ -18,16 +18,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from memora.basics.config import Settings
 from memora.webhooks import signing
-from tests.fakes import LLM_TEST_SETTINGS, FakeOpenAI
-from tests.integration.stack_support import topology
 
 pytestmark = pytest.mark.integration
 
@@ -90,16 +85,6 @@ def built(npm: str) -> str:
     return npm
 
 
-@pytest.fixture(scope="module")
-def url(settings: Settings, pool: Any, pipeline: Any, fake_llm_server: FakeOpenAI) -> Iterator[str]:
-    """test_client.py's: the query service and the write API forwarding to it, work inline."""
-    llm = settings.model_copy(
-        update={"llm_base_url": fake_llm_server.base_url, **LLM_TEST_SETTINGS}
-    )
-    with topology(llm, pool, pipeline, query_inline=True) as served:
-        yield served.url
-
-
 def _signed_delivery() -> str:
     """A delivery signed by the server's own code, for the client to verify."""
     secret = signing.generate_secret()
@@ -129,8 +114,8 @@ def test_schema_ts_is_current(npm: str) -> None:
     _run([npm, "run", "--silent", "check-schema"], "npm run check-schema", timeout=120)
 
 
-def test_client_against_the_stack(built: str, url: str) -> None:
-    env = {"MEMORA_URL": url, "MEMORA_WEBHOOK_FIXTURE": _signed_delivery()}
+def test_client_against_the_stack(built: str, client_url: str) -> None:
+    env = {"MEMORA_URL": client_url, "MEMORA_WEBHOOK_FIXTURE": _signed_delivery()}
     env["MEMORA_API_KEY"] = ""  # the suite's stack asks for none
     node = _tool("node")
     out = _run(
