@@ -88,8 +88,9 @@ def test_appends_join_the_pending_operation_and_end_as_posted_whole(
     assert {d.operation_id for d in done} == {carrier}
     assert [d.outcome for d in done] == ["created"] + ["appended"] * (len(done) - 1)
     assert sum(d.new for d in done) == len(chat) == _items(pool, carrier)
-    # one hand-off, held for the coalescing window so that the next messages can join
-    assert backend.sent == [(carrier, False, app.settings.append_coalesce_ms / 1000)]
+    # one hand-off; a new conversation's first operation is not held (no burst to wait for),
+    # and the others joined it before its extract started
+    assert backend.sent == [(carrier, False, 0.0)]
 
     retry = _append(app, pool, live, chat[2:4], title="Trip")
     assert (retry.outcome, retry.operation_id, retry.new) == ("unchanged", carrier, 0)
@@ -125,10 +126,10 @@ def test_a_full_started_or_other_priority_operation_is_not_joined(
         first.operation_id, full.operation_id, started.operation_id, backfill.operation_id,
         big.operation_id,
     ]  # fmt: skip
-    # the first one held the base time; the others were made while the one before was still
-    # in the pipeline: held longer, so that more messages join them
+    # the first one was not held (a new conversation); the others were made while the one
+    # before was still in the pipeline: held longer, so that more messages join them
     settings = app.settings
-    assert [hold for _, _, hold in backend.sent] == [settings.append_coalesce_ms / 1000] + [
+    assert [hold for _, _, hold in backend.sent] == [0.0] + [
         settings.append_coalesce_busy_ms / 1000
     ] * 4
     assert backend.held == [False, True, True, True, True]  # each after the one before
@@ -139,10 +140,40 @@ def test_a_full_started_or_other_priority_operation_is_not_joined(
     assert state["order"] == [m["message_id"] for m in chat]
     assert len({(u[0], u[1]) for u in state["units"]}) == len(state["units"]) > 0
     assert {u[0] for u in state["units"]} <= set(range(len(chat)))
-    # the pipeline has caught up: the next operation is held the base time again
+    # the pipeline has caught up and the conversation paused: the next operation starts at once
+    _pause(pool, agent_id)
     later = {**chat[-1], "message_id": "later", "event_date": "2024-03-01T11:00:00Z"}
     _append(app, pool, agent_id, [later])
-    assert backend.sent[-1][2] == settings.append_coalesce_ms / 1000
+    assert (backend.sent[-1][2], backend.held[-1]) == (0.0, False)
+
+
+def _pause(pool: Any, agent_id: str, minutes: int = 2) -> None:
+    """As if the conversation had last been written `minutes` ago."""
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE documents SET updated_at = now() - make_interval(mins => %s) "
+            "WHERE agent_id = %s AND document_id = 'chat'",
+            (minutes, agent_id),
+        )
+
+
+def test_only_a_burst_is_held(inline_api: Any, pool: Any, agent_id: str) -> None:
+    """The coalescing hold is for a conversation written to in quick succession; a live chat's
+    message after a pause, with the pipeline caught up, starts at once."""
+    window = 60.0  # wide, so that this test's own pace is a burst
+    app, backend = _app(inline_api, pool, append_coalesce_ms=window * 1000)
+    chat = messages()
+    first = _append(app, pool, agent_id, chat[0:1]).operation_id
+    _run(inline_api, first)
+    completed(inline_api, {"operation_id": first})
+    burst = _append(app, pool, agent_id, chat[1:2]).operation_id
+    _run(inline_api, burst)
+    completed(inline_api, {"operation_id": burst})
+    _pause(pool, agent_id)
+    paused = _append(app, pool, agent_id, chat[2:3]).operation_id
+    assert [op for op, _, _ in backend.sent] == [first, burst, paused]
+    assert [hold for _, _, hold in backend.sent] == [0.0, window, 0.0]
+    assert backend.held == [False, False, False]
 
 
 def test_an_operation_held_after_a_busy_one_is_released_by_its_embed(

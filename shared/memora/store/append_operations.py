@@ -9,6 +9,7 @@ first (`claim`). Exactly one of the two moves `hold` on, so one extract runs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -43,18 +44,27 @@ def join(
     return row is not None
 
 
-def holds_back(conn: Connection[Any], operation_id: UUID) -> bool:
-    """Whether an operation made now should be held after this one: it is queued or running
-    and has not finished `RELEASED_BY`."""
+@dataclass(frozen=True)
+class Previous:
+    """The conversation's previous operation as an append that makes a new one sees it."""
+
+    behind: bool  # queued or running and not past `RELEASED_BY`: hold the new one after it
+    recent: bool  # the conversation was written within the window: a burst, worth a hold
+
+
+def previous(conn: Connection[Any], operation_id: UUID, window_s: float) -> Previous:
+    """The previous operation's state, and whether its conversation's last write (an append
+    or a post) came less than `window_s` ago."""
     row = conn.execute(
         """
-        SELECT status IN ('queued', 'running')
-               AND coalesce(stages #>> %s, '') <> 'done' AS behind
-        FROM operations WHERE id = %s
+        SELECT o.status IN ('queued', 'running')
+               AND coalesce(o.stages #>> %(stage)s, '') <> 'done' AS behind,
+               d.updated_at > now() - make_interval(secs => %(w)s) AS recent
+        FROM operations o JOIN documents d ON d.id = o.document_pk WHERE o.id = %(id)s
         """,
-        ([RELEASED_BY.value, "status"], operation_id),
+        {"stage": [RELEASED_BY.value, "status"], "w": window_s, "id": operation_id},
     ).fetchone()
-    return bool(row and row["behind"])
+    return Previous(bool(row and row["behind"]), bool(row and row["recent"]))
 
 
 def held_after(operation_id: UUID) -> dict[str, str]:

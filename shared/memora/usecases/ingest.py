@@ -189,9 +189,11 @@ def append(
 @dataclass
 class _AppendOperation:
     """The operation an append's messages go to: the conversation's pending append when they
-    may join it, else a new one, held `hold` seconds before its extract so that the next
-    messages can join. While the conversation's previous operation is not yet embedded, the new
-    one is held after it (`held`): that one's embed releases it, `hold` is then only the bound
+    may join it, else a new one. A new one is held `hold` seconds before its extract, so that
+    the next messages can join, only in a burst (the conversation was written less than the
+    hold ago): a live chat's message, seconds after the one before, starts at once. While the
+    conversation's previous operation is not yet embedded, the new one is held after it
+    (`held`): that one's embed releases it, `hold` is then only the bound
     (memora.store.append_operations). A conversation that is behind thus gets bigger
     operations, which cost less per message, without a fixed wait."""
 
@@ -217,9 +219,12 @@ class _AppendOperation:
         payload = {"priority": "backfill" if self.backfill else "live"}
         if doc.current_operation_id:
             payload["base"] = str(doc.current_operation_id)
-        if limit > 1:
-            self.hold = self.settings.append_coalesce_ms / 1000
-            if pending is not None and append_operations.holds_back(self.conn, pending):
+        if limit > 1 and pending is not None:
+            window = self.settings.append_coalesce_ms / 1000
+            previous = append_operations.previous(self.conn, pending, window)
+            if previous.recent:  # a burst: the next messages are likely to join
+                self.hold = window
+            if previous.behind:
                 self.held = True
                 self.hold = max(self.hold, self.settings.append_coalesce_busy_ms / 1000)
                 payload |= append_operations.held_after(pending)

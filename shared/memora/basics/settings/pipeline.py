@@ -65,9 +65,11 @@ class Pipeline(Section):
     )
     append_coalesce_ms: float = Field(
         default=250.0,
-        description="An append that starts an operation holds its extract this long, so that "
-        "the conversation's next messages can join it; the longest a message waits for "
-        "others. 0: no wait (appends still join work queued behind a busy pipeline).",
+        description="An append that starts an operation in a burst (its conversation was "
+        "written less than this long ago) holds its extract this long, so that the "
+        "conversation's next messages can join it; the longest a message waits for others. "
+        "A conversation's first append, and one after a pause, start at once. 0: no wait "
+        "(appends still join work queued behind a busy pipeline).",
     )
     append_coalesce_busy_ms: float = Field(
         default=1000.0,
