@@ -110,3 +110,8 @@ Priority = Annotated[
     Literal["live", "backfill"],
     Header(alias="X-Memora-Priority", description="`backfill`: process on the backfill queues"),
 ]
+
+
+def actor_of(principal: Principal) -> str:
+    """Who the lifecycle history records: the API key, when one was used."""
+    return f"api:{principal.key_id}" if principal.key_id else "api"

@@ -72,6 +72,28 @@ def test_store_wait_search_and_documents(client: MemoraClient, agent_id: str) ->
     assert missing.value.code == "not_found" and missing.value.status == 404
 
 
+def test_the_trash_through_the_client(client: MemoraClient, agent_id: str) -> None:
+    accepted = client.store_batch(agent_id, FACTS, document_id="notes/june")
+    client.wait_for(accepted.operation_id, timeout=60)
+    trashed = client.delete_document(agent_id, "notes/june", soft=True)
+    assert trashed.state == "trashed" and trashed.deleted["units_trashed"] > 0
+    assert trashed.trashed_at and trashed.purge_after and trashed.purge_after > trashed.trashed_at
+    assert client.list_documents(agent_id).documents == []
+    [listed] = client.list_documents(agent_id, trashed=True).documents
+    assert listed.document_id == "notes/june" and listed.trashed_at == trashed.trashed_at
+    assert not [r for r in client.search(agent_id, "Kyoto").results if "Kyoto" in r.text]
+    with pytest.raises(errors.ConflictError) as refused:
+        client.store_batch(agent_id, FACTS, document_id="notes/june")
+    assert refused.value.code == "document_trashed"
+    restored = client.restore_document(agent_id, "notes/june")
+    assert restored.state == "active"
+    assert restored.restored["units_restored"] == trashed.deleted["units_trashed"]
+    assert [r for r in client.search(agent_id, "Kyoto").results if "Kyoto" in r.text]
+    with pytest.raises(errors.ConflictError) as again:
+        client.restore_document(agent_id, "notes/june")
+    assert again.value.code == "not_trashed"
+
+
 def test_append_messages_and_conversation_search(client: MemoraClient, agent_id: str) -> None:
     first = client.append_messages(agent_id, "chat-1", MESSAGES[:1], title="Kyoto trip")
     assert first.status == "created" and first.messages_new == 1

@@ -482,6 +482,20 @@ def test_user_control_in_a_real_browser(served: Any, fake_llm: FakeOpenAI, attem
             ("m1", TRIP[0][2]),
             ("m2", "Noted: Vienna to Budapest on June 3. Window seat?"),
         ]
+
+        # The conversation to the trash (confirmed), found in the trash, restored
+        page.click("#document-trash")
+        page.locator("#document-meta", has_text="in the trash").wait_for()
+        page.locator("#documents-list li", has_text="trip-chat").wait_for(state="detached")
+        page.check("#documents-trash")
+        page.locator("#documents-list li", has_text="trip-chat").locator("button").click()
+        page.locator("#document-restore").click()
+        page.locator("#document-trash").wait_for()  # live again: it can go to the trash
+        page.locator("#documents-list li", has_text="the trash is empty").wait_for()
+        page.uncheck("#documents-trash")
+        page.locator("#documents-list li", has_text="trip-chat").wait_for()
+        restored = httpx.get(f"{agent_url}/documents/trip-chat", timeout=10).json()
+        assert restored["trashed_at"] is None
         browser.close()
     assert not [e for e in errors if not _deliberate(e)], errors
 

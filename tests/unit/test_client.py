@@ -84,6 +84,7 @@ SAME_FIELDS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (m.DocumentDetail, memories.DocumentDetail),
     (m.DocumentList, memories.DocumentList),
     (m.DocumentDeleted, memories.DeleteResponse),
+    (m.DocumentRestored, memories.RestoreResponse),
     (m.Memory, memories.Memory),
     (m.Personality, agents.Personality),
     (m.AgentUpdate, agents.AgentUpdate),
@@ -160,6 +161,41 @@ def test_requests_are_the_api_bodies_paths_and_headers() -> None:
         client.request("GET", "/api/agents/a/documents/chats%2F1")
     assert seen[-1].url.raw_path == b"/api/agents/a/documents/chats%2F1"
     assert "authorization" not in seen[-1].headers
+
+
+def test_the_trash_calls_are_the_api_paths() -> None:
+    seen: list[httpx.Request] = []
+    restored = {"success": True, "agent_id": "a", "document_id": "chats/1", "state": "active",
+                "restored": {"units_restored": 2}}  # fmt: skip
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.method == "POST":
+            return httpx.Response(200, json=restored)
+        if request.method == "GET":
+            return httpx.Response(200, json={"agent_id": "a", "documents": []})
+        deleted = {"success": True, "agent_id": "a", "document_id": "chats/1", "deleted": {}}
+        if request.url.params.get("soft") == "true":
+            deleted |= {"state": "trashed", "trashed_at": "2026-01-01T00:00:00Z",
+                        "purge_after": "2026-01-31T00:00:00Z"}  # fmt: skip
+        return httpx.Response(200, json=deleted)
+
+    with MemoraClient("http://memora", transport=_mock(answer)) as client:
+        hard = client.delete_document("a", "chats/1")
+        soft = client.delete_document("a", "chats/1", soft=True)
+        back = client.restore_document("a", "chats/1")
+        client.list_documents("a")
+        client.list_documents("a", trashed=True)
+    assert hard.state is None and soft.state == "trashed" and soft.purge_after is not None
+    assert back.restored == {"units_restored": 2} and back.state == "active"
+    paths = [(r.method, r.url.raw_path.decode()) for r in seen]
+    assert paths == [
+        ("DELETE", "/api/agents/a/documents/chats%2F1"),
+        ("DELETE", "/api/agents/a/documents/chats%2F1?soft=true"),
+        ("POST", "/api/agents/a/documents/chats%2F1/restore"),
+        ("GET", "/api/agents/a/documents?limit=100&offset=0"),
+        ("GET", "/api/agents/a/documents?limit=100&offset=0&trashed=true"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -95,3 +95,17 @@ def test_every_forwarded_path_is_the_query_services_alone(apps: dict[str, FastAP
                 f"{method} {path}: the write API also answers it itself"
             )
             assert len(_handlers(apps["query"], method, path)) == 1, f"{method} {path}"
+
+
+def test_the_trash_is_the_write_apis_with_the_document_routes(apps: dict[str, FastAPI]) -> None:
+    # a document id may hold slashes, and may end in "restore"
+    document = "/api/agents/alice/documents/notes/may 1"
+    assert [_name(r) for r in _handlers(apps["api"], "POST", f"{document}/restore")] == [
+        "restore_document"
+    ]
+    assert [_name(r) for r in _handlers(apps["api"], "DELETE", document)] == ["delete_document"]
+    assert [_name(r) for r in _handlers(apps["api"], "GET", f"{document}/restore")] == [
+        "get_document"
+    ]
+    for method, path in (("POST", f"{document}/restore"), ("DELETE", document)):
+        assert _handlers(apps["query"], method, path) == [], f"{method} {path}"

@@ -8,20 +8,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from os import PathLike
 from typing import Any, Literal
 from uuid import UUID
-
-import httpx
 
 from memora_client import _calls as c
 from memora_client import models as m
 from memora_client._async_base import AsyncMemoraClientBase
 from memora_client.errors import (
-    MemoraConnectionError,
     OperationFailedError,
     OperationTimeoutError,
-    error_from,
 )
 
 
@@ -142,18 +137,26 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
 
     # ------------------------------------------------------------------------- documents
     async def list_documents(
-        self, agent_id: str, *, limit: int = 100, offset: int = 0
+        self, agent_id: str, *, limit: int = 100, offset: int = 0, trashed: bool = False
     ) -> m.DocumentList:
-        """The agent's documents (conversations included), with their counts and status."""
-        return await self._request(c.list_documents(agent_id, limit, offset))
+        """The agent's documents (conversations included), with their counts and status;
+        `trashed=True`: those in the trash instead."""
+        return await self._request(c.list_documents(agent_id, limit, offset, trashed))
 
     async def get_document(self, agent_id: str, document_id: str) -> m.DocumentDetail:
         """One document with its raw items exactly as they were stored."""
         return await self._request(c.get_document(agent_id, document_id))
 
-    async def delete_document(self, agent_id: str, document_id: str) -> m.DocumentDeleted:
-        """Hard delete of the document and everything extracted from it (idempotent)."""
-        return await self._request(c.delete_document(agent_id, document_id))
+    async def delete_document(
+        self, agent_id: str, document_id: str, *, soft: bool = False
+    ) -> m.DocumentDeleted:
+        """Hard delete of the document and everything extracted from it (idempotent); `soft`:
+        into the trash instead, out of every search, restorable until `purge_after`."""
+        return await self._request(c.delete_document(agent_id, document_id, soft))
+
+    async def restore_document(self, agent_id: str, document_id: str) -> m.DocumentRestored:
+        """Takes a document out of the trash, its memories and messages searchable again."""
+        return await self._request(c.restore_document(agent_id, document_id))
 
     # ----------------------------------------------------------------------------- reads
     async def search(
@@ -409,37 +412,3 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
     ) -> m.WebhookDeliveryList:
         """The endpoint's deliveries, newest first: status, attempts, the last answer."""
         return await self._request(c.webhook_deliveries(webhook_id, limit))
-
-    # ------------------------------------------------------------------ export and import
-    async def export_agent(self, agent_id: str | None, destination: str | PathLike[str]) -> int:
-        """Streams the export (NDJSON) of `agent_id`, or of every agent of the key's tenant
-        when None, into the file `destination`; returns the bytes written. The file is
-        complete when its last line is the `end` record (`import_file` checks)."""
-        path = c.export_path(agent_id)
-        written = 0
-        try:
-            async with self._http.stream("GET", path) as response:
-                if response.is_error:
-                    await response.aread()
-                    raise error_from(response)
-                with open(destination, "wb") as out:
-                    async for chunk in response.aiter_bytes():
-                        written += out.write(chunk)
-        except httpx.TransportError as exc:
-            raise MemoraConnectionError(f"GET {path}: {exc!r}") from exc
-        return written
-
-    async def import_file(self, source: str | PathLike[str]) -> m.ImportResult:
-        """Imports an export file (streamed, never held in memory) into the key's tenant: all
-        of it or, on an error naming the line, nothing. Importing it again changes nothing."""
-        try:
-            response = await self._http.post(
-                c.IMPORT_PATH,
-                content=c.afile_chunks(source),
-                headers={"Content-Type": c.NDJSON},
-            )
-        except httpx.TransportError as exc:
-            raise MemoraConnectionError(f"POST {c.IMPORT_PATH}: {exc!r}") from exc
-        if response.is_error:
-            raise error_from(response)
-        return m.ImportResult.model_validate(response.json())

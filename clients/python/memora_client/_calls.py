@@ -4,9 +4,8 @@ here."""
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
@@ -59,27 +58,6 @@ def seg(value: str | UUID) -> str:
 
 def agent_path(agent_id: str, rest: str = "") -> str:
     return f"/api/agents/{seg(agent_id)}{rest}"
-
-
-NDJSON = "application/x-ndjson"
-IMPORT_PATH = "/api/import"
-CHUNK_BYTES = 1024 * 1024
-
-
-def export_path(agent_id: str | None) -> str:
-    """The export of one agent, or (None) of every agent of the key's tenant."""
-    return "/api/export" if agent_id is None else agent_path(agent_id, "/export")
-
-
-def file_chunks(path: str | os.PathLike[str]) -> Iterator[bytes]:
-    with open(path, "rb") as source:
-        while chunk := source.read(CHUNK_BYTES):
-            yield chunk
-
-
-async def afile_chunks(path: str | os.PathLike[str]) -> AsyncIterator[bytes]:
-    for chunk in file_chunks(path):
-        yield chunk
 
 
 def _priority(backfill: bool) -> dict[str, str] | None:
@@ -171,18 +149,28 @@ def memory(agent_id: str, memory_id: str | UUID) -> Call[m.Memory]:
     return _call("GET", agent_path(agent_id, f"/memories/{seg(memory_id)}"), m.Memory)
 
 
-def list_documents(agent_id: str, limit: int, offset: int) -> Call[m.DocumentList]:
-    params = {"limit": limit, "offset": offset}
+def list_documents(
+    agent_id: str, limit: int, offset: int, trashed: bool = False
+) -> Call[m.DocumentList]:
+    params = _params(limit=limit, offset=offset, trashed="true" if trashed else None)
     return _call("GET", agent_path(agent_id, "/documents"), m.DocumentList, params=params)
 
 
+def document_path(agent_id: str, document_id: str, rest: str = "") -> str:
+    return agent_path(agent_id, f"/documents/{seg(document_id)}{rest}")
+
+
 def get_document(agent_id: str, document_id: str) -> Call[m.DocumentDetail]:
-    return _call("GET", agent_path(agent_id, f"/documents/{seg(document_id)}"), m.DocumentDetail)
+    return _call("GET", document_path(agent_id, document_id), m.DocumentDetail)
 
 
-def delete_document(agent_id: str, document_id: str) -> Call[m.DocumentDeleted]:
-    path = agent_path(agent_id, f"/documents/{seg(document_id)}")
-    return _call("DELETE", path, m.DocumentDeleted)
+def delete_document(agent_id: str, document_id: str, soft: bool = False) -> Call[m.DocumentDeleted]:
+    params = {"soft": "true"} if soft else None
+    return _call("DELETE", document_path(agent_id, document_id), m.DocumentDeleted, params=params)
+
+
+def restore_document(agent_id: str, document_id: str) -> Call[m.DocumentRestored]:
+    return _call("POST", document_path(agent_id, document_id, "/restore"), m.DocumentRestored)
 
 
 # --------------------------------------------------------------------------------- reads

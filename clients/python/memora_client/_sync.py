@@ -8,20 +8,15 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from os import PathLike
 from typing import Any, Literal
 from uuid import UUID
-
-import httpx
 
 from memora_client import _calls as c
 from memora_client import models as m
 from memora_client._sync_base import MemoraClientBase
 from memora_client.errors import (
-    MemoraConnectionError,
     OperationFailedError,
     OperationTimeoutError,
-    error_from,
 )
 
 
@@ -141,17 +136,27 @@ class MemoraClient(MemoraClientBase):
         return self._request(c.memory(agent_id, memory_id))
 
     # ------------------------------------------------------------------------- documents
-    def list_documents(self, agent_id: str, *, limit: int = 100, offset: int = 0) -> m.DocumentList:
-        """The agent's documents (conversations included), with their counts and status."""
-        return self._request(c.list_documents(agent_id, limit, offset))
+    def list_documents(
+        self, agent_id: str, *, limit: int = 100, offset: int = 0, trashed: bool = False
+    ) -> m.DocumentList:
+        """The agent's documents (conversations included), with their counts and status;
+        `trashed=True`: those in the trash instead."""
+        return self._request(c.list_documents(agent_id, limit, offset, trashed))
 
     def get_document(self, agent_id: str, document_id: str) -> m.DocumentDetail:
         """One document with its raw items exactly as they were stored."""
         return self._request(c.get_document(agent_id, document_id))
 
-    def delete_document(self, agent_id: str, document_id: str) -> m.DocumentDeleted:
-        """Hard delete of the document and everything extracted from it (idempotent)."""
-        return self._request(c.delete_document(agent_id, document_id))
+    def delete_document(
+        self, agent_id: str, document_id: str, *, soft: bool = False
+    ) -> m.DocumentDeleted:
+        """Hard delete of the document and everything extracted from it (idempotent); `soft`:
+        into the trash instead, out of every search, restorable until `purge_after`."""
+        return self._request(c.delete_document(agent_id, document_id, soft))
+
+    def restore_document(self, agent_id: str, document_id: str) -> m.DocumentRestored:
+        """Takes a document out of the trash, its memories and messages searchable again."""
+        return self._request(c.restore_document(agent_id, document_id))
 
     # ----------------------------------------------------------------------------- reads
     def search(
@@ -405,37 +410,3 @@ class MemoraClient(MemoraClientBase):
     ) -> m.WebhookDeliveryList:
         """The endpoint's deliveries, newest first: status, attempts, the last answer."""
         return self._request(c.webhook_deliveries(webhook_id, limit))
-
-    # ------------------------------------------------------------------ export and import
-    def export_agent(self, agent_id: str | None, destination: str | PathLike[str]) -> int:
-        """Streams the export (NDJSON) of `agent_id`, or of every agent of the key's tenant
-        when None, into the file `destination`; returns the bytes written. The file is
-        complete when its last line is the `end` record (`import_file` checks)."""
-        path = c.export_path(agent_id)
-        written = 0
-        try:
-            with self._http.stream("GET", path) as response:
-                if response.is_error:
-                    response.read()
-                    raise error_from(response)
-                with open(destination, "wb") as out:
-                    for chunk in response.iter_bytes():
-                        written += out.write(chunk)
-        except httpx.TransportError as exc:
-            raise MemoraConnectionError(f"GET {path}: {exc!r}") from exc
-        return written
-
-    def import_file(self, source: str | PathLike[str]) -> m.ImportResult:
-        """Imports an export file (streamed, never held in memory) into the key's tenant: all
-        of it or, on an error naming the line, nothing. Importing it again changes nothing."""
-        try:
-            response = self._http.post(
-                c.IMPORT_PATH,
-                content=c.file_chunks(source),
-                headers={"Content-Type": c.NDJSON},
-            )
-        except httpx.TransportError as exc:
-            raise MemoraConnectionError(f"POST {c.IMPORT_PATH}: {exc!r}") from exc
-        if response.is_error:
-            raise error_from(response)
-        return m.ImportResult.model_validate(response.json())

@@ -1,5 +1,5 @@
-"""The synchronous client's connection: its httpx client, its retries, and error answers
-raised as exceptions (the API's methods: _sync.py).
+"""The synchronous client's connection: its httpx client, its retries, error answers raised as
+exceptions, and the streamed transfers (export, import) (the API's methods: _sync.py).
 
 Edit the sync files (_sync.py, _sync_base.py), then run
 clients/python/scripts/generate_async.py: it writes the async ones."""
@@ -7,6 +7,7 @@ clients/python/scripts/generate_async.py: it writes the async ones."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from os import PathLike
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -14,6 +15,8 @@ import httpx
 import tenacity
 
 from memora_client import _calls as c
+from memora_client import _transfers as t
+from memora_client import models as m
 from memora_client._retries import RetryPolicy
 from memora_client.errors import MemoraConnectionError, error_from
 
@@ -87,3 +90,37 @@ class MemoraClientBase:
         """Any route, e.g. `request("GET", "/api/queues")`: its JSON answer, untyped (errors
         and retries as for every method)."""
         return self._request(c.raw(method, path, json, params))
+
+    # ------------------------------------------------------------------ export and import
+    def export_agent(self, agent_id: str | None, destination: str | PathLike[str]) -> int:
+        """Streams the export (NDJSON) of `agent_id`, or of every agent of the key's tenant
+        when None, into the file `destination`; returns the bytes written. The file is
+        complete when its last line is the `end` record (`import_file` checks)."""
+        path = t.export_path(agent_id)
+        written = 0
+        try:
+            with self._http.stream("GET", path) as response:
+                if response.is_error:
+                    response.read()
+                    raise error_from(response)
+                with open(destination, "wb") as out:
+                    for chunk in response.iter_bytes():
+                        written += out.write(chunk)
+        except httpx.TransportError as exc:
+            raise MemoraConnectionError(f"GET {path}: {exc!r}") from exc
+        return written
+
+    def import_file(self, source: str | PathLike[str]) -> m.ImportResult:
+        """Imports an export file (streamed, never held in memory) into the key's tenant: all
+        of it or, on an error naming the line, nothing. Importing it again changes nothing."""
+        try:
+            response = self._http.post(
+                t.IMPORT_PATH,
+                content=t.file_chunks(source),
+                headers={"Content-Type": t.NDJSON},
+            )
+        except httpx.TransportError as exc:
+            raise MemoraConnectionError(f"POST {t.IMPORT_PATH}: {exc!r}") from exc
+        if response.is_error:
+            raise error_from(response)
+        return m.ImportResult.model_validate(response.json())

@@ -53,7 +53,7 @@ REPLACEMENTS = [
     ("response.read()", "await response.aread()"),
     ("for chunk in response.iter_bytes()", "async for chunk in response.aiter_bytes()"),
     ("response = self._http.post(", "response = await self._http.post("),
-    ("c.file_chunks(", "c.afile_chunks("),
+    ("t.file_chunks(", "t.afile_chunks("),
 ]
 METHOD = re.compile(r"^    def (?!__init__\b)", re.MULTILINE)
 

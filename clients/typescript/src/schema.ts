@@ -305,7 +305,7 @@ export interface paths {
         };
         /**
          * Get Document
-         * @description The document's raw items exactly as they were stored.
+         * @description The document's raw items exactly as they were stored (in the trash too).
          */
         get: operations["get_document_api_agents__agent_id__documents__document_id__get"];
         put?: never;
@@ -314,6 +314,8 @@ export interface paths {
          * Delete Document
          * @description Hard delete of the raw content, its operations, units, their links and entity references,
          *     and entities nothing mentions any more; a document already gone succeeds with zero counts.
+         *     `soft=true`: into the trash instead (restorable), with `state`, `trashed_at` and
+         *     `purge_after`; again: zero counts and `already_trashed`.
          */
         delete: operations["delete_document_api_agents__agent_id__documents__document_id__delete"];
         options?: never;
@@ -345,6 +347,28 @@ export interface paths {
          *     re-indexed (operation kind `message_edit`); nothing else of the conversation is redone.
          */
         patch: operations["edit_api_agents__agent_id__documents__document_id__messages__message_id__patch"];
+        trace?: never;
+    };
+    "/api/agents/{agent_id}/documents/{document_id}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore Document
+         * @description Take a document out of the trash: its memories back to the status each had, its
+         *     messages back in conversation search. 409 `not_trashed` for a live document, 404 for none,
+         *     410 `retention_expired` past the trash's retention.
+         */
+        post: operations["restore_document_api_agents__agent_id__documents__document_id__restore_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/agents/{agent_id}/evolve": {
@@ -1246,7 +1270,7 @@ export interface components {
             title?: string | null;
             /**
              * Temporary
-             * @description a temporary chat: the items are stored as messages of their conversation (delete them when your retention ends), no memory is extracted from them and they stay out of the conversation index unless an item says `searchable: true`
+             * @description a temporary chat: the items are stored as messages of their conversation (a document none of whose messages is remembered is deleted MEMORA_TEMPORARY_CHAT_RETENTION_DAYS after its last change), no memory is extracted from them and they stay out of the conversation index unless an item says `searchable: true`
              * @default false
              */
             temporary: boolean;
@@ -1364,7 +1388,7 @@ export interface components {
             update_mode: "replace" | "append";
             /**
              * Temporary
-             * @description a temporary chat: the items are stored as messages of their conversation (delete them when your retention ends), no memory is extracted from them and they stay out of the conversation index unless an item says `searchable: true`
+             * @description a temporary chat: the items are stored as messages of their conversation (a document none of whose messages is remembered is deleted MEMORA_TEMPORARY_CHAT_RETENTION_DAYS after its last change), no memory is extracted from them and they stay out of the conversation index unless an item says `searchable: true`
              * @default false
              */
             temporary: boolean;
@@ -1519,7 +1543,10 @@ export interface components {
             /** Results */
             results: components["schemas"]["ConversationResult"][];
         };
-        /** DeleteResponse */
+        /**
+         * DeleteResponse
+         * @description A hard delete answers the first four fields; a soft one (`?soft=true`) all of them.
+         */
         DeleteResponse: {
             /** Success */
             success: boolean;
@@ -1527,10 +1554,28 @@ export interface components {
             agent_id: string;
             /** Document Id */
             document_id: string;
-            /** Deleted */
+            /**
+             * Deleted
+             * @description hard: the rows deleted per kind; soft: units_trashed, messages_hidden, chunks_hidden (zero with already_trashed or already_absent)
+             */
             deleted: {
                 [key: string]: unknown;
             };
+            /**
+             * State
+             * @description soft only: the document is in the trash, or does not exist
+             */
+            state?: ("trashed" | "absent") | null;
+            /**
+             * Trashed At
+             * @description soft only: when it went to the trash
+             */
+            trashed_at?: string | null;
+            /**
+             * Purge After
+             * @description soft only: when it is deleted for real (restorable until then)
+             */
+            purge_after?: string | null;
         };
         /** Delivery */
         Delivery: {
@@ -1627,6 +1672,16 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
+            /**
+             * Trashed At
+             * @description when it went to the trash (null: it is live)
+             */
+            trashed_at?: string | null;
+            /**
+             * Purge After
+             * @description in the trash: when it is deleted for real (restorable until then)
+             */
+            purge_after?: string | null;
             /** Agent Id */
             agent_id: string;
             /**
@@ -1666,6 +1721,16 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
+            /**
+             * Trashed At
+             * @description when it went to the trash (null: it is live)
+             */
+            trashed_at?: string | null;
+            /**
+             * Purge After
+             * @description in the trash: when it is deleted for real (restorable until then)
+             */
+            purge_after?: string | null;
         };
         /** Edge */
         Edge: {
@@ -1989,10 +2054,10 @@ export interface components {
             };
             /**
              * Status
-             * @description only active memories are searched, but as_of (and a question about a past period) also finds superseded ones
+             * @description only active memories are searched, but as_of (and a question about a past period) also finds superseded ones; trashed: its document is in the trash
              * @enum {string}
              */
-            status: "active" | "superseded" | "forgotten" | "archived";
+            status: "active" | "superseded" | "forgotten" | "archived" | "trashed";
             /**
              * Status At
              * @description when the status last changed
@@ -2064,7 +2129,7 @@ export interface components {
         MemoryEvent: {
             /**
              * Event
-             * @description added, merged, superseded, forgotten, restored, archived, linked, reflected…
+             * @description added, merged, superseded, forgotten, restored, archived, trashed, linked, reflected…
              */
             event: string;
             /**
@@ -2147,7 +2212,7 @@ export interface components {
              * @description the linked memory's status
              * @enum {string}
              */
-            status: "active" | "superseded" | "forgotten" | "archived";
+            status: "active" | "superseded" | "forgotten" | "archived" | "trashed";
         };
         /** MentionedEntity */
         MentionedEntity: {
@@ -2569,6 +2634,27 @@ export interface components {
             /** Linked */
             linked?: string[];
         };
+        /** RestoreResponse */
+        RestoreResponse: {
+            /** Success */
+            success: boolean;
+            /** Agent Id */
+            agent_id: string;
+            /** Document Id */
+            document_id: string;
+            /**
+             * State
+             * @constant
+             */
+            state: "active";
+            /**
+             * Restored
+             * @description units_restored (back to the status each had), messages_restored and chunks_restored (found by conversation search again)
+             */
+            restored: {
+                [key: string]: unknown;
+            };
+        };
         /** ResultsFile */
         ResultsFile: {
             /** Name */
@@ -2929,7 +3015,7 @@ export interface components {
              */
             url: string;
             /** Events */
-            events: ("operation.completed" | "operation.failed" | "memory.superseded" | "document.deleted")[];
+            events: ("operation.completed" | "operation.failed" | "memory.superseded" | "document.deleted" | "document.trashed" | "document.restored")[];
             /**
              * Description
              * @default
@@ -4329,6 +4415,8 @@ export interface operations {
             query?: {
                 limit?: number;
                 offset?: number;
+                /** @description list the documents in the trash instead of the live ones */
+                trashed?: boolean;
             };
             header?: never;
             path: {
@@ -4463,7 +4551,10 @@ export interface operations {
     };
     delete_document_api_agents__agent_id__documents__document_id__delete: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description put the document in the trash instead: out of memory search, conversation search and think, restorable with POST .../restore until MEMORA_TRASH_RETENTION_DAYS have passed, then deleted for real */
+                soft?: boolean;
+            };
             header?: never;
             path: {
                 agent_id: string;
@@ -4661,8 +4752,107 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Conflict (`conflict`, `too_many_matches`, `conversation_index_disabled`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The body is too large (`payload_too_large`) */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request failed validation (`validation_error` and route-specific codes) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests for this API key (`rate_limited`); retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description seconds until the limit lets a request through */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A dependency (the database, the LLM, the read path) is unavailable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    restore_document_api_agents__agent_id__documents__document_id__restore_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agent_id: string;
+                document_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RestoreResponse"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found (`not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (`conflict`, `too_many_matches`, `conversation_index_disabled`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Gone: past its retention period (`retention_expired`) */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6515,6 +6705,15 @@ export interface operations {
                 headers: {
                     /** @description `Bearer` */
                     "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict (`conflict`, `too_many_matches`, `conversation_index_disabled`) */
+            409: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

@@ -61,7 +61,7 @@ def append(
 @router.patch(
     MESSAGE_PATH,
     response_model=MessageSyncResponse,
-    responses=error_responses(*BODY_ERRORS, 404),
+    responses=error_responses(*BODY_ERRORS, 404, 409),  # 409: its conversation is in the trash
 )
 def edit(
     scope: ScopeDep,

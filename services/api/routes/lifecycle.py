@@ -17,8 +17,7 @@ from memora.usecases import memories
 from memora.usecases.recall import recall
 from memora.usecases.reflect import reflect
 from memora.usecases.remember import remember
-from services.api.auth import Principal
-from services.api.deps import ContextDep, PrincipalDep
+from services.api.deps import ContextDep, PrincipalDep, actor_of
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.reads import ReadsDep
 from services.api.schemas.lifecycle import (
@@ -41,11 +40,6 @@ router = APIRouter(
 AgentPath = Annotated[str, Path(pattern=AGENT_ID_PATTERN)]
 
 
-def _actor(principal: Principal) -> str:
-    """Who the lifecycle history records: the API key, when one was used."""
-    return f"api:{principal.key_id}" if principal.key_id else "api"
-
-
 @router.post("/remember", response_model=RememberResponse)
 async def remember_route(
     principal: PrincipalDep, agent_id: AgentPath, body: RememberRequest, context: ContextDep
@@ -54,7 +48,7 @@ async def remember_route(
     result = await run_in_threadpool(
         remember, context, principal.scope, agent_id, body.content,
         category=body.category, importance=body.importance, related_to=body.related_to,
-        actor=_actor(principal),
+        actor=actor_of(principal),
     )  # fmt: skip
     return RememberResponse.of(result)
 
@@ -72,7 +66,7 @@ async def edit_route(
     409 `memory_not_active` for one that is not active; 422 `unchanged` for the same text."""
     new_id = await run_in_threadpool(
         memories.edit, context, principal.scope, agent_id, memory_id, body.content,
-        actor=_actor(principal),
+        actor=actor_of(principal),
     )  # fmt: skip
     return EditResponse(memory_id=new_id, superseded_id=memory_id)
 
@@ -85,7 +79,7 @@ async def forget_route(
     result = await run_in_threadpool(
         memories.forget, context, principal.scope, agent_id, memory_id=body.memory_id,
         query=body.query, reason=body.reason, dry_run=body.dry_run, confirm=body.confirm,
-        actor=_actor(principal),
+        actor=actor_of(principal),
     )  # fmt: skip
     return ForgetResponse(
         dry_run=result.dry_run,
@@ -101,7 +95,7 @@ async def restore_route(
     """A forgotten or an archived memory (each within its retention), a superseded one:
     active."""
     return await run_in_threadpool(
-        memories.restore, context, principal.scope, agent_id, memory_id, actor=_actor(principal)
+        memories.restore, context, principal.scope, agent_id, memory_id, actor=actor_of(principal)
     )
 
 
@@ -131,7 +125,7 @@ async def reflect_route(
     """Insights from related memories, stored as reflections linked to them (needs the LLM)."""
     made = await run_in_threadpool(
         reflect, context, principal.scope, agent_id, topic=body.topic, depth=body.depth,
-        actor=_actor(principal),
+        actor=actor_of(principal),
     )  # fmt: skip
     return {
         "agent_id": agent_id,
@@ -149,5 +143,5 @@ async def link_route(
     """A typed link, both ways, that graph retrieval follows (link type `explicit`)."""
     return await run_in_threadpool(
         memories.link, context, principal.scope, agent_id, body.memory_id,
-        body.related_memory_id, body.relationship, weight=body.weight, actor=_actor(principal),
+        body.related_memory_id, body.relationship, weight=body.weight, actor=actor_of(principal),
     )  # fmt: skip

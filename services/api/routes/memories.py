@@ -14,8 +14,10 @@ from services.api.deps import (
     ConnDep,
     ContextDep,
     Offset,
+    PrincipalDep,
     Priority,
     ScopeDep,
+    actor_of,
 )
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.metrics import note_operation
@@ -27,9 +29,15 @@ from services.api.schemas.memories import (
     DocumentList,
     DocumentSummary,
     Memory,
+    RestoreResponse,
 )
 from services.api.schemas.operations import OperationResponse
 
+SOFT = (
+    "put the document in the trash instead: out of memory search, conversation search and think, "
+    "restorable with POST .../restore until MEMORA_TRASH_RETENTION_DAYS have passed, then "
+    "deleted for real"
+)
 router = APIRouter(
     prefix="/api", tags=["memories"], responses=error_responses(*AUTH_ERRORS, 422, 503)
 )
@@ -37,7 +45,9 @@ AgentPath = Annotated[str, Path(pattern=AGENT_ID_PATTERN)]
 
 
 @router.post(
-    "/memories/batch", response_model=BatchResponse, responses=error_responses(*BODY_ERRORS)
+    "/memories/batch",
+    response_model=BatchResponse,
+    responses=error_responses(*BODY_ERRORS, 409),  # 409: the document is in the trash
 )
 def store_batch(
     request: Request,
@@ -101,8 +111,13 @@ def list_documents(
     context: ContextDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Offset = 0,
+    trashed: Annotated[
+        bool, Query(description="list the documents in the trash instead of the live ones")
+    ] = False,
 ) -> DocumentList:
-    rows = documents.list_documents(context, conn, scope, agent_id, limit=limit, offset=offset)
+    rows = documents.list_documents(
+        context, conn, scope, agent_id, limit=limit, offset=offset, trashed=trashed
+    )
     return DocumentList(
         agent_id=agent_id, documents=[DocumentSummary.model_validate(r) for r in rows]
     )
@@ -116,20 +131,57 @@ def list_documents(
 def get_document(
     scope: ScopeDep, agent_id: AgentPath, document_id: str, conn: ConnDep, context: ContextDep
 ) -> DocumentDetail:
-    """The document's raw items exactly as they were stored."""
+    """The document's raw items exactly as they were stored (in the trash too)."""
     return DocumentDetail.model_validate(documents.get(context, conn, scope, agent_id, document_id))
+
+
+# A document id may end in "/restore": GET and DELETE of it reach the document's routes, which
+# take no POST; POST of ".../restore" is this one.
+@router.post(
+    "/agents/{agent_id}/documents/{document_id:path}/restore",
+    response_model=RestoreResponse,
+    responses=error_responses(404, 409, 410),
+)
+def restore_document(
+    principal: PrincipalDep,
+    agent_id: AgentPath,
+    document_id: str,
+    conn: ConnDep,
+    context: ContextDep,
+) -> RestoreResponse:
+    """Take a document out of the trash: its memories back to the status each had, its
+    messages back in conversation search. 409 `not_trashed` for a live document, 404 for none,
+    410 `retention_expired` past the trash's retention."""
+    restored = documents.restore(
+        context, conn, principal.scope, agent_id, document_id, actor=actor_of(principal)
+    )
+    return RestoreResponse(success=True, agent_id=agent_id, document_id=document_id, **restored)
 
 
 # 404: no route matches a document id with a newline (no stored id has one)
 @router.delete(
     "/agents/{agent_id}/documents/{document_id:path}",
     response_model=DeleteResponse,
+    response_model_exclude_unset=True,
     responses=error_responses(404),
 )
 def delete_document(
-    scope: ScopeDep, agent_id: AgentPath, document_id: str, conn: ConnDep, context: ContextDep
+    principal: PrincipalDep,
+    agent_id: AgentPath,
+    document_id: str,
+    conn: ConnDep,
+    context: ContextDep,
+    soft: Annotated[bool, Query(description=SOFT)] = False,
 ) -> DeleteResponse:
     """Hard delete of the raw content, its operations, units, their links and entity references,
-    and entities nothing mentions any more; a document already gone succeeds with zero counts."""
+    and entities nothing mentions any more; a document already gone succeeds with zero counts.
+    `soft=true`: into the trash instead (restorable), with `state`, `trashed_at` and
+    `purge_after`; again: zero counts and `already_trashed`."""
+    scope = principal.scope
+    if soft:
+        trashed = documents.soft_delete(
+            context, conn, scope, agent_id, document_id, actor=actor_of(principal)
+        )
+        return DeleteResponse(success=True, agent_id=agent_id, document_id=document_id, **trashed)
     deleted = documents.delete(context, conn, scope, agent_id, document_id)
     return DeleteResponse(success=True, agent_id=agent_id, document_id=document_id, deleted=deleted)

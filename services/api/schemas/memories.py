@@ -27,9 +27,10 @@ from memora.basics.models import (
 from memora.usecases.ingest import Accepted, AppendAccepted
 
 TEMPORARY = (
-    "a temporary chat: the items are stored as messages of their conversation (delete them when "
-    "your retention ends), no memory is extracted from them and they stay out of the "
-    "conversation index unless an item says `searchable: true`"
+    "a temporary chat: the items are stored as messages of their conversation (a document none "
+    "of whose messages is remembered is deleted MEMORA_TEMPORARY_CHAT_RETENTION_DAYS after its "
+    "last change), no memory is extracted from them and they stay out of the conversation index "
+    "unless an item says `searchable: true`"
 )
 
 CHANNEL = (
@@ -134,6 +135,13 @@ class DocumentSummary(BaseModel):
     status: str | None
     created_at: datetime
     updated_at: datetime
+    trashed_at: datetime | None = Field(
+        default=None, description="when it went to the trash (null: it is live)"
+    )
+    purge_after: datetime | None = Field(
+        default=None,
+        description="in the trash: when it is deleted for real (restorable until then)",
+    )
 
 
 class DocumentDetail(DocumentSummary):
@@ -147,15 +155,40 @@ class DocumentList(BaseModel):
 
 
 class DeleteResponse(BaseModel):
+    """A hard delete answers the first four fields; a soft one (`?soft=true`) all of them."""
+
     success: bool
     agent_id: str
     document_id: str
-    deleted: dict[str, Any]
+    deleted: dict[str, Any] = Field(
+        description="hard: the rows deleted per kind; soft: units_trashed, messages_hidden, "
+        "chunks_hidden (zero with already_trashed or already_absent)"
+    )
+    state: Literal["trashed", "absent"] | None = Field(
+        default=None, description="soft only: the document is in the trash, or does not exist"
+    )
+    trashed_at: datetime | None = Field(
+        default=None, description="soft only: when it went to the trash"
+    )
+    purge_after: datetime | None = Field(
+        default=None, description="soft only: when it is deleted for real (restorable until then)"
+    )
+
+
+class RestoreResponse(BaseModel):
+    success: bool
+    agent_id: str
+    document_id: str
+    state: Literal["active"]
+    restored: dict[str, Any] = Field(
+        description="units_restored (back to the status each had), messages_restored and "
+        "chunks_restored (found by conversation search again)"
+    )
 
 
 # ------------------------------------------------------------ one memory in full (its view)
 UnitFactType = FactType | Literal["reflection"]  # reflections are units too (the lifecycle's)
-MemoryStatus = Literal["active", "superseded", "forgotten", "archived"]
+MemoryStatus = Literal["active", "superseded", "forgotten", "archived", "trashed"]
 
 
 class MentionedEntity(BaseModel):
@@ -179,7 +212,8 @@ class MemoryLink(BaseModel):
 
 class MemoryEvent(BaseModel):
     event: str = Field(
-        description="added, merged, superseded, forgotten, restored, archived, linked, reflected…"
+        description="added, merged, superseded, forgotten, restored, archived, trashed, linked, "
+        "reflected…"
     )
     at: datetime
     reason: str | None
@@ -207,7 +241,7 @@ class Memory(BaseModel):
     metadata: dict[str, Any]
     status: MemoryStatus = Field(
         description="only active memories are searched, but as_of (and a question about a "
-        "past period) also finds superseded ones"
+        "past period) also finds superseded ones; trashed: its document is in the trash"
     )
     status_at: datetime | None = Field(description="when the status last changed")
     status_reason: str | None

@@ -9,7 +9,12 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 EventType = Literal[
-    "operation.completed", "operation.failed", "memory.superseded", "document.deleted"
+    "operation.completed",
+    "operation.failed",
+    "memory.superseded",
+    "document.deleted",
+    "document.trashed",
+    "document.restored",
 ]
 
 

@@ -78,6 +78,8 @@ def append_messages(
     a pending one they joined (else it was made for them); `chunking` is None when the
     conversation index is off."""
     doc = documents.open_conversation(conn, agent_key, document_id, title)
+    if doc.trashed:
+        raise in_the_trash(document_id)
     stored = messages.by_message_ids(conn, doc.pk, [it["message_id"] for it in items])
     conflicts = [
         it["message_id"] for it in items
@@ -114,6 +116,16 @@ def append_messages(
         _drop_stale_chunks(conn, doc.pk, placed, chunking, retitled=retitled)
     outcome: Outcome = "created" if doc.created else "appended"
     return Appended(doc.pk, operation_id, outcome, len(fresh), len(stored), joined)
+
+
+def in_the_trash(document_id: str) -> Conflict:
+    """A write to a document in the trash: refused until it is restored."""
+    return Conflict(
+        "document_trashed",
+        f"document {document_id!r} is in the trash: restore it (POST .../documents/"
+        f"{document_id}/restore) before writing to it, or delete it",
+        {"document_id": document_id},
+    )
 
 
 def _place(

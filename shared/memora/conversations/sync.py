@@ -22,6 +22,7 @@ from psycopg import Connection
 from memora.basics.models import Role
 from memora.basics.stages import OperationKind, first_stage
 from memora.basics.tenancy import Scope
+from memora.conversations.append import in_the_trash
 from memora.store import chunks, documents, entities, messages, operations, purge
 from memora.store.messages import MessageRow
 
@@ -89,11 +90,12 @@ def edit_message(
     patch: MessagePatch,
 ) -> SyncResult:
     """Apply the edit and create its operation (committed by the caller's transaction); the
-    caller enqueues its first stage for the returned operation, unless nothing
-    changed (operation_id None)."""
+    caller enqueues its first stage, unless nothing changed (operation_id None)."""
     found = messages.find_message(conn, scope, agent_id, document_id, message_id)
     if found is None:
         raise MessageNotFound(message_id)
+    if found["trashed_at"] is not None:
+        raise in_the_trash(document_id)
     items: list[dict[str, Any]] = found["items"]
     position = _locate(items, message_id)
     item = dict(items[position])

@@ -12,6 +12,7 @@ from memora.jobs import (
     cleanup,
     consolidate,
     conversation_consistency,
+    document_expiry,
     entity_names,
     graph_maintenance,
     heartbeat,
@@ -92,6 +93,12 @@ JOBS: dict[str, JobSpec] = {
             cleanup.run,
             lambda s: s.cleanup_interval_seconds,
             "purge forgotten memories past the retention, archived ones past the archive's",
+        ),
+        JobSpec(
+            "document_expiry",
+            document_expiry.run,
+            lambda s: s.document_expiry_interval_seconds,
+            "delete documents in the trash past its retention, temporary chats past theirs",
         ),
         JobSpec(
             "webhooks",

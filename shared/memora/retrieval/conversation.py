@@ -1,7 +1,8 @@
 """Conversation search (seed 002 §7.5, §7.6): hybrid search over the raw messages' chunks.
 
-Two arms propose chunks of the agent's live index generation: the nearest by embedding (HNSW,
-iterative scan so that filters still fill the list) and the best keyword matches (GIN). Each
+Two arms propose chunks of the agent's live index generation, documents in the trash left out:
+the nearest by embedding (HNSW, iterative scan so that filters still fill the list) and the
+best keyword matches (GIN). Each
 candidate is scored by the seed's similarity, s = 1 / (1 + L2 distance) between unit vectors,
 lifted by its keyword match: s + (1 - s) * keyword_weight * rank, where rank is `ts_rank_cd`
 normalised to [0, 1); that score is then expressed in the embedding model's own unit of
@@ -144,6 +145,16 @@ def _filters(q: ConversationQuery) -> tuple[str, dict[str, Any]]:
     return "".join(f" AND {c}" for c in clauses), params
 
 
+# What both arms search: the agent's live index generation, less the chunks of its documents
+# in the trash (`trashed`: read once from their partial index, migration 0035, and hashed).
+_SEARCHED = """live AS (
+            SELECT generation AS g FROM conversation_index_state WHERE agent_id = %(a)s
+        ), trashed AS (
+            SELECT id FROM documents WHERE agent_id = %(a)s AND trashed_at IS NOT NULL
+        )"""
+_NOT_TRASHED = " AND c.document_pk NOT IN (SELECT id FROM trashed)"
+
+
 def candidates(
     conn: Connection[Any],
     agent_key: str,
@@ -155,8 +166,10 @@ def candidates(
 ) -> list[dict[str, Any]]:
     """The union of both arms' candidates with their cosine similarity and keyword rank. The
     keyword arm ranks at most `match_budget` matching chunks: a common word matches a large
-    share of a big index, and ranking all of them would read every one."""
+    share of a big index, and ranking all of them would read every one. Neither proposes a
+    chunk of a document in the trash (`_SEARCHED`)."""
     where, params = _filters(q)
+    where = f"{_NOT_TRASHED}{where}"
     conn.execute(
         "SELECT set_config('hnsw.ef_search', %s, true), "
         "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
@@ -177,9 +190,7 @@ def candidates(
     rank = "ts_rank_cd(c.search_vector, %(tsq)s::tsquery, 32)" if terms else "0.0"
     return conn.execute(
         f"""
-        WITH live AS (
-            SELECT generation AS g FROM conversation_index_state WHERE agent_id = %(a)s
-        ), found AS (
+        WITH {_SEARCHED}, found AS (
             (SELECT c.id FROM conversation_chunks c
              WHERE c.agent_id = %(a)s AND c.generation = (SELECT g FROM live){where}
              ORDER BY c.embedding <=> %(v)s LIMIT %(k)s)

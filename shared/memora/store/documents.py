@@ -32,6 +32,7 @@ class StoredDocument:
     outcome: Outcome
     operation_id: UUID | None  # the operation already processing it, when unchanged
     retitled: bool = False  # replaced with another title
+    trashed: bool = False  # in the trash: left as it was (the caller refuses the post)
 
 
 def content_hash(items: list[dict[str, Any]], title: str | None = None) -> str:
@@ -63,10 +64,14 @@ def _upsert(
 ) -> StoredDocument:
     digest = content_hash(items, title)
     row = conn.execute(
-        "SELECT id, content_hash, current_operation_id, title FROM documents "
+        "SELECT id, content_hash, current_operation_id, title, trashed_at FROM documents "
         "WHERE agent_id = %s AND document_id = %s FOR UPDATE",
         (agent_key, document_id),
     ).fetchone()
+    if row is not None and row["trashed_at"] is not None:
+        return StoredDocument(
+            row["id"], document_id, "unchanged", row["current_operation_id"], trashed=True
+        )
     if row is not None and row["content_hash"] == UNHASHED:
         row["content_hash"] = content_hash(items_of(conn, row["id"]), row["title"])
     if row is not None and row["content_hash"] == digest:
@@ -128,6 +133,7 @@ class Conversation:
     current_operation_id: UUID | None
     created: bool
     last_operation_id: UUID | None = None  # the latest operation that stored its messages
+    trashed: bool = False  # in the trash (the caller refuses the append)
 
 
 def open_conversation(
@@ -136,14 +142,15 @@ def open_conversation(
     """The conversation's document, locked (appends to one conversation queue here, so
     concurrent ones lose nothing), created empty on first use."""
     row = conn.execute(
-        "SELECT id, title, current_operation_id, last_operation_id FROM documents "
+        "SELECT id, title, current_operation_id, last_operation_id, trashed_at FROM documents "
         "WHERE agent_id = %s AND document_id = %s FOR UPDATE",
         (agent_key, document_id),
     ).fetchone()
     if row is not None:
         return Conversation(
-            row["id"], row["title"], row["current_operation_id"], False, row["last_operation_id"]
-        )
+            row["id"], row["title"], row["current_operation_id"], False, row["last_operation_id"],
+            trashed=row["trashed_at"] is not None,
+        )  # fmt: skip
     inserted = conn.execute(
         """
         INSERT INTO documents (agent_id, document_id, content_hash, items, item_count, title)
@@ -216,17 +223,21 @@ def owners(conn: Connection[Any], document_pks: list[UUID]) -> list[dict[str, An
     ).fetchall()
 
 
+# A document as the listing shows it (and, with its items, `find_document`).
+_SUMMARY = """d.item_count, d.created_at, d.updated_at, d.trashed_at,
+       coalesce(d.last_operation_id, d.current_operation_id) AS operation_id, o.status,
+       (SELECT count(*) FROM memory_units u WHERE u.document_pk = d.id) AS unit_count
+FROM documents d
+LEFT JOIN operations o ON o.id = coalesce(d.last_operation_id, d.current_operation_id)"""
+
+
 def find_document(
     conn: Connection[Any], scope: Scope, agent_id: str, document_id: str
 ) -> dict[str, Any] | None:
     """The document with its raw items, as they were posted."""
     return conn.execute(
-        """
-        SELECT d.document_id, d.items, d.item_count, d.created_at, d.updated_at,
-               coalesce(d.last_operation_id, d.current_operation_id) AS operation_id, o.status,
-               (SELECT count(*) FROM memory_units u WHERE u.document_pk = d.id) AS unit_count
-        FROM documents d
-        LEFT JOIN operations o ON o.id = coalesce(d.last_operation_id, d.current_operation_id)
+        f"""
+        SELECT d.document_id, d.items, {_SUMMARY}
         WHERE d.agent_id = %s AND d.document_id = %s
         """,
         (scope.key(agent_id), document_id),
@@ -234,31 +245,40 @@ def find_document(
 
 
 def list_documents(
-    conn: Connection[Any], scope: Scope, agent_id: str, *, limit: int = 100, offset: int = 0
+    conn: Connection[Any],
+    scope: Scope,
+    agent_id: str,
+    *,
+    limit: int = 100,
+    offset: int = 0,
+    trashed: bool = False,
 ) -> list[dict[str, Any]]:
+    """The agent's live documents, newest first; `trashed`: those in the trash instead."""
     return conn.execute(
-        """
-        SELECT d.document_id, d.item_count, d.created_at, d.updated_at,
-               coalesce(d.last_operation_id, d.current_operation_id) AS operation_id, o.status,
-               (SELECT count(*) FROM memory_units u WHERE u.document_pk = d.id) AS unit_count
-        FROM documents d
-        LEFT JOIN operations o ON o.id = coalesce(d.last_operation_id, d.current_operation_id)
-        WHERE d.agent_id = %s ORDER BY d.created_at DESC, d.document_id LIMIT %s OFFSET %s
+        f"""
+        SELECT d.document_id, {_SUMMARY}
+        WHERE d.agent_id = %s AND (d.trashed_at IS NOT NULL) = %s
+        ORDER BY d.created_at DESC, d.document_id LIMIT %s OFFSET %s
         """,
-        (scope.key(agent_id), limit, offset),
+        (scope.key(agent_id), trashed, limit, offset),
     ).fetchall()
 
 
 def delete_document(
     conn: Connection[Any], scope: Scope, agent_id: str, document_id: str
 ) -> dict[str, int] | None:
-    """Hard delete of a document: its raw content, its operations, its units with their links,
-    entity references and access counts, and entities no remaining memory mentions. None when
-    there is no such document. Order: see memora.store.purge. The document is locked FOR NO
-    KEY UPDATE: that stops re-posts of it (FOR UPDATE) but not a stage inserting its units
-    (whose foreign key takes KEY SHARE while it holds its operation's lock, which we wait for).
+    """`delete_stored` of the client's agent's document."""
+    return delete_stored(conn, scope.key(agent_id), document_id)
+
+
+def delete_stored(conn: Connection[Any], key: str, document_id: str) -> dict[str, int] | None:
+    """Hard delete of a document (in the trash or not): its raw content, its operations, its
+    units with their links, entity references and access counts, and entities no remaining
+    memory mentions. None when there is no such document. Order: see memora.store.purge. The
+    document is locked FOR NO KEY UPDATE: that stops re-posts of it (FOR UPDATE) but not a
+    stage inserting its units (whose foreign key takes KEY SHARE while it holds its
+    operation's lock, which we wait for).
     """
-    key = scope.key(agent_id)
     doc = conn.execute(
         "SELECT id FROM documents WHERE agent_id = %s AND document_id = %s FOR NO KEY UPDATE",
         (key, document_id),

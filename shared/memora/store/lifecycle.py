@@ -1,6 +1,7 @@
-"""The lifecycle's SQL: memory status (active, superseded, forgotten, archived), importance and
-evidence on `memory_units`, the audit trail `memory_events`, explicit links and job cursors.
-One memory's view (its detail, entities, links and history) is read by `store.memory_view`.
+"""The lifecycle's SQL: memory status (active, superseded, forgotten, archived; trashed with
+its document, `store.trash`), importance and evidence on `memory_units`, the audit trail
+`memory_events`, explicit links and job cursors. One memory's view (its detail, entities,
+links and history) is read by `store.memory_view`.
 
 Every status change writes its event in the same transaction. Only active units are searched
 (see migration 0008): a status change takes a unit out of (or back into) every retriever at once.
@@ -21,7 +22,10 @@ from psycopg.types.json import Jsonb
 
 from memora.store.rows import fetch_all
 
-STATUSES = ("active", "superseded", "forgotten", "archived")
+STATUSES = ("active", "superseded", "forgotten", "archived", "trashed")
+# What a memory's own lifecycle moves between; only its document's restore takes a unit out of
+# `trashed` (store.trash).
+MEMORY_STATUSES = STATUSES[:4]
 # What remember and consolidation compare: facts (not opinions, not reflections).
 STATEMENT_TYPES = ("world", "agent")
 
@@ -283,7 +287,7 @@ def set_status(
     *,
     reason: str | None,
     at: datetime,
-    from_statuses: Sequence[str] = STATUSES,
+    from_statuses: Sequence[str] = MEMORY_STATUSES,
     superseded_by: UUID | None = None,
 ) -> list[UUID]:
     """Move the agent's units among `ids` that are in `from_statuses` to `status`; the ids

@@ -294,10 +294,12 @@ def preceding(
 def find_message(
     conn: Connection[Any], scope: Scope, agent_id: str, document_id: str, message_id: str
 ) -> dict[str, Any] | None:
-    """The message (locked, with its document's pk, items and title) for an edit or delete."""
+    """The message (locked, with its document's pk, items, title and when it went to the
+    trash) for an edit or delete."""
     return conn.execute(
         f"""
-        SELECT m.{_COLUMNS.replace(", ", ", m.")}, d.id AS document_pk, d.items, d.title
+        SELECT m.{_COLUMNS.replace(", ", ", m.")}, d.id AS document_pk, d.items, d.title,
+               d.trashed_at
         FROM documents d JOIN conversation_messages m ON m.document_pk = d.id
         WHERE d.agent_id = %s AND d.document_id = %s AND m.message_id = %s
         FOR NO KEY UPDATE OF d FOR UPDATE OF m

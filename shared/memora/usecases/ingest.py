@@ -98,14 +98,17 @@ def accept_batch(
     queues.
 
     Re-posting a document_id with identical items creates nothing and returns the operation
-    that processed it; changed items replace the document's memories. `verbatim`: the items
-    are facts already (seeds, dialogue): each becomes one unit as written, no extractor.
+    that processed it; changed items replace the document's memories; a document in the trash
+    is a Conflict (`document_trashed`). `verbatim`: the items are facts already (seeds,
+    dialogue): each becomes one unit as written, no extractor.
     """
     document_id = document_id or f"doc-{uuid.uuid4()}"
     payload = jsonable_items(items)
     with conn.transaction():
         agents.ensure_agent(conn, scope, agent_id)
         doc = documents.upsert_document(conn, scope, agent_id, document_id, payload, title)
+        if doc.trashed:
+            raise appending.in_the_trash(document_id)
         if doc.outcome == "unchanged" and doc.operation_id is not None:
             op_id = doc.operation_id
         else:

@@ -23,7 +23,7 @@ from memora.basics.tenancy import Scope
 from memora.lifecycle.limits import resolve as resolve_limits
 from memora.lifecycle.memory import ForgetResult, index, mentions_of
 from memora.pipeline.context import AppContext
-from memora.store import evolution, memory_view
+from memora.store import evolution, memory_view, trash
 from memora.store import lifecycle as store
 from memora.webhooks import events as webhooks
 
@@ -158,7 +158,8 @@ def restore(
     app: AppContext, scope: Scope, agent_id: str, memory_id: UUID, *, actor: str = "api"
 ) -> dict[str, Any]:
     """Back to active: a forgotten memory within the retention period, an archived one
-    within the agent's archive retention, a superseded one at any time. A superseded
+    within the agent's archive retention, a superseded one at any time; not one whose
+    document is in the trash (Conflict `document_trashed`). A superseded
     one's validity window opens again (its `valid_until` cleared, recorded in the event):
     undoing a supersede."""
     key = scope.key(agent_id)
@@ -171,6 +172,7 @@ def restore(
         row = rows[0]
         if row.status == "active":
             return {"id": memory_id, "status": "active", "restored": False}
+        _not_in_the_trash(conn, key, memory_id)
         forgotten_at = row.status_at if row.status == "forgotten" else None
         if forgotten_at is not None and forgotten_at < utcnow() - retention:
             raise Gone(
@@ -187,6 +189,19 @@ def restore(
                      "valid_until_cleared": cleared},
         )  # fmt: skip
     return {"id": memory_id, "status": "active", "restored": True, "was": row.status}
+
+
+def _not_in_the_trash(conn: Connection[Any], key: str, memory_id: UUID) -> None:
+    """Conflict when the memory's document is in the trash: only the document's restore
+    brings its memories back."""
+    document_id = trash.trashed_document(conn, key, memory_id)
+    if document_id is not None:
+        raise Conflict(
+            "document_trashed",
+            f"memory {memory_id} belongs to document {document_id!r}, which is in the trash: "
+            "restore the document",
+            {"document_id": document_id},
+        )
 
 
 def _within_archive_retention(

@@ -31,8 +31,13 @@ OPERATION_COMPLETED = "operation.completed"
 OPERATION_FAILED = "operation.failed"
 MEMORY_SUPERSEDED = "memory.superseded"
 DOCUMENT_DELETED = "document.deleted"
+DOCUMENT_TRASHED = "document.trashed"
+DOCUMENT_RESTORED = "document.restored"
 # The events an endpoint can subscribe to; `webhook.ping` goes only where it is asked for.
-EVENT_TYPES = (OPERATION_COMPLETED, OPERATION_FAILED, MEMORY_SUPERSEDED, DOCUMENT_DELETED)
+EVENT_TYPES = (
+    OPERATION_COMPLETED, OPERATION_FAILED, MEMORY_SUPERSEDED, DOCUMENT_DELETED, DOCUMENT_TRASHED,
+    DOCUMENT_RESTORED,
+)  # fmt: skip
 PING = "webhook.ping"
 
 # Ids recorded on a connection whose transaction has not been dispatched yet.
@@ -123,7 +128,33 @@ def memory_superseded(
 
 
 def document_deleted(
+    conn: Connection[Any],
+    tenant_id: str,
+    agent_id: str,
+    document_id: str,
+    counts: dict[str, Any],
+    *,
+    expired: str | None = None,
+) -> None:
+    """`document.deleted`; `expired` when a job deleted it past its retention ("trash",
+    "temporary")."""
+    data = {"agent_id": agent_id, "document_id": document_id, "deleted": counts}
+    if expired is not None:
+        data["expired"] = expired
+    emit(conn, tenant_id, DOCUMENT_DELETED, data)
+
+
+def document_trashed(
+    conn: Connection[Any], tenant_id: str, agent_id: str, document_id: str, state: dict[str, Any]
+) -> None:
+    """`document.trashed`: `state` is what the soft delete answers (its counts, when it went
+    to the trash, when it will be deleted)."""
+    data = {"agent_id": agent_id, "document_id": document_id, **state}
+    emit(conn, tenant_id, DOCUMENT_TRASHED, data)
+
+
+def document_restored(
     conn: Connection[Any], tenant_id: str, agent_id: str, document_id: str, counts: dict[str, Any]
 ) -> None:
-    data = {"agent_id": agent_id, "document_id": document_id, "deleted": counts}
-    emit(conn, tenant_id, DOCUMENT_DELETED, data)
+    data = {"agent_id": agent_id, "document_id": document_id, "restored": counts}
+    emit(conn, tenant_id, DOCUMENT_RESTORED, data)

@@ -206,6 +206,8 @@ class DocumentSummary(Response):
     status: str | None
     created_at: datetime
     updated_at: datetime
+    trashed_at: datetime | None = None  # in the trash since then (None: live)
+    purge_after: datetime | None = None  # in the trash: deleted for real then
 
 
 class DocumentDetail(DocumentSummary):
@@ -223,6 +225,18 @@ class DocumentDeleted(Response):
     agent_id: str
     document_id: str
     deleted: dict[str, Any]
+    # a soft delete's: "trashed" (or "absent": no such document), and the trash's dates
+    state: Literal["trashed", "absent"] | None = None
+    trashed_at: datetime | None = None
+    purge_after: datetime | None = None
+
+
+class DocumentRestored(Response):
+    success: bool
+    agent_id: str
+    document_id: str
+    state: Literal["active"]
+    restored: dict[str, Any]
 
 
 class AgentProfile(Response):
@@ -300,7 +314,7 @@ class Memory(Response):
     created_at: datetime
     confidence_score: float | None
     metadata: dict[str, Any]
-    status: Literal["active", "superseded", "forgotten", "archived"]
+    status: Literal["active", "superseded", "forgotten", "archived", "trashed"]
     status_at: datetime | None
     status_reason: str | None
     superseded_by: UUID | None

@@ -11,7 +11,12 @@ from pydantic import Field
 from memora_client.models.base import Request, Response
 
 WebhookEvent = Literal[
-    "operation.completed", "operation.failed", "memory.superseded", "document.deleted"
+    "operation.completed",
+    "operation.failed",
+    "memory.superseded",
+    "document.deleted",
+    "document.trashed",
+    "document.restored",
 ]
 
 

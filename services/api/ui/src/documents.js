@@ -1,5 +1,7 @@
 // A document's messages in the Agents view (GET /api/agents/{a}/documents/{id}): each can be
-// edited (PATCH …/messages/{id}: re-extracted alone) or deleted (DELETE …/messages/{id}).
+// edited (PATCH …/messages/{id}: re-extracted alone) or deleted (DELETE …/messages/{id}). The
+// document itself can be moved to the trash (DELETE …?soft=true: out of every search, restorable)
+// and restored from it (POST …/restore).
 
 import { api } from "./api.js";
 import { $, el, toast, when } from "./util.js";
@@ -36,7 +38,10 @@ export class DocumentView {
       return;
     }
     if (this.documentId !== documentId) return; // closed, or another one opened meanwhile
-    $("#document-meta").textContent = `${doc.items.length} messages · ${doc.unit_count} memories · ${doc.status || ""}`;
+    const trash = doc.trashed_at ? ` · in the trash, deleted for good ${when(doc.purge_after)}` : "";
+    $("#document-meta").textContent = `${doc.items.length} messages · ${doc.unit_count} memories · ${doc.status || ""}${trash}`;
+    $("#document-trash").hidden = Boolean(doc.trashed_at);
+    $("#document-restore").hidden = !doc.trashed_at;
     $("#messages-list").replaceChildren(...doc.items.map((item, position) =>
       this.message(item, item.message_id ?? String(position))));
   }
@@ -76,6 +81,31 @@ export class DocumentView {
   async remove(id) {
     if (!window.confirm(`Delete message ${id}? What was extracted from it alone goes too.`)) return;
     await this.change(id, "DELETE", undefined, "Message deleted");
+  }
+
+  async trash() {
+    const id = this.documentId;
+    if (!window.confirm(`Move ${id} to the trash? Its memories and messages leave every search until it is restored.`)) return;
+    await this.move({ method: "DELETE", params: { soft: "true" } }, (r) => `${id} moved to the trash until ${when(r.purge_after)}`);
+  }
+
+  async restore() {
+    await this.move({ method: "POST", path: this.path() + "/restore" }, (r) => `${this.documentId} restored: ${r.restored.units_restored} memories back`);
+  }
+
+  // A trash or a restore of the open document; the list is refreshed (it leaves the one shown).
+  async move({ method, params, path }, done) {
+    $("#document-error").hidden = true;
+    let result;
+    try {
+      result = await api(path || this.path(), { method, params });
+    } catch (error) {
+      this.fail(error);
+      return;
+    }
+    toast(done(result));
+    this.changed();
+    await this.open(this.documentId);
   }
 
   async change(id, method, body, done) {

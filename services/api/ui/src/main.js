@@ -91,15 +91,20 @@ async function loadDocuments() {
   const load = ++documentsLoad;
   $("#documents-hint").hidden = Boolean(state.agent);
   if (!state.agent) return list.replaceChildren();
+  const trashed = $("#documents-trash").checked; // the trash instead of the live documents
   try {
-    const data = await api(`/api/agents/${encodeURIComponent(state.agent)}/documents`);
+    const data = await api(`/api/agents/${encodeURIComponent(state.agent)}/documents`,
+      { params: { trashed: trashed ? "true" : undefined } });
     if (load !== documentsLoad) return;
     list.replaceChildren(...data.documents.map((d) =>
       el("li", { "data-document": d.document_id }, el("b", {}, d.document_id), " ",
         el("span", { class: `badge ${d.status || ""}` }, d.status || ""),
-        el("div", { class: "muted small" }, `${d.item_count} items · ${d.unit_count} memories · ${when(d.updated_at)}`),
+        el("div", { class: "muted small" }, `${d.item_count} items · ${d.unit_count} memories · ${
+          d.purge_after ? `deleted for good ${when(d.purge_after)}` : when(d.updated_at)}`),
         el("button", { class: "small ghost", onclick: () => views.documents.open(d.document_id) }, "Messages"))));
-    if (!data.documents.length) list.replaceChildren(el("li", { class: "muted" }, "no documents"));
+    if (!data.documents.length) {
+      list.replaceChildren(el("li", { class: "muted" }, trashed ? "the trash is empty" : "no documents"));
+    }
   } catch (error) {
     toast(error.message, "error");
   }
@@ -138,6 +143,12 @@ function init() {
     if (state.view === "graph") views.graph.load();
   });
   $("#document-close").addEventListener("click", () => views.documents.close());
+  $("#document-trash").addEventListener("click", () => views.documents.trash());
+  $("#document-restore").addEventListener("click", () => views.documents.restore());
+  $("#documents-trash").addEventListener("change", () => {
+    views.documents.close();
+    loadDocuments();
+  });
   $("#key-button").textContent = apiKey.get() ? "API key ✓" : "API key";
   $("#key-button").addEventListener("click", async () => {
     if (await keyDialog()) {

@@ -127,8 +127,29 @@ class Lifecycle(Section):
     limits_interval_seconds: float = Field(
         default=86400.0, description="Interval of the limits job."
     )
+    trash_retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="How long a document in the trash (`DELETE ...?soft=true`) stays "
+        "restorable; past it, the document_expiry job deletes it for real.",
+    )
+    temporary_chat_retention_days: float | None = Field(
+        default=30.0,
+        gt=0,
+        description="Days after its last change that a temporary chat (a document whose "
+        "messages were all stored `temporary`) is deleted for real by the document_expiry job. "
+        "Unset (`off`): kept until deleted.",
+    )
+    document_expiry_interval_seconds: float = Field(
+        default=3600.0,
+        description="Interval of the document_expiry job (deletes documents in the trash past "
+        "their retention, and temporary chats past theirs).",
+    )
 
-    @field_validator("max_memories", "max_reflections", "archive_retention_days", mode="before")
+    @field_validator(
+        "max_memories", "max_reflections", "archive_retention_days",
+        "temporary_chat_retention_days", mode="before",
+    )  # fmt: skip
     @classmethod
     def _limit_off(cls, value: object) -> object:
         """MEMORA_MAX_MEMORIES=off (or none, or empty): no limit."""
