@@ -150,6 +150,37 @@ def test_the_demos_where_question_puts_a_turn_naming_her_workplace_first(
     assert all(typed[ids[t]] is False for t in couch)
 
 
+def test_what_a_person_said_comes_before_the_turns_that_address_them(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    """Issue 59: a friend's reply names the person asked about and repeats the question's
+    words; the person's own turn says what happened. The speaker signal marks (and lifts) the
+    turns said by the person the question names."""
+    turns = [
+        ("Jonas", "Ines, did you start that course you kept talking about?"),
+        ("Ines", "Yes! Evening ceramics at the college, on Tuesdays and Thursdays."),
+        ("Jonas", "Wow, Ines, a course! You always loved making things, Ines."),
+        ("Ines", "The first bowl came out lopsided, but I love it."),
+        ("Jonas", "Ines, I bet the course teacher loves your bowls."),
+        ("Jonas", "My week was all deadlines at the logistics firm."),
+    ]
+    _ingest(inline_api, agent_id, [
+        {"content": text, "speaker": speaker, "event_date": f"2024-04-02T19:{10 + n}:00Z"}
+        for n, (speaker, text) in enumerate(turns)
+    ])  # fmt: skip
+    result = _search(
+        query_api, agent_id=agent_id, query="What course did Ines start?", top_k=5, trace=True
+    )
+    texts = _texts(result)
+    rank = {text.split(": ", 1)[1][:12]: n for n, text in enumerate(texts)}
+    # the answer above the turns that only address her (Jonas's question that mirrors the
+    # query's words may stay first: it is what the answer replies to)
+    assert rank["Yes! Evening"] < min(rank["Wow, Ines, a"], rank["Ines, I bet "]), texts
+    said = {c["id"]: c["said_by_named"] for c in result["trace"]["candidates"]}
+    for hit in result["results"]:
+        assert said[hit["id"]] is (hit["metadata"].get("speaker") == "Ines"), hit
+
+
 def test_entity_path_does_not_run_when_the_query_names_no_known_entity(
     inline_api: Any, query_api: TestClient, agent_id: str
 ) -> None:

@@ -109,6 +109,21 @@ def test_answer_type_adds_its_weight_to_the_candidates_that_hold_one() -> None:
     assert list(seed) == pytest.approx(list(plain))
 
 
+def test_the_speaker_signal_lifts_what_the_named_person_said() -> None:
+    # "Does Dana have any allergies?": the assistant's "I'll remember the allergy" holds the
+    # question's word (the best BM25), Dana's "I'm allergic to ibuprofen" was said by her
+    semantic, keyword = np.array([0.35, 0.30]), np.array([1.8, 1.2])
+    zeros = np.zeros(2)
+    signals = (semantic, keyword, zeros, zeros, zeros)
+    said = np.array([0.0, 1.0])
+    plain = heuristic_scores(*signals, HeuristicWeights(speaker=0.2))
+    lifted = heuristic_scores(*signals, HeuristicWeights(speaker=0.2), speaker=said)
+    assert list(lifted - plain) == pytest.approx([0.0, 0.2])
+    assert lifted[1] > lifted[0]
+    seed = heuristic_scores(*signals, HeuristicWeights(), speaker=said)  # weight 0: the seed's
+    assert list(seed) == pytest.approx(list(plain))
+
+
 def test_no_keyword_match_anywhere_scores_zero_not_nan() -> None:
     zeros = np.zeros(2)
     scores = heuristic_scores(np.array([0.4, 0.2]), zeros, zeros, zeros, zeros, HeuristicWeights())

@@ -18,6 +18,7 @@ from psycopg.rows import tuple_row
 
 from memora.basics.config import Settings
 from memora.db.pool import Pool
+from memora.nlp.names import normalize_name
 from memora.retrieval.filters import Where, scope_where
 from memora.retrieval.question import AnswerType, answer_type
 from memora.retrieval.types import ArmResult, Candidate, SearchParams, SearchScope
@@ -88,6 +89,7 @@ def fuse(
     window: Window | None = None,
     mentioning: Callable[[str], bool] | None = None,
     recheck: Recheck | None = None,
+    speakers: frozenset[str] = frozenset(),
 ) -> list[Candidate]:
     """RRF over the retrievers' lists, then the best candidates read with their signals, on a
     connection of the scope's tenant held for that read only. `about_vec` embeds the query
@@ -103,7 +105,9 @@ def fuse(
     question asks for a kind of entity). `recheck`: the search's filter, when the retrievers
     screened a broad one against the units held as failing it (`Matching.failing`, as of
     their refresh: a unit written since that fails it is on no such list), checked again
-    on the candidates written since (`hydrate`)."""
+    on the candidates written since (`hydrate`). `speakers`: the normalised names of the
+    entities the query names; a candidate whose speaker is one of them was said by the person
+    asked about (`Candidate.said_by_named`)."""
     s = settings
     answer = answer_type(p.query)
     by_service = mentioning is not None and not answer.entity_types
@@ -125,6 +129,9 @@ def fuse(
         for candidate in found.values():
             candidate.names_entity = mentioning(str(candidate.id))
     candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
+    for candidate in candidates if speakers else ():
+        speaker = candidate.speaker
+        candidate.said_by_named = speaker is not None and normalize_name(speaker) in speakers
     if not candidates:
         return []
     _signals(candidates, results, fused, np.stack([query_vec, about_vec]), s.entity_relevance)
@@ -271,6 +278,7 @@ def _hydration(lateral: str, window: Window | None, recheck: Recheck | None) -> 
                coalesce(said.names_entity, false) AS names_entity,
                (%(answer_time)s AND m.occurred_start IS NOT NULL)
                OR coalesce(said.answer_entity, false) AS answer_type,
+               m.metadata ->> 'speaker' AS speaker,
                {"m.xmin::text::int8" if recheck is not None else "0::int8"} AS xmin
         FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
         LEFT JOIN LATERAL {lateral} kw ON true
@@ -305,11 +313,12 @@ def _candidates(rows: list[tuple[Any, ...]]) -> dict[UUID, Candidate]:
             last_used=last_used,
             names_entity=bool(names_entity),
             answer_type=bool(answer_type),
+            speaker=speaker,
         )
         for (
             unit, text, context, fact_type, event_date, occurred_start, occurred_end, metadata,
             embedding, access_count, importance, category, last_used, bm25, context_sim,
-            names_entity, answer_type, _,
+            names_entity, answer_type, speaker, _,
         ) in rows
     }  # fmt: skip
 

@@ -194,7 +194,7 @@ class Retriever:
             self.pool, search.scope, search.params, settings=self.settings, results=results,
             query_vec=query_vec, about_vec=query_vec if about_vec is None else about_vec,
             entity_ids=list(named.entities), keyword=self.keyword.lateral(search.term_stats),
-            window=search.window, mentioning=named.mentioning(),
+            window=search.window, mentioning=named.mentioning(), speakers=named.known_as,
             recheck=(
                 fusion.Recheck(search.scope.where, matching.failing_since)
                 if matching.failing is not None

@@ -82,6 +82,7 @@ def trace(
                 "context": round(c.neighbours, 6),
                 "feedback": round(c.feedback, 6),
                 "answer_type": c.answer_type,
+                "said_by_named": c.said_by_named,
                 "access_count": c.access_count,
                 "score": round(c.score, 6),
             }

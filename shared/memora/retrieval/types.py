@@ -141,6 +141,8 @@ class Candidate:
     feedback: float = 0.0  # similarity to the first ranking's best units (heuristic)
     names_entity: bool = False  # mentions an entity the query names
     answer_type: bool = False  # names a thing of the kind the question asks for (question.py)
+    speaker: str | None = None  # who said it (a conversation turn's metadata)
+    said_by_named: bool = False  # its speaker is an entity the query names
     rrf: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # 1-based rank per retriever
     score: float = 0.0  # the reranker's relevance

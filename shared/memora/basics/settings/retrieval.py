@@ -167,6 +167,12 @@ class Reranking(Section):
     heuristic_feedback_top: int = Field(
         default=5, description="Candidates of the first pass that centroid is taken over."
     )
+    heuristic_speaker_weight: float = Field(
+        default=0.2,
+        description="Weight for a candidate said by a person the query names (the turn's "
+        "speaker is one of its entities): what someone says of themselves, above the turns "
+        "that address, praise or echo them (extension; 0: off).",
+    )
     heuristic_answer_type_weight: float = Field(
         default=0.2,
         description="Weight for a candidate naming a thing of the kind the question word asks "

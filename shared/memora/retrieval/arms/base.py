@@ -58,6 +58,7 @@ class NamedEntities:
     ms: float = 0.0
     note: str = NO_ENTITY
     mentions: dict[UUID, Mentions] = field(default_factory=dict)
+    known_as: frozenset[str] = frozenset()  # every name and alias of them, normalised
 
     def mentioning(self) -> Callable[[str], bool] | None:
         """Whether a unit (id as text) mentions one of the entities, from their mentions as

@@ -47,8 +47,15 @@ def query_entities(
 ) -> dict[UUID, list[str]]:
     """The agent's entities whose normalised name or an alias is one of `names`: id → the
     names of it that matched."""
+    return named_entities(conn, scope, names=names)[0]
+
+
+def named_entities(
+    conn: Connection[Any], scope: SearchScope, *, names: Sequence[str]
+) -> tuple[dict[UUID, list[str]], frozenset[str]]:
+    """`query_entities`, and every name and alias of those entities (normalised)."""
     if not names:
-        return {}
+        return {}, frozenset()
     rows = conn.execute(
         """
         SELECT e.id, e.normalized_name, e.aliases FROM entities e
@@ -58,7 +65,9 @@ def query_entities(
         {"agent": scope.agent_key, "names": list(names)},
     ).fetchall()
     wanted = set(names)
-    return {r["id"]: sorted(({r["normalized_name"], *r["aliases"]}) & wanted) for r in rows}
+    every = [{r["normalized_name"], *r["aliases"]} for r in rows]
+    matched = {r["id"]: sorted(known & wanted) for r, known in zip(rows, every, strict=True)}
+    return matched, frozenset().union(*every)
 
 
 def entity_units(
@@ -318,9 +327,10 @@ class EntityArm(Arm):
         if not names:
             return NamedEntities(note="no names in the query")
         with self.pool.tenant_connection(search.scope.tenant_id, autocommit=True) as conn:
-            named = query_entities(conn, search.scope, names=names)
+            named, known_as = named_entities(conn, search.scope, names=names)
         if not named:
             return NamedEntities()
         matched = {n for found in named.values() for n in found}
         ms = (time.perf_counter() - started) * 1000
-        return NamedEntities(named, expansion.without_names(search.query, matched), ms)
+        about = expansion.without_names(search.query, matched)
+        return NamedEntities(named, about, ms, known_as=known_as)

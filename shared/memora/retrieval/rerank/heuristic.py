@@ -40,6 +40,7 @@ class HeuristicReranker:
             np.array([c.neighbours for c in candidates]),
             self.weights,
             answer_type=np.array([float(c.answer_type) for c in candidates]),
+            speaker=np.array([float(c.said_by_named) for c in candidates]),
         )
         # pseudo-relevance feedback: a second pass adds the similarity to what the first
         # pass put on top
@@ -72,15 +73,17 @@ def frequency_boost(access_count: int) -> float:
 
 @dataclass(frozen=True)
 class HeuristicWeights:
-    """score = semantic·s + keyword·k + recency·r + frequency·f + context·c + answer_type·a,
-    then + feedback·fb in a second pass.
+    """score = semantic·s + keyword·k + recency·r + frequency·f + context·c + answer_type·a
+    + speaker·sp, then + feedback·fb in a second pass.
 
-    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Three extensions, all 0 here (the
+    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Four extensions, all 0 here (the
     seed's formula exactly): `context`, the best similarity to the query among the units next
     to the candidate in its conversation (the turn a reply answers, the reply to a question),
     `answer_type`, 1 for a candidate naming a thing of the kind the question word asks for
-    (memora.retrieval.question), and `feedback`, the similarity to the centroid of the first
-    pass's best candidates (`feedback_similarity`)."""
+    (memora.retrieval.question), `speaker`, 1 for a candidate said by a person the query names
+    (what they say of themselves, above the turns that address or echo them), and `feedback`,
+    the similarity to the centroid of the first pass's best candidates
+    (`feedback_similarity`)."""
 
     semantic: float = 0.6
     keyword: float = 0.4
@@ -89,6 +92,7 @@ class HeuristicWeights:
     context: float = 0.0
     feedback: float = 0.0
     answer_type: float = 0.0
+    speaker: float = 0.0
 
     @classmethod
     def from_settings(cls, s: Settings) -> HeuristicWeights:
@@ -100,6 +104,7 @@ class HeuristicWeights:
             context=s.heuristic_context_weight,
             feedback=s.heuristic_feedback_weight,
             answer_type=s.heuristic_answer_type_weight,
+            speaker=s.heuristic_speaker_weight,
         )
 
 
@@ -118,13 +123,14 @@ def heuristic_scores(
     w: HeuristicWeights,
     *,
     answer_type: np.ndarray | None = None,
+    speaker: np.ndarray | None = None,
 ) -> np.ndarray:
     """The heuristic reranker over one candidate set. Cosine similarity is already normalised
     (clipped to [0, 1]); BM25 scores are divided by the set's best, so that a unit no
     query word matches scores 0 and the best keyword match 1. Recency and frequency are in
-    [0, 1], `answer_type` 0 or 1 (None: 0 for all). (Min-max scaling of the similarities,
-    tried on the LoCoMo dev split, stretched small differences and cost 1 point of Recall@10:
-    docs/retrieval.md.)"""
+    [0, 1], `answer_type` and `speaker` 0 or 1 (None: 0 for all). (Min-max scaling of the
+    similarities, tried on the LoCoMo dev split, stretched small differences and cost 1 point
+    of Recall@10: docs/retrieval.md.)"""
     score: np.ndarray = (
         w.semantic * np.clip(semantic, 0.0, 1.0)
         + w.keyword * scale_to_max(keyword)
@@ -134,6 +140,8 @@ def heuristic_scores(
     )
     if answer_type is not None:
         score = score + w.answer_type * answer_type
+    if speaker is not None:
+        score = score + w.speaker * speaker
     return score
 
 
