@@ -138,6 +138,7 @@ def test_what_the_mentions_say_matches_the_rows(agent_conn: Any, agent_id: str) 
             assert found[unit].names_entity is names, (named, speaker, mentions)
             assert found[unit].answer_type is answers, (types, speaker, mentions)
             assert found[unit].speaker == speaker
+            assert found[unit].place is None  # stated outside any document
         if named:  # the same from the mentions the entity retriever read (fusion's shortcut)
             ids = [entities[n] for n in named]
             read = MentionSignatures(1 << 20, 600.0).read(conn, "default", ids)

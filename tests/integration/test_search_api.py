@@ -176,9 +176,13 @@ def test_what_a_person_said_comes_before_the_turns_that_address_them(
     # the answer above the turns that only address her (Jonas's question that mirrors the
     # query's words may stay first: it is what the answer replies to)
     assert rank["Yes! Evening"] < min(rank["Wow, Ines, a"], rank["Ines, I bet "]), texts
-    said = {c["id"]: c["said_by_named"] for c in result["trace"]["candidates"]}
+    candidates = {c["id"]: c for c in result["trace"]["candidates"]}
     for hit in result["results"]:
-        assert said[hit["id"]] is (hit["metadata"].get("speaker") == "Ines"), hit
+        said = candidates[hit["id"]]["said_by_named"]
+        assert said is (hit["metadata"].get("speaker") == "Ines"), hit
+    # the answer is next to the question that holds the query's words (context keyword)
+    answer = next(h["id"] for h in result["results"] if "Yes! Evening" in h["text"])
+    assert candidates[answer]["context_keyword"] > 0.5
 
 
 def test_entity_path_does_not_run_when_the_query_names_no_known_entity(

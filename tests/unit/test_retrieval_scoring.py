@@ -15,6 +15,7 @@ from memora.retrieval.fusion import Recheck, rrf
 from memora.retrieval.rerank.heuristic import (
     HeuristicWeights,
     feedback_similarity,
+    neighbour_keyword,
     frequency_boost,
     heuristic_scores,
     recency_boost,
@@ -121,6 +122,29 @@ def test_the_speaker_signal_lifts_what_the_named_person_said() -> None:
     assert list(lifted - plain) == pytest.approx([0.0, 0.2])
     assert lifted[1] > lifted[0]
     seed = heuristic_scores(*signals, HeuristicWeights(), speaker=said)  # weight 0: the seed's
+    assert list(seed) == pytest.approx(list(plain))
+
+
+def test_neighbour_keyword_is_the_best_match_next_to_a_candidate() -> None:
+    chat, other = uuid.uuid4(), uuid.uuid4()
+    places = [
+        (chat, 4, 0),  # Maya: "I'm allergic to bee stings" (no query word)
+        (chat, 5, 0),  # assistant: "I'll remember the allergy" (the best match)
+        (chat, 5, 1),  # the same reply's second unit
+        (chat, 7, 0),  # two turns later: not next to either
+        (other, 6, 0),  # another conversation's turn 6: not next to turn 5 of this one
+        None,  # a memory stated outside any conversation
+    ]
+    keyword = np.array([0.0, 1.0, 0.25, 0.5, 0.8, 0.9])
+    near = neighbour_keyword(places, keyword)
+    assert list(near) == pytest.approx([1.0, 0.25, 1.0, 0.0, 0.0, 0.0])
+    # weighed like the other signals; the default weight 0 is the seed's formula
+    zeros = np.zeros(6)
+    signals = (zeros, keyword, zeros, zeros, zeros)
+    plain = heuristic_scores(*signals, HeuristicWeights(context_keyword=0.2))
+    lifted = heuristic_scores(*signals, HeuristicWeights(context_keyword=0.2), near_keyword=near)
+    assert list(lifted - plain) == pytest.approx(list(0.2 * near))
+    seed = heuristic_scores(*signals, HeuristicWeights(), near_keyword=near)
     assert list(seed) == pytest.approx(list(plain))
 
 

@@ -278,7 +278,7 @@ def _hydration(lateral: str, window: Window | None, recheck: Recheck | None) -> 
                coalesce(said.names_entity, false) AS names_entity,
                (%(answer_time)s AND m.occurred_start IS NOT NULL)
                OR coalesce(said.answer_entity, false) AS answer_type,
-               m.metadata ->> 'speaker' AS speaker,
+               m.metadata ->> 'speaker' AS speaker, m.document_pk, m.item_index, m.seq,
                {"m.xmin::text::int8" if recheck is not None else "0::int8"} AS xmin
         FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
         LEFT JOIN LATERAL {lateral} kw ON true
@@ -314,11 +314,12 @@ def _candidates(rows: list[tuple[Any, ...]]) -> dict[UUID, Candidate]:
             names_entity=bool(names_entity),
             answer_type=bool(answer_type),
             speaker=speaker,
+            place=None if document_pk is None else (document_pk, item_index, seq),
         )
         for (
             unit, text, context, fact_type, event_date, occurred_start, occurred_end, metadata,
             embedding, access_count, importance, category, last_used, bm25, context_sim,
-            names_entity, answer_type, speaker, _,
+            names_entity, answer_type, speaker, document_pk, item_index, seq, _,
         ) in rows
     }  # fmt: skip
 

@@ -80,6 +80,7 @@ def trace(
                 "semantic": round(c.semantic, 6),
                 "keyword": round(c.keyword, 6),
                 "context": round(c.neighbours, 6),
+                "context_keyword": round(c.near_keyword, 6),
                 "feedback": round(c.feedback, 6),
                 "answer_type": c.answer_type,
                 "said_by_named": c.said_by_named,

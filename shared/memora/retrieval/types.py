@@ -143,6 +143,8 @@ class Candidate:
     answer_type: bool = False  # names a thing of the kind the question asks for (question.py)
     speaker: str | None = None  # who said it (a conversation turn's metadata)
     said_by_named: bool = False  # its speaker is an entity the query names
+    place: tuple[UUID, int, int] | None = None  # (document, item, seq): where it was said
+    near_keyword: float = 0.0  # best scaled BM25 of the candidates next to it (heuristic)
     rrf: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # 1-based rank per retriever
     score: float = 0.0  # the reranker's relevance

@@ -167,6 +167,12 @@ class Reranking(Section):
     heuristic_feedback_top: int = Field(
         default=5, description="Candidates of the first pass that centroid is taken over."
     )
+    heuristic_context_keyword_weight: float = Field(
+        default=0.2,
+        description="Weight for the best keyword match among the candidates next to a candidate "
+        "in its conversation (the reply that repeats the question's words lifts the statement "
+        "it answers or echoes; extension; 0: off).",
+    )
     heuristic_speaker_weight: float = Field(
         default=0.2,
         description="Weight for a candidate said by a person the query names (the turn's "

@@ -5,10 +5,12 @@ sum of the candidates' signals, then the similarity to what that first pass put 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
+from uuid import UUID
 
 import numpy as np
 
@@ -32,15 +34,18 @@ class HeuristicReranker:
 
     def rerank(self, query: str, candidates: Sequence[Candidate], reference: datetime) -> None:
         formula = self.recency_formula
+        keyword = np.array([c.keyword for c in candidates])
+        near = neighbour_keyword([c.place for c in candidates], scale_to_max(keyword))
         scores = heuristic_scores(
             np.array([c.semantic for c in candidates]),
-            np.array([c.keyword for c in candidates]),
+            keyword,
             np.array([recency_boost(c.event_date, reference, formula) for c in candidates]),
             np.array([frequency_boost(c.access_count) for c in candidates]),
             np.array([c.neighbours for c in candidates]),
             self.weights,
             answer_type=np.array([float(c.answer_type) for c in candidates]),
             speaker=np.array([float(c.said_by_named) for c in candidates]),
+            near_keyword=near,
         )
         # pseudo-relevance feedback: a second pass adds the similarity to what the first
         # pass put on top
@@ -49,8 +54,8 @@ class HeuristicReranker:
             embeddings = np.stack([c.embedding for c in candidates])
             feedback = feedback_similarity(embeddings, scores, self.feedback_top)
         final = scores + self.weights.feedback * feedback
-        for c, value, fb in zip(candidates, final, feedback, strict=True):
-            c.score, c.feedback = float(value), float(fb)
+        for c, value, fb, nk in zip(candidates, final, feedback, near, strict=True):
+            c.score, c.feedback, c.near_keyword = float(value), float(fb), float(nk)
 
 
 def recency_boost(
@@ -73,12 +78,14 @@ def frequency_boost(access_count: int) -> float:
 
 @dataclass(frozen=True)
 class HeuristicWeights:
-    """score = semantic·s + keyword·k + recency·r + frequency·f + context·c + answer_type·a
-    + speaker·sp, then + feedback·fb in a second pass.
+    """score = semantic·s + keyword·k + recency·r + frequency·f + context·c
+    + context_keyword·ck + answer_type·a + speaker·sp, then + feedback·fb in a second pass.
 
-    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Four extensions, all 0 here (the
+    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Five extensions, all 0 here (the
     seed's formula exactly): `context`, the best similarity to the query among the units next
     to the candidate in its conversation (the turn a reply answers, the reply to a question),
+    `context_keyword`, the best keyword match among the candidates next to it
+    (`neighbour_keyword`),
     `answer_type`, 1 for a candidate naming a thing of the kind the question word asks for
     (memora.retrieval.question), `speaker`, 1 for a candidate said by a person the query names
     (what they say of themselves, above the turns that address or echo them), and `feedback`,
@@ -90,6 +97,7 @@ class HeuristicWeights:
     recency: float = 0.2
     frequency: float = 0.1
     context: float = 0.0
+    context_keyword: float = 0.0
     feedback: float = 0.0
     answer_type: float = 0.0
     speaker: float = 0.0
@@ -102,6 +110,7 @@ class HeuristicWeights:
             recency=s.heuristic_recency_weight,
             frequency=s.heuristic_frequency_weight,
             context=s.heuristic_context_weight,
+            context_keyword=s.heuristic_context_keyword_weight,
             feedback=s.heuristic_feedback_weight,
             answer_type=s.heuristic_answer_type_weight,
             speaker=s.heuristic_speaker_weight,
@@ -124,11 +133,13 @@ def heuristic_scores(
     *,
     answer_type: np.ndarray | None = None,
     speaker: np.ndarray | None = None,
+    near_keyword: np.ndarray | None = None,
 ) -> np.ndarray:
     """The heuristic reranker over one candidate set. Cosine similarity is already normalised
     (clipped to [0, 1]); BM25 scores are divided by the set's best, so that a unit no
     query word matches scores 0 and the best keyword match 1. Recency and frequency are in
-    [0, 1], `answer_type` and `speaker` 0 or 1 (None: 0 for all). (Min-max scaling of the
+    [0, 1], `near_keyword` too (already scaled), `answer_type` and `speaker` 0 or 1 (None: 0
+    for all). (Min-max scaling of the
     similarities, tried on the LoCoMo dev split, stretched small differences and cost 1 point
     of Recall@10: docs/retrieval.md.)"""
     score: np.ndarray = (
@@ -142,7 +153,33 @@ def heuristic_scores(
         score = score + w.answer_type * answer_type
     if speaker is not None:
         score = score + w.speaker * speaker
+    if near_keyword is not None:
+        score = score + w.context_keyword * near_keyword
     return score
+
+
+def neighbour_keyword(
+    places: Sequence[tuple[UUID, int, int] | None], keyword: np.ndarray
+) -> np.ndarray:
+    """For each candidate, the best of `keyword` (scaled BM25) among the other candidates next
+    to it in its conversation: the units before and after it in its transcript item, and those
+    of the items before and after (the neighbours of the context signal). A statement is
+    lifted by the reply that repeats the question's words ("I'll remember the allergy"), a
+    reply by the question it answers. 0 without a place or a neighbour among the candidates."""
+    by_item: dict[tuple[UUID, int], list[tuple[int, float]]] = defaultdict(list)
+    for place, value in zip(places, keyword.tolist(), strict=True):
+        if place is not None:
+            by_item[place[:2]].append((place[2], value))
+    near = np.zeros(len(places))
+    for n, place in enumerate(places):
+        if place is None:
+            continue
+        document, item, seq = place
+        values = [v for s, v in by_item.get((document, item), ()) if abs(s - seq) == 1]
+        for other in (item - 1, item + 1):
+            values += [v for _, v in by_item.get((document, other), ())]
+        near[n] = max(values, default=0.0)
+    return near
 
 
 def feedback_similarity(embeddings: np.ndarray, scores: np.ndarray, top: int) -> np.ndarray:
