@@ -25,7 +25,7 @@ trash (they are live again).
 
 Revision ID: 0035_trash
 Revises: 0034_channels
-Create Date: 2026-12-08
+Create Date: 2026-12-07
 """
 
 from alembic import op
