@@ -72,8 +72,11 @@ def test_a_turn_stating_a_move_supersedes_the_older_home(
         "/api/search", json={"agent_id": agent_id, "query": "Where does Maya live?"}
     )
     texts = [r["text"] for r in found.json()["results"]]
-    maya = [t for t in texts if t.startswith("Maya:")]  # (Tom's turn says "lives" too)
-    assert maya and maya[0] == berlin.text and lisbon.text not in texts
+    # the new home is found and the old one is not; Maya's Berlin turn among her first two
+    # (the trams turn sits next to Tom's "lives", whose word match the context keyword signal
+    # passes on: docs/retrieval.md, "Issue 59: who said it")
+    maya = [t for t in texts if t.startswith("Maya:")]
+    assert berlin.text in maya[:2] and lisbon.text not in texts
     # the superseded memory is intact (its text, its dates) for questions about the past
     assert lisbon.text == "Maya: I live in Lisbon." and lisbon.event_date.year == 2024
     assert run_job(JOBS["consolidate"], ctx).changed == 0  # idempotent

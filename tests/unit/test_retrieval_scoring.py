@@ -15,9 +15,9 @@ from memora.retrieval.fusion import Recheck, rrf
 from memora.retrieval.rerank.heuristic import (
     HeuristicWeights,
     feedback_similarity,
-    neighbour_keyword,
     frequency_boost,
     heuristic_scores,
+    neighbour_keyword,
     recency_boost,
 )
 from memora.retrieval.scoring import minmax, mmr, temporal_closeness, within_budget

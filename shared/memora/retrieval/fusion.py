@@ -129,13 +129,18 @@ def fuse(
         for candidate in found.values():
             candidate.names_entity = mentioning(str(candidate.id))
     candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
-    for candidate in candidates if speakers else ():
-        speaker = candidate.speaker
-        candidate.said_by_named = speaker is not None and normalize_name(speaker) in speakers
+    _mark_speakers(candidates, speakers)
     if not candidates:
         return []
     _signals(candidates, results, fused, np.stack([query_vec, about_vec]), s.entity_relevance)
     return candidates
+
+
+def _mark_speakers(candidates: list[Candidate], speakers: frozenset[str]) -> None:
+    """`said_by_named`: the candidate's speaker is one of `speakers` (normalised names)."""
+    for candidate in candidates if speakers else ():
+        speaker = candidate.speaker
+        candidate.said_by_named = speaker is not None and normalize_name(speaker) in speakers
 
 
 def _fused(results: Mapping[str, ArmResult], s: Settings) -> tuple[dict[int, float], list[UUID]]:
