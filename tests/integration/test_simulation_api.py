@@ -131,6 +131,62 @@ def test_episodes_reach_every_listener_once(
     assert [r["metadata"]["turn"] for r in late] == [3]
 
 
+def test_a_batch_of_lines_is_captured_as_its_lines_one_by_one(
+    inline_api: TestClient, query_api: TestClient, agent_id: str
+) -> None:
+    """Seed 001's episodic capture of several lines in one request: the same memories as the
+    lines sent one at a time, in one transaction; the batch again changes nothing."""
+    listeners = [f"{agent_id}-a", f"{agent_id}-b"]
+    lines = [
+        {"turn": 1, "speaker": "Alice", "text": "I love Italian food, especially lasagne."},
+        {"turn": 2, "speaker": "Bob", "text": "I would rather get sushi."},
+        {"turn": 3, "speaker": "Alice", "text": "Fine, sushi on Friday then.",
+         "event_date": "2026-11-24T19:05:00Z"},
+    ]  # fmt: skip
+    body = {"scene": "dinner", "listeners": listeners, "lines": lines}
+    response = inline_api.post("/api/episodes/batch", json=body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert [(a["turn"], a["speaker"]) for a in answer["lines"]] == [(1, "Alice"), (2, "Bob"),
+                                                                    (3, "Alice")]  # fmt: skip
+    for line in answer["lines"]:
+        assert [m["agent_id"] for m in line["memories"]] == listeners
+        assert {m["status"] for m in line["memories"]} == {"created"}
+        assert line["memories"][0]["document_id"] == (
+            f"episode:dinner:{line['turn']}:{line['speaker']}"
+        )
+    again = inline_api.post("/api/episodes/batch", json=body).json()
+    assert {m["status"] for line in again["lines"] for m in line["memories"]} == {"unchanged"}
+    # a line sent alone afterwards is the same memory
+    single = {"scene": "dinner", "listeners": listeners, **lines[1]}
+    alone = inline_api.post("/api/episodes", json=single).json()
+    assert [m["status"] for m in alone["memories"]] == ["unchanged", "unchanged"]
+
+    found = _search(query_api, listeners[1], "sushi", {"type": "episodic", "turn": {"gte": 3}})
+    assert [r["text"] for r in found] == ["Alice said: Fine, sushi on Friday then."]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"scene": "s", "listeners": ["a"], "lines": []},
+        {"scene": "s", "listeners": ["a"], "lines": [{"turn": 1, "speaker": "A", "text": " "}]},
+        {"scene": "s", "listeners": ["a"], "lines": [
+            {"turn": 1, "speaker": "A", "text": "x"}, {"turn": 1, "speaker": "A", "text": "y"}]},
+        {"scene": "s", "listeners": [f"l{i}" for i in range(30)], "lines": [
+            {"turn": t, "speaker": "A", "text": "x"} for t in range(200)]},
+    ],
+)  # fmt: skip
+def test_bad_batches_are_422_and_write_nothing(
+    inline_api: TestClient, agent_id: str, body: dict[str, Any]
+) -> None:
+    body = {**body, "listeners": [f"{agent_id}-{n}" for n in body["listeners"]]}
+    response = inline_api.post("/api/episodes/batch", json=body)
+    assert response.status_code == 422, response.text
+    listed = inline_api.get(f"/api/agents/{body['listeners'][0]}/documents")
+    assert listed.status_code in (200, 404) and not listed.json().get("documents")
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -727,6 +727,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/episodes/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Capture Episodes
+         * @description Several lines of one scene, each as `POST /api/episodes` stores it, for every
+         *     listener, in one transaction (all or none); idempotent on (scene, turn, speaker).
+         */
+        post: operations["capture_episodes_api_episodes_batch_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/export": {
         parameters: {
             query?: never;
@@ -1790,6 +1811,28 @@ export interface components {
             /** Event Date */
             event_date?: string | null;
         };
+        /**
+         * EpisodeBatch
+         * @description Several lines of one scene heard by the same listeners (`POST /api/episodes/batch`).
+         */
+        EpisodeBatch: {
+            /**
+             * Scene
+             * @description the scene or simulation the lines were said in
+             */
+            scene: string;
+            /** Listeners */
+            listeners: string[];
+            /** Lines */
+            lines: components["schemas"]["Line"][];
+        };
+        /** EpisodeBatchResponse */
+        EpisodeBatchResponse: {
+            /** Scene */
+            scene: string;
+            /** Lines */
+            lines: components["schemas"]["EpisodeResponse"][];
+        };
         /** EpisodeMemory */
         EpisodeMemory: {
             /** Agent Id */
@@ -1973,6 +2016,20 @@ export interface components {
             max_reflections?: number | null;
             /** Archive Retention Days */
             archive_retention_days?: number | null;
+        };
+        /**
+         * Line
+         * @description One line of a batch: its own turn, speaker, text and date.
+         */
+        Line: {
+            /** Turn */
+            turn: number;
+            /** Speaker */
+            speaker: string;
+            /** Text */
+            text: string;
+            /** Event Date */
+            event_date?: string | null;
         };
         /** LinkRequest */
         LinkRequest: {
@@ -6320,6 +6377,88 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EpisodeResponse"];
+                };
+            };
+            /** @description The body is not valid JSON (`invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body is too large (`payload_too_large`) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request failed validation (`validation_error` and route-specific codes) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests for this API key (`rate_limited`); retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description seconds until the limit lets a request through */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A dependency (the database, the LLM, the read path) is unavailable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    capture_episodes_api_episodes_batch_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EpisodeBatch"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EpisodeBatchResponse"];
                 };
             };
             /** @description The body is not valid JSON (`invalid_json`) */

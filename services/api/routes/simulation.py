@@ -7,9 +7,11 @@ from collections import Counter
 from fastapi import APIRouter
 
 from memora.usecases import episodes, seeding
+from memora.usecases.ingest import Accepted
 from services.api.deps import ConnDep, ContextDep, ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.schemas.simulation import (
+    EpisodeBatchResponse,
     EpisodeMemory,
     EpisodeResponse,
     SeededDocument,
@@ -41,11 +43,27 @@ def capture_episode(
 ) -> EpisodeResponse:
     """`"{speaker} said: {text}"` as an episodic memory of every listener; idempotent on
     (scene, turn, speaker)."""
-    accepted = episodes.capture(context, conn, scope, body)
+    return _answer(body, episodes.capture(context, conn, scope, body))
+
+
+@router.post("/episodes/batch", response_model=EpisodeBatchResponse)
+def capture_episodes(
+    scope: ScopeDep, body: episodes.EpisodeBatch, conn: ConnDep, context: ContextDep
+) -> EpisodeBatchResponse:
+    """Several lines of one scene, each as `POST /api/episodes` stores it, for every
+    listener, in one transaction (all or none); idempotent on (scene, turn, speaker)."""
+    lines = body.episodes()
+    accepted = episodes.capture_many(context, conn, scope, lines)
+    return EpisodeBatchResponse(
+        scene=body.scene, lines=[_answer(e, a) for e, a in zip(lines, accepted, strict=True)]
+    )
+
+
+def _answer(episode: episodes.Episode, accepted: list[Accepted]) -> EpisodeResponse:
     return EpisodeResponse(
-        scene=body.scene,
-        turn=body.turn,
-        speaker=body.speaker,
+        scene=episode.scene,
+        turn=episode.turn,
+        speaker=episode.speaker,
         memories=[
             EpisodeMemory(
                 agent_id=a.agent_id,

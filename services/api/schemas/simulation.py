@@ -36,3 +36,8 @@ class EpisodeResponse(BaseModel):
     turn: int
     speaker: str
     memories: list[EpisodeMemory]
+
+
+class EpisodeBatchResponse(BaseModel):
+    scene: str
+    lines: list[EpisodeResponse]
