@@ -185,6 +185,27 @@ def test_what_a_person_said_comes_before_the_turns_that_address_them(
     assert candidates[answer]["context_keyword"] > 0.5
 
 
+def test_the_demos_allergy_question_puts_mayas_statement_before_the_echo(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    """Issue 59's example: "I'll remember the allergy" (the assistant) holds the question's
+    word and names nobody; Maya's own turn says what the allergy is. Said by the person asked
+    about (speaker) and next to the echo's word match (context keyword), hers comes first."""
+    from memora.interchange.archives import read_documents, sample_archive
+
+    for doc in read_documents(sample_archive(), "jsonl"):
+        items = [i.model_dump(mode="json", exclude_none=True) for i in doc.items]
+        _ingest(inline_api, agent_id, items, doc=doc.document_id)
+    result = _search(
+        query_api, agent_id=agent_id, query="Does Maya have any allergies?", top_k=3, trace=True
+    )
+    texts = _texts(result)
+    assert "allergic to bee stings" in texts[0], texts
+    candidates = {c["id"]: c for c in result["trace"]["candidates"]}
+    first = candidates[result["results"][0]["id"]]
+    assert first["said_by_named"] is True and first["context_keyword"] > 0
+
+
 def test_entity_path_does_not_run_when_the_query_names_no_known_entity(
     inline_api: Any, query_api: TestClient, agent_id: str
 ) -> None:
