@@ -33,6 +33,15 @@ def _ingest(api: Any, agent_id: str, items: list[dict[str, Any]], doc: str = "d1
     assert op["status"] == "completed", op
 
 
+def _ingest_sample(api: Any, agent_id: str) -> None:
+    """`memora demo`'s bundled conversations, one document each."""
+    from memora.interchange.archives import read_documents, sample_archive
+
+    for doc in read_documents(sample_archive(), "jsonl"):
+        items = [i.model_dump(mode="json", exclude_none=True) for i in doc.items]
+        _ingest(api, agent_id, items, doc=doc.document_id)
+
+
 def _search(api: TestClient, path: str = "/api/search", **body: Any) -> dict[str, Any]:
     response = api.post(path, json=body)
     assert response.status_code == 200, response.text
@@ -130,11 +139,7 @@ def test_the_demos_where_question_puts_a_turn_naming_her_workplace_first(
     """`memora demo`'s first question on its bundled sample (issue 25): "where" is a stop word,
     so BM25 and the name-less embedding both see "Maya work" and put "…I'm working from the
     couch" first; the answer-type signal lifts the turns that name an organisation or a place."""
-    from memora.interchange.archives import read_documents, sample_archive
-
-    for doc in read_documents(sample_archive(), "jsonl"):
-        items = [i.model_dump(mode="json", exclude_none=True) for i in doc.items]
-        _ingest(inline_api, agent_id, items, doc=doc.document_id)
+    _ingest_sample(inline_api, agent_id)
     result = _search(
         query_api, agent_id=agent_id, query="Where does Maya work?", top_k=3, trace=True
     )
@@ -191,11 +196,7 @@ def test_the_demos_allergy_question_puts_mayas_statement_before_the_echo(
     """Issue 59's example: "I'll remember the allergy" (the assistant) holds the question's
     word and names nobody; Maya's own turn says what the allergy is. Said by the person asked
     about (speaker) and next to the echo's word match (context keyword), hers comes first."""
-    from memora.interchange.archives import read_documents, sample_archive
-
-    for doc in read_documents(sample_archive(), "jsonl"):
-        items = [i.model_dump(mode="json", exclude_none=True) for i in doc.items]
-        _ingest(inline_api, agent_id, items, doc=doc.document_id)
+    _ingest_sample(inline_api, agent_id)
     result = _search(
         query_api, agent_id=agent_id, query="Does Maya have any allergies?", top_k=3, trace=True
     )
