@@ -21,6 +21,7 @@ from memora.store.purge import remaining
 from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
 from tests.conftest import own_database, wait_until
 from tests.fakes import FakeOpenAI, Reply
+from tests.integration.test_channels import _items
 
 pytestmark = pytest.mark.integration
 
@@ -33,14 +34,6 @@ TRIP = [
 GARDEN = [("Maya", "user", "My tomatoes finally ripened on the balcony garden.")]
 
 
-def _messages(turns: list[tuple[str, str, str]], prefix: str) -> list[dict[str, Any]]:
-    return [
-        {"message_id": f"{prefix}{i}", "speaker": who, "role": role, "content": text,
-         "event_date": f"2024-03-0{i + 1}T10:00:00Z"}
-        for i, (who, role, text) in enumerate(turns)
-    ]  # fmt: skip
-
-
 def _append(
     api: Any, agent: str, conversation: str, turns: Any, prefix: str = "", **extra: Any
 ) -> Any:
@@ -48,7 +41,7 @@ def _append(
     their position (t0, t1...)."""
     path = f"/api/agents/{agent}/conversations/{conversation}/messages"
     ids = conversation[:1] + prefix
-    return api.post(path, json={"messages": _messages(turns, ids), **extra})
+    return api.post(path, json={"messages": _items(turns, ids), **extra})
 
 
 def _document(agent: str, document_id: str) -> str:
