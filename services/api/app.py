@@ -21,7 +21,7 @@ from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import Cached, Check, health_router
 from services.api.mcp import server as mcp_server
 from services.api.metrics import install_metrics
-from services.api.proxy import proxy_router
+from services.api.proxy import QueryForwarder
 from services.api.reads import read_routing, replica_pool
 from services.api.routes import (
     admin,
@@ -153,6 +153,8 @@ def create_app(
     app.state.keyword_index = KeywordIndex()  # the graph page's text seeds
     install_error_handlers(app)
     install_upstream_handlers(app)
+    if settings.query_url:  # innermost: the body limit and the metrics still see forwarded paths
+        app.add_middleware(QueryForwarder, query_url=settings.query_url)
     app.add_middleware(
         BodySizeLimit,
         max_bytes=settings.max_body_bytes,
@@ -166,8 +168,6 @@ def create_app(
     install_ui(app)
     queue_depths = "broker" in health.informational
     install_metrics(app, "api", queue_depths=queue_depths, workers=health.workers)
-    if settings.query_url:
-        app.include_router(proxy_router(settings.query_url))
     mcp_running = mcp_server.install(app)  # /mcp/{agent_id}
     install_tracing(app, "memora-api")
     return app

@@ -2,16 +2,22 @@
 
 Clients use the write API's port for everything (`memora serve`, docker compose, and the
 Kubernetes Ingress, which sends every path to the api Service); it forwards these paths, the
-ones that need the embedding model or the rerankers, to MEMORA_QUERY_URL. Every other path,
-reads that need no model included (the graph, one memory in full), is the write API's own.
+ones that need the embedding model or the rerankers, to MEMORA_QUERY_URL, ahead of its own
+routing (`QueryForwarder`). Every other path, reads that need no model included (the graph, one
+memory in full), is the write API's own.
 """
 
 from __future__ import annotations
 
-import httpx
-from fastapi import APIRouter, Request, Response
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
-from services.api.errors import APIError
+import httpx
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from services.api.errors import APIError, answer
 
 READ_PATHS = (
     "search",
@@ -21,27 +27,21 @@ READ_PATHS = (
     "think",
     "conversation_search",
 )
-# Hop-by-hop headers (RFC 9110 §7.6.1) and those that describe the body as httpx received it
-# (it decodes content-encoding); every other upstream header reaches the client unchanged.
-NOT_FORWARDED = frozenset(
+# Hop-by-hop headers (RFC 9110 §7.6.1): every other upstream header reaches the client as it
+# came, the body's encoding and length included (the body is passed on undecoded).
+HOP_BY_HOP = frozenset(
     {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",
-        "content-encoding",
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
     }
 )
-
-
-def forwarded_headers(headers: httpx.Headers) -> dict[str, str]:
-    """The upstream answer's end-to-end headers (Retry-After included)."""
-    return {k: v for k, v in headers.items() if k.lower() not in NOT_FORWARDED}
+NOT_SENT_UP = HOP_BY_HOP | {b"host"}
 
 
 # The memory lifecycle's operations (they embed or rank, so they run where the model is):
@@ -57,38 +57,94 @@ LIFECYCLE_PATHS = (
 )
 
 
-def proxy_router(query_url: str) -> APIRouter:
-    router = APIRouter(prefix="/api", include_in_schema=False)
-    client = httpx.AsyncClient(base_url=query_url, timeout=httpx.Timeout(120.0, connect=5.0))
+@dataclass(frozen=True)
+class ForwardedRoute:
+    """A forwarded path's template, the route label of the write API's metrics and log."""
 
-    async def forward(request: Request) -> Response:
-        try:
-            upstream = await client.request(
-                request.method,
-                request.url.path,
-                content=await request.body(),
-                headers={
-                    k: v
-                    for k, v in request.headers.items()
-                    if k.lower() not in {"host", "content-length"}
-                },
-                params=request.query_params,
-            )
-        except httpx.HTTPError as exc:
-            raise APIError(
-                503,
-                "query_service_unavailable",
-                f"query service unreachable: {exc}",
-                headers={"Retry-After": "5"},
-            ) from exc
-        return Response(
-            upstream.content,
-            status_code=upstream.status_code,
-            headers=forwarded_headers(upstream.headers),
+    path_format: str
+
+
+def _patterns() -> list[tuple[str, re.Pattern[str], ForwardedRoute]]:
+    """(method, the path's pattern, its route) of every forwarded path."""
+    pairs = [("POST", f"/{path}") for path in READ_PATHS] + list(LIFECYCLE_PATHS)
+    return [
+        (
+            method,
+            re.compile("/api" + re.sub(r"\{\w+\}", "[^/]+", template) + "$"),
+            ForwardedRoute("/api" + template),
+        )
+        for method, template in pairs
+    ]
+
+
+_FORWARDED = _patterns()
+
+
+def forwarded(method: str, path: str) -> ForwardedRoute | None:
+    """The forwarded route `method path` is, if it is one."""
+    if not path.startswith("/api/"):
+        return None
+    return next((r for m, p, r in _FORWARDED if m == method and p.match(path)), None)
+
+
+class QueryForwarder:
+    """The write API's ASGI middleware that sends the read paths to the query service as they
+    came, ahead of the write API's routing: the request body streamed up, the answer streamed
+    back with its headers and encoding as the query service gave them (it compresses, limits
+    bodies and authenticates on its own). Added inside the body limit and the metrics, so the
+    write API still counts and times every forwarded request. A query service that cannot be
+    reached is a 503 `query_service_unavailable` with Retry-After."""
+
+    def __init__(self, app: ASGIApp, query_url: str) -> None:
+        self.app = app
+        self.client = httpx.AsyncClient(
+            base_url=query_url, timeout=httpx.Timeout(120.0, connect=5.0)
         )
 
-    for path in READ_PATHS:
-        router.add_api_route(f"/{path}", forward, methods=["POST"])
-    for method, path in LIFECYCLE_PATHS:
-        router.add_api_route(path, forward, methods=[method])
-    return router
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = forwarded(scope["method"], scope["path"]) if scope["type"] == "http" else None
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        scope["route"] = route
+        request = self.client.build_request(
+            scope["method"],
+            httpx.URL(path=scope["path"], query=scope["query_string"]),
+            headers=[(k, v) for k, v in scope["headers"] if k not in NOT_SENT_UP],
+            content=_body(receive),
+        )
+        try:
+            upstream = await self.client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            unavailable = APIError(
+                503, "query_service_unavailable", f"query service unreachable: {exc}",
+                headers={"Retry-After": "5"},
+            )  # fmt: skip
+            await answer(unavailable)(scope, receive, send)
+            return
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": upstream.status_code,
+                    "headers": [
+                        (k, v) for k, v in upstream.headers.raw if k.lower() not in HOP_BY_HOP
+                    ],
+                }
+            )
+            async for chunk in upstream.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            await upstream.aclose()
+
+
+async def _body(receive: Receive) -> AsyncIterator[bytes]:
+    """The request's body as it arrives."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        yield message.get("body", b"")
+        if not message.get("more_body", False):
+            return

@@ -348,12 +348,18 @@ def _ingress_backend(ingress: Resource, path: str) -> str:
 
 
 def test_ingress_sends_each_path_to_its_one_owner() -> None:
-    """The write API owns the memory's view and forwards the model's routes to the query
-    Service (tests/unit/test_route_owners.py checks the two apps' routing)."""
+    """The search and think paths go straight to the query Service (no hop through the write
+    API); the write API owns the memory's view and forwards the lifecycle's model routes to
+    the query Service itself (tests/unit/test_route_owners.py checks the two apps' routing)."""
+    from services.api.proxy import READ_PATHS
+
     resources = rendered("production")
     (ingress,) = _by_kind(resources, "Ingress").values()
+    for name in READ_PATHS:
+        assert _ingress_backend(ingress, f"/api/{name}") == "query", name
     memory = "/api/agents/alice/memories/6f1c1b0e-5a0e-4a43-9f39-1d0c2f1f6d11"
-    for path in (memory, f"{memory}/restore", "/api/search", "/api/graph", "/"):
+    for path in (memory, f"{memory}/restore", "/api/agents/alice/recall", "/api/graph", "/"):
         assert _ingress_backend(ingress, path) == "api", path
+    assert _ingress_backend(ingress, "/api/search/x") == "api"  # Exact: nothing below them
     query_url = _by_kind(resources, "ConfigMap")["memora-config"]["data"]["MEMORA_QUERY_URL"]
     assert query_url == "http://query:8081" and "query" in _by_kind(resources, "Service")

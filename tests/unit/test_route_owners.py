@@ -1,8 +1,9 @@
 """One path, one handler, in the deployed topology: the write API (the README's port, where
-`memora serve`, docker compose and the Kubernetes Ingress send every request) serves a path
-itself or forwards it to the query service, never both, and what it forwards is served there
-once (issue 25: `GET /api/agents/{agent_id}/memories/{memory_id}` had an answer on each side).
-The apps are built, not started: their routing tables are what is checked."""
+`memora serve`, docker compose and the Kubernetes Ingress send requests) serves a path itself
+or forwards it to the query service (`services.api.proxy.forwarded`, ahead of its routing),
+never both, and what it forwards is served there once (issue 25: `GET
+/api/agents/{agent_id}/memories/{memory_id}` had an answer on each side). The apps are built,
+not started: their routing tables are what is checked."""
 
 from __future__ import annotations
 
@@ -64,8 +65,10 @@ def _name(route: BaseRoute) -> str:
     return str(getattr(endpoint, "__name__", type(endpoint).__name__))
 
 
-def _forwarding(route: BaseRoute) -> bool:
-    return _name(route) == "forward"  # services.api.proxy's
+def _forwarding(method: str, path: str) -> bool:
+    from services.api.proxy import forwarded
+
+    return forwarded(method, path) is not None
 
 
 def test_one_handler_serves_a_memory_in_full(apps: dict[str, FastAPI]) -> None:
@@ -75,26 +78,28 @@ def test_one_handler_serves_a_memory_in_full(apps: dict[str, FastAPI]) -> None:
         for route in _handlers(app, "GET", MEMORY)
     ]
     assert found == [("api", "get_memory")]
+    assert not _forwarding("GET", MEMORY)
     # its restore, the lifecycle's operation beside it, stays on the query service
     restore = f"{MEMORY}/restore"
-    assert [_forwarding(r) for r in _handlers(apps["api"], "POST", restore)] == [True]
+    assert _forwarding("POST", restore) and not _handlers(apps["api"], "POST", restore)
     # and so does its edit (a new version: it embeds), on the same path as the view
-    assert [_forwarding(r) for r in _handlers(apps["api"], "PATCH", MEMORY)] == [True]
+    assert _forwarding("PATCH", MEMORY)
     assert [_name(r) for r in _handlers(apps["query"], "PATCH", MEMORY)] == ["edit_route"]
     assert len(_handlers(apps["query"], "POST", restore)) == 1
 
 
 def test_every_forwarded_path_is_the_query_services_alone(apps: dict[str, FastAPI]) -> None:
-    forwarded = [r for r in _leaves(apps["api"].routes) if isinstance(r, Route) and _forwarding(r)]
-    assert forwarded, "the write API forwards to MEMORA_QUERY_URL when it is set"
-    for route in forwarded:
-        assert isinstance(route, Route)
-        for method in route.methods or ():
-            path = re.sub(r"\{[^}]+\}", SAMPLE, route.path)
-            assert _handlers(apps["api"], method, path) == [route], (
-                f"{method} {path}: the write API also answers it itself"
-            )
-            assert len(_handlers(apps["query"], method, path)) == 1, f"{method} {path}"
+    from services.api.proxy import LIFECYCLE_PATHS, READ_PATHS
+
+    pairs = [("POST", f"/api/{p}") for p in READ_PATHS]
+    pairs += [(method, f"/api{p}") for method, p in LIFECYCLE_PATHS]
+    for method, template in pairs:
+        path = re.sub(r"\{[^}]+\}", SAMPLE, template)
+        assert _forwarding(method, path), f"{method} {path}"
+        assert not _handlers(apps["api"], method, path), (
+            f"{method} {path}: the write API has a route the forwarding hides"
+        )
+        assert len(_handlers(apps["query"], method, path)) == 1, f"{method} {path}"
 
 
 def test_the_trash_is_the_write_apis_with_the_document_routes(apps: dict[str, FastAPI]) -> None:

@@ -275,6 +275,11 @@ def _hydration(lateral: str, window: Window | None, recheck: Recheck | None) -> 
     """`hydrate`'s statement: the keyword retriever's LATERAL subquery, the conditions of a
     validity window, and the rows' xmin only with a recheck."""
     return f"""
+        WITH wanted AS MATERIALIZED (SELECT string_to_array(%(ids)s, ',')::uuid[] AS ids),
+        used AS MATERIALIZED (
+            SELECT a.unit_id, a.access_count, a.last_accessed_at FROM memory_access a
+            WHERE a.unit_id = ANY((SELECT ids FROM wanted)::uuid[])
+        )
         SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
                m.occurred_end, m.metadata::text AS metadata, vector_send(m.embedding) AS embedding,
                coalesce(a.access_count, 0) AS access_count,
@@ -285,13 +290,13 @@ def _hydration(lateral: str, window: Window | None, recheck: Recheck | None) -> 
                OR coalesce(said.answer_entity, false) AS answer_type,
                m.metadata ->> 'speaker' AS speaker, m.document_pk, m.item_index, m.seq,
                {"m.xmin::text::int8" if recheck is not None else "0::int8"} AS xmin
-        FROM memory_units m LEFT JOIN memory_access a ON a.unit_id = m.id
+        FROM memory_units m LEFT JOIN used a ON a.unit_id = m.id
         LEFT JOIN LATERAL {lateral} kw ON true
         LEFT JOIN LATERAL {_MENTIONS} said ON true
         LEFT JOIN LATERAL (
             SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
         ) ctx ON true
-        WHERE m.id = ANY(string_to_array(%(ids)s, ',')::uuid[])
+        WHERE m.id = ANY((SELECT ids FROM wanted)::uuid[])
           AND {scope_where("m", status_where("m", window))}
         """
 
