@@ -240,6 +240,16 @@ def scope_where(alias: str, status: str | None = None) -> str:
     )
 
 
+def id_array(param: str) -> str:
+    """The uuid[] of parameter `param`'s comma-separated ids (one text: PostgreSQL parses it
+    faster than a list is dumped id by id), parsed once per execution, as an InitPlan. Parsed
+    in the expression itself, a plan that evaluates it again (a filter on each row, a nested
+    loop's inner side) parses the whole text each time: on tables whose statistics lag their
+    rows (a fresh database, an agent that grew since the last ANALYZE) the planner chose such
+    plans, and one statement parsed the ids hundreds of times (docs/scaling.md)."""
+    return f"(SELECT string_to_array(%({param})s, ',')::uuid[])::uuid[]"
+
+
 def vector_scope(alias: str) -> str:
     """`scope_where` on `memory_vectors`, whose rows are the embedded active units."""
     return f"{alias}.agent_id = %(agent)s AND {alias}.fact_type = ANY(%(types)s)"

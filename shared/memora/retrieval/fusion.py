@@ -19,7 +19,7 @@ from psycopg.rows import tuple_row
 from memora.basics.config import Settings
 from memora.db.pool import Pool
 from memora.nlp.names import normalize_name
-from memora.retrieval.filters import Where, scope_where
+from memora.retrieval.filters import Where, id_array, scope_where
 from memora.retrieval.question import AnswerType, answer_type
 from memora.retrieval.types import ArmResult, Candidate, SearchParams, SearchScope
 from memora.retrieval.validity import Window, holding, status_where
@@ -243,7 +243,10 @@ def hydrate(
     only (`Candidate.hit`). `recheck`: a search's filter, checked again on the candidates
     written since its `since` (`Recheck`), by their xmin (read only then: one statement text
     with a recheck, one without, whatever the filter), in a statement of their own when
-    there are any (rarely: a unit committed while the query was embedded). In the SELECT
+    there are any (rarely: a unit committed while the query was embedded). The ids are parsed
+    once (`filters.id_array`) and the access counts read apart, in one pass: on statistics
+    that lag the rows, the planner had each candidate parse the ids and scan the access counts
+    again (docs/scaling.md, "Fresh statistics"). In the SELECT
     list of every read instead, the statement took its filter's text and was planned anew
     for it on each connection; in its WHERE clause, it was planned each search (both slower:
     docs/retrieval.md, "Filters and fusion")."""
@@ -275,10 +278,9 @@ def _hydration(lateral: str, window: Window | None, recheck: Recheck | None) -> 
     """`hydrate`'s statement: the keyword retriever's LATERAL subquery, the conditions of a
     validity window, and the rows' xmin only with a recheck."""
     return f"""
-        WITH wanted AS MATERIALIZED (SELECT string_to_array(%(ids)s, ',')::uuid[] AS ids),
-        used AS MATERIALIZED (
+        WITH used AS MATERIALIZED (  -- a pass over the few accessed, whatever the plan
             SELECT a.unit_id, a.access_count, a.last_accessed_at FROM memory_access a
-            WHERE a.unit_id = ANY((SELECT ids FROM wanted)::uuid[])
+            WHERE a.unit_id = ANY({id_array("ids")})
         )
         SELECT m.id, m.text, m.context, m.fact_type, m.event_date, m.occurred_start,
                m.occurred_end, m.metadata::text AS metadata, vector_send(m.embedding) AS embedding,
@@ -296,7 +298,7 @@ def _hydration(lateral: str, window: Window | None, recheck: Recheck | None) -> 
         LEFT JOIN LATERAL (
             SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
         ) ctx ON true
-        WHERE m.id = ANY((SELECT ids FROM wanted)::uuid[])
+        WHERE m.id = ANY({id_array("ids")})
           AND {scope_where("m", status_where("m", window))}
         """
 

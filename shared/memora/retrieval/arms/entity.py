@@ -26,7 +26,7 @@ from memora.retrieval.caches.mentions import (
     query_signature,
     rows_without,
 )
-from memora.retrieval.filters import NO_FILTER, Matching, UnitSet, Where, vector_scope
+from memora.retrieval.filters import NO_FILTER, Matching, UnitSet, Where, id_array, vector_scope
 from memora.retrieval.types import ArmResult, SearchScope
 
 # The common entity's mentions compared with full embeddings: this many per unit wanted, the
@@ -234,9 +234,11 @@ def _passing(conn: Connection[Any], scope: SearchScope, where: Where, ids: list[
     row = conn.execute(
         f"""
         SELECT string_agg(c.unit::text, ',') AS passed
-        FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) AS c(unit)
-        WHERE EXISTS (SELECT 1 FROM memory_vectors m
-                      WHERE m.unit_id = c.unit AND {vector_scope("m")} {where.sql})
+        FROM unnest({id_array("ids")}) AS c(unit)
+        CROSS JOIN LATERAL (  -- a probe by id each, whatever the agent's row estimate
+            SELECT 1 FROM memory_vectors m
+            WHERE m.unit_id = c.unit AND {vector_scope("m")} {where.sql} LIMIT 1
+        ) p
         """,
         {"ids": ",".join(ids), **scope.params, **where.params},
         prepare=where.prepare,
@@ -262,7 +264,7 @@ def _entity_units_among(
             SELECT m.unit_id AS id, 1 - (m.embedding <=> %(v)s::halfvec) AS sim
             FROM unit_entities ue JOIN memory_vectors m ON m.unit_id = ue.unit_id
             WHERE ue.entity_id = e.entity AND {vector_scope("m")}
-              AND ue.unit_id = ANY(string_to_array(%(passing)s, ',')::uuid[])
+              AND ue.unit_id = ANY({id_array("passing")})
             ORDER BY sim DESC LIMIT %(per_entity)s
         ) u GROUP BY u.id
         """,

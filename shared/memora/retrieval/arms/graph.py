@@ -21,6 +21,7 @@ from memora.retrieval.filters import (
     Matching,
     Where,
     broad_count,
+    id_array,
 )
 from memora.retrieval.types import ArmResult, SearchScope
 
@@ -87,7 +88,7 @@ def links(
         .execute(
             f"""
             SELECT f.id::text, a.targets, a.types, a.weights
-            FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) AS f(id)
+            FROM unnest({id_array("ids")}) AS f(id)
             CROSS JOIN LATERAL (  -- one unit's links, aggregated apart: no grouping of all
                 SELECT array_agg(l.to_unit::text {STRONGEST}) AS targets,
                        array_agg(l.link_type {STRONGEST}) AS types,
@@ -180,7 +181,7 @@ def passing(
         found = {
             r[0]
             for r in conn.cursor(row_factory=tuple_row).execute(
-                f"SELECT m.unit_id::text FROM unnest(string_to_array(%(ids)s, ',')::uuid[])"
+                f"SELECT m.unit_id::text FROM unnest({id_array('ids')})"
                 f" AS t(id) JOIN memory_vectors m ON m.unit_id = t.id WHERE true {where.sql}",
                 {"ids": ",".join(unseen), **where.params},
                 prepare=True,

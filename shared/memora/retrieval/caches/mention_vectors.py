@@ -22,6 +22,7 @@ from psycopg import Connection, sql
 from psycopg.rows import tuple_row
 
 from memora.retrieval.caches.passing_units import unit_vectors
+from memora.retrieval.filters import id_array
 
 
 class MentionVectors:
@@ -92,10 +93,10 @@ class MentionVectors:
 
 # The cosine similarity of some units to a query, as the retriever's SQL computes it, by their
 # ordinal in the list sent: those found, as an int4 array and a float8 array.
-_SIMILARITIES = sql.SQL("""
-    SELECT coalesce(array_agg(c.n::int4), '{}'),
-           coalesce(array_agg(1 - (m.embedding <=> %(v)s::halfvec)), '{}')
-    FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) WITH ORDINALITY AS c(unit, n)
+_SIMILARITIES = sql.SQL(f"""
+    SELECT coalesce(array_agg(c.n::int4), '{{}}'),
+           coalesce(array_agg(1 - (m.embedding <=> %(v)s::halfvec)), '{{}}')
+    FROM unnest({id_array("ids")}) WITH ORDINALITY AS c(unit, n)
     JOIN memory_vectors m ON m.unit_id = c.unit
 """)
 
@@ -117,10 +118,10 @@ def similarities(
 # of int4 ordinals and one of halfvecs in the same order. As `memory_vectors` holds them (half
 # precision, what the retriever compared in PostgreSQL), from `memory_units` (wider rows) for
 # a unit not active (every unit is embedded before its entities are resolved).
-_VECTORS = sql.SQL("""
+_VECTORS = sql.SQL(f"""
     SELECT count(*), coalesce(string_agg(int4send(c.n::int4), ''::bytea), ''::bytea),
            coalesce(string_agg(halfvec_send(v.embedding), ''::bytea), ''::bytea)
-    FROM unnest(string_to_array(%(ids)s, ',')::uuid[]) WITH ORDINALITY AS c(unit, n)
+    FROM unnest({id_array("ids")}) WITH ORDINALITY AS c(unit, n)
     CROSS JOIN LATERAL (
         SELECT coalesce(
             (SELECT m.embedding FROM memory_vectors m WHERE m.unit_id = c.unit),
