@@ -17,6 +17,7 @@ import pytest
 from memora.basics.config import Settings
 from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
 from memora_client import AsyncMemoraClient, MemoraClient, errors
+from memora_client import models as m
 from tests.fakes import FakeOpenAI, Reply
 from tests.integration.stack_support import serve
 
@@ -217,6 +218,28 @@ def test_think_and_profiles(client: MemoraClient, fake_llm: FakeOpenAI, agent_id
     client.wait_for(thought.opinions_operation_id, timeout=60)
     assert [o.statement for o in client.opinions(agent_id).opinions] == ["Kyoto is best in autumn"]
     assert client.delete_agent(agent_id).success
+
+
+def test_scenes_through_the_client(client: MemoraClient, agent_id: str) -> None:
+    listeners = [agent_id, f"{agent_id}-ben"]
+    lines: list[Any] = [
+        {"turn": 1, "speaker": "Ana", "text": "The lighthouse keeper left for Porto on Monday."},
+        m.EpisodeLine(turn=2, speaker="Ben", text="Then the lamp is ours to mind tonight."),
+    ]
+    batch = client.capture_episodes("harbour-night", listeners, lines)
+    assert [(line.turn, line.speaker) for line in batch.lines] == [(1, "Ana"), (2, "Ben")]
+    memories = [memory for line in batch.lines for memory in line.memories]
+    assert {(x.agent_id, x.status) for x in memories} == {(a, "created") for a in listeners}
+    for memory in memories:
+        client.wait_for(memory.operation_id, timeout=60)
+    found = client.search(listeners[1], "Where did the lighthouse keeper go?", top_k=3)
+    assert found.results[0].text.startswith("Ana said: The lighthouse keeper left for Porto")
+    again = client.capture_episodes("harbour-night", listeners, lines)
+    assert {x.status for line in again.lines for x in line.memories} == {"unchanged"}
+    one = client.capture_episode("harbour-night", 3, "Ana", "Mind the fog horn too.", [agent_id])
+    assert [(x.agent_id, x.status) for x in one.memories] == [(agent_id, "created")]
+    with pytest.raises(errors.UnprocessableError):  # the same turn of the same speaker twice
+        client.capture_episodes("harbour-night", listeners, [lines[0], lines[0]])
 
 
 def test_error_answers_raise_with_the_api_code(client: MemoraClient, agent_id: str) -> None:

@@ -381,6 +381,35 @@ class MemoraClient(MemoraClientBase):
         """Hard delete of the agent and all its data (idempotent)."""
         return self._request(c.delete_agent(agent_id))
 
+    # --------------------------------------------------------------------------- simulations
+    def seed(self, seed_file: Mapping[str, Any]) -> m.SeedResponse:
+        """A scenario and its characters stored as memories (seed 001's seed file, as JSON);
+        idempotent: the same file again changes nothing, a changed character replaces only its
+        documents."""
+        return self._request(c.seed(seed_file))
+
+    def capture_episode(
+        self,
+        scene: str,
+        turn: int,
+        speaker: str,
+        text: str,
+        listeners: Sequence[str],
+        *,
+        event_date: datetime | None = None,
+    ) -> m.EpisodeResponse:
+        """`"{speaker} said: {text}"` as an episodic memory of every listener; idempotent on
+        (scene, turn, speaker)."""
+        return self._request(c.capture_episode(scene, turn, speaker, text, listeners, event_date))
+
+    def capture_episodes(
+        self, scene: str, listeners: Sequence[str], lines: Sequence[c.LineLike]
+    ) -> m.EpisodeBatchResponse:
+        """Several lines of one scene (`EpisodeLine`s or dicts of turn, speaker, text and
+        optionally event_date), each stored as `capture_episode` stores it for every
+        listener, in one request and one transaction: all of them or none."""
+        return self._request(c.capture_episodes(scene, listeners, lines))
+
     # -------------------------------------------------------------------------- webhooks
     def create_webhook(
         self,

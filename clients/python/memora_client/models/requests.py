@@ -158,3 +158,27 @@ class AgentUpdate(Request):
     background: str | None = None
     # max_memories, max_reflections, archive_retention_days; null: no limit (docs/lifecycle.md)
     limits: dict[str, int | float | None] | None = None
+
+
+class EpisodeLine(Request):
+    """One line of a scene (seed 001): who said it, when in the scene, and what."""
+
+    turn: int
+    speaker: str
+    text: str
+    event_date: datetime | None = None
+
+
+class EpisodeRequest(EpisodeLine):
+    """One line and the agents who heard it (`POST /api/episodes`)."""
+
+    scene: str
+    listeners: list[str]
+
+
+class EpisodeBatchRequest(Request):
+    """Several lines of one scene heard by the same agents (`POST /api/episodes/batch`)."""
+
+    scene: str
+    listeners: list[str]
+    lines: list[EpisodeLine]

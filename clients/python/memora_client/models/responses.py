@@ -331,3 +331,36 @@ class Memory(Response):
     links: list[dict[str, Any]]
     history: list[dict[str, Any]]
     replaced: list[UUID]
+
+
+class SeededDocument(Response):
+    agent_id: str
+    document_id: str
+    status: Literal["created", "replaced", "unchanged", "deleted"]
+    operation_id: UUID | None
+    items: int
+
+
+class SeedResponse(Response):
+    scenario: str
+    counts: dict[str, int]
+    documents: list[SeededDocument]
+
+
+class EpisodeMemory(Response):
+    agent_id: str
+    document_id: str
+    status: Literal["created", "replaced", "unchanged"]
+    operation_id: UUID
+
+
+class EpisodeResponse(Response):
+    scene: str
+    turn: int
+    speaker: str
+    memories: list[EpisodeMemory]
+
+
+class EpisodeBatchResponse(Response):
+    scene: str
+    lines: list[EpisodeResponse]
