@@ -4,6 +4,7 @@ are analysed, each question on the query service and through the write API.
 
     python bench/small_agents.py                        # dev split, top 50 and top 10
     python bench/small_agents.py --top-k 10 --rounds 3
+    python bench/small_agents.py --crowd 300x400        # among 300 other agents
 
 An embedded stack in a new data folder (so the tables' statistics are as fresh as a new
 deployment's), the conversations posted as `bench/locomo.py` posts them, and as soon as every
@@ -13,6 +14,12 @@ alternating, back to back (the first pass warms the processes and is not counted
 `ANALYZE` of the database and the same again. Reported per phase: p50 / p95 / p99 over HTTP
 on each side, the forwarding hop (the median of the per-question differences), and the
 stages' medians from a traced pass on the query service.
+
+`--crowd COUNTxMEMORIES` first loads that many synthetic agents (as `bench/many_agents.py`
+loads a size class, its HNSW index built and the tables analysed), so the conversations arrive
+in a database of many agents, as on a platform; each timed question is then preceded by an
+untimed search of a crowd agent drawn at random, so the processes and the database serve many
+agents, most of them cold.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import tempfile
 import time
@@ -32,9 +40,13 @@ import psycopg
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import locomo  # bench/locomo.py
+from many_agents import SizeClass, load_classes
+from search_latency import questions as crowd_questions
+from search_latency import sentence_pool
 
 from memora.basics.config import Settings
 from memora.infra.embedded import free_port
+from memora.nlp.embedding import Embedder
 from memora_client import MemoraClient
 from services.cli.stack import Stack
 
@@ -44,14 +56,44 @@ def percentiles(values: list[float]) -> dict[str, float]:
     return {f"p{p}": round(cuts[p - 1], 1) for p in (50, 95, 99)}
 
 
+class Crowd:
+    """Untimed searches of other agents, one before each timed question."""
+
+    def __init__(self, agents: list[str], seed: int = 11) -> None:
+        self.agents, self.rng = agents, random.Random(seed)
+        self.questions = crowd_questions(500) if agents else []
+
+    def search(self, client: httpx.Client) -> None:
+        if self.agents:
+            body = {
+                "agent_id": self.rng.choice(self.agents),
+                "query": self.rng.choice(self.questions),
+            }
+            client.post("/api/search", json=body).raise_for_status()
+
+
+def load_crowd(url: str, shape: str) -> list[str]:
+    """The synthetic agents of `shape` (COUNTxMEMORIES), loaded and analysed."""
+    crowd = SizeClass.parse(shape)
+    texts = sentence_pool(random.Random(7), 3000)
+    vectors = Embedder(Settings().embedding_model, torch_threads=2).embed(texts)
+    load_classes(url, [crowd], vectors, texts)
+    return crowd.agents()
+
+
 def measure(
-    sides: dict[str, httpx.Client], questions: list[locomo.Question], top_k: int, rounds: int
+    sides: dict[str, httpx.Client],
+    questions: list[locomo.Question],
+    top_k: int,
+    rounds: int,
+    crowd: Crowd,
 ) -> dict[str, Any]:
     """Each question on both sides (which first alternating), `rounds` passes, the first not
     counted; then one traced pass on the query service for the stages."""
     latency: dict[str, list[float]] = {name: [] for name in sides}
     for round_ in range(rounds):
         for i, q in enumerate(questions):
+            crowd.search(sides["query service"])
             body = {
                 "agent_id": q.agent_id, "query": q.text, "top_k": top_k,
                 "reference_time": q.reference.isoformat(),
@@ -100,6 +142,7 @@ def main() -> None:
     )
     parser.add_argument("--top-k", type=int, nargs="+", default=[50, 10])
     parser.add_argument("--rounds", type=int, default=2, help="passes, the first not counted")
+    parser.add_argument("--crowd", metavar="COUNTxMEMORIES", help="other agents loaded first")
     parser.add_argument("--out", type=Path, default=here / "results" / "small_agents.json")
     args = parser.parse_args()
 
@@ -114,6 +157,8 @@ def main() -> None:
     report: dict[str, Any] = {"data": str(args.data), "questions": len(questions)}
     try:
         stack.wait_ready()
+        crowd = Crowd(load_crowd(settings.require_database_url(), args.crowd) if args.crowd else [])
+        report["crowd"] = args.crowd
         api = f"http://{settings.host}:{settings.port}"
         with MemoraClient(api, timeout=120, max_retries=0) as client:
             items, seconds = locomo.ingest(client, args.data, "locomo-")
@@ -129,7 +174,7 @@ def main() -> None:
                 with psycopg.connect(settings.require_database_url(), autocommit=True) as conn:
                     conn.execute("ANALYZE")
             for top_k in args.top_k:
-                found = measure(sides, questions, top_k, args.rounds)
+                found = measure(sides, questions, top_k, args.rounds, crowd)
                 report[f"{phase}, top {top_k}"] = found
                 show(phase, top_k, found)
     finally:
