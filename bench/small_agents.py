@@ -6,14 +6,14 @@ are analysed, each question on the query service and through the write API.
     python bench/small_agents.py --top-k 10 --rounds 3
     python bench/small_agents.py --crowd 300x400        # among 300 other agents
 
-An embedded stack in a new data folder (so the tables' statistics are as fresh as a new
-deployment's), the conversations posted as `bench/locomo.py` posts them, and as soon as every
-operation has completed, `--rounds` passes over the questions for each `--top-k`: each
-question sent to the query service and through the write API's forwarding, which one first
-alternating, back to back (the first pass warms the processes and is not counted). Then
-`ANALYZE` of the database and the same again. Reported per phase: p50 / p95 / p99 over HTTP
-on each side, the forwarding hop (the median of the per-question differences), and the
-stages' medians from a traced pass on the query service.
+An embedded stack in a new data folder (`common.embedded_stack`: the tables' statistics as
+fresh as a new deployment's), the conversations posted as `bench/locomo.py` posts them, and as
+soon as every operation has completed, `--rounds` passes over the questions for each
+`--top-k`: each question sent to the query service and through the write API's forwarding,
+which one first alternating, back to back (the first pass warms the processes and is not
+counted). Then `ANALYZE` of the database and the same again. Reported per phase: p50 / p95 /
+p99 over HTTP on each side, the forwarding hop (the median of the per-question differences),
+and the stages' medians from a traced pass on the query service.
 
 `--crowd COUNTxMEMORIES` first loads that many synthetic agents (as `bench/many_agents.py`
 loads a size class, its HNSW index built and the tables analysed), so the conversations arrive
@@ -29,7 +29,6 @@ import json
 import os
 import random
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -40,15 +39,14 @@ import psycopg
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import locomo  # bench/locomo.py
+from common import embedded_stack
 from many_agents import SizeClass, load_classes
 from search_latency import questions as crowd_questions
 from search_latency import sentence_pool
 
 from memora.basics.config import Settings
-from memora.infra.embedded import free_port
 from memora.nlp.embedding import Embedder
 from memora_client import MemoraClient
-from services.cli.stack import Stack
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -147,38 +145,25 @@ def main() -> None:
     args = parser.parse_args()
 
     questions = locomo.load_questions(json.loads(args.data.read_text()), "locomo-")
-    settings = Settings(
-        data_dir=Path(tempfile.mkdtemp(prefix="memora-small-")),
-        port=free_port(),
-        query_port=free_port(),
-    )
-    stack = Stack(settings, log_dir=settings.data_dir / "logs")
-    stack.start()
     report: dict[str, Any] = {"data": str(args.data), "questions": len(questions)}
-    try:
-        stack.wait_ready()
-        crowd = Crowd(load_crowd(settings.require_database_url(), args.crowd) if args.crowd else [])
+    with embedded_stack(with_query=True) as stack:
+        crowd = Crowd(load_crowd(stack.database_url, args.crowd) if args.crowd else [])
         report["crowd"] = args.crowd
-        api = f"http://{settings.host}:{settings.port}"
-        with MemoraClient(api, timeout=120, max_retries=0) as client:
+        with MemoraClient(stack.url, timeout=120, max_retries=0) as client:
             items, seconds = locomo.ingest(client, args.data, "locomo-")
         print(f"ingested {items} turns in {seconds:.1f} s", flush=True)
         sides = {
-            "query service": httpx.Client(
-                base_url=f"http://{settings.host}:{settings.query_port}", timeout=60
-            ),
-            "write API": httpx.Client(base_url=api, timeout=60),
+            "query service": httpx.Client(base_url=stack.query_url, timeout=60),
+            "write API": httpx.Client(base_url=stack.url, timeout=60),
         }
         for phase in ("right after the ingest", "analysed"):
             if phase == "analysed":
-                with psycopg.connect(settings.require_database_url(), autocommit=True) as conn:
+                with psycopg.connect(stack.database_url, autocommit=True) as conn:
                     conn.execute("ANALYZE")
             for top_k in args.top_k:
                 found = measure(sides, questions, top_k, args.rounds, crowd)
                 report[f"{phase}, top {top_k}"] = found
                 show(phase, top_k, found)
-    finally:
-        stack.stop()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
 
