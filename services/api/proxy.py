@@ -1,7 +1,7 @@
 """Forwarding of read routes from the write API to the query service.
 
-Clients use the write API's port for everything (`memora serve`, docker compose, and the
-Kubernetes Ingress, which sends every path to the api Service); it forwards these paths, the
+Clients use the write API's port for everything (`memora serve`, docker compose; the
+production Ingress sends it every path but `READ_PATHS`); it forwards these paths, the
 ones that need the embedding model or the rerankers, to MEMORA_QUERY_URL, ahead of its own
 routing (`QueryForwarder`). Every other path, reads that need no model included (the graph, one
 memory in full), is the write API's own.
@@ -90,10 +90,10 @@ def forwarded(method: str, path: str) -> ForwardedRoute | None:
 class QueryForwarder:
     """The write API's ASGI middleware that sends the read paths to the query service as they
     came, ahead of the write API's routing: the request body streamed up, the answer streamed
-    back with its headers and encoding as the query service gave them (it compresses, limits
-    bodies and authenticates on its own). Added inside the body limit and the metrics, so the
-    write API still counts and times every forwarded request. A query service that cannot be
-    reached is a 503 `query_service_unavailable` with Retry-After."""
+    back with its headers as the query service gave them (which authenticates, rate-limits and
+    limits bodies on its own). Added inside the body limit, the compression and the metrics, so
+    the write API still applies those and counts and times every forwarded request. A query
+    service that cannot be reached is a 503 `query_service_unavailable` with Retry-After."""
 
     def __init__(self, app: ASGIApp, query_url: str) -> None:
         self.app = app
