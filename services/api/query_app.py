@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
+from starlette.middleware.gzip import GZipMiddleware
 
 from memora.basics import logs, metrics
 from memora.basics.config import Settings, get_settings, report_environment
@@ -73,6 +74,9 @@ def create_app(
     app.add_middleware(
         BodySizeLimit, max_bytes=1024 * 1024, drain_bytes=settings.max_body_drain_bytes
     )
+    # compressed when the client asks, as the write API's answers: the Ingress sends searches
+    # here directly, and a forwarded answer passes the write API as it is
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
     ready = {"database": lambda: _db_ready(app), "embedder": lambda: hasattr(app.state, "embedder")}
     app.include_router(health_router(ready))
     for module in (search, think, conversation_search, lifecycle):

@@ -101,6 +101,19 @@ def test_graph_finds_an_entity_linked_memory_that_semantic_search_misses(
         assert field in result["results"][0]
 
 
+def test_search_answers_are_compressed_when_asked(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    _ingest_sample(inline_api, agent_id)
+    body = {"agent_id": agent_id, "query": "Where does Maya live?", "top_k": 20}
+    asked = query_api.post("/api/search", json=body, headers={"Accept-Encoding": "gzip"})
+    plain = query_api.post("/api/search", json=body, headers={"Accept-Encoding": "identity"})
+    assert len(plain.content) > 1024  # smaller answers are sent as they are
+    assert asked.headers.get("content-encoding") == "gzip"
+    assert "content-encoding" not in plain.headers
+    assert asked.json()["results"] == plain.json()["results"]  # httpx decodes it
+
+
 def test_entity_path_finds_what_a_named_person_said_without_the_querys_words(
     inline_api: Any, query_api: TestClient, agent_id: str
 ) -> None:
