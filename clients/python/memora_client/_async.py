@@ -12,6 +12,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from memora_client import _calls as c
+from memora_client import _simulation_calls as sim
 from memora_client import models as m
 from memora_client._async_base import AsyncMemoraClientBase
 from memora_client.errors import (
@@ -388,7 +389,7 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
         """A scenario and its characters stored as memories (seed 001's seed file, as JSON);
         idempotent: the same file again changes nothing, a changed character replaces only its
         documents."""
-        return await self._request(c.seed(seed_file))
+        return await self._request(sim.seed(seed_file))
 
     async def capture_episode(
         self,
@@ -403,16 +404,16 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
         """`"{speaker} said: {text}"` as an episodic memory of every listener; idempotent on
         (scene, turn, speaker)."""
         return await self._request(
-            c.capture_episode(scene, turn, speaker, text, listeners, event_date)
+            sim.capture_episode(scene, turn, speaker, text, listeners, event_date)
         )
 
     async def capture_episodes(
-        self, scene: str, listeners: Sequence[str], lines: Sequence[c.LineLike]
+        self, scene: str, listeners: Sequence[str], lines: Sequence[sim.LineLike]
     ) -> m.EpisodeBatchResponse:
         """Several lines of one scene (`EpisodeLine`s or dicts of turn, speaker, text and
         optionally event_date), each stored as `capture_episode` stores it for every
         listener, in one request and one transaction: all of them or none."""
-        return await self._request(c.capture_episodes(scene, listeners, lines))
+        return await self._request(sim.capture_episodes(scene, listeners, lines))
 
     # -------------------------------------------------------------------------- webhooks
     async def create_webhook(

@@ -25,7 +25,6 @@ ItemLike: TypeAlias = m.MemoryItem | Mapping[str, Any] | str
 MessageLike: TypeAlias = m.Message | Mapping[str, Any]
 Filters: TypeAlias = Mapping[str, Any]
 TimeRangeLike: TypeAlias = m.TimeRange | tuple[datetime | None, datetime | None] | None
-LineLike: TypeAlias = m.EpisodeLine | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -397,45 +396,6 @@ def evolve(agent_id: str) -> Call[m.AgentEvolution]:
 
 def delete_agent(agent_id: str) -> Call[m.AgentDeleted]:
     return _call("DELETE", agent_path(agent_id), m.AgentDeleted)
-
-
-# ---------------------------------------------------------------------------- simulations
-def seed(seed_file: Mapping[str, Any]) -> Call[m.SeedResponse]:
-    return Call("POST", "/api/seed", m.SeedResponse.model_validate, dict(seed_file))
-
-
-def capture_episode(
-    scene: str,
-    turn: int,
-    speaker: str,
-    text: str,
-    listeners: Sequence[str],
-    event_date: datetime | None,
-) -> Call[m.EpisodeResponse]:
-    body = m.EpisodeRequest(
-        scene=scene, turn=turn, speaker=speaker, text=text, listeners=list(listeners),
-        event_date=event_date,
-    )  # fmt: skip
-    return _call("POST", "/api/episodes", m.EpisodeResponse, body)
-
-
-def capture_episodes(
-    scene: str, listeners: Sequence[str], lines: Sequence[LineLike]
-) -> Call[m.EpisodeBatchResponse]:
-    body = m.EpisodeBatchRequest(
-        scene=scene,
-        listeners=list(listeners),
-        lines=[
-            line if isinstance(line, m.EpisodeLine) else m.EpisodeLine.model_validate(line)
-            for line in lines
-        ],
-    )
-    return Call(
-        "POST",
-        "/api/episodes/batch",
-        m.EpisodeBatchResponse.model_validate,
-        body.model_dump(mode="json", exclude_none=True),
-    )
 
 
 # ------------------------------------------------------------------------------ webhooks

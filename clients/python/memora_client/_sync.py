@@ -12,6 +12,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from memora_client import _calls as c
+from memora_client import _simulation_calls as sim
 from memora_client import models as m
 from memora_client._sync_base import MemoraClientBase
 from memora_client.errors import (
@@ -386,7 +387,7 @@ class MemoraClient(MemoraClientBase):
         """A scenario and its characters stored as memories (seed 001's seed file, as JSON);
         idempotent: the same file again changes nothing, a changed character replaces only its
         documents."""
-        return self._request(c.seed(seed_file))
+        return self._request(sim.seed(seed_file))
 
     def capture_episode(
         self,
@@ -400,15 +401,15 @@ class MemoraClient(MemoraClientBase):
     ) -> m.EpisodeResponse:
         """`"{speaker} said: {text}"` as an episodic memory of every listener; idempotent on
         (scene, turn, speaker)."""
-        return self._request(c.capture_episode(scene, turn, speaker, text, listeners, event_date))
+        return self._request(sim.capture_episode(scene, turn, speaker, text, listeners, event_date))
 
     def capture_episodes(
-        self, scene: str, listeners: Sequence[str], lines: Sequence[c.LineLike]
+        self, scene: str, listeners: Sequence[str], lines: Sequence[sim.LineLike]
     ) -> m.EpisodeBatchResponse:
         """Several lines of one scene (`EpisodeLine`s or dicts of turn, speaker, text and
         optionally event_date), each stored as `capture_episode` stores it for every
         listener, in one request and one transaction: all of them or none."""
-        return self._request(c.capture_episodes(scene, listeners, lines))
+        return self._request(sim.capture_episodes(scene, listeners, lines))
 
     # -------------------------------------------------------------------------- webhooks
     def create_webhook(
