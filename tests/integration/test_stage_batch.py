@@ -132,6 +132,51 @@ def test_a_batch_embeds_every_operation_in_one_call_and_writes_each_once(
     assert row == {"n": 12, "e": 12}
 
 
+def test_a_batch_of_long_operations_runs_in_parts_each_committed_before_the_next(
+    recorded: tuple[TestClient, Recording], db_settings: Settings, batch_pool: Any, agent_id: str
+) -> None:
+    """With MEMORA_STAGE_BATCH_MESSAGES 4, three two-message operations and one of five run
+    as three parts (2 + 1 + the long one alone): each part is committed, and handed on,
+    before the next is embedded."""
+    client, _ = recorded
+    five = [
+        {"content": f"Ana: I went kayaking on lake number {k} with my sister.",
+         "event_date": f"2024-03-01T10:{k:02d}:00Z"}
+        for k in range(5)
+    ]  # fmt: skip
+    ids = []
+    for i, items in enumerate([*(_two_messages(i) for i in range(3)), five]):
+        body = {"agent_id": agent_id, "document_id": f"p{i}", "items": items}
+        ids.append(UUID(client.post("/api/memories/batch", json=body).json()["operation_id"]))
+    settings = db_settings.model_copy(update={"stage_batch_messages": 4})
+    pipeline = Pipeline(settings, batch_pool)
+    run_batch(pipeline, Stage.EXTRACT, ids)
+    calls: list[int] = []
+    embed = pipeline.context.embedder.embed
+
+    def counting(texts: Any) -> Any:
+        calls.append(len(texts))
+        return embed(texts)
+
+    pipeline.context.embedder.embed = counting  # type: ignore[method-assign]
+    parts: list[set[UUID]] = []
+
+    def seen_elsewhere(part: dict[UUID, Any]) -> dict[UUID, Any]:
+        with batch_pool.connection() as other:
+            done = {
+                op: operations.get_operation(other, op).is_done(Stage.EMBED)  # type: ignore[union-attr]
+                for op in ids
+            }
+        assert {op for op in ids if done[op]} == {op for p in [*parts, set(part)] for op in p}
+        parts.append(set(part))
+        return part
+
+    out = run_batch(pipeline, Stage.EMBED, ids, on_part=seen_elsewhere)
+    assert parts == [set(ids[:2]), set(ids[2:3]), set(ids[3:])]
+    assert len(calls) == 3
+    assert {op: out[op].unwrap() for op in ids} == dict.fromkeys(ids, Stage.ENTITIES)
+
+
 def test_two_appends_of_one_conversation_in_a_batch_embed_its_units_once(
     recorded: tuple[TestClient, Recording], db_settings: Settings, batch_pool: Any, agent_id: str
 ) -> None:

@@ -27,7 +27,7 @@ def test_concurrent_submissions_run_as_one_batch_and_each_gets_its_own_outcome(
     bad = ids[3]
     calls: list[list[UUID]] = []
 
-    def fake_run(pipeline: Any, stage: Stage, operation_ids: list[UUID]) -> dict[UUID, Outcome]:
+    def fake_run(pipeline: Any, stage: Stage, operation_ids: list[UUID], **_: Any) -> Any:
         calls.append(list(operation_ids))
         return {
             op: Outcome(error=RuntimeError("its own")) if op == bad else Outcome(Stage.ENTITIES)
@@ -60,7 +60,7 @@ def test_concurrent_submissions_run_as_one_batch_and_each_gets_its_own_outcome(
 def test_a_batch_is_bounded_by_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
 
-    def fake_run(pipeline: Any, stage: Stage, operation_ids: list[UUID]) -> dict[UUID, Outcome]:
+    def fake_run(pipeline: Any, stage: Stage, operation_ids: list[UUID], **_: Any) -> Any:
         calls.append(len(operation_ids))
         return {op: Outcome(None) for op in operation_ids}
 
@@ -81,7 +81,9 @@ def test_a_batch_hands_its_operations_on_in_one_task_per_next_stage_and_queue(
     live, archive, done, bad = ([uuid.uuid4() for _ in range(n)] for n in (3, 2, 1, 1))
     after = {op: Outcome(Stage.ENTITIES) for op in (*live, *archive)}
     after |= {done[0]: Outcome(None), bad[0]: Outcome(error=RuntimeError("its own"))}
-    monkeypatch.setattr(batch, "run_batch", lambda p, s, ids: {op: after[op] for op in ids})
+    monkeypatch.setattr(
+        batch, "run_batch", lambda p, s, ids, on_part: on_part({op: after[op] for op in ids})
+    )
     sent: list[tuple[Stage, list[UUID], bool]] = []
     batcher = StageBatcher(
         SimpleNamespace(),  # type: ignore[arg-type]
@@ -115,6 +117,21 @@ def test_a_batch_hands_its_operations_on_in_one_task_per_next_stage_and_queue(
     assert all(results[op].sent and results[op].unwrap() is Stage.ENTITIES for op in going_on)
     assert results[done[0]] == Outcome(None)  # finished: nothing to send
     assert isinstance(results[bad[0]].error, RuntimeError) and not results[bad[0]].sent
+
+
+def test_a_batch_is_cut_into_parts_by_messages_in_its_order() -> None:
+    sizes = {"a": 30, "b": 60, "c": 50, "d": 200, "e": 1, "f": None}
+    jobs = {
+        uuid.uuid5(uuid.NAMESPACE_OID, name): SimpleNamespace(
+            operation=SimpleNamespace(counts={} if n is None else {"items": n})
+        )
+        for name, n in sizes.items()
+    }
+    names = {op: name for op, name in zip(jobs, sizes, strict=True)}
+    cut = batch.parts(jobs, 128)  # type: ignore[arg-type]
+    # a + b fit, c would overflow; d is larger than a part: alone; e + f (no count: one) fit
+    assert [[names[op] for op in part] for part in cut] == [["a", "b"], ["c"], ["d"], ["e", "f"]]
+    assert batch.parts({}, 128) == []
 
 
 def test_operations_whose_next_task_cannot_be_sent_get_the_error_for_their_own_retry() -> None:

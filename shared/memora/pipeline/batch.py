@@ -12,9 +12,14 @@ stage after the commit. An operation whose step fails gets its error back, the o
 when the shared embedding call fails, each operation's texts are embedded alone, so one bad
 text fails one operation.
 
+A batch of long conversations runs in parts (MEMORA_STAGE_BATCH_MESSAGES messages at most),
+each committed and handed on before the next part is prepared: the next stage starts on the
+first part while this one works on the second, instead of the whole batch moving through the
+stages as one block (idle stages while the pipeline fills and drains).
+
 `StageBatcher` gathers the operations that concurrent callers (a worker's threads, each holding
 one task) submit within a bounded wait, up to a bounded number, and runs them as one batch.
-Given a `send`, it also hands the batch on as a batch: one next-stage task for all the
+Given a `send`, it also hands each part on as a batch: one next-stage task for all the
 operations that go on to the same stage (after the commit, before the callers' tasks are
 acknowledged), so a stream of one-message operations stays a stream of batches through the
 stages instead of paying every stage's task once an operation.
@@ -56,6 +61,10 @@ class Outcome:
         return self.following
 
 
+# Hands a committed part's operations on; returns their outcomes as they are to be reported.
+HandOn = Callable[[dict[UUID, "Outcome"]], dict[UUID, "Outcome"]]
+
+
 @dataclass
 class _Pending:
     operation_id: UUID
@@ -65,38 +74,68 @@ class _Pending:
 
 
 def run_batch(
-    pipeline: Pipeline, stage: Stage, operation_ids: Sequence[UUID]
+    pipeline: Pipeline,
+    stage: Stage,
+    operation_ids: Sequence[UUID],
+    *,
+    on_part: HandOn | None = None,
 ) -> dict[UUID, Outcome]:
-    """Run `stage` for every operation; each one's outcome (the errors are not raised)."""
-    prepare = REGISTRY[stage]
-    ctx = pipeline.context
-    outcomes: dict[UUID, Outcome] = {}
-    pending: list[_Pending] = []
+    """Run `stage` for every operation; each one's outcome (the errors are not raised). The
+    operations run in parts of at most MEMORA_STAGE_BATCH_MESSAGES messages, each prepared,
+    written and committed before the next; `on_part` gets each part's outcomes once it is
+    committed (to hand its operations on at once) and returns them as they are to be
+    reported."""
+    hand_on = on_part or (lambda outcomes: outcomes)
+    ids = list(dict.fromkeys(operation_ids))
+    out: dict[UUID, Outcome] = {}
     with pipeline.pool.connection() as conn:
-        ids = list(dict.fromkeys(operation_ids))
         try:
             jobs = pipeline.begin_many(conn, stage, ids)
         except Exception as exc:
             conn.rollback()
             return {operation_id: Outcome(error=exc) for operation_id in ids}
-        outcomes.update(
-            {i: Outcome(job.following) for i, job in jobs.items() if isinstance(job, Skip)}
-        )
-        started = {i: job for i, job in jobs.items() if not isinstance(job, Skip)}
-        with _ahead(pipeline, stage, conn, list(started.values())):
-            for operation_id, job in started.items():
-                try:
-                    prepared = prepare(ctx, conn, job)
-                    conn.commit()
-                    pending.append(
-                        _Pending(operation_id, job.agent_key, job.operation.kind, prepared)
-                    )
-                except Exception as exc:
-                    conn.rollback()
-                    outcomes[operation_id] = Outcome(error=exc)
-        writers = _writers(pipeline, pending, outcomes)
-        _write_all(pipeline, conn, stage, writers, outcomes)
-    return outcomes
+        if skipped := {i: Outcome(j.following) for i, j in jobs.items() if isinstance(j, Skip)}:
+            out.update(hand_on(skipped))
+        started = {i: job for i, job in jobs.items() if isinstance(job, Job)}
+        for part in parts(started, pipeline.settings.stage_batch_messages):
+            outcomes, writers = _prepare_part(pipeline, stage, conn, part)
+            _write_all(pipeline, conn, stage, writers, outcomes)
+            out.update(hand_on(outcomes))
+    return out
+
+
+def parts(jobs: dict[UUID, Job], messages: int) -> list[dict[UUID, Job]]:
+    """The operations in their order, cut into parts of at most `messages` messages (an
+    operation counts its accepted items; one with more than `messages` is a part alone)."""
+    out: list[dict[UUID, Job]] = []
+    size = 0
+    for operation_id, job in jobs.items():
+        weight = max(1, int(job.operation.counts.get("items", 1)))
+        if not out or size + weight > messages:
+            out.append({})
+            size = 0
+        out[-1][operation_id] = job
+        size += weight
+    return out
+
+
+def _prepare_part(
+    pipeline: Pipeline, stage: Stage, conn: Connection[Any], jobs: dict[UUID, Job]
+) -> tuple[dict[UUID, Outcome], list[tuple[_Pending, Writer]]]:
+    """One part prepared, its texts embedded in one call: the outcomes so far (errors) and
+    each operation's write."""
+    outcomes: dict[UUID, Outcome] = {}
+    pending: list[_Pending] = []
+    with _ahead(pipeline, stage, conn, list(jobs.values())):
+        for operation_id, job in jobs.items():
+            try:
+                prepared = REGISTRY[stage](pipeline.context, conn, job)
+                conn.commit()
+                pending.append(_Pending(operation_id, job.agent_key, job.operation.kind, prepared))
+            except Exception as exc:
+                conn.rollback()
+                outcomes[operation_id] = Outcome(error=exc)
+    return outcomes, _writers(pipeline, pending, outcomes)
 
 
 def _ahead(
@@ -244,7 +283,7 @@ class StageBatcher:
     """`submit(operation_ids)` blocks until the batch holding them ran and returns their
     outcomes; a batch is what callers submitted within `max_wait` seconds of the first, up to
     `max_size` operations (a caller's operations are never split). With `send`, the batch
-    enqueues the next stages itself (`send_following`)."""
+    enqueues the next stages itself (`send_following`), part by part."""
 
     def __init__(
         self,
@@ -276,11 +315,14 @@ class StageBatcher:
 
     def _run(self, items: list[tuple[UUID, bool, trace_context.Context]]) -> np.ndarray:
         ids = [op for op, _, _ in items]
-        outcomes = run_batch(self.pipeline, self.stage, ids)
-        if self.send is not None:
-            backfill = {op: b for op, b, _ in items}
-            traces = {op: t for op, _, t in items}
-            outcomes = send_following(self.send, outcomes, backfill, traces)
+        backfill = {op: b for op, b, _ in items}
+        traces = {op: t for op, _, t in items}
+        send = self.send
+
+        def hand_on(part: dict[UUID, Outcome]) -> dict[UUID, Outcome]:
+            return part if send is None else send_following(send, part, backfill, traces)
+
+        outcomes = run_batch(self.pipeline, self.stage, ids, on_part=hand_on)
         log.info("stage batch", extra={"stage": self.stage.value, "operations": len(outcomes)})
         rows = np.empty(len(ids), dtype=object)  # MicroBatcher hands rows back
         rows[:] = [outcomes[op] for op in ids]

@@ -52,6 +52,14 @@ class Pipeline(Section):
         "(texts embedded in one model call, writes in one transaction), a thread per task; "
         "1: one operation per task (prefork pool, `MEMORA_WORKER_CONCURRENCY` processes).",
     )
+    stage_batch_messages: int = Field(
+        default=128,
+        ge=1,
+        description="A stage batch runs its operations in parts of at most this many messages "
+        "(an operation larger than that is a part alone), each written, committed and handed to "
+        "the next stage before the next part starts: long conversations move through the "
+        "stages in steps instead of one block.",
+    )
     stage_batch_wait_ms: float = Field(
         default=20.0,
         description="How long a stage batch waits after its first operation for others.",
