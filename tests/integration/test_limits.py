@@ -213,3 +213,58 @@ def test_a_worker_runs_the_limits_job_beat_sends(
     samples = worker_metrics(worker_stack, "opinions")  # the worker of the maintenance queue
     assert value(samples, "memora_limit_actions_total", action="archived_memory") >= 1
     assert value(samples, "memora_job_runs_total", job="limits", outcome="ok") >= 1
+
+
+def test_over_max_graph_nodes_the_least_mentioned_entities_leave_the_graph(
+    inline_api: Any, settings: Settings, pool: Any, agent_id: str
+) -> None:
+    """Entities past the limit go, fewest mentions first, with their mentions and entity links;
+    the memories that named them stay active and found by search."""
+    lines = [
+        "Nora works at Lumen Labs in Oslo.", "Nora met Viktor at Lumen Labs.",
+        "Nora and Viktor went hiking near Bergen.", "Nora bought a bike for Oslo.",
+        "Nora said Viktor cooks well.", "Nora talked to Ingrid about Oslo.",
+    ]  # fmt: skip
+    items = [{"content": text, "role": "user"} for text in lines]
+    body = {"agent_id": agent_id, "document_id": "nodes", "items": items}
+    response = inline_api.post("/api/memories/batch", json=body)
+    assert response.status_code == 200, response.text
+    assert (
+        inline_api.get(f"/api/operations/{response.json()['operation_id']}").json()["status"]
+        == "completed"
+    )
+
+    def graph() -> dict[str, int]:
+        with pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT canonical_name, mention_count FROM entities WHERE agent_id = %s",
+                (agent_id,),
+            ).fetchall()
+        return {r["canonical_name"]: r["mention_count"] for r in rows}
+
+    before = graph()
+    assert {"Nora", "Viktor", "Oslo"} <= set(before) and len(before) > 4, before
+    keep = 3
+    inline_api.put(f"/api/agents/{agent_id}", json={"limits": {"max_graph_nodes": keep}})
+    pruned_before = limit_actions("pruned_entity")
+
+    result = job("limits", settings, pool, agent_id)
+    assert result.details == {"pruned_entity": len(before) - keep}
+    after = graph()
+    pruned = set(before) - set(after)
+    assert len(after) == keep and "Nora" in after  # the most mentioned stay (ties: either)
+    assert min(before[n] for n in after) >= max(before[n] for n in pruned)
+    assert limit_actions("pruned_entity") == pruned_before + len(before) - keep
+    with pool.connection() as conn:
+        orphans = conn.execute(
+            "SELECT count(*) AS n FROM memory_links l LEFT JOIN entities e ON e.id = l.entity_id "
+            "JOIN memory_units u ON u.id = l.from_unit "
+            "WHERE u.agent_id = %s AND l.link_type = 'entity' AND e.id IS NULL",
+            (agent_id,),
+        ).fetchone()
+        active = conn.execute(
+            "SELECT count(*) AS n FROM memory_units WHERE agent_id = %s AND status = 'active'",
+            (agent_id,),
+        ).fetchone()
+    assert orphans["n"] == 0 and active["n"] >= len(lines)  # links gone, memories kept
+    assert job("limits", settings, pool, agent_id).details == {}  # within the limit now

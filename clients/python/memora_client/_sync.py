@@ -360,8 +360,8 @@ class MemoraClient(MemoraClientBase):
         limits: Mapping[str, int | float | None] | None = None,
     ) -> m.AgentProfile:
         """Creates or updates the agent: personality traits and `limits` (max_memories,
-        max_reflections, archive_retention_days; None: no limit) merge over the current ones,
-        `background` replaces it."""
+        max_reflections, max_graph_nodes, archive_retention_days; None: no limit) merge over the
+        current ones, `background` replaces it."""
         return self._request(c.update_profile(agent_id, personality, background, limits))
 
     def opinions(self, agent_id: str, *, limit: int = 100, offset: int = 0) -> m.OpinionList:

@@ -2014,6 +2014,8 @@ export interface components {
             max_memories?: number | null;
             /** Max Reflections */
             max_reflections?: number | null;
+            /** Max Graph Nodes */
+            max_graph_nodes?: number | null;
             /** Archive Retention Days */
             archive_retention_days?: number | null;
         };

@@ -51,6 +51,7 @@ class Limits(BaseModel):
 
     max_memories: int | None = Field(default=None, ge=0, le=100_000_000)
     max_reflections: int | None = Field(default=None, ge=0, le=100_000_000)
+    max_graph_nodes: int | None = Field(default=None, ge=0, le=100_000_000)
     archive_retention_days: float | None = Field(default=None, gt=0, le=36_500, allow_inf_nan=False)
 
     def values(self) -> dict[str, Any]:

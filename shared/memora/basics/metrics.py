@@ -267,8 +267,9 @@ ENTITY_NAME_CHANGES = Counter(
 )
 LIMIT_ACTIONS = Counter(
     "limit_actions",
-    "Memories the per-agent limits removed, by action (archived_memory: over max_memories, "
-    "archived_reflection: over max_reflections, purged_archived: archived past the retention)",
+    "What the per-agent limits removed, by action (archived_memory: over max_memories, "
+    "archived_reflection: over max_reflections, purged_archived: archived past the retention, "
+    "pruned_entity: an entity removed over max_graph_nodes)",
     ["action"],
     namespace=NAMESPACE,
 )

@@ -2,7 +2,9 @@
 memories (reflections) of lowest retention score archived, at most job_batch_size a run: out
 of default search, restorable (POST …/memories/{id}/restore) until the archive retention
 passes and `cleanup` purges them. Each archive is an `archived` event with the score and the
-limit; an agent within its limits is left alone, so runs are idempotent."""
+limit. An agent over its max_graph_nodes loses its least mentioned entities (the graph's
+nodes) with their mentions and entity links; the memories stay, and a later mention of the
+name makes the entity again. An agent within its limits is left alone: runs are idempotent."""
 
 from __future__ import annotations
 
@@ -70,4 +72,17 @@ def _enforce(
                              details={"limit": limit, "active": active,
                                       "retention_score": round(score, 6)})  # fmt: skip
         archived[action] = len(done)
+    if limits.max_graph_nodes is not None:
+        examined += _prune_entities(conn, s, key, limits.max_graph_nodes, archived)
     return examined, archived
+
+
+def _prune_entities(
+    conn: Connection[Any], s: Settings, key: str, limit: int, removed: dict[str, int]
+) -> int:
+    """Remove the entities past `limit`, at most a batch; counts them in `removed`."""
+    held = evolution.count_entities(conn, key)
+    excess = min(held - limit, s.job_batch_size)
+    if excess > 0:
+        removed["pruned_entity"] = len(evolution.remove_weakest_entities(conn, key, excess))
+    return held

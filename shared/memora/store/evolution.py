@@ -1,7 +1,7 @@
 """The evolution jobs' SQL (seed 002 §4.5): which agents to visit, the statements consolidation
-compares, memories fading below their retention, forgotten ones past it, links to prune,
-mention counts to refresh, the importance gathered since the last reflection, and each job's
-cursor. The lifecycle's own reads and writes are in `store.lifecycle`."""
+compares, memories fading below their retention, forgotten ones past it, links and entities to
+prune, mention counts to refresh, the importance gathered since the last reflection, and each
+job's cursor. The lifecycle's own reads and writes are in `store.lifecycle`."""
 
 from __future__ import annotations
 
@@ -87,6 +87,28 @@ def count_active(conn: Connection[Any], agent_key: str, *, reflections: bool) ->
         {"a": agent_key, "r": reflections},
     ).fetchone()
     return int(row["n"]) if row else 0
+
+
+def count_entities(conn: Connection[Any], agent_key: str) -> int:
+    row = conn.execute(
+        "SELECT count(*) AS n FROM entities WHERE agent_id = %s", (agent_key,)
+    ).fetchone()
+    return int(row["n"]) if row else 0
+
+
+def remove_weakest_entities(conn: Connection[Any], agent_key: str, limit: int) -> list[str]:
+    """Delete the agent's `limit` least mentioned entities (ties: seen least recently), with
+    their mentions and the entity links drawn through them (ON DELETE CASCADE); their names."""
+    rows = conn.execute(
+        """
+        DELETE FROM entities WHERE id IN (
+            SELECT id FROM entities WHERE agent_id = %s
+            ORDER BY mention_count, last_seen NULLS FIRST, id LIMIT %s)
+        RETURNING canonical_name
+        """,
+        (agent_key, limit),
+    ).fetchall()
+    return [r["canonical_name"] for r in rows]
 
 
 def lowest_retention(

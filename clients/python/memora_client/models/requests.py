@@ -156,7 +156,7 @@ class Personality(Request):
 class AgentUpdate(Request):
     personality: Personality | None = None
     background: str | None = None
-    # max_memories, max_reflections, archive_retention_days; null: no limit (docs/lifecycle.md)
+    # max_memories, max_reflections, max_graph_nodes, archive_retention_days; null: no limit
     limits: dict[str, int | float | None] | None = None
 
 

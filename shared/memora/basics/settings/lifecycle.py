@@ -118,6 +118,13 @@ class Lifecycle(Section):
         ge=0,
         description="The same for active reflections. Unset: no limit (the seed's is 100).",
     )
+    max_graph_nodes: int | None = Field(
+        default=None,
+        ge=0,
+        description="The most entities (the knowledge graph's nodes) an agent keeps; over it "
+        "the limits job removes those least mentioned, least recently first, with their "
+        "mentions and entity links (the memories stay). Unset: no limit (the seed's is 500).",
+    )
     archive_retention_days: float | None = Field(
         default=None,
         gt=0,
@@ -147,7 +154,7 @@ class Lifecycle(Section):
     )
 
     @field_validator(
-        "max_memories", "max_reflections", "archive_retention_days",
+        "max_memories", "max_reflections", "max_graph_nodes", "archive_retention_days",
         "temporary_chat_retention_days", mode="before",
     )  # fmt: skip
     @classmethod
