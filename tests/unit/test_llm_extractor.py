@@ -155,7 +155,7 @@ def test_long_documents_are_chunked_and_seq_continues(fake_llm: FakeOpenAI) -> N
     def answer(request: Recorded) -> Reply:
         user = request.content_of("user")
         return Reply(
-            {"facts": [{"item": 0, "text": f"Chunk fact {len(user)}.", "fact_type": "world"}]}
+            {"facts": [{"item": 0, "text": f"Bob read {len(user)} books.", "fact_type": "world"}]}
         )
 
     fake_llm.always(answer, when=MARKER)

@@ -45,6 +45,7 @@ class Fact:
     category: str | None = None  # memora.extraction.policy.CATEGORIES; None: guessed
     sensitive: str | None = None  # the sensitive category the extractor tagged, if any
     explicit: bool = False  # the user asked for it to be remembered
+    incomplete: bool = False  # no subject or verb, and the LLM asked again dropped it
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from memora.basics.config import Settings
+from memora.extraction import completeness
 from memora.extraction.base import CAUSAL_TYPES, Fact, Mention, Relation, SourceItem
 from memora.extraction.policy import CATEGORIES, DEFAULT_CATEGORY
 from memora.nlp.llm import LLMClient
@@ -269,6 +270,7 @@ class LLMExtractor:
         self.context_messages = settings.extraction_context_messages
         self.context_chars = settings.extraction_context_chars
         self.sensitive = list(settings.sensitive_categories)
+        self.check_completeness = settings.extraction_completeness
 
     def extract(
         self, agent_id: str, items: list[SourceItem], preceding: Sequence[SourceItem] = ()
@@ -285,7 +287,8 @@ class LLMExtractor:
             answer = self.client.complete_json(
                 "extraction", self._messages(agent_id, chunk, context), ExtractionOutput
             )
-            facts.extend(self._facts(answer, chunk, seq_by_item))
+            dropped = self._complete(answer, chunk)
+            facts.extend(self._facts(answer, chunk, seq_by_item, dropped))
             # an item is context for the next chunk once its last part was extracted
             before += [piece.item for piece in chunk if piece.part == piece.parts]
         return facts
@@ -300,6 +303,20 @@ class LLMExtractor:
                 break
             kept.append(item)
         return kept[::-1]
+
+    def _complete(self, answer: ExtractionOutput, chunk: list[Piece]) -> frozenset[int]:
+        """Re-ask once for the facts that are not complete statements (extraction.completeness):
+        their rewrites replace them; the positions of those the model dropped."""
+        if not self.check_completeness or not answer.facts:
+            return frozenset()
+        flagged = completeness.incomplete([f.text for f in answer.facts])
+        if not flagged:
+            return frozenset()
+        items = "\n\n".join(piece.render() for piece in chunk)
+        repair = completeness.reask(self.client, {i: answer.facts[i].text for i in flagged}, items)
+        for position, text in repair.rewritten.items():
+            answer.facts[position].text = text
+        return repair.dropped
 
     def system_prompt(self, agent_id: str) -> str:
         named = " or ".join(f'"{c}"' for c in self.sensitive)
@@ -329,12 +346,16 @@ class LLMExtractor:
         ]
 
     def _facts(
-        self, answer: ExtractionOutput, chunk: list[Piece], seq_by_item: dict[int, int]
+        self,
+        answer: ExtractionOutput,
+        chunk: list[Piece],
+        seq_by_item: dict[int, int],
+        incomplete: frozenset[int] = frozenset(),
     ) -> list[Fact]:
         by_index = {piece.item.index: piece.item for piece in chunk}
         keys: list[tuple[int, int]] = []
         facts: list[Fact] = []
-        for raw in answer.facts:
+        for position, raw in enumerate(answer.facts):
             index = (
                 raw.item if raw.item in by_index else min(by_index, key=lambda i: abs(i - raw.item))
             )
@@ -369,6 +390,7 @@ class LLMExtractor:
                     confidence=raw.confidence,
                     sensitive=raw.sensitive,
                     explicit=raw.explicit,
+                    incomplete=position in incomplete,
                 )
             )
         for position, (raw, fact) in enumerate(zip(answer.facts, facts, strict=True)):

@@ -68,7 +68,7 @@ def asks_to_remember(text: str) -> bool:
 @dataclass(frozen=True)
 class Screened:
     kept: list[Fact]
-    dropped: Counter[str]  # why: "below_importance", "sensitive"
+    dropped: Counter[str]  # why: "incomplete", "sensitive", "below_confidence", ...
 
 
 def screen(
@@ -81,13 +81,15 @@ def screen(
 ) -> Screened:
     """Drop the facts below `importance_minimum` (None: no floor), and, unless the fact or its
     message (`explicit_items`, the item indexes whose text asks to remember) was explicit, those
-    the extractor tagged with a `sensitive` category or rated less certain than
-    `confidence_minimum` (a fact without a rating is kept)."""
+    the extractor found incomplete (extraction.completeness), tagged with a `sensitive` category
+    or rated less certain than `confidence_minimum` (a fact without a rating is kept)."""
     kept: list[Fact] = []
     dropped: Counter[str] = Counter()
     for fact in facts:
         explicit = fact.explicit or fact.item_index in explicit_items
-        if fact.sensitive is not None and fact.sensitive in sensitive and not explicit:
+        if fact.incomplete and not explicit:
+            dropped["incomplete"] += 1
+        elif fact.sensitive is not None and fact.sensitive in sensitive and not explicit:
             dropped["sensitive"] += 1
         elif fact.confidence is not None and fact.confidence < confidence_minimum and not explicit:
             dropped["below_confidence"] += 1

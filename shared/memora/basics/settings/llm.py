@@ -129,6 +129,12 @@ class ExtractionAndLLM(Section):
         "stored unless the user asked to remember them (seed 002's extractionConfidence); "
         "0: all kept. The local extractor's turns are verbatim and not rated.",
     )
+    extraction_completeness: bool = Field(
+        default=True,
+        description="Check that each fact of the LLM extractor is a complete statement (a "
+        "subject and a verb, seed 000 §2.2) and re-ask once for those that are not: a rewrite "
+        "replaces the fact, one the model drops is not stored.",
+    )
     sensitive_categories: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["health"],
         description="Comma-separated categories of sensitive information that the LLM "
