@@ -41,7 +41,7 @@ def _store(conn: Any, agent: str, memory: dict[str, Any], day: int, w: Resolutio
     when = T0 + timedelta(days=day)
     (unit,) = insert_facts(conn, agent, None, [Fact(0, 0, memory["text"], "world", when, when)])
     mentions = clean_mentions([Mention(n, t) for n, t in memory["mentions"]], SpeakerNames())
-    result = resolve(conn, agent, [UnitMentions(unit, when, mentions)], w)
+    result = resolve(conn, agent, [UnitMentions(unit, when, mentions, memory["text"])], w)
     first = clean_mentions([Mention(*memory["mentions"][0])], SpeakerNames())[0].name
     return next(e for _, e, name in result.links if name == first)
 

@@ -221,3 +221,45 @@ def test_display_name_is_the_most_frequent_surface_form(pool: Any, agent_id: str
         "name_counts": {"Melanie Brooks": 1, "Melanie": 3},
         "mention_count": 4,
     }
+
+
+def test_two_people_of_one_name_stay_apart_when_what_is_said_contradicts(
+    inline_api: Any, pool: Any, agent_id: str
+) -> None:
+    """Through the pipeline (local extractor, entity stage): a brother Alex and a daughter
+    Alex are two entities with their evidence; a plain later "Alex" joins the one seen last;
+    the pet Luna and a Luna who speaks stay apart too."""
+    turns = [
+        "My brother Alex lives in Denver and fixes old bikes.",
+        "Our cat Luna caught a mouse in the garden.",
+        "My daughter Alex started kindergarten this week.",
+        "Luna told me about her new job at the bank.",
+        "Alex painted a rainbow at school today.",
+    ]
+    items = [
+        {"content": text, "speaker": "Maya", "role": "user",
+         "event_date": f"2024-03-0{i + 1}T10:00:00Z"}
+        for i, text in enumerate(turns)
+    ]  # fmt: skip
+    body = {"agent_id": agent_id, "document_id": "family", "items": items}
+    response = inline_api.post("/api/memories/batch", json=body)
+    assert response.status_code == 200, response.text
+    operation = inline_api.get(f"/api/operations/{response.json()['operation_id']}").json()
+    assert operation["status"] == "completed", operation
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT e.canonical_name, e.traits, array_agg(u.text ORDER BY u.event_date) AS texts "
+            "FROM entities e JOIN unit_entities ue ON ue.entity_id = e.id "
+            "JOIN memory_units u ON u.id = ue.unit_id "
+            "WHERE e.agent_id = %s AND e.canonical_name IN ('Alex', 'Luna') "
+            "GROUP BY e.id ORDER BY min(u.event_date)",
+            (agent_id,),
+        ).fetchall()
+    said = [(r["canonical_name"], sorted(r["traits"]), [t.split(": ", 1)[1] for t in r["texts"]])
+            for r in rows]  # fmt: skip
+    assert said == [
+        ("Alex", ["human", "male"], [turns[0]]),
+        ("Luna", ["animal"], [turns[1]]),
+        ("Alex", ["female", "human"], [turns[2], turns[4]]),
+        ("Luna", ["female", "human"], [turns[3]]),
+    ]

@@ -4,7 +4,10 @@ score = w_name·name_similarity + w_cooc·co-occurrence + w_time·temporal proxi
 score ≥ threshold (0.5 / 0.3 / 0.2 and 0.75 by default). Two refinements, both documented:
 an exact (normalised) name or alias match of the same type is the same entity outright, and a
 candidate named in the very same memory as the mention is never merged with it ("Alice" and
-"Alice Cooper" in one sentence are two people). Resolution for one agent runs under a
+"Alice Cooper" in one sentence are two people). And context is read (memora.entities.traits):
+a mention is not merged into an entity whose evidence mostly contradicts what its memory says
+("Sam said she…" against a Sam who is "he"; "Luna told me…" against "our cat Luna"); of several
+entities its name fits exactly, the one seen last. Resolution for one agent runs under a
 transaction-scoped advisory lock, so concurrent workers never create the same entity twice.
 """
 
@@ -22,6 +25,7 @@ from psycopg import Connection
 from rapidfuzz.distance import Levenshtein
 
 from memora.basics.config import Settings
+from memora.entities import traits as context
 from memora.extraction.base import Mention
 from memora.extraction.cleaning import SpeakerNames, clean_mentions
 from memora.nlp import person_names
@@ -82,6 +86,8 @@ class Candidate:
     entity_type: str
     last_seen: datetime
     created: bool = False
+    traits: context.Traits = field(default_factory=dict)
+    traits_changed: bool = False
 
     def names(self) -> set[str]:
         return {self.normalized_name} | self.aliases
@@ -92,6 +98,7 @@ class UnitMentions:
     unit_id: UUID
     event_date: datetime
     mentions: Sequence[Mention]
+    text: str = ""  # what the memory says: read for context (entities.traits)
 
 
 GAZETTEER_TYPES = frozenset(store.NAMED_TYPES)
@@ -159,7 +166,12 @@ def _load_candidates(
     )
     return {
         r["id"]: Candidate(
-            r["id"], r["normalized_name"], set(r["aliases"]), r["entity_type"], r["last_seen"]
+            r["id"],
+            r["normalized_name"],
+            set(r["aliases"]),
+            r["entity_type"],
+            r["last_seen"],
+            traits=dict(r["traits"]),
         )
         for r in rows
     }
@@ -178,6 +190,7 @@ def resolve(
     )
     store.lock_agent(conn, agent_id)
     candidates = _load_candidates(conn, agent_id, all_names, people)
+    reader = context.Reader()
     seen: dict[tuple[UUID, UUID], str] = {}
     for unit in units:
         unit_names = {normalize_name(m.name) for m in unit.mentions}
@@ -185,7 +198,9 @@ def resolve(
             name = normalize_name(mention.name)
             if not name:
                 continue
-            entity = _match(conn, name, mention.entity_type, unit, unit_names, candidates, weights)
+            said = _said(reader, unit, mention, candidates)
+            usable = [c for c in candidates.values() if context.compatible(c.traits, said)]
+            entity = _match(conn, name, mention.entity_type, unit, unit_names, usable, weights)
             if entity is None:
                 entity = _create(conn, agent_id, mention, name, unit.event_date)
                 candidates[entity.id] = entity
@@ -193,11 +208,26 @@ def resolve(
             elif name not in entity.names():
                 entity.aliases.add(name)
                 store.add_alias(conn, entity.id, name)
+            if said:
+                entity.traits, entity.traits_changed = context.add(entity.traits, said), True
             entity.last_seen = max(entity.last_seen, unit.event_date)
             seen.setdefault((unit.unit_id, entity.id), mention.name)
     result.links = [(u, e, m) for (u, e), m in seen.items()]
+    store.set_traits(conn, [(c.id, c.traits) for c in candidates.values() if c.traits_changed])
     store.link_units(conn, result.links, [u.unit_id for u in units])
     return result
+
+
+def _said(
+    reader: context.Reader, unit: UnitMentions, mention: Mention, known: dict[UUID, Candidate]
+) -> context.Traits:
+    """What the unit says of a person it names (entities.traits); human cues are read only
+    where some entity already has evidence to compare with."""
+    if mention.entity_type != "PERSON" or not unit.text:
+        return {}
+    comparing = any(c.traits for c in known.values())
+    body = _SPEAKER_PREFIX.sub("", unit.text, count=1)  # a turn's speaker is its "I"
+    return reader.of(body, mention.name, comparing=comparing)
 
 
 def _match(
@@ -206,18 +236,18 @@ def _match(
     entity_type: str,
     unit: UnitMentions,
     unit_names: set[str],
-    candidates: dict[UUID, Candidate],
+    candidates: list[Candidate],
     weights: ResolutionWeights,
 ) -> Candidate | None:
-    same_type = [c for c in candidates.values() if c.entity_type == entity_type]
-    for cand in same_type:
-        if name in cand.names():
-            return cand
+    same_type = [c for c in candidates if c.entity_type == entity_type]
+    exact = [c for c in same_type if name in c.names()]
+    if exact:  # of two people of one name, the one seen last
+        return max(exact, key=lambda c: c.last_seen)
     # The same name under another named type is, within one agent's memories, far more often
     # the tagger changing its mind (spaCy's small model tags "Alice" PERSON in one sentence and
     # ORG in the next) than two different entities; splitting them cuts graph reach.
     if entity_type in GAZETTEER_TYPES:
-        for cand in candidates.values():
+        for cand in candidates:
             if cand.entity_type in GAZETTEER_TYPES and name in cand.names():
                 return cand
     # Never merge with an entity that this same memory names separately.
@@ -288,6 +318,7 @@ def find_mentions(rows: Sequence[Unresolved]) -> list[UnitMentions]:
                 else [Mention(m["name"], m["entity_type"]) for m in r.mentions],
                 speakers,
             ),
+            r.text,
         )
         for r in rows
     ]

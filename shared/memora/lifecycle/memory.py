@@ -96,13 +96,15 @@ def index(
     unit_id: UUID,
     found: list[Mention],
     at: Any,
+    text: str = "",
 ) -> None:
-    """Entities and links of a new or rewritten unit, as the pipeline's stages make them."""
+    """Entities and links of a new or rewritten unit (`text`: what it says, which entity
+    resolution reads for context), as the pipeline's stages make them."""
     entity_store.unlink_units(conn, [unit_id])
     entities.resolve(
         conn,
         key,
-        [entities.UnitMentions(unit_id, at, found)],
+        [entities.UnitMentions(unit_id, at, found, text)],
         entities.ResolutionWeights.from_settings(settings),
     )
     links.build_links(conn, [unit_id], links.LinkSettings.from_settings(settings))

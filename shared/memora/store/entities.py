@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import Connection
+from psycopg.types.json import Jsonb
 
 NAMED_TYPES = ("PERSON", "ORGANIZATION", "LOCATION", "PRODUCT")
 
@@ -31,10 +32,10 @@ def candidates(conn: Connection[Any], agent_id: str, names: Sequence[str]) -> li
     """Entities whose normalised name or alias equals, or is trigram-similar to, a name."""
     return conn.execute(
         """
-        SELECT DISTINCT e.id, e.normalized_name, e.aliases, e.entity_type, e.last_seen
+        SELECT DISTINCT e.id, e.normalized_name, e.aliases, e.entity_type, e.last_seen, e.traits
         FROM unnest(%s::text[]) AS m(name)
         JOIN LATERAL (
-            SELECT id, normalized_name, aliases, entity_type, last_seen FROM entities
+            SELECT id, normalized_name, aliases, entity_type, last_seen, traits FROM entities
             WHERE agent_id = %s AND (normalized_name = m.name OR m.name = ANY(aliases)
                                      OR normalized_name %% m.name)
             LIMIT 25
@@ -53,7 +54,7 @@ def people(
         return []
     return conn.execute(
         """
-        SELECT id, normalized_name, aliases, entity_type, last_seen FROM entities
+        SELECT id, normalized_name, aliases, entity_type, last_seen, traits FROM entities
         WHERE agent_id = %s AND entity_type = 'PERSON' AND EXISTS (
             SELECT 1 FROM unnest(aliases || normalized_name) AS n(name)
             WHERE split_part(n.name, ' ', 1) = ANY(%s)
@@ -110,6 +111,16 @@ def add_alias(conn: Connection[Any], entity_id: UUID, alias: str) -> None:
     conn.execute(
         "UPDATE entities SET aliases = array_append(aliases, %s) WHERE id = %s", (alias, entity_id)
     )
+
+
+def set_traits(conn: Connection[Any], traits: Sequence[tuple[UUID, dict[str, int]]]) -> None:
+    """Store what has been read of these entities (memora.entities.traits)."""
+    if traits:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "UPDATE entities SET traits = %s WHERE id = %s",
+                [(Jsonb(t), entity_id) for entity_id, t in traits],
+            )
 
 
 def unlink_units(conn: Connection[Any], unit_ids: Sequence[UUID]) -> None:

@@ -66,7 +66,7 @@ def edit(
                 metadata={**old.metadata, "source": "edit", "edit_of": str(memory_id)},
                 at=now, valid_from=old.valid_from,
             )  # fmt: skip
-            index(conn, app.settings, key, unit_id, found, now)
+            index(conn, app.settings, key, unit_id, found, now, text)
             reason = "edited by the user"
             store.record(conn, key, [unit_id], "added", actor, reason=reason,
                          related_id=memory_id, details={"edit_of": str(memory_id)})  # fmt: skip

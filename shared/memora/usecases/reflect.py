@@ -100,7 +100,7 @@ def _store(
                 conn, key, unit_id, text=text, vector=vector, fact_type=REFLECTION,
                 importance=importance, category=REFLECTION, metadata=meta, at=now,
             )  # fmt: skip
-            index(conn, app.settings, key, unit_id, mentions_of(text), now)
+            index(conn, app.settings, key, unit_id, mentions_of(text), now, text)
             for source in ids:
                 store.add_link(conn, unit_id, source, "reflection", 1.0, "derived_from")
             store.record(conn, key, [unit_id], "reflected", actor, details={"sources": len(ids)})

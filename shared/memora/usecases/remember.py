@@ -210,7 +210,7 @@ def _write(
         importance=new.importance, category=req.category, metadata={"source": "remember"},
         at=new.at, valid_from=since,
     )  # fmt: skip
-    index(conn, app.settings, key, unit_id, new.mentions, new.at)
+    index(conn, app.settings, key, unit_id, new.mentions, new.at, new.text)
     store.record(conn, key, [unit_id], "added", req.actor, reason=verdict.reason)
     superseded = None
     if verdict.decision is Decision.SUPERSEDE:
@@ -243,7 +243,7 @@ def _merge(
         importance=req.new.importance, category=req.category, evidence=1,
     )  # fmt: skip
     if changed:
-        index(conn, app.settings, req.key, old.id, mentions_of(kept), old.event_date)
+        index(conn, app.settings, req.key, old.id, mentions_of(kept), old.event_date, kept)
     store.record(
         conn, req.key, [old.id], "merged", req.actor, reason=verdict.reason,
         details={"statement": text, "kept": "new" if changed else "existing",
