@@ -100,6 +100,13 @@ def load_parser() -> Language:
         ) from last_error
 
 
+@lru_cache(maxsize=1024)
+def structure(text: str) -> Doc:
+    """`load_parser()`'s Doc of a text, kept for the next reader of the same text (the change
+    detector and the entity relation reader read one parse)."""
+    return load_parser()(text)
+
+
 def parsing_ahead(texts: Iterable[str]) -> AbstractContextManager[None]:
     """Parse the texts in one pass now; `parse` in this thread takes their Docs inside the
     returned block. spaCy costs less a text in batches: a stage batch's operations, each a
