@@ -1,4 +1,4 @@
-"""The entity relation reader (memora.entities.relations) on labelled sentences: precision and
+"""The entity relation reader (memora.lifecycle.entity_relations) on labelled sentences: precision and
 recall of the relations it reads, and by category.
 
     python bench/entity_relations.py [--data bench/data/entity_relations_eval.jsonl] [--show-errors]
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memora.entities.relations import Relation, read
+from memora.lifecycle.entity_relations import Relation, read
 
 DEFAULT_DATA = Path(__file__).parent / "data" / "entity_relations_eval.jsonl"
 Key = tuple[str, str, str, bool]

@@ -1,4 +1,4 @@
-"""The entity relation reader (memora.entities.relations) on the labelled set
+"""The entity relation reader (memora.lifecycle.entity_relations) on the labelled set
 bench/data/entity_relations_eval.jsonl, and on sentences of its own."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memora.entities.relations import Relation, read
+from memora.lifecycle.entity_relations import Relation, read
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
 import entity_relations  # bench/ is not a package: found through the path above

@@ -12,7 +12,7 @@ Precision first: both ends must be names (a proper noun or a named entity in the
 speaker of a turn for "I"), never "my sister" or "a bakery". Where someone lives, works and
 studies comes from the change detector's claims (memora.lifecycle.changes: plans, visits, the
 past and plain negations are never claims); people's ties from the same parse read here and in
-entities.kinship (possessives and appositions, "X is Y's brother", "married", "manages").
+lifecycle.kinship (possessives and appositions, "X is Y's brother", "married", "manages").
 """
 
 from __future__ import annotations
@@ -20,24 +20,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memora.entities.kinship import ties
 from memora.lifecycle.changes import Claim, claims, speaker_of
+from memora.lifecycle.kinship import ties
 from memora.lifecycle.lexicon import INSTITUTIONS
 from memora.lifecycle.parsing import Mode
 from memora.nlp.language import structure
 from memora.nlp.names import normalize_name
+from memora.store.relations import RELATIONS, SINGLE, SYMMETRIC
 
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
 
 __all__ = ["RELATIONS", "SINGLE", "SYMMETRIC", "Relation", "name_in", "read"]
-
-RELATIONS = (
-    "works_at", "lives_in", "studies_at", "member_of", "manages", "parent_of", "sibling_of",
-    "partner_of", "friend_of", "colleague_of",
-)  # fmt: skip
-SINGLE = frozenset({"works_at", "lives_in", "studies_at", "partner_of"})
-SYMMETRIC = frozenset({"sibling_of", "partner_of", "friend_of", "colleague_of"})
 
 
 @dataclass(frozen=True)

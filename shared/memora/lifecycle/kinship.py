@@ -1,4 +1,4 @@
-"""People's ties read from a parse (for entities.relations): family, partners, friends,
+"""People's ties read from a parse (for lifecycle.entity_relations): family, partners, friends,
 colleagues and managers, by their nouns ("Priya's brother Sam", "my boss, Derek,", "Kofi is
 Ama's brother", "Sophie and Ben are siblings", "Pedro is friends with Carlos") and a few verbs
 ("Hannah married Tom", "is dating", "divorced", "broke up", "I manage Lukas").

@@ -1,0 +1,67 @@
+"""Entity relations for the pipeline's entity stage: each unit's relations read
+(memora.lifecycle.entity_relations), their names matched to the entities resolution linked to
+that unit, and recorded (memora.store.relations) in the order the memories were said."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any, Protocol
+from uuid import UUID
+
+from psycopg import Connection
+
+from memora.lifecycle.entity_relations import Relation, read
+from memora.store import relations as store
+
+
+class Said(Protocol):
+    @property
+    def id(self) -> UUID: ...
+    @property
+    def text(self) -> str: ...
+
+
+def read_units(units: Sequence[Said]) -> dict[UUID, tuple[Relation, ...]]:
+    """The relations each unit states or ends (the parse: outside any transaction)."""
+    found = {u.id: read(u.text) for u in units}
+    return {unit: relations for unit, relations in found.items() if relations}
+
+
+def record_units(
+    conn: Connection[Any], agent_id: str, units: Sequence[Any], found: dict[UUID, Any]
+) -> dict[str, int]:
+    """Record the relations read from `units` (each with id and event_date) between the
+    entities linked to them; counts of what was done."""
+    counts: dict[str, int] = defaultdict(int)
+    if not found:
+        return {}
+    named: dict[UUID, list[tuple[UUID, set[str]]]] = defaultdict(list)
+    for row in store.unit_entities(conn, list(found)):
+        names = {row["normalized_name"], *row["aliases"]}
+        named[row["unit_id"]].append((row["entity_id"], names))
+    for unit in sorted((u for u in units if u.id in found), key=lambda u: u.event_date):
+        for r in found[unit.id]:
+            subject = entity_named(r.subject, named[unit.id])
+            obj = entity_named(r.object, named[unit.id])
+            if subject is None or obj is None or subject == obj:
+                counts["relations_unresolved"] += 1
+                continue
+            stated = store.Stated(
+                unit.id, subject, r.relation, obj, unit.event_date, r.mode, r.additive
+            )
+            counts[f"relations_{store.record(conn, agent_id, stated)}"] += 1
+    return dict(counts)
+
+
+def entity_named(name: str, entities: Sequence[tuple[UUID, set[str]]]) -> UUID | None:
+    """The one entity a name is (a name or alias of it), else the one whose name holds all of
+    its words ("priya" of "priya sharma"); None where none or several fit."""
+    exact = {e for e, names in entities if name in names}
+    if len(exact) == 1:
+        return exact.pop()
+    if exact:
+        return None
+    words = set(name.split())
+    partial = {e for e, names in entities if any(words <= set(n.split()) for n in names)}
+    return partial.pop() if len(partial) == 1 else None
