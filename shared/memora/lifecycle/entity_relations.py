@@ -17,7 +17,7 @@ lifecycle.kinship (possessives and appositions, "X is Y's brother", "married", "
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memora.lifecycle.changes import Claim, claims, speaker_of
@@ -41,6 +41,8 @@ class Relation:
     object: str
     mode: Mode = "state"  # "change": begun now; "end": no longer holds
     additive: bool = False  # "also works at": one more value, never a replacement
+    # how the sentence writes subject and object ("Ana", "Northwind"): entity names
+    written: tuple[str, str] = field(default=("", ""), compare=False)
 
     def key(self) -> tuple[str, str, str]:
         """The same relation whichever way a symmetric one is said."""
@@ -68,20 +70,20 @@ def read(text: str) -> tuple[Relation, ...]:
     ends, each once."""
     speaker, body = speaker_of(text)
     doc = structure(body)
-    me = normalize_name(speaker) if speaker else None
-    found = [r for c in claims(text) if (r := _from_claim(c, doc, me)) is not None]
+    found = [r for c in claims(text) if (r := _from_claim(c, doc)) is not None]
     found += [Relation(*tie) for tie in ties(doc, speaker)]
     kept: dict[tuple[str, str, str, bool], Relation] = {}
     for r in found:
-        subject = _named(doc, r.subject, me)
-        obj = _named(doc, r.object, me)
-        if subject and obj and subject != obj and r.relation in RELATIONS:
-            r = Relation(subject, r.relation, obj, r.mode, r.additive)
+        subject = _named(doc, r.subject, speaker)
+        obj = _named(doc, r.object, speaker)
+        if subject and obj and subject[0] != obj[0] and r.relation in RELATIONS:
+            written = (subject[1], obj[1])
+            r = Relation(subject[0], r.relation, obj[0], r.mode, r.additive, written)
             kept.setdefault((*r.key(), r.mode == "end"), r)
     return tuple(kept.values())
 
 
-def _from_claim(claim: Claim, doc: Doc, me: str | None) -> Relation | None:
+def _from_claim(claim: Claim, doc: Doc) -> Relation | None:
     """A relation from one of the change detector's claims, if it names one."""
     if claim.value is None or "'s " in claim.subject or claim.subject == "user":
         return None
@@ -115,16 +117,17 @@ def _ended(family: str, span: list[Token], kind: str) -> str:
     return "works_at"
 
 
-def _named(doc: Doc, name: str, me: str | None) -> str | None:
-    """The normalised name if the sentence names it (or it is the speaker), else None; never
-    one named in a question ("Does Priya live in Lisbon?")."""
+def _named(doc: Doc, name: str, speaker: str | None) -> tuple[str, str] | None:
+    """The normalised name and how it is written, if the sentence names it (or it is the
+    speaker), else None; never one named in a question ("Does Priya live in Lisbon?")."""
     name = normalize_name(name)
-    if name and name == me:
-        return name
+    if speaker and name and name == normalize_name(speaker):
+        return name, speaker
     span = name_in(doc, name)
     if span is None or span[0].sent.text.rstrip().endswith("?"):
         return None
-    return normalize_name(" ".join(t.text for t in span))
+    written = " ".join(t.text for t in span)
+    return normalize_name(written), written
 
 
 def name_in(doc: Doc, value: str) -> list[Token] | None:

@@ -11,6 +11,7 @@ from uuid import UUID
 
 from psycopg import Connection
 
+from memora.extraction.base import Mention
 from memora.lifecycle.entity_relations import Relation, read
 from memora.store import relations as store
 
@@ -26,6 +27,21 @@ def read_units(units: Sequence[Said]) -> dict[UUID, tuple[Relation, ...]]:
     """The relations each unit states or ends (the parse: outside any transaction)."""
     found = {u.id: read(u.text) for u in units}
     return {unit: relations for unit, relations in found.items() if relations}
+
+
+# the type of an entity at each end of a relation, when resolution did not find it
+_OBJECT_TYPES = {"works_at": "ORGANIZATION", "studies_at": "ORGANIZATION",
+                 "member_of": "ORGANIZATION", "lives_in": "LOCATION"}  # fmt: skip
+
+
+def mentions_of(relations: Sequence[Relation]) -> list[Mention]:
+    """The names at the ends of a unit's relations, as mentions: the parse knows "Ana" in "my
+    sister Ana" is a person where the tagger may not."""
+    found = []
+    for r in relations:
+        found.append(Mention(r.written[0], "PERSON"))
+        found.append(Mention(r.written[1], _OBJECT_TYPES.get(r.relation, "PERSON")))
+    return [m for m in found if m.name]
 
 
 def record_units(

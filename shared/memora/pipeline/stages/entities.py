@@ -22,10 +22,13 @@ def prepare(ctx: StageContext, conn: Connection[Any], job: Job) -> Writer:
         conn, job.agent_key, also=[m for u in found for m in u.mentions]
     )
     texts = {r.id: r.text for r in rows}
+    stated = relating.read_units(rows) if ctx.settings.entity_relations else {}
     for unit in found:
         unit.mentions = entities.merge_mentions(unit.mentions, gazetteer.find(texts[unit.unit_id]))
+        if unit.unit_id in stated:
+            named = relating.mentions_of(stated[unit.unit_id])
+            unit.mentions = entities.merge_mentions(unit.mentions, named)
     weights = entities.ResolutionWeights.from_settings(ctx.settings)
-    stated = relating.read_units(rows) if ctx.settings.entity_relations else {}
 
     def write(c: Connection[Any]) -> dict[str, int]:
         entity_store.unlink_units(c, [u.unit_id for u in found])
