@@ -1,5 +1,5 @@
-"""The entity relation reader (memora.lifecycle.entity_relations) on labelled sentences: precision and
-recall of the relations it reads, and by category.
+"""The entity relation reader (memora.lifecycle.entity_relations) on labelled sentences:
+precision and recall of the relations it reads, overall and by category.
 
     python bench/entity_relations.py [--data bench/data/entity_relations_eval.jsonl] [--show-errors]
 
