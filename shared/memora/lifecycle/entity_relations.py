@@ -20,13 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from memora.basics.relations import RELATIONS, SINGLE, SYMMETRIC
 from memora.lifecycle.changes import Claim, claims, speaker_of
 from memora.lifecycle.kinship import ties
 from memora.lifecycle.lexicon import INSTITUTIONS
 from memora.lifecycle.parsing import Mode
 from memora.nlp.language import structure
 from memora.nlp.names import normalize_name
-from memora.store.relations import RELATIONS, SINGLE, SYMMETRIC
 
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
@@ -43,6 +43,7 @@ class Relation:
     additive: bool = False  # "also works at": one more value, never a replacement
     # how the sentence writes subject and object ("Ana", "Northwind"): entity names
     written: tuple[str, str] = field(default=("", ""), compare=False)
+    source: str = field(default="parse", compare=False)  # parse, llm (the LLM extractor's)
 
     def key(self) -> tuple[str, str, str]:
         """The same relation whichever way a symmetric one is said."""

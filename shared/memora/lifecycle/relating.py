@@ -11,8 +11,10 @@ from uuid import UUID
 
 from psycopg import Connection
 
+from memora.basics.relations import RELATIONS
 from memora.extraction.base import Mention
 from memora.lifecycle.entity_relations import Relation, read
+from memora.nlp.names import normalize_name
 from memora.store import relations as store
 
 
@@ -24,9 +26,26 @@ class Said(Protocol):
 
 
 def read_units(units: Sequence[Said]) -> dict[UUID, tuple[Relation, ...]]:
-    """The relations each unit states or ends (the parse: outside any transaction)."""
-    found = {u.id: read(u.text) for u in units}
-    return {unit: relations for unit, relations in found.items() if relations}
+    """The relations each unit states or ends (the parse: outside any transaction), and those
+    the LLM extractor read in it where it ran (`entity_relations`), each relation once."""
+    found = {}
+    for unit in units:
+        relations = [*read(unit.text), *extracted(getattr(unit, "entity_relations", None))]
+        once = {(*r.key(), r.mode == "end"): r for r in reversed(relations)}  # the parse's first
+        if once:
+            found[unit.id] = tuple(reversed(once.values()))
+    return found
+
+
+def extracted(rows: Sequence[dict[str, str]] | None) -> list[Relation]:
+    """The LLM extractor's relations of a unit ({"subject", "relation", "object"} names)."""
+    made = []
+    for row in rows or ():
+        a, b = normalize_name(row["subject"]), normalize_name(row["object"])
+        if a and b and a != b and row["relation"] in RELATIONS:
+            written = (row["subject"], row["object"])
+            made.append(Relation(a, row["relation"], b, written=written, source="llm"))
+    return made
 
 
 # the type of an entity at each end of a relation, when resolution did not find it
@@ -64,7 +83,7 @@ def record_units(
                 counts["relations_unresolved"] += 1
                 continue
             stated = store.Stated(
-                unit.id, subject, r.relation, obj, unit.event_date, r.mode, r.additive
+                unit.id, subject, r.relation, obj, unit.event_date, r.mode, r.additive, r.source
             )
             counts[f"relations_{store.record(conn, agent_id, stated)}"] += 1
     return dict(counts)

@@ -12,13 +12,8 @@ from uuid import UUID
 
 from psycopg import Connection
 
-# the closed vocabulary (memora.lifecycle.entity_relations reads it; 0036 checks it)
-RELATIONS = (
-    "works_at", "lives_in", "studies_at", "member_of", "manages", "parent_of", "sibling_of",
-    "partner_of", "friend_of", "colleague_of",
-)  # fmt: skip
-SINGLE = frozenset({"works_at", "lives_in", "studies_at", "partner_of"})  # one value at a time
-SYMMETRIC = frozenset({"sibling_of", "partner_of", "friend_of", "colleague_of"})
+from memora.basics.relations import SINGLE, SYMMETRIC
+
 # an end read as one of these ("left Acme") closes whichever of them holds
 _AFFILIATIONS = ("works_at", "studies_at", "member_of")
 _PAIR = (

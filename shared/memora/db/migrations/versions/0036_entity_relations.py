@@ -2,7 +2,7 @@
 from memories by memora.lifecycle.entity_relations and written by the pipeline's entity stage.
 
 - `entity_relations`: one row per relation between two of an agent's entities over one span
-  of validity: `subject_id`, `relation` (the closed vocabulary of memora.store.relations),
+  of validity: `subject_id`, `relation` (the closed vocabulary of memora.basics.relations),
   `object_id`; `evidence`, the memories that state it; `valid_from` (the first evidence's
   date) and `valid_until` (NULL: holds now). A relation one value at a time holds (lives_in,
   works_at, studies_at, partner_of) is closed by the next value, which `superseded_by` names;
@@ -13,6 +13,9 @@ from memories by memora.lifecycle.entity_relations and written by the pipeline's
   of it, and a relation left with no evidence goes (memora.store.purge).
 - `tenant_id` generated from the agent key and the `tenant_isolation` policy, as every other
   tenant-scoped table (0010).
+- `memory_units.entity_relations` (JSONB, NULL: none): the relations the LLM extractor read in
+  the fact ([{"subject", "relation", "object"}] by name), which the entity stage records with
+  `source` `llm` beside those the parse reads.
 - `idx_entity_relations_subject` and `_object`: an entity's relations either way, current
   first; `idx_entity_relations_evidence` (GIN): the relations a purged memory is evidence of.
 
@@ -73,6 +76,7 @@ def upgrade() -> None:
     op.execute(
         "CREATE INDEX idx_entity_relations_evidence ON entity_relations USING gin (evidence)"
     )
+    op.execute("ALTER TABLE memory_units ADD COLUMN entity_relations JSONB")
     op.execute("ALTER TABLE entity_relations ENABLE ROW LEVEL SECURITY")
     op.execute("ALTER TABLE entity_relations FORCE ROW LEVEL SECURITY")
     op.execute(
@@ -82,4 +86,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("ALTER TABLE memory_units DROP COLUMN entity_relations")
     op.execute("DROP TABLE entity_relations")
