@@ -1790,11 +1790,16 @@ export interface components {
             target: string;
             /**
              * Type
-             * @description a link type, or `mentions` (a unit → an entity it names)
+             * @description a link type, `mentions` (a unit → an entity it names) or `relation` (an entity → another: subject → object of `relation`)
              */
             type: string;
             /** Weight */
             weight: number;
+            /**
+             * Relation
+             * @description type `relation`: works_at, lives_in, sibling_of...
+             */
+            relation?: string | null;
         };
         /** EditRequest */
         EditRequest: {

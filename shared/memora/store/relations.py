@@ -144,13 +144,16 @@ def of_entity(conn: Connection[Any], entity_id: UUID) -> list[dict[str, Any]]:
     ).fetchall()
 
 
-def between(conn: Connection[Any], entity_ids: Sequence[UUID]) -> list[dict[str, Any]]:
-    """The current relations among these entities (the graph view's edges)."""
+def between(conn: Connection[Any], entity_ids: Sequence[UUID], limit: int) -> list[dict[str, Any]]:
+    """The current relations among these entities, the best attested first (the graph
+    view's edges)."""
+    if not entity_ids:
+        return []
     return conn.execute(
-        "SELECT subject_id, relation, object_id, cardinality(evidence) AS evidence "
-        "FROM entity_relations WHERE subject_id = ANY(%(e)s) AND object_id = ANY(%(e)s) "
-        "AND valid_until IS NULL ORDER BY relation, subject_id, object_id",
-        {"e": list(entity_ids)},
+        "SELECT subject_id, relation, object_id FROM entity_relations "
+        "WHERE subject_id = ANY(%(e)s) AND object_id = ANY(%(e)s) AND valid_until IS NULL "
+        "ORDER BY cardinality(evidence) DESC, relation, subject_id, object_id LIMIT %(n)s",
+        {"e": list(entity_ids), "n": limit},
     ).fetchall()
 
 
