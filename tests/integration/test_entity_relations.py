@@ -103,6 +103,21 @@ def test_a_move_supersedes_where_one_lived_and_leaving_ends_a_job(
     assert _by(_entity(celery_api, stored, "Ana"), "works_at", "Northwind")["status"] == "current"
 
 
+def test_the_graph_draws_current_relations_between_entities(stored: str, celery_api: Any) -> None:
+    page = celery_api.get("/api/graph", params={"agent_id": stored, "entity": "Maya", "depth": 0})
+    assert page.status_code == 200, page.text
+    names = {n["id"]: n["label"] for n in page.json()["nodes"] if n["kind"] == "entity"}
+    drawn = {
+        (names[e["source"]], e["relation"], names[e["target"]])
+        for e in page.json()["edges"]
+        if e["type"] == "relation"
+    }
+    assert ("Maya", "lives_in", "Berlin") in drawn
+    assert ("Maya", "lives_in", "Lisbon") not in drawn  # superseded
+    assert ("Maya", "works_at", "Northwind") not in drawn  # ended
+    assert all(e["relation"] is None for e in page.json()["edges"] if e["type"] != "relation")
+
+
 def test_unknown_entities_and_agents_are_404(stored: str, celery_api: Any) -> None:
     missing = celery_api.get(f"/api/agents/{stored}/entities/Nobody")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "entity_not_found"
