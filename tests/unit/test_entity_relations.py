@@ -29,6 +29,8 @@ def test_precision_and_recall_on_the_labelled_set() -> None:
         ("Abel is Ruth's father.", Relation("abel", "parent_of", "ruth")),
         ("Jo: my manager Tariq is great", Relation("tariq", "manages", "jo")),
         ("Ken quit Nintendo.", Relation("ken", "works_at", "nintendo", "end")),
+        ("Jill: Bob and Alice got divorced", Relation("bob", "partner_of", "alice", "end")),
+        ("Tom: Jane and I got married in June!", Relation("tom", "partner_of", "jane", "change")),
     ],
 )
 def test_relations_are_read(text: str, relation: Relation) -> None:
@@ -43,6 +45,8 @@ def test_relations_are_read(text: str, relation: Relation) -> None:
         "Noor: I might move to Ghent.",
         "My cousin works at Nintendo.",
         "Abel isn't Ruth's father.",
+        "Tom: I moved Sarah's boxes to Berlin",
+        "Kim: Tom and Sue are getting married next year",
     ],
 )
 def test_no_relation_is_read(text: str) -> None:

@@ -100,13 +100,20 @@ def _from_claim(claim: Claim, doc: Doc) -> Relation | None:
     relation = _FAMILIES.get(claim.family)
     if claim.family == "affiliation" and claim.certain:  # "transferred to Acme"
         relation = _ended("affiliation", span, kind)
-    if relation is None:
+    if relation is None or (relation == "lives_in" and _carried(span[0])):
         return None
     if span[0].head.lower_ == "with":  # "works with Laura": a colleague, not an employer
         if relation != "works_at" or kind != "PERSON":
             return None
         relation = "colleague_of"
     return Relation(claim.subject, relation, value, claim.mode, claim.additive)
+
+
+def _carried(place: Token) -> bool:
+    """A place something else was moved to ("moved Sarah's boxes to Berlin"): no home."""
+    verb = place.head.head if place.head.dep_ == "prep" else place.head
+    return any(c.dep_ == "dobj" and c.lower_ not in {"myself", "herself", "himself"}
+               for c in verb.children)  # fmt: skip
 
 
 def _ended(family: str, span: list[Token], kind: str) -> str:

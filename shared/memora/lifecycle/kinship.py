@@ -48,7 +48,7 @@ def ties(doc: Doc, speaker: str | None) -> list[Tie]:
         noun = _noun(token)
         if noun is not None and token.dep_ != "attr":
             found += _named_tie(token, noun, ctx)
-        elif token.lemma_ == "be" and token.dep_ in {"ROOT", "conj", "ccomp"}:
+        elif token.lemma_ in {"be", "get"} and token.dep_ in {"ROOT", "conj", "ccomp"}:
             found += _copula(token, ctx)
         elif token.pos_ == "VERB":
             found += _verb(token, ctx)
@@ -87,15 +87,22 @@ def _named_tie(token: Token, noun: str, ctx: ClauseContext) -> list[Tie]:
 def _copula(verb: Token, ctx: ClauseContext) -> list[Tie]:
     """ "Kofi is Ama's brother", "Priya is my colleague", "Sophie and Ben are siblings", "Pedro
     is friends with Carlos", "Lucy is married to James"."""
-    if _negated(verb) or is_hypothetical(verb) or not is_present(verb):
+    got = verb.lemma_ == "get"  # an event, in any tense: "got married", "got divorced"
+    if _negated(verb) or is_hypothetical(verb) or not (got or is_present(verb)):
         return []
     people = subjects_of(verb, ctx)
     comp = next((c for c in verb.children if c.dep_ in {"attr", "acomp"}), None)
     if comp is None or not people:
         return []
-    if comp.lower_ == "married":
-        spouse = _object(comp, "to")
-        return [(p, "partner_of", spouse, "state") for p in people if spouse]
+    if comp.lower_ in {"divorced", "separated", "married"}:
+        mode: Mode = "end" if comp.lower_ != "married" else ("change" if got else "state")
+        other = _object(comp, "from" if mode == "end" else "to")
+        pairs = [(p, other) for p in people if other]  # "is married to James"
+        if other is None and len(people) == 2:  # "Bob and Alice got divorced"
+            pairs = [(people[0], people[1])]
+        return [(a, "partner_of", b, mode) for a, b in pairs]
+    if got:
+        return []
     if comp.lemma_ == "member" and not _former(comp):  # "a member of Greenpeace"
         group = _object(comp, "of")
         return [(p, "member_of", group, "state") for p in people if group]
@@ -132,6 +139,8 @@ def _verb(verb: Token, ctx: ClauseContext) -> list[Tie]:
             pairs = [(people[0], people[1])]
         return [(a, "partner_of", b, "end") for a, b in pairs]
     objects = _objects(verb, ctx)
+    if not objects and len(people) == 2 and lemma in {"marry", "divorce"}:  # "A and B married"
+        people, objects = people[:1], people[1:]
     if lemma == "marry":
         return [(p, "partner_of", o, "change") for p in people for o in objects]
     if lemma == "divorce":

@@ -88,18 +88,19 @@ def record(conn: Connection[Any], agent_id: str, r: Stated) -> str:
 
 
 def _supersede(conn: Connection[Any], p: dict[str, Any]) -> None:
-    """A new value of a relation one value at a time holds: the current other values of its
-    subject (of either side, for partner_of) end where it begins, and one begun later (a
+    """A new value of a relation one value at a time holds: the other values of its subject
+    (of either side, for partner_of) holding when it begins end there, and one begun later (a
     memory read out of order) ends it."""
     sides = [p["s"], p["o"]] if p["r"] in SYMMETRIC else [p["s"]]
     same_side = (
         "(subject_id = ANY(%(sides)s) OR (relation = ANY(%(sym)s) AND object_id = ANY(%(sides)s)))"
     )
     p = {**p, "sides": sides}
+    # those holding at its start, a later value already read included
     conn.execute(
         "UPDATE entity_relations SET valid_until = %(at)s, superseded_by = %(new)s "
-        f"WHERE agent_id = %(a)s AND relation = %(r)s AND {same_side} AND id <> %(new)s "
-        "AND valid_until IS NULL AND valid_from <= %(at)s",
+        f"WHERE agent_id = %(a)s AND relation = %(r)s AND {same_side} AND NOT {_PAIR} "
+        "AND valid_from <= %(at)s AND (valid_until IS NULL OR valid_until > %(at)s)",
         p,
     )
     later = conn.execute(
