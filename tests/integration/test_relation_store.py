@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memora.store import relations
+from memora.store import entity_names, relations
+from memora.store.entity_names import Names
 from memora.store.purge import purge_units
 from memora.store.relations import Stated
 from tests.integration.memory_support import add_entity, add_turns
@@ -73,3 +74,23 @@ def test_evidence_supersession_and_ends(agent_conn: Any, agent_id: str) -> None:
     rows = _rows(conn, maya)
     assert rows[("lives_in", "Lisbon")]["evidence"] == [u[1]]
     assert ("lives_in", "Porto") not in rows
+
+
+def test_a_merge_of_entities_moves_their_relations(agent_conn: Any, agent_id: str) -> None:
+    """The entity_names job merging "Maya C" into "Maya": her relations are Maya's now, and
+    one between the two goes (nobody is their own sibling)."""
+    conn = agent_conn
+    u = [uuid.UUID(x) for x in add_turns(conn, agent_id, np.random.default_rng(6), 3)]
+    maya, short, acme, rui = (
+        add_entity(conn, agent_id, n) for n in ("Maya", "Maya C", "Acme", "Rui")
+    )
+    for unit, (s, rel, o) in enumerate(
+        [(short, "works_at", acme), (rui, "sibling_of", short), (maya, "sibling_of", short)]
+    ):
+        relations.record(conn, agent_id, Stated(u[unit], s, rel, o, _at(unit + 1)))
+    names = Names("Maya", "maya", ["maya c"], {"Maya": 2, "Maya C": 1}, "PERSON")
+    entity_names.merge(conn, short, maya, names)
+    moved = {
+        (r["relation"], r["other_name"], r["outgoing"]) for r in relations.of_entity(conn, maya)
+    }
+    assert moved == {("works_at", "Acme", True), ("sibling_of", "Rui", False)}
