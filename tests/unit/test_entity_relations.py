@@ -46,6 +46,7 @@ def test_relations_are_read(text: str, relation: Relation) -> None:
         "My cousin works at Nintendo.",
         "Abel isn't Ruth's father.",
         "Tom: I moved Sarah's boxes to Berlin",
+        "Maya's friend's sister Ana is a nurse.",  # Ana is not Maya's sister
         "Kim: Tom and Sue are getting married next year",
     ],
 )

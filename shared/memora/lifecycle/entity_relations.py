@@ -131,17 +131,17 @@ def _named(doc: Doc, name: str, speaker: str | None) -> tuple[str, str] | None:
     name = normalize_name(name)
     if speaker and name and name == normalize_name(speaker):
         return name, speaker
-    span = name_in(doc, name)
+    span = name_in(doc, name, whole=True)  # never a part ("maya" of "maya's friend")
     if span is None or span[0].sent.text.rstrip().endswith("?"):
         return None
     written = " ".join(t.text for t in span)
     return normalize_name(written), written
 
 
-def name_in(doc: Doc, value: str) -> list[Token] | None:
-    """The tokens of the name `value` begins with, where the sentence writes it as a name
-    (capitalised words, one of them a proper noun or a named entity): "riverside rovers on
-    sundays" → Riverside Rovers; "bakery" → None."""
+def name_in(doc: Doc, value: str, whole: bool = False) -> list[Token] | None:
+    """The tokens of the name `value` begins with (`whole`: that `value` is), where the
+    sentence writes it as a name (capitalised words, one of them a proper noun or a named
+    entity): "riverside rovers on sundays" → Riverside Rovers; "bakery" → None."""
     words = normalize_name(value).split()
     if not words:
         return None
@@ -155,6 +155,8 @@ def name_in(doc: Doc, value: str) -> list[Token] | None:
             span.append(token)
         while span and span[-1].lower_ in _CONNECTORS:
             span.pop()
+        if whole and len(span) != len(words):
+            continue
         if any(t.tag_ in {"NNP", "NNPS"} or t.ent_type_ in _NAMED for t in span):
             return span
     return None
