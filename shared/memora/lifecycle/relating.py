@@ -19,10 +19,14 @@ from memora.store import relations as store
 
 
 class Said(Protocol):
+    """A unit as the entity stage reads it (memora.store.units.Unresolved)."""
+
     @property
     def id(self) -> UUID: ...
     @property
     def text(self) -> str: ...
+    @property
+    def entity_relations(self) -> list[dict[str, str]] | None: ...
 
 
 def read_units(units: Sequence[Said]) -> dict[UUID, tuple[Relation, ...]]:
@@ -30,7 +34,7 @@ def read_units(units: Sequence[Said]) -> dict[UUID, tuple[Relation, ...]]:
     the LLM extractor read in it where it ran (`entity_relations`), each relation once."""
     found = {}
     for unit in units:
-        relations = [*read(unit.text), *extracted(getattr(unit, "entity_relations", None))]
+        relations = [*read(unit.text), *extracted(unit.entity_relations)]
         once = {(*r.key(), r.mode == "end"): r for r in reversed(relations)}  # the parse's first
         if once:
             found[unit.id] = tuple(reversed(once.values()))
