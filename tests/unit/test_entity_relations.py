@@ -18,7 +18,7 @@ def test_precision_and_recall_on_the_labelled_set() -> None:
     total, _ = entity_relations.score(entity_relations.load(entity_relations.DEFAULT_DATA))
     assert total.right + total.missed >= 100
     assert total.precision >= 0.9, total.errors
-    assert total.recall >= 0.85, total.errors  # measured 0.881
+    assert total.recall >= 0.85, total.errors  # measured 0.891
 
 
 @pytest.mark.parametrize(
