@@ -18,7 +18,7 @@ def test_precision_and_recall_on_the_labelled_set() -> None:
     total, _ = entity_relations.score(entity_relations.load(entity_relations.DEFAULT_DATA))
     assert total.right + total.missed >= 100
     assert total.precision >= 0.9, total.errors
-    assert total.recall >= 0.85, total.errors  # measured 0.891
+    assert total.recall >= 0.9, total.errors  # measured 0.911
 
 
 @pytest.mark.parametrize(
@@ -30,6 +30,7 @@ def test_precision_and_recall_on_the_labelled_set() -> None:
         ("Jo: my manager Tariq is great", Relation("tariq", "manages", "jo")),
         ("Ken quit Nintendo.", Relation("ken", "works_at", "nintendo", "end")),
         ("Jill: Bob and Alice got divorced", Relation("bob", "partner_of", "alice", "end")),
+        ("Ines: I'm still at Nokia, sadly", Relation("ines", "works_at", "nokia")),
         ("Tom: Jane and I got married in June!", Relation("tom", "partner_of", "jane", "change")),
     ],
 )
@@ -47,6 +48,7 @@ def test_relations_are_read(text: str, relation: Relation) -> None:
         "Abel isn't Ruth's father.",
         "Tom: I moved Sarah's boxes to Berlin",
         "Maya's friend's sister Ana is a nurse.",  # Ana is not Maya's sister
+        "Maya is at Google today for a meeting.",
         "Kim: Tom and Sue are getting married next year",
     ],
 )

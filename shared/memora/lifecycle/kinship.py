@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from memora.lifecycle.lexicon import INSTITUTIONS
 from memora.lifecycle.parsing import ClauseContext, Mode, is_hypothetical, is_present, subjects_of
 
 if TYPE_CHECKING:
@@ -92,6 +93,8 @@ def _copula(verb: Token, ctx: ClauseContext) -> list[Tie]:
         return []
     people = subjects_of(verb, ctx)
     comp = next((c for c in verb.children if c.dep_ in {"attr", "acomp"}), None)
+    if comp is None and not got:
+        return _placed(verb, people)
     if comp is None or not people:
         return []
     if comp.lower_ in {"divorced", "separated", "married"}:
@@ -119,6 +122,18 @@ def _copula(verb: Token, ctx: ClauseContext) -> list[Tie]:
     if comp.lower_ != noun and len(people) == 2:  # "Sophie and Ben are siblings"
         return [_tie(noun, people[0], people[1])]
     return []
+
+
+def _placed(verb: Token, people: list[str]) -> list[Tie]:
+    """ "I'm still at Accenture", "Leo is no longer at Oracle": where one works or studies, said
+    with still, now or no longer (a plain "is at Google" may be a visit)."""
+    where = _object(verb, "at")
+    adverbs = {c.lower_ for c in verb.children if c.dep_ == "advmod"}
+    if where is None or not adverbs & {"still", "now", "longer", "anymore"}:
+        return []
+    mode: Mode = "end" if adverbs & {"longer", "anymore"} else "state"
+    school = any(w.casefold() in INSTITUTIONS for w in where.split())
+    return [(p, "studies_at" if school else "works_at", where, mode) for p in people]
 
 
 def _verb(verb: Token, ctx: ClauseContext) -> list[Tie]:
