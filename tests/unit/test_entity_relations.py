@@ -31,6 +31,11 @@ def test_precision_and_recall_on_the_labelled_set() -> None:
         ("Ken quit Nintendo.", Relation("ken", "works_at", "nintendo", "end")),
         ("Jill: Bob and Alice got divorced", Relation("bob", "partner_of", "alice", "end")),
         ("Ines: I'm still at Nokia, sadly", Relation("ines", "works_at", "nokia")),
+        ("Kim: my sister is Jane.", Relation("kim", "sibling_of", "jane")),
+        (
+            "Dina: I joined the Brooklyn Chess Club.",
+            Relation("dina", "member_of", "brooklyn chess club", "change"),
+        ),
         ("Tom: Jane and I got married in June!", Relation("tom", "partner_of", "jane", "change")),
     ],
 )
@@ -49,6 +54,8 @@ def test_relations_are_read(text: str, relation: Relation) -> None:
         "Tom: I moved Sarah's boxes to Berlin",
         "Maya's friend's sister Ana is a nurse.",  # Ana is not Maya's sister
         "Maya is at Google today for a meeting.",
+        "Tom: my old boss is Dave.",
+        "Maya joined Tom for lunch.",
         "Kim: Tom and Sue are getting married next year",
     ],
 )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from memora.basics.relations import RELATIONS, SINGLE, SYMMETRIC
 from memora.lifecycle.changes import Claim, claims, speaker_of
-from memora.lifecycle.kinship import ties
+from memora.lifecycle.kinship import former, ties
 from memora.lifecycle.lexicon import INSTITUTIONS
 from memora.lifecycle.parsing import Mode
 from memora.nlp.language import structure
@@ -94,6 +94,9 @@ def _from_claim(claim: Claim, doc: Doc) -> Relation | None:
     value = normalize_name(" ".join(t.text for t in span))
     kind = span[-1].ent_type_ or span[0].ent_type_
     if claim.family == "manager":
+        bosses = [t for t in doc if t.lemma_ in {"boss", "manager", "supervisor", "lead"}]
+        if any(former(t) for t in bosses):  # "my old boss is Dave"
+            return None
         return Relation(value, "manages", claim.subject, claim.mode)
     if claim.mode == "end" and claim.family in _ENDED:
         return Relation(claim.subject, _ended(claim.family, span, kind), value, "end")
@@ -101,6 +104,8 @@ def _from_claim(claim: Claim, doc: Doc) -> Relation | None:
     if claim.family == "affiliation" and claim.certain:  # "transferred to Acme"
         relation = _ended("affiliation", span, kind)
     if relation is None or (relation == "lives_in" and _carried(span[0])):
+        return None
+    if kind == "PERSON" and span[0].dep_ == "dobj":  # "joined Tom for lunch"
         return None
     if span[0].head.lower_ == "with":  # "works with Laura": a colleague, not an employer
         if relation != "works_at" or kind != "PERSON":

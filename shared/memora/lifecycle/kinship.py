@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memora.lifecycle.lexicon import INSTITUTIONS
+from memora.lifecycle.lexicon import GROUPS, INSTITUTIONS
 from memora.lifecycle.parsing import ClauseContext, Mode, is_hypothetical, is_present, subjects_of
 
 if TYPE_CHECKING:
@@ -62,7 +62,8 @@ def _noun(token: Token) -> str | None:
     return word if word in NOUNS and token.pos_ in {"NOUN", "PROPN"} else None
 
 
-def _former(token: Token) -> bool:
+def former(token: Token) -> bool:
+    """A former or late tie ("my ex-wife", "my old boss", "her late father")."""
     return any(c.lower_.rstrip("-") in _FORMER for c in token.children) or "ex-" in token.lower_
 
 
@@ -74,7 +75,7 @@ def _tie(noun: str, owner: str, named: str, mode: Mode = "state") -> Tie:
 def _named_tie(token: Token, noun: str, ctx: ClauseContext) -> list[Tie]:
     """ "Priya's brother Sam", "my boss, Derek,", "Tom's manager Alice"."""
     poss = next((c for c in token.children if c.dep_ == "poss"), None)
-    if poss is None or _former(token):
+    if poss is None or former(token):
         return []
     owner = ctx.person(poss)
     name = next((c for c in token.children if c.dep_ in {"appos", "compound"}
@@ -106,11 +107,18 @@ def _copula(verb: Token, ctx: ClauseContext) -> list[Tie]:
         return [(a, "partner_of", b, mode) for a, b in pairs]
     if got:
         return []
-    if comp.lemma_ == "member" and not _former(comp):  # "a member of Greenpeace"
+    subject = next((c for c in verb.children if c.dep_ == "nsubj"), None)
+    kin = _noun(subject) if subject is not None else None
+    if subject is not None and kin and comp.pos_ == "PROPN" and not former(subject):
+        poss = next((c for c in subject.children if c.dep_ == "poss"), None)  # "my boss is Rhea"
+        owner = ctx.person(poss) if poss is not None else None
+        named = ctx.person(comp)
+        return [_tie(kin, owner, named)] if owner and named else []
+    if comp.lemma_ == "member" and not former(comp):  # "a member of Greenpeace"
         group = _object(comp, "of")
         return [(p, "member_of", group, "state") for p in people if group]
     noun = _noun(comp)
-    if noun is None or _former(comp):
+    if noun is None or former(comp):
         return []
     poss = next((c for c in comp.children if c.dep_ == "poss"), None)
     if poss is not None:
@@ -128,6 +136,18 @@ def _placed(verb: Token, people: list[str]) -> list[Tie]:
     """ "I'm still at Accenture", "Leo is no longer at Oracle": where one works or studies, said
     with still, now or no longer (a plain "is at Google" may be a visit)."""
     where = _object(verb, "at")
+    if where is None:  # "no longer with Accenture": an organisation, not a person
+        firm = next(
+            (
+                g
+                for c in verb.children
+                if c.dep_ == "prep" and c.lower_ == "with"
+                for g in c.children
+                if g.dep_ == "pobj" and g.ent_type_ == "ORG"
+            ),
+            None,
+        )
+        where = _full(firm) if firm is not None else None
     adverbs = {c.lower_ for c in verb.children if c.dep_ == "advmod"}
     if where is None or not adverbs & {"still", "now", "longer", "anymore"}:
         return []
@@ -140,7 +160,7 @@ def _verb(verb: Token, ctx: ClauseContext) -> list[Tie]:
     """ "Hannah married Tom", "Julia is dating Marcus", "Irene divorced Paolo", "Tom and I broke
     up", "I manage Lukas and Petra"."""
     lemma = verb.lemma_.casefold()
-    if lemma not in {"marry", "date", "divorce", "break", "manage"}:
+    if lemma not in {"marry", "date", "divorce", "break", "manage", "join"}:
         return []
     if _negated(verb) or is_hypothetical(verb):
         return []
@@ -154,6 +174,10 @@ def _verb(verb: Token, ctx: ClauseContext) -> list[Tie]:
             pairs = [(people[0], people[1])]
         return [(a, "partner_of", b, "end") for a, b in pairs]
     objects = _objects(verb, ctx)
+    if lemma == "join":  # "joined the Brooklyn Chess Club" (a firm joined: lifecycle.changes)
+        dobj = next((c for c in verb.children if c.dep_ == "dobj"), None)
+        grouped = dobj is not None and any(t.lower_ in GROUPS for t in dobj.subtree)
+        return [(p, "member_of", o, "change") for p in people for o in objects] if grouped else []
     if not objects and len(people) == 2 and lemma in {"marry", "divorce"}:  # "A and B married"
         people, objects = people[:1], people[1:]
     if lemma == "marry":
