@@ -106,7 +106,9 @@ def row_counts(pool: Any, agent_keys: list[str], ids: dict[str, list[Any]]) -> d
               (SELECT count(*) FROM conversation_messages
                WHERE agent_id = ANY(%(k)s)) AS conversation_messages,
               (SELECT count(*) FROM conversation_index_state
-               WHERE agent_id = ANY(%(k)s)) AS conversation_index_state
+               WHERE agent_id = ANY(%(k)s)) AS conversation_index_state,
+              (SELECT count(*) FROM entity_relations WHERE agent_id = ANY(%(k)s)
+               OR subject_id = ANY(%(e)s) OR object_id = ANY(%(e)s)) AS entity_relations
             """,
             {"k": agent_keys, "u": units, "e": entities, "o": ops},
         ).fetchone()

@@ -60,6 +60,9 @@ def test_store_wait_search_and_documents(client: MemoraClient, agent_id: str) ->
     assert all(r.fact_type == "world" for r in only_world.results)
     memory = client.memory(agent_id, hit.id)
     assert memory.id == hit.id and memory.document_id == "notes/may 1"
+    sister = [r for r in client.entity(agent_id, "Maya").relations if r.relation == "sibling_of"]
+    assert [(r.other.name, r.status) for r in sister] == [("Hanna", "current")]
+    assert "Hanna" in client.memory(agent_id, sister[0].evidence[0]).text
 
     listed = client.list_documents(agent_id)
     assert [d.document_id for d in listed.documents] == ["notes/may 1"]
@@ -283,6 +286,9 @@ def test_the_async_client(client_url: str, agent_id: str) -> None:
             assert any("Japanese" in r.text for r in found.results)
             with pytest.raises(errors.NotFoundError):
                 await memora.operation(uuid4())
+            with pytest.raises(errors.NotFoundError) as missing:
+                await memora.entity(agent_id, "Nobody")
+            assert missing.value.code == "entity_not_found"
 
     asyncio.run(run())
 

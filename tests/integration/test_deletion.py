@@ -49,6 +49,7 @@ NOTHING_LEFT = dict.fromkeys(
         "conversation_chunks",
         "conversation_messages",
         "conversation_index_state",
+        "entity_relations",
     ),
     0,
 )

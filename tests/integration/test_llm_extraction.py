@@ -121,6 +121,30 @@ def test_llm_extraction_end_to_end(
     assert "[item 1] time: 2024-03-10T09:05:00+00:00" in prompt
 
 
+def test_the_llm_extractors_entity_relations_are_recorded(
+    llm_inline_api: Any, fake_llm: FakeOpenAI, agent_id: str
+) -> None:
+    """Relations the LLM read in a fact are recorded beside the parse's, `source` llm."""
+    fact = {
+        "item": 0, "text": "Derek is the team lead in charge of Maya at Northwind.",
+        "fact_type": "world",
+        "entities": [{"name": "Derek", "type": "PERSON"}, {"name": "Maya", "type": "PERSON"},
+                     {"name": "Northwind", "type": "ORGANIZATION"}],
+        "entity_relations": [{"subject": "Maya", "relation": "reports to", "object": "Derek"},
+                             {"subject": "Maya", "relation": "likes", "object": "Derek"}],
+    }  # fmt: skip
+    fake_llm.script(Reply({"facts": [fact]}), when=MARKER)
+    items = [{"content": "Maya: Derek leads my team at Northwind.", "event_date": "2024-03-10"}]
+    body = {"agent_id": agent_id, "items": items, "document_id": "team"}
+    response = llm_inline_api.post("/api/memories/batch", json=body)
+    assert response.status_code == 200, response.text
+    derek = llm_inline_api.get(f"/api/agents/{agent_id}/entities/Derek")
+    assert derek.status_code == 200, derek.text
+    found = [(r["relation"], r["direction"], r["other"]["name"], r["source"])
+             for r in derek.json()["relations"]]  # fmt: skip
+    assert found == [("manages", "outgoing", "Maya", "llm")]
+
+
 # --------------------------------------------------------------------- real worker
 WORKER_LLM_ENV = {
     "MEMORA_EXTRACTOR": "llm",

@@ -332,3 +332,23 @@ def test_conversation_and_lifecycle_tools(api_url: str, agent_id: str) -> None:
     assert out["chat_strict"]["results"] == []
     river = next(r for r in out["chat_marked"]["results"] if "m2" in r["message_ids"])
     assert "**river**" in river["snippet_highlighted"]
+
+
+def test_the_relations_tool(api_url: str, agent_id: str) -> None:
+    items = [{"content": "I live in Porto with my brother Rui.", "speaker": "Maya",
+              "event_date": "2024-02-01T10:00:00Z"}]  # fmt: skip
+    body = {"agent_id": agent_id, "items": items, "document_id": "family"}
+    assert httpx.post(f"{api_url}/api/memories/batch", json=body).status_code == 200
+
+    async def steps(client: Client) -> dict[str, Any]:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        maya = _data(await client.call_tool("relations", {"name": "Maya"}))
+        nobody = await client.call_tool("relations", {"name": "Nobody"})
+        return {"tools": tools, "maya": maya, "nobody": nobody}
+
+    out = _call(api_url, agent_id, steps)
+    assert out["tools"]["relations"].annotations.read_only_hint
+    assert out["maya"]["entity"] == "Maya"
+    found = {(r["relation"], r["object"], r["status"]) for r in out["maya"]["relations"]}
+    assert found == {("lives_in", "Porto", "current"), ("sibling_of", "Rui", "current")}
+    assert out["nobody"].is_error and "entity_not_found" in str(out["nobody"].content)

@@ -63,8 +63,9 @@ def test_0006_is_reversible_and_fills_existing_rows(scratch_url: str) -> None:
     after = _state(scratch_url)
     # 11 tables under RLS by 0006, 6 more by 0010 (the conversation index, the lifecycle),
     # memory_vectors by 0012, webhooks and webhook_deliveries by 0016, memory_terms by 0020,
-    # memory_postings by 0022, vector_removals by 0024 (link_removals: 0026 to 0030)
-    assert after["policies"] == 23 and after["links"] == 1 and after["roles"] == 2
+    # memory_postings by 0022, vector_removals by 0024 (link_removals: 0026 to 0030),
+    # entity_relations by 0036
+    assert after["policies"] == 24 and after["links"] == 1 and after["roles"] == 2
     with psycopg.connect(scratch_url, row_factory=dict_row) as conn:
         tenants = {
             t: conn.execute(f"SELECT DISTINCT tenant_id FROM {t}").fetchone()["tenant_id"]  # type: ignore[index]

@@ -146,6 +146,7 @@ ANSWER = {
             "Bob asked Alice whether the outage stopped her launch.",
             "world",
             [("Bob", "PERSON"), ("Alice", "PERSON")],
+            entity_relations=[{"subject": "Bob", "relation": "colleague_of", "object": "Alice"}],
         ),
         _fact(
             1,
@@ -271,6 +272,16 @@ def test_ui_in_a_real_browser(served: Any, fake_llm: FakeOpenAI, attempt: str) -
             "restored",
         ]
         page.screenshot(path=str(SHOTS / "graph.png"))
+        # an entity's panel lists its relations (the LLM's colleague_of), drawn as an edge too
+        assert (
+            page.evaluate("() => window.memoraUI.graph.cy.edges('[type = \"relation\"]').length")
+            == 1
+        )
+        page.evaluate(
+            "() => window.memoraUI.graph.cy.nodes('[kind = \"entity\"]')"
+            ".filter(n => n.data('label') === 'Bob')[0].emit('tap')"
+        )
+        page.locator("#node-panel .relations li", has_text="colleague_of Alice").wait_for()
 
         # The search playground: results and the trace
         page.click('#tabs button[data-view="search"]')

@@ -151,6 +151,30 @@ def test_invalid_relation_type_is_re_asked(fake_llm: FakeOpenAI) -> None:
     assert "relation type must be one of" in fake_llm.requests[1].messages[-1]["content"]
 
 
+def test_entity_relations_are_kept_in_the_vocabulary_and_the_rest_dropped(
+    fake_llm: FakeOpenAI,
+) -> None:
+    """Relations between named entities: synonyms mapped ("reports_to" is the other way
+    round), anything outside the vocabulary or malformed dropped without refusing the fact."""
+    relations = [
+        {"subject": "Maya", "relation": "works at", "object": "Northwind"},
+        {"subject": "Maya", "relation": "reports_to", "object": "Derek"},
+        {"subject": "Maya", "relation": "admires", "object": "Derek"},
+        {"subject": "Maya", "relation": "lives_in"},
+        "Maya lives in Porto",
+        {"subject": "Maya", "relation": "friend_of", "object": "Maya"},
+    ]
+    fact = {"item": 0, "text": "Maya works at Northwind under Derek.", "fact_type": "world",
+            "entity_relations": relations}  # fmt: skip
+    fake_llm.script(Reply({"facts": [fact]}), when=MARKER)
+    facts = _extractor(fake_llm).extract("a", [_item(0, "Maya: I work at Northwind for Derek.")])
+    assert [f.entity_relations for f in facts] == [
+        [("Maya", "works_at", "Northwind"), ("Derek", "manages", "Maya")]
+    ]
+    assert len(fake_llm.requests) == 1  # nothing re-asked
+    assert "entity_relations" in fake_llm.requests[0].content_of("system")
+
+
 def test_long_documents_are_chunked_and_seq_continues(fake_llm: FakeOpenAI) -> None:
     def answer(request: Recorded) -> Reply:
         user = request.content_of("user")

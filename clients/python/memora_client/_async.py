@@ -136,6 +136,10 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
         """One memory in full, in any status: entities, links and history included."""
         return await self._request(c.memory(agent_id, memory_id))
 
+    async def entity(self, agent_id: str, name: str) -> m.Entity:
+        """One entity (id, name or alias) with its relations, current first, with evidence."""
+        return await self._request(c.entity(agent_id, name))
+
     # ------------------------------------------------------------------------- documents
     async def list_documents(
         self, agent_id: str, *, limit: int = 100, offset: int = 0, trashed: bool = False

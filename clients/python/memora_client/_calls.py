@@ -149,6 +149,10 @@ def memory(agent_id: str, memory_id: str | UUID) -> Call[m.Memory]:
     return _call("GET", agent_path(agent_id, f"/memories/{seg(memory_id)}"), m.Memory)
 
 
+def entity(agent_id: str, name: str) -> Call[m.Entity]:
+    return _call("GET", agent_path(agent_id, f"/entities/{seg(name)}"), m.Entity)
+
+
 def list_documents(
     agent_id: str, limit: int, offset: int, trashed: bool = False
 ) -> Call[m.DocumentList]:

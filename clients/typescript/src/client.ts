@@ -41,6 +41,7 @@ export type ResponseBody<P extends keyof paths, M extends Method> = paths[P][M] 
 
 const APPEND = "/api/agents/{agent_id}/conversations/{conversation_id}/messages";
 const OPERATION = "/api/operations/{operation_id}";
+const ENTITY = "/api/agents/{agent_id}/entities/{name}";
 
 export type MemoryItem = RequestBody<"/api/memories/batch", "post">["items"][number];
 export type Message = RequestBody<typeof APPEND, "post">["messages"][number];
@@ -50,6 +51,7 @@ export type Operation = ResponseBody<typeof OPERATION, "get">;
 export type SearchResponse = ResponseBody<"/api/search", "post">;
 export type ConversationSearchResponse = ResponseBody<"/api/conversation_search", "post">;
 export type ThinkResponse = ResponseBody<"/api/think", "post">;
+export type Entity = ResponseBody<typeof ENTITY, "get">;
 
 /** Fields of the batch besides its agent and items; `backfill`: the backfill queues. */
 export type StoreBatchOptions = Partial<
@@ -252,6 +254,12 @@ export class MemoraClient {
     return this.request<ConversationSearchResponse>("POST", "/api/conversation_search", {
       json: defined({ ...options, agent_id: agentId, query }),
     });
+  }
+
+  /** An entity (id, name or alias) with its relations to others, current first, each with its
+   * evidence memories and validity (404 `entity_not_found`, `agent_not_found`). */
+  entity(agentId: string, name: string): Promise<Entity> {
+    return this.request<Entity>("GET", `/api/agents/${seg(agentId)}/entities/${seg(name)}`);
   }
 
   /** An answer in the agent's voice from its memories (needs the server's LLM). */

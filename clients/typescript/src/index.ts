@@ -11,6 +11,7 @@ export {
   type BatchAccepted,
   type ConversationSearchOptions,
   type ConversationSearchResponse,
+  type Entity,
   type MemoraClientOptions,
   type MemoryItem,
   type Message,

@@ -371,6 +371,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{agent_id}/entities/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Entity
+         * @description An entity by id, name or alias (the most mentioned where several match): its names,
+         *     type, mention count, first and last seen, and its relations to other entities (works_at,
+         *     lives_in, sibling_of...), current first, each with its evidence memories and validity.
+         *     404 `agent_not_found` or `entity_not_found`.
+         */
+        get: operations["get_entity_api_agents__agent_id__entities__name__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{agent_id}/evolve": {
         parameters: {
             query?: never;
@@ -1767,11 +1790,16 @@ export interface components {
             target: string;
             /**
              * Type
-             * @description a link type, or `mentions` (a unit → an entity it names)
+             * @description a link type, `mentions` (a unit → an entity it names) or `relation` (an entity → another: subject → object of `relation`)
              */
             type: string;
             /** Weight */
             weight: number;
+            /**
+             * Relation
+             * @description type `relation`: works_at, lives_in, sibling_of...
+             */
+            relation?: string | null;
         };
         /** EditRequest */
         EditRequest: {
@@ -1792,6 +1820,110 @@ export interface components {
              * @description the edited memory, now superseded by the new one
              */
             superseded_id: string;
+        };
+        /** Entity */
+        Entity: {
+            /** Agent Id */
+            agent_id: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Canonical Name */
+            canonical_name: string;
+            /** Entity Type */
+            entity_type: string;
+            /** Aliases */
+            aliases: string[];
+            /** Mention Count */
+            mention_count: number;
+            /**
+             * First Seen
+             * Format: date-time
+             */
+            first_seen: string;
+            /**
+             * Last Seen
+             * Format: date-time
+             */
+            last_seen: string;
+            /**
+             * Relations
+             * @description current first, then the newest
+             */
+            relations: components["schemas"]["EntityRelation"][];
+        };
+        /** EntityRef */
+        EntityRef: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Name */
+            name: string;
+            /** Entity Type */
+            entity_type?: string | null;
+        };
+        /** EntityRelation */
+        EntityRelation: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Relation
+             * @description subject → object: manages (the manager is the subject), parent_of (the parent is the subject); sibling_of, partner_of, friend_of, colleague_of are symmetric
+             * @enum {string}
+             */
+            relation: "works_at" | "lives_in" | "studies_at" | "member_of" | "manages" | "parent_of" | "sibling_of" | "partner_of" | "friend_of" | "colleague_of";
+            /**
+             * Direction
+             * @description outgoing: this entity is the subject
+             * @enum {string}
+             */
+            direction: "outgoing" | "incoming";
+            subject: components["schemas"]["EntityRef"];
+            object: components["schemas"]["EntityRef"];
+            /** @description the entity at the other end */
+            other: components["schemas"]["EntityRef"];
+            /**
+             * Evidence
+             * @description the memories that state it, oldest first
+             */
+            evidence: string[];
+            /**
+             * Valid From
+             * Format: date-time
+             */
+            valid_from: string;
+            /**
+             * Valid Until
+             * @description null while it holds
+             */
+            valid_until: string | null;
+            /**
+             * Superseded By
+             * @description the relation that replaced it
+             */
+            superseded_by: string | null;
+            /**
+             * Ended By
+             * @description the memory that ended it
+             */
+            ended_by: string | null;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "current" | "superseded" | "ended";
+            /**
+             * Source
+             * @enum {string}
+             */
+            source: "parse" | "llm";
         };
         /** Episode */
         Episode: {
@@ -4942,6 +5074,69 @@ export interface operations {
             /** @description A dependency (the database, the LLM, the read path) is unavailable; retry later */
             503: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    get_entity_api_agents__agent_id__entities__name__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agent_id: string;
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Entity"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Not found (`not_found`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request failed validation (`validation_error` and route-specific codes) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests for this API key (`rate_limited`); retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description seconds until the limit lets a request through */
+                    "Retry-After": number;
                     [name: string]: unknown;
                 };
                 content: {

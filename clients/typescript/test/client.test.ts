@@ -38,6 +38,14 @@ describe("against a Memora server", { skip: url ? false : "MEMORA_URL not set" }
     const kyoto = found.results.filter((hit) => hit.text.includes("Kyoto"));
     assert.ok(kyoto.length > 0, JSON.stringify(found));
     assert.ok(kyoto[0] && kyoto[0].weight > 0 && kyoto[0].id);
+
+    const maya = await memora.entity(agent, "Maya");
+    const sister = maya.relations.filter((r) => r.relation === "sibling_of");
+    assert.deepEqual(
+      sister.map((r) => [r.other.name, r.status]),
+      [["Hanna", "current"]],
+    );
+    assert.ok((sister[0]?.evidence.length ?? 0) > 0);
   });
 
   test("appendMessages twice, then conversationSearch finds a message", async () => {

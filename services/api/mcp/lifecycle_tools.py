@@ -1,6 +1,6 @@
 """The MCP tools of the memory lifecycle (seed 002 §4): remember, forget, restore, edit, recall,
-reflect, evolve, link, and the memory context of a turn; registered with the others
-(services.api.mcp.tools) when this module is imported."""
+reflect, evolve, link, the memory context of a turn and an entity's relations; registered with
+the others (services.api.mcp.tools) when this module is imported."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from memora_client.models import EntityRelation
 from services.api.mcp.memory import answer, as_sent
 from services.api.mcp.tools import AsOf, Query, memory, tool
 
@@ -169,3 +170,24 @@ async def link(
     m = memory(ctx)
     done = m.client.link(m.agent_id, memory_id, related_memory_id, relationship)
     return as_sent(await answer(done))
+
+
+@tool("Relations of", read_only=True, idempotent=True)
+async def relations(
+    ctx: Context,
+    name: Annotated[
+        str, Field(min_length=1, max_length=200, description="a person, organisation or place")
+    ],
+) -> dict[str, Any]:
+    """How someone or something you know of is related to others: where they live, work and
+    study, their family, partner, friends, colleagues and managers, as read from your memories.
+    Current relations first; each with its status (current, superseded, ended) and dates."""
+    m = memory(ctx)
+    found = await answer(m.client.entity(m.agent_id, name))
+    return {"entity": found.canonical_name, "relations": [_relation(r) for r in found.relations]}
+
+
+def _relation(r: EntityRelation) -> dict[str, Any]:
+    until = r.valid_until.isoformat() if r.valid_until else None
+    return {"relation": r.relation, "subject": r.subject.name, "object": r.object.name,
+            "status": r.status, "since": r.valid_from.isoformat(), "until": until}  # fmt: skip

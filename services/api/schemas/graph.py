@@ -39,8 +39,14 @@ class Node(BaseModel):
 class Edge(BaseModel):
     source: UUID
     target: UUID
-    type: str = Field(description="a link type, or `mentions` (a unit → an entity it names)")
+    type: str = Field(
+        description="a link type, `mentions` (a unit → an entity it names) or `relation` (an "
+        "entity → another: subject → object of `relation`)"
+    )
     weight: float
+    relation: str | None = Field(
+        default=None, description="type `relation`: works_at, lives_in, sibling_of..."
+    )
 
 
 class Graph(BaseModel):

@@ -41,6 +41,8 @@ class Fact:
     # None: let the entity stage run NER itself; a list (even empty): the extractor decided.
     mentions: list[Mention] | None = None
     relations: list[Relation] = field(default_factory=list)
+    # between named entities, as the LLM read them: (subject, relation, object) names
+    entity_relations: list[tuple[str, str, str]] = field(default_factory=list)
     importance: float | None = None  # 1–10; None: the extract stage's heuristic decides
     category: str | None = None  # memora.extraction.policy.CATEGORIES; None: guessed
     sensitive: str | None = None  # the sensitive category the extractor tagged, if any

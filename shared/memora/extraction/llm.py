@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from memora.basics.config import Settings
+from memora.basics.relations import canonical
 from memora.extraction import completeness
 from memora.extraction.base import CAUSAL_TYPES, Fact, Mention, Relation, SourceItem
 from memora.extraction.policy import CATEGORIES, DEFAULT_CATEGORY
@@ -79,6 +80,34 @@ class LLMRelation(BaseModel):
         return key
 
 
+class LLMEntityRelation(BaseModel):
+    """A relation between two named entities the fact states (memora.basics.relations)."""
+
+    subject: str = Field(min_length=1, max_length=200)
+    relation: str
+    object: str = Field(min_length=1, max_length=200)
+
+    def named(self) -> tuple[str, str, str] | None:
+        """(subject, relation, object) in the vocabulary's terms; None outside it."""
+        found = canonical(self.relation)
+        if found is None or self.subject.strip() == self.object.strip():
+            return None
+        relation, swap = found
+        a, b = self.subject.strip(), self.object.strip()
+        return (b, relation, a) if swap else (a, relation, b)
+
+
+def _entity_relations(value: Any) -> list[LLMEntityRelation]:
+    """The well-formed relations of the answer; any other entry is dropped, not the fact."""
+    kept = []
+    for entry in value if isinstance(value, list) else []:
+        try:
+            kept.append(LLMEntityRelation.model_validate(entry))
+        except ValidationError:
+            continue
+    return kept
+
+
 class LLMFact(BaseModel):
     item: int = Field(description="number of the item the fact comes from")
     text: str = Field(min_length=3)
@@ -87,11 +116,17 @@ class LLMFact(BaseModel):
     occurred_end: str | None = None
     entities: list[LLMEntity] = Field(default_factory=list)
     relations: list[LLMRelation] = Field(default_factory=list)
+    entity_relations: list[LLMEntityRelation] = Field(default_factory=list)
     importance: float | None = Field(default=None, description="1 (mundane) to 10 (core)")
     category: str = Field(default=DEFAULT_CATEGORY, description=", ".join(CATEGORIES))
     confidence: float | None = Field(default=None, description="0 to 1")
     sensitive: str | None = Field(default=None, description="a sensitive category, or null")
     explicit: bool = Field(default=False, description="the user asked to remember it")
+
+    @field_validator("entity_relations", mode="before")
+    @classmethod
+    def _tolerant(cls, value: Any) -> list[LLMEntityRelation]:
+        return _entity_relations(value)
 
     @field_validator("category", mode="before")
     @classmethod
@@ -155,9 +190,14 @@ Rules:
    small talk) to 10 (core: identity, relationships, major decisions and plans).
 10. category: one of preference, fact, decision, relationship, project.
 11. confidence: from 0 to 1, how certain you are that the fact is accurate as written.
-12. explicit: true when the user explicitly asked to remember it ("remember that...").{sensitive}"""
+12. explicit: true when the user explicitly asked to remember it ("remember that...").
+13. entity_relations: relations the fact states as holding now between two NAMED entities, as
+    {{"subject": name, "relation": one of works_at, lives_in, studies_at, member_of, manages,
+    parent_of, sibling_of, partner_of, friend_of, colleague_of, "object": name}} ("manages":
+    the manager is the subject; "parent_of": the parent). None for plans, the past, or people
+    named only by their tie ("my sister").{sensitive}"""
 SENSITIVE_RULE = """
-13. sensitive: when the fact reveals {categories} information, that category's name, else
+14. sensitive: when the fact reveals {categories} information, that category's name, else
     null."""
 
 
@@ -391,6 +431,7 @@ class LLMExtractor:
                     sensitive=raw.sensitive,
                     explicit=raw.explicit,
                     incomplete=position in incomplete,
+                    entity_relations=[n for r in raw.entity_relations if (n := r.named())],
                 )
             )
         for position, (raw, fact) in enumerate(zip(answer.facts, facts, strict=True)):

@@ -3,8 +3,9 @@
     {"type": "header", "format": "memora-export", "version": 1, "agent_id": "alice" | null,
      "embedding_model": ..., "dimension": 384, "exported_at": ...}
     {"type": "profile", "agent_id": "alice", "personality": {...}, ...}   starts an agent
-    {"type": "document" | "message" | "entity" | "memory" | "unit_entity" | "link" |
-     "unit_source" | "access" | "history" | "chunk" | "index_state", <the row's columns>}
+    {"type": "document" | "message" | "entity" | "memory" | "entity_relation" |
+     "unit_entity" | "link" | "unit_source" | "access" | "history" | "chunk" | "index_state",
+     <the row's columns>}
     ...                                   (a tenant-wide export: one profile section per agent)
     {"type": "end", "counts": {"profile": 1, "memory": 42, ...}}
 
@@ -104,6 +105,7 @@ RECORDS: dict[str, type[_Row]] = {
     "message": Identified,
     "entity": Identified,
     "memory": Memory,
+    "entity_relation": Identified,
     "unit_entity": UnitEntity,
     "link": Link,
     "unit_source": UnitSource,

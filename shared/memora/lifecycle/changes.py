@@ -44,7 +44,7 @@ from memora.lifecycle.parsing import (
     values_match,
 )
 from memora.lifecycle.relations import read_copula, read_verb
-from memora.nlp.language import load_parser
+from memora.nlp.language import structure
 
 if TYPE_CHECKING:
     from spacy.tokens import Token
@@ -147,7 +147,7 @@ def claims(text: str, at: datetime | None = None) -> tuple[Claim, ...]:
     speaker, body = speaker_of(text)
     ctx = ClauseContext(speaker, at)
     found: list[Claim] = []
-    for token in load_parser()(body):
+    for token in structure(body):
         verb = token.pos_ in {"VERB", "AUX"} or (token.dep_ == "ROOT" and token.tag_ != "NN")
         if ((verb and token.dep_ in CLAUSE_DEPS) or is_noun_verb(token)) and not _governed(token):
             made = _clause(token, ctx)

@@ -237,7 +237,9 @@ def _state(verb: Token, lemma: str, mode: Mode, dobj: Token | None) -> list[Foun
     if mode == "state" and not is_present(verb):
         return []
     if lemma == "work" and (role := object_of(verb, "as")) is not None:
-        return [Found("occupation", value_of(role), mode)]
+        where = object_of(verb, "at|for")  # "works for Deutsche Bahn as a planner": both
+        employer = [Found("employer", value_of(where), mode)] if where is not None else []
+        return [Found("occupation", value_of(role), mode), *employer]
     if lemma == "study":
         found = []
         if dobj is not None:

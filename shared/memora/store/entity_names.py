@@ -126,8 +126,9 @@ def clean_mentions(
 
 
 def merge(conn: Connection[Any], source: UUID, target: UUID, names: Names) -> None:
-    """Move source's references and entity links to target, then delete source; target takes
-    `names`, the earliest and latest sightings of both and its count of active memories."""
+    """Move source's references, entity links and relations to target, then delete source;
+    target takes `names`, the earliest and latest sightings of both and its count of active
+    memories."""
     conn.execute(
         """
         UPDATE unit_entities SET entity_id = %(target)s WHERE entity_id = %(source)s
@@ -136,6 +137,13 @@ def merge(conn: Connection[Any], source: UUID, target: UUID, names: Names) -> No
         {"source": source, "target": target},
     )
     conn.execute("UPDATE memory_links SET entity_id = %s WHERE entity_id = %s", (target, source))
+    # relations move too (one between the two goes with source: an entity is not its own kin)
+    for end, other in (("subject_id", "object_id"), ("object_id", "subject_id")):
+        conn.execute(
+            f"UPDATE entity_relations SET {end} = %(target)s "
+            f"WHERE {end} = %(source)s AND {other} <> %(target)s",
+            {"source": source, "target": target},
+        )
     conn.execute(
         """
         UPDATE entities t SET first_seen = LEAST(t.first_seen, s.first_seen),

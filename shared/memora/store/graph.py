@@ -24,6 +24,7 @@ from psycopg import Connection
 from psycopg.rows import tuple_row
 
 from memora.nlp.names import normalize_name
+from memora.store import relations
 
 MAX_NODES = 2000
 DEFAULT_NODES = 500
@@ -333,7 +334,8 @@ def _add_entities(
     entity_budget: int,
     entity_id: UUID | None,
 ) -> None:
-    """The entities the page's units mention, as nodes, and their mentions as edges."""
+    """The entities the page's units mention, as nodes, and their mentions and current
+    relations as edges."""
     ents, mentions = _entities(conn, q.agent_key, ids, entity_budget, entity_id)
     page.nodes += [
         {
@@ -349,6 +351,12 @@ def _add_entities(
         {"source": unit, "target": entity, "type": "mentions", "weight": 1.0}
         for unit, entity in mentions
     ]
+    # the current relations among them (works_at, sibling_of...): subject → object
+    page.edges += [
+        {"source": r["subject_id"], "target": r["object_id"], "type": "relation",
+         "weight": 1.0, "relation": r["relation"]}
+        for r in relations.between(conn, [e["id"] for e in ents], limit=4 * len(ents))
+    ]  # fmt: skip
 
 
 def agent_sizes(conn: Connection[Any], tenant_id: str, limit: int = 1000) -> list[dict[str, Any]]:

@@ -68,6 +68,13 @@ TABLES: tuple[Table, ...] = (
         deferred=("supersedes", "superseded_by"),
     ),
     Table(
+        "entity_relation",
+        "entity_relations",
+        _BY_AGENT,
+        "t.valid_from, t.id",
+        deferred=("superseded_by",),
+    ),
+    Table(
         "unit_entity",
         "unit_entities",
         f"t.unit_id IN {_UNITS_OF_AGENT}",

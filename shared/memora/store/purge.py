@@ -16,6 +16,7 @@ from typing import Any
 from psycopg import Connection
 
 from memora.basics.tenancy import DEFAULT_TENANT, SEPARATOR, client_agent_id
+from memora.store.relations import forget_evidence
 
 # Every table that holds an agent's data, in the order they are emptied.
 PURGE_TABLES = (
@@ -28,6 +29,7 @@ PURGE_TABLES = (
     "conversation_chunks",
     "conversation_messages",
     "conversation_index_state",
+    "entity_relations",
     "entities",
     "documents",
     "agents",
@@ -37,8 +39,9 @@ PURGE_TABLES = (
 
 def purge_units(conn: Connection[Any], units_sql: str, params: dict[str, Any]) -> dict[str, int]:
     """Delete the units `units_sql` selects (a `SELECT id FROM memory_units ...` with named
-    parameters), and their links, entity references and access counts."""
-    counts = {}
+    parameters), and their links, entity references and access counts; relations between
+    entities forget them as evidence, and go where no evidence is left."""
+    counts = {"entity_relations": forget_evidence(conn, units_sql, params)}
     # Links are stored in both directions, and only between units of one agent.
     counts["memory_links"] = (
         conn.execute(f"DELETE FROM memory_links WHERE from_unit IN ({units_sql})", params).rowcount
@@ -90,13 +93,15 @@ def purge_agents(conn: Connection[Any], keys: list[str]) -> dict[str, int]:
         "conversation_chunks",
         "conversation_messages",
         "conversation_index_state",
+        "entity_relations",
         "entities",
         "documents",
         "agents",
     ):
-        counts[table] = conn.execute(
-            f"DELETE FROM {table} WHERE agent_id = ANY(%(k)s)", params
-        ).rowcount
+        counts[table] = (
+            counts.get(table, 0)
+            + conn.execute(f"DELETE FROM {table} WHERE agent_id = ANY(%(k)s)", params).rowcount
+        )
     # the webhook events about them, sent or not (their payloads may quote what they held)
     tenants = [key.rpartition(SEPARATOR)[0] or DEFAULT_TENANT for key in keys]
     counts["webhook_deliveries"] = conn.execute(

@@ -23,7 +23,7 @@ from memora.store.rows import fetch_all, fetch_one
 _COPY_COLUMNS = (
     "id, agent_id, document_pk, item_index, seq, text, context, fact_type, event_date, "
     "occurred_start, occurred_end, mentioned_at, confidence_score, mentions, relations, "
-    "metadata, created_at, importance, category"
+    "metadata, created_at, importance, category, entity_relations"
 )
 
 
@@ -52,6 +52,7 @@ class Unresolved:
     text: str
     event_date: datetime
     mentions: list[dict[str, str]] | None
+    entity_relations: list[dict[str, str]] | None = None  # the LLM extractor's
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,9 @@ def _row(unit_id: UUID, agent_id: str, document_pk: UUID | None, f: Fact) -> tup
         utcnow(),
         f.importance if f.importance is not None else 5.0,
         f.category,
+        Jsonb([{"subject": a, "relation": r, "object": b} for a, r, b in f.entity_relations])
+        if f.entity_relations
+        else None,
     )
 
 
@@ -215,9 +219,8 @@ def for_entities(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -
     return fetch_all(
         conn,
         Unresolved,
-        "SELECT id, text, event_date, mentions FROM memory_units WHERE document_pk = %(d)s"
-        + _CLAIMED
-        + " ORDER BY item_index, seq",
+        "SELECT id, text, event_date, mentions, entity_relations FROM memory_units "
+        "WHERE document_pk = %(d)s" + _CLAIMED + " ORDER BY item_index, seq",
         {"d": document_pk, "o": operation_id},
     )
 

@@ -333,6 +333,44 @@ class Memory(Response):
     replaced: list[UUID]
 
 
+class EntityRef(Response):
+    id: UUID
+    name: str
+    entity_type: str | None = None
+
+
+class EntityRelation(Response):
+    """A relation between two entities: `relation` reads subject → object."""
+
+    id: UUID
+    relation: str
+    direction: Literal["outgoing", "incoming"]
+    subject: EntityRef
+    object: EntityRef
+    other: EntityRef
+    evidence: list[UUID]
+    valid_from: datetime
+    valid_until: datetime | None
+    superseded_by: UUID | None
+    ended_by: UUID | None
+    status: Literal["current", "superseded", "ended"]
+    source: Literal["parse", "llm"]
+
+
+class Entity(Response):
+    """One entity with its relations (`GET /api/agents/{agent_id}/entities/{name}`)."""
+
+    agent_id: str
+    id: UUID
+    canonical_name: str
+    entity_type: str
+    aliases: list[str]
+    mention_count: int
+    first_seen: datetime
+    last_seen: datetime
+    relations: list[EntityRelation]
+
+
 class SeededDocument(Response):
     agent_id: str
     document_id: str

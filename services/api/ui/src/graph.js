@@ -19,7 +19,10 @@ const COLORS = {
   entityLink: "#e05d6f",
   causal: "#e0a100",
   mentions: "#c9ced8",
+  relation: "#1f7a5a",
 };
+// relations between entities that read the same both ways: drawn without an arrow
+const SYMMETRIC = ["sibling_of", "partner_of", "friend_of", "colleague_of"];
 
 const STYLE = [
   {
@@ -65,6 +68,21 @@ const STYLE = [
   {
     selector: "edge[type = 'mentions']",
     style: { "line-style": "dashed", width: 0.8, opacity: 0.6 },
+  },
+  {
+    selector: "edge[type = 'relation']",
+    style: {
+      "curve-style": "bezier",
+      width: 1.6,
+      opacity: 0.9,
+      label: "data(relation)",
+      "font-size": 6,
+      color: COLORS.relation,
+      "text-rotation": "autorotate",
+      "target-arrow-shape": (e) => (SYMMETRIC.includes(e.data("relation")) ? "none" : "triangle"),
+      "target-arrow-color": COLORS.relation,
+      "arrow-scale": 0.6,
+    },
   },
   {
     selector: "edge.causal",
@@ -164,7 +182,7 @@ export class GraphView {
       fresh.push({ group: "nodes", data: node, classes: seeds && node.kind === "unit" ? "seed" : "" });
     }
     for (const edge of page.edges) {
-      const id = `${edge.source}>${edge.target}>${edge.type}`;
+      const id = `${edge.source}>${edge.target}>${edge.relation || edge.type}`;
       if (this.cy.getElementById(id).nonempty()) continue;
       fresh.push({
         group: "edges",
@@ -218,6 +236,7 @@ export class GraphView {
           el("button", { onclick: () => this.expandEntity(node) }, "Expand neighbours"),
           el("button", { class: "ghost", onclick: () => this.seedEntity(data) }, "Graph of this entity")),
       );
+      await this.showRelations(data.id, panel);
       return;
     }
     await this.memory.show(data.id);
@@ -225,6 +244,27 @@ export class GraphView {
 
   edgeColor(type) {
     return edgeColor(type);
+  }
+
+  /** The entity's relations (current first), each with its status and evidence count. */
+  async showRelations(entityId, panel) {
+    const path = `/api/agents/${encodeURIComponent(this.state.agent)}/entities/${entityId}`;
+    let entity;
+    try {
+      entity = await api(path);
+    } catch (error) {
+      panel.append(el("p", { class: "muted" }, `Relations: ${error.message}`));
+      return;
+    }
+    if (!entity.relations.length) return;
+    const items = entity.relations.map((r) => {
+      const words = r.direction === "outgoing"
+        ? `${r.relation} ${r.other.name}` : `${r.other.name} ${r.relation} this`;
+      const evidence = `${r.evidence.length} memor${r.evidence.length === 1 ? "y" : "ies"}`;
+      return el("li", { class: r.status === "current" ? "" : "muted" },
+        `${words} · ${r.status} · ${evidence}`);
+    });
+    panel.append(el("h3", {}, "Relations"), el("ul", { class: "relations" }, ...items));
   }
 
   expandUnit(node, memory) {

@@ -210,6 +210,11 @@ class EntitiesAndLinks(Section):
     entity_temporal_weight: float = Field(
         default=0.2, description="Weight of temporal proximity to the entity's last mention."
     )
+    entity_relations: bool = Field(
+        default=True,
+        description="Read relations between entities (works at, lives in, sibling of...) from "
+        'the memories and record them (docs/entities.md, "Relations").',
+    )
     temporal_window_hours: float = Field(
         default=24.0,
         description="Memories closer in time than this are linked, with weight "
