@@ -67,3 +67,18 @@ def test_symmetric_relations_are_one_whichever_way_said() -> None:
     a, b = Relation("sam", "sibling_of", "ana"), Relation("ana", "sibling_of", "sam")
     assert a.key() == b.key()
     assert Relation("sam", "manages", "ana").key() != Relation("ana", "manages", "sam").key()
+
+
+def test_every_word_a_relation_is_read_from_passes_the_cue_gate() -> None:
+    """The reader parses only texts `may_state` lets through: every relation word of the
+    lexicon and of the ties (in its base form) must be one of its cues."""
+    from memora.lifecycle import kinship, lexicon
+    from memora.lifecycle.entity_relations import CUES
+
+    words = {*kinship.NOUNS, *lexicon.STATES, *lexicon.CHANGES, *lexicon.ENDS}
+    words |= {verb for verb, _ in lexicon.PHRASAL_ENDS} | set(lexicon.PARTNERS)
+    words |= set(lexicon.INSTITUTIONS) | set(lexicon.GROUPS) | set(lexicon.RELATIONSHIP_WORDS)
+    words -= {"drive", "follow", "turn", "sell", "trade", "replace", "promote", "retrain"}
+    words -= {"single", "separated", "separate", "widowed", "primary", "high"}  # no relation
+    missing = sorted(w for w in words if not CUES.match(w))
+    assert missing == []

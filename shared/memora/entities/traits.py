@@ -20,7 +20,7 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from memora.nlp.language import load_parser
+from memora.nlp.language import structure
 
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
@@ -139,12 +139,10 @@ def read(doc: Doc, name: str) -> Traits:
 
 
 class Reader:
-    """Reads the traits of a resolution batch's mentions, parsing each text at most once and
-    only when it holds a cue word: a strong one (pronoun, kin, title, animal) always, a human
-    one (speech verbs, roles, "from") when an entity of that name already has evidence."""
-
-    def __init__(self) -> None:
-        self._docs: dict[str, Doc] = {}
+    """Reads the traits of a resolution batch's mentions from the kept parse of their texts
+    (`nlp.language.structure`, which the entity relation reader shares), parsing only a text
+    that names the person and holds a cue word: a strong one (pronoun, kin, title, animal)
+    always, a human one (speech verbs, roles, "from") when some entity has evidence."""
 
     def of(self, text: str, name: str, *, comparing: bool = False) -> Traits:
         last = name.split()[-1].lower().rstrip(".") if name.split() else ""
@@ -152,9 +150,7 @@ class Reader:
             return {}
         if not (STRONG_CUES.search(text) or (comparing and HUMAN_CUES.search(text))):
             return {}
-        if text not in self._docs:
-            self._docs[text] = load_parser()(text)
-        return read(self._docs[text], name)
+        return read(structure(text), name)
 
 
 def _leans(traits: Traits, one: str, other: str) -> bool:

@@ -17,6 +17,7 @@ lifecycle.kinship (possessives and appositions, "X is Y's brother", "married", "
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -66,9 +67,39 @@ _NAMED = frozenset({"PERSON", "ORG", "GPE", "LOC", "FAC", "NORP", "PRODUCT"})
 _PLACES = frozenset({"GPE", "LOC"})
 
 
+# Stems of the words every relation is read from (the change detector's verbs and nouns of
+# where someone lives, works and studies, the groups, the ties' nouns and verbs): a text with
+# none of them states no relation and is not parsed.
+CUES = re.compile(
+    r"\b(liv|resid|base|work|employ|attend|report|mov|relocat|settl|join|hir|transfer|switch"
+    r"|left|leav|quit|resign|retir|drop|laid|lay|step|teach|taught|play|sing|sang|sung|home"
+    r"|job|school|college|universit|academ|institut|kindergarten|nurser|lyc|gymnas|club|team"
+    r"|group|choir|band|gym|class|societ|league|stud|member|boss|manag|supervis|lead|brother"
+    r"|sister|sibling|twin|wife|wives|husband|partner|girlfriend|boyfriend|fianc|spouse"
+    r"|friend|buddy|pal|bestie|colleague|co-?worker|teammate|mother|mom|mum|father|dad"
+    r"|parent|son|daughter|child|kid|marri|marry|dating|date|divorc|engag|broke|break|ex"
+    r"|longer|anymore|giv|gave|relationship)",
+    re.IGNORECASE,
+)
+
+
+# "I'm still at Nokia", "Leo is with Deloitte now": a copula before a preposition and a name
+COPULA_AT = re.compile(
+    r"(\b(?:am|is|are|was|were|be|been)|'m|'s|'re)\s+(?:\w+\s+){0,2}(?:at|with|in|for)\s+[A-Z]"
+)
+
+
+def may_state(text: str) -> bool:
+    """Whether a text holds a word some relation is read from (`CUES`) or a copula before a
+    preposition and a name (`COPULA_AT`)."""
+    return CUES.search(text) is not None or COPULA_AT.search(text) is not None
+
+
 def read(text: str) -> tuple[Relation, ...]:
     """The relations a statement (a conversation turn "Name: ..." or plain text) asserts or
     ends, each once."""
+    if not may_state(text):
+        return ()
     speaker, body = speaker_of(text)
     doc = structure(body)
     found = [r for c in claims(text) if (r := _from_claim(c, doc)) is not None]

@@ -14,7 +14,7 @@ from psycopg import Connection
 from memora.basics.relations import RELATIONS
 from memora.extraction.base import Mention
 from memora.lifecycle.changes import speaker_of
-from memora.lifecycle.entity_relations import Relation, read
+from memora.lifecycle.entity_relations import Relation, may_state, read
 from memora.nlp.language import structures_ahead
 from memora.nlp.names import normalize_name
 from memora.store import relations as store
@@ -34,7 +34,7 @@ class Said(Protocol):
 def read_units(units: Sequence[Said]) -> dict[UUID, tuple[Relation, ...]]:
     """The relations each unit states or ends (the parse: outside any transaction), and those
     the LLM extractor read in it where it ran (`entity_relations`), each relation once."""
-    structures_ahead(speaker_of(u.text)[1] for u in units)
+    structures_ahead(speaker_of(u.text)[1] for u in units if may_state(u.text))
     found = {}
     for unit in units:
         relations = [*read(unit.text), *extracted(unit.entity_relations)]

@@ -7,14 +7,14 @@ resolution does not merge a mention into an entity whose evidence mostly says ot
 entity without evidence is `{}`, as every entity before this migration.
 
 Revision ID: 0038_entity_traits
-Revises: 0035_trash
+Revises: 0036_entity_relations
 Create Date: 2026-12-07
 """
 
 from alembic import op
 
 revision = "0038_entity_traits"
-down_revision = "0035_trash"
+down_revision = "0036_entity_relations"
 branch_labels = None
 depends_on = None
 
