@@ -248,7 +248,8 @@ def test_two_people_of_one_name_stay_apart_when_what_is_said_contradicts(
     assert operation["status"] == "completed", operation
     with pool.connection() as conn:
         rows = conn.execute(
-            "SELECT e.canonical_name, e.traits, array_agg(u.text ORDER BY u.event_date) AS texts "
+            "SELECT e.id, e.canonical_name, e.traits, "
+            "array_agg(u.text ORDER BY u.event_date) AS texts "
             "FROM entities e JOIN unit_entities ue ON ue.entity_id = e.id "
             "JOIN memory_units u ON u.id = ue.unit_id "
             "WHERE e.agent_id = %s AND e.canonical_name IN ('Alex', 'Luna') "
@@ -263,3 +264,5 @@ def test_two_people_of_one_name_stay_apart_when_what_is_said_contradicts(
         ("Alex", ["female", "human"], [turns[2], turns[4]]),
         ("Luna", ["female", "human"], [turns[3]]),
     ]
+    view = inline_api.get(f"/api/agents/{agent_id}/entities/{rows[1]['id']}").json()
+    assert view["canonical_name"] == "Luna" and view["traits"] == {"animal": 1}

@@ -1849,6 +1849,13 @@ export interface components {
              */
             last_seen: string;
             /**
+             * Traits
+             * @description what memories said of who or what it is, counted (male, female, animal, human): entity resolution keeps apart two of one name whose evidence contradicts
+             */
+            traits?: {
+                [key: string]: number;
+            };
+            /**
              * Relations
              * @description current first, then the newest
              */

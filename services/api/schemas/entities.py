@@ -50,4 +50,9 @@ class Entity(BaseModel):
     mention_count: int
     first_seen: datetime
     last_seen: datetime
+    traits: dict[str, int] = Field(
+        default_factory=dict,
+        description="what memories said of who or what it is, counted (male, female, animal, "
+        "human): entity resolution keeps apart two of one name whose evidence contradicts",
+    )
     relations: list[EntityRelation] = Field(description="current first, then the newest")

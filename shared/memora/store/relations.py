@@ -119,8 +119,8 @@ def _supersede(conn: Connection[Any], p: dict[str, Any]) -> None:
 def entity(conn: Connection[Any], entity_id: UUID) -> dict[str, Any] | None:
     """An entity's own fields (the entity view)."""
     return conn.execute(
-        "SELECT id, canonical_name, entity_type, aliases, mention_count, first_seen, last_seen "
-        "FROM entities WHERE id = %s",
+        "SELECT id, canonical_name, entity_type, aliases, mention_count, first_seen, last_seen, "
+        "traits FROM entities WHERE id = %s",
         (entity_id,),
     ).fetchone()
 

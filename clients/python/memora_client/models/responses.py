@@ -368,6 +368,7 @@ class Entity(Response):
     mention_count: int
     first_seen: datetime
     last_seen: datetime
+    traits: dict[str, int] = Field(default_factory=dict)  # said of it: male, female, animal...
     relations: list[EntityRelation]
 
 
