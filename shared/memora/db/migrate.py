@@ -31,8 +31,24 @@ def alembic_config(url: str, embedding_dim: int) -> Config:
     return cfg
 
 
+def schema_dim(url: str) -> int | None:
+    """The dimension of the schema's vectors (`memory_units.embedding`), None before the first
+    migration: once it exists it is the schema's, not the setting's (`memora reembed` changes
+    it), and later revisions that name the dimension take it."""
+    engine = create_engine(sqlalchemy_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            dim = conn.exec_driver_sql(
+                "SELECT atttypmod FROM pg_attribute WHERE attrelid = "
+                "to_regclass('memory_units') AND attname = 'embedding' AND NOT attisdropped"
+            ).scalar()
+    finally:
+        engine.dispose()
+    return int(dim) if dim is not None and dim > 0 else None
+
+
 def upgrade(url: str, embedding_dim: int, revision: str = "head") -> None:
-    command.upgrade(alembic_config(url, embedding_dim), revision)
+    command.upgrade(alembic_config(url, schema_dim(url) or embedding_dim), revision)
 
 
 def downgrade(url: str, embedding_dim: int, revision: str) -> None:

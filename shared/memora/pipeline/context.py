@@ -24,6 +24,7 @@ from memora.nlp.embedding import TextEmbedder, embedder_for
 from memora.nlp.language import load_nlp, tagged_proper_noun
 from memora.nlp.llm import LazyLLM, LLMClient
 from memora.nlp.temporal import resolve_expression
+from memora.pipeline.generation import Follower
 from memora.pipeline.handoff import TaskBackend
 from memora.store.operations import Operation
 
@@ -73,15 +74,40 @@ def models_to_preload(setting: str, queues: Iterable[str], *, llm: bool = True) 
 
 class StageContext:
     """Per-process: settings and the models the stages share (`embedder`: the one given, else
-    the configured model's, made on first use)."""
+    the model of the live embedding generation, made on first use and again when `follow`
+    finds another generation live: memora.pipeline.generation)."""
 
     def __init__(self, settings: Settings, *, embedder: TextEmbedder | None = None) -> None:
-        self.settings = settings
-        self._given_embedder = embedder
+        self.follower = Follower(settings)
+        self._embedder = embedder
+        self._given = embedder is not None
+        self._embedder_of: int | None = None  # the generation it was made for (None: unknown)
 
-    @cached_property
+    @property
+    def settings(self) -> Settings:
+        """The configured settings, with the live generation's model once it was read."""
+        return self.follower.settings
+
+    @property
     def embedder(self) -> TextEmbedder:
-        return self._given_embedder or embedder_for(self.settings)
+        live = self.follower.live
+        if live is not None and self._embedder_of != live.id:
+            current = self._embedder
+            kept = (
+                current is not None
+                and self._embedder_of is None  # made (or given) before the first read
+                and current.dim == live.dim
+                and (self._given or current.model_name == live.model)
+            )
+            self._embedder = current if kept else None
+            self._embedder_of = live.id
+        if self._embedder is None:
+            self._embedder = embedder_for(self.settings)
+        return self._embedder
+
+    def follow(self, conn: Connection[Any]) -> None:
+        """Read the live embedding generation when due (memora.pipeline.generation)."""
+        self.follower.follow(conn)
 
     @cached_property
     def extractor(self) -> Extractor:
@@ -129,6 +155,14 @@ class AppContext(StageContext):
         self.pool = pool
         self.backend = backend
         self.llm = llm if llm is not None else LazyLLM(settings)
+
+    @property
+    def embedder(self) -> TextEmbedder:
+        """The live generation's model, read again from the pool when due."""
+        if self.follower.due():
+            with self.pool.connection() as conn:
+                self.follow(conn)
+        return super().embedder
 
     def llm_if_configured(self) -> LLMClient | None:
         """The LLM client for what uses it when there is one (remember's conflict check)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
@@ -26,7 +27,7 @@ from memora.basics.stages import INGEST_STAGES, OperationKind, Stage, next_stage
 from memora.pipeline.context import Job, Prepared, StageContext, Writer
 from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.pipeline.stages import embed, entities, extract, index_messages, links, opinions
-from memora.store import append_operations, documents, evolution, operations
+from memora.store import append_operations, documents, evolution, generations, operations
 from memora.webhooks import events as webhooks
 
 log = logging.getLogger("memora.pipeline")
@@ -138,7 +139,9 @@ class Pipeline:
         self, conn: Connection[Any], stage: Stage, operation_ids: list[UUID]
     ) -> dict[UUID, Job | Skip]:
         """`begin` for several operations in one transaction: one read of the operations, one
-        of their documents, one update marking the stage running."""
+        of their documents, one update marking the stage running; the live embedding
+        generation read again when due (memora.pipeline.generation)."""
+        self.context.follow(conn)
         ops = operations.get_operations(conn, operation_ids)
         pks = [op.document_pk for op in ops.values() if op.document_pk is not None]
         docs = documents.get_documents(conn, pks) if pks else {}
@@ -179,7 +182,12 @@ class Pipeline:
             return Written(None)
         if locked.is_done(stage):
             return Written(next_stage(stage, kind, skip=self.skip))
-        counts = write(conn)
+        try:
+            counts = write(conn)
+        except psycopg.Error as exc:
+            if generations.changed(exc):  # embedded by a retired model: the retry embeds again
+                self.context.follower.expire()
+            raise
         following = next_stage(stage, kind, skip=self.skip)
         done = operations.stage_done(conn, operation_id, stage, following, counts)
         evolve = None

@@ -66,10 +66,14 @@ class Retriever:
         access: AccessRecorder | None = None,
         caches: ReadCaches | None = None,
         rerankers: Rerankers | None = None,
+        generation: int | None = None,
     ) -> None:
         """`access` and `rerankers` may be another retriever's: a retriever on a read replica
-        records accesses through the primary's and shares its models."""
+        records accesses through the primary's and shares its models. `generation`: the
+        embedding generation `embedder` is the model of, checked live by every search
+        (`fusion.fuse`; None: not checked)."""
         self.settings, self.pool, self.embedder = settings, pool, embedder
+        self.generation = generation
         self.caches = caches or ReadCaches(settings, pool)
         context = ArmContext(settings, pool, self.caches)
         self.arms: list[Arm] = [arm_type(context) for arm_type in ARM_TYPES]
@@ -195,6 +199,7 @@ class Retriever:
             query_vec=query_vec, about_vec=query_vec if about_vec is None else about_vec,
             entity_ids=list(named.entities), keyword=self.keyword.lateral(search.term_stats),
             window=search.window, mentioning=named.mentioning(), speakers=named.known_as,
+            generation=self.generation,
             recheck=(
                 fusion.Recheck(search.scope.where, matching.failing_since)
                 if matching.failing is not None

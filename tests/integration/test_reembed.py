@@ -1,0 +1,215 @@
+"""Re-embedding by generation (issue 57, item 6): `memora reembed` moves every vector of a
+database (memories, conversation chunks) to another model of another dimension (the fake
+server's 768-d model, from the bundled 384-d one) while the services run: searches answer
+before, during and after the build, an interrupted build resumes where it stopped, extraction
+never runs again (same units, same texts, no new operation), the stored vectors are the new
+model's, and after the switch the running workers and query service embed with it.
+
+Each test has a database of its own: the switch changes the schema's dimension."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from pydantic import SecretStr
+
+from memora.basics.config import Settings
+from memora.db.pool import make_pool
+from memora.pipeline.runner import Pipeline
+from memora.store import generations
+from memora.usecases import reembed
+from tests.conftest import WORKER_ENV, own_database, wait_until
+from tests.fakes import FakeOpenAI
+from tests.fakes.openai_server import fake_vector
+from tests.integration.stack_support import Client, process_stack, topology
+
+pytestmark = pytest.mark.integration
+
+ITEMS = [
+    {"content": "Maria planted tomatoes and basil in her garden.", "event_date": "2024-05-01"},
+    {"content": "The quarterly budget review moved to Thursday.", "event_date": "2024-05-02"},
+    {"content": "Tom adopted a grey kitten from the shelter.", "event_date": "2024-05-03"},
+    {"content": "Ines is learning to play the cello on weekends.", "event_date": "2024-05-04"},
+    {"content": "The office coffee machine broke again on Monday.", "event_date": "2024-05-05"},
+]
+MESSAGES = [
+    {"message_id": "m1", "role": "user", "event_date": "2024-05-06T09:00:00Z",
+     "content": "Could you find a ryokan in Gion for our Kyoto trip in November?"},
+    {"message_id": "m2", "role": "assistant", "event_date": "2024-05-06T09:01:00Z",
+     "content": "Gion has several quiet ryokan; I would book one near Yasaka Shrine."},
+]  # fmt: skip
+TARGET_MODEL, TARGET_DIM = "fake-embed-768", 768
+
+
+class Interrupt(Exception):
+    pass
+
+
+def _target(fake: FakeOpenAI) -> reembed.Target:
+    return reembed.Target(TARGET_MODEL, "openai", fake.base_url)
+
+
+def _snapshot(url: str) -> dict[str, Any]:
+    """What extraction made (units and their texts), the operations, the chunks."""
+    with psycopg.connect(url) as conn:
+        units = conn.execute("SELECT id, text FROM memory_units ORDER BY id").fetchall()
+        ops = conn.execute("SELECT id, kind FROM operations ORDER BY id").fetchall()
+        chunks = conn.execute("SELECT id, text FROM conversation_chunks ORDER BY id").fetchall()
+    return {"units": units, "operations": ops, "chunks": chunks}
+
+
+def _stored(url: str, table: str) -> list[tuple[str, np.ndarray]]:
+    with psycopg.connect(url) as conn:
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        rows = conn.execute(
+            f"SELECT text, embedding FROM {table} WHERE embedding IS NOT NULL"
+        ).fetchall()
+    return [(text, np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v)) for text, v in rows]
+
+
+def _assert_new_model(url: str, *, chunk_texts: bool = True) -> None:
+    """Every stored vector (units, their half-precision copies, their signatures, chunks) is
+    the new model's: of its text (`chunk_texts` False: a chunk indexed since the switch may
+    be made of its units' vectors, MEMORA_CONVERSATION_CHUNK_VECTORS=units)."""
+    for table in ("memory_units", "conversation_chunks"):
+        stored = _stored(url, table)
+        assert stored, table
+        for text, vector in stored:
+            assert vector.shape == (TARGET_DIM,), table
+            if table == "conversation_chunks" and not chunk_texts:
+                continue
+            expected = np.asarray(fake_vector(text, TARGET_DIM), dtype=np.float32)
+            assert float(vector @ expected) > 0.999, (table, text)
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE vector_dims(m.embedding) = %s) AS new, count(*) AS n, "
+            "max(abs(m.embedding::vector <=> u.embedding)) AS gap FROM memory_vectors m "
+            "JOIN memory_units u ON u.id = m.unit_id",
+            (TARGET_DIM,),
+        ).fetchone()
+        assert row is not None and row[0] == row[1] > 0 and row[2] < 1e-3, row
+        sigs = conn.execute(
+            "SELECT count(*) FROM unit_entities ue JOIN memory_units u ON u.id = ue.unit_id "
+            "WHERE ue.signature IS DISTINCT FROM binary_quantize(u.embedding)::bit(768)"
+        ).fetchone()
+        assert sigs is not None and sigs[0] == 0
+
+
+def _search(client: Any, agent: str, query: str) -> list[str]:
+    response = client.post("/api/search", json={"agent_id": agent, "query": query})
+    assert response.status_code == 200, response.text
+    return [r["text"] for r in response.json()["results"]]
+
+
+def _ingest(client: Any, agent: str, items: list[dict[str, Any]], document: str) -> None:
+    response = client.post(
+        "/api/memories/batch", json={"agent_id": agent, "document_id": document, "items": items}
+    )
+    assert response.status_code == 200, response.text
+    op_id = response.json()["operation_id"]
+
+    def done() -> dict[str, Any] | None:
+        op = client.get(f"/api/operations/{op_id}").json()
+        return op if op["status"] in ("completed", "failed") else None
+
+    op = wait_until(done, 180)
+    assert op["status"] == "completed", op
+
+
+@pytest.fixture()
+def db_url(pg_url: str) -> Iterator[str]:
+    with own_database(pg_url, "reembed") as url:
+        yield url
+
+
+def test_a_write_embedded_by_a_retired_generation_is_refused(
+    settings: Settings, db_url: str
+) -> None:
+    """The database side of the guarantee: with the process's generation set on a connection,
+    a vector written under another one than the live fails with MG001, and so does the read
+    path's check; without the setting (psql) nothing is checked."""
+    s = settings.model_copy(update={"database_url": db_url})
+    with psycopg.connect(db_url, row_factory=psycopg.rows.dict_row) as conn:
+        live = generations.live(conn, s)
+        conn.execute("INSERT INTO agents (agent_id) VALUES ('a')")
+        conn.execute(
+            "INSERT INTO embedding_generations (id, state, provider, model, dim) "
+            "VALUES (%s, 'retired', 'local', 'old', 384)",
+            (live.id + 1,),
+        )
+        conn.commit()
+        insert = (
+            "INSERT INTO memory_units (agent_id, text, fact_type, event_date, mentioned_at, embedding) "
+            "VALUES ('a', 'x', 'world', now(), now(), %s::vector)"
+        )
+        vector = "[" + ",".join(["0.05"] * 384) + "]"
+        conn.execute("SELECT set_config('memora.embedding_generation', %s, false)", (str(live.id + 1),))
+        with pytest.raises(psycopg.Error) as refused:
+            conn.execute(insert, (vector,))
+        assert generations.changed(refused.value)
+        conn.rollback()
+        with pytest.raises(generations.GenerationChanged):
+            generations.check(conn, live.id + 1)
+        conn.rollback()
+        conn.execute("SELECT set_config('memora.embedding_generation', %s, false)", (str(live.id),))
+        conn.execute(insert, (vector,))
+        generations.check(conn, live.id)
+        conn.execute("SELECT set_config('memora.embedding_generation', '', false)")
+        conn.execute(insert, (vector,))
+        conn.commit()
+
+
+def test_reembed_inline_resumes_and_switches(
+    settings: Settings, db_url: str, fake_llm: FakeOpenAI
+) -> None:
+    """Through the write API and the query service served in process (stages inline)."""
+    s = settings.model_copy(update={"database_url": db_url})
+    agent = f"agent-{uuid.uuid4().hex[:8]}"
+    pool = make_pool(db_url, min_size=1, max_size=6, name="reembed")
+    try:
+        with topology(s, pool, Pipeline(s, pool)) as t, Client(t) as client:
+            _ingest(client, agent, ITEMS, "facts")
+            appended = client.post(
+                f"/api/agents/{agent}/conversations/chat/messages", json={"messages": MESSAGES}
+            )
+            assert appended.status_code in (200, 202), appended.text
+            wait_until(lambda: _snapshot(db_url)["chunks"], 60)
+            before = _snapshot(db_url)
+            assert "Maria planted" in _search(client, agent, "tomatoes in Maria's garden")[0]
+
+            def stop_early(phase: str, done: int, total: int) -> None:
+                if phase == "memories" and done >= 2:
+                    raise Interrupt
+
+            with pytest.raises(Interrupt):
+                reembed.run(s, _target(fake_llm), batch_size=2, progress=stop_early)
+            state = reembed.status(s)
+            assert state["building"]["model"] == TARGET_MODEL
+            assert 0 < state["progress"]["units_done"] < state["progress"]["units"]
+            assert "Maria planted" in _search(client, agent, "tomatoes in Maria's garden")[0]
+
+            result = reembed.run(s, _target(fake_llm), batch_size=2)
+            assert result["switched"] and result["live"]["dim"] == TARGET_DIM
+            # resumed: what the first run embedded was not embedded again
+            assert result["embedded"] < len(before["units"]) + len(before["chunks"])
+            state = reembed.status(s)
+            assert state["building"] is None and not state["retired_columns_left"]
+            assert state["live"]["model"] == TARGET_MODEL
+            _assert_new_model(db_url)
+            after = _snapshot(db_url)
+            assert after == before  # nothing extracted again, no operation started
+            assert "Maria planted" in _search(client, agent, "tomatoes in Maria's garden")[0]
+            _ingest(client, agent, [{"content": "Oskar repaired the blue bicycle."}], "late")
+            _assert_new_model(db_url, chunk_texts=False)
+            assert "Oskar" in _search(client, agent, "Oskar blue bicycle")[0]
+    finally:
+        pool.close()
