@@ -21,10 +21,10 @@ from memora.db.pool import Pool, make_pool
 from memora.nlp.embedding import check_dimension, embedder_for
 from memora.nlp.llm import LazyLLM
 from memora.pipeline.context import AppContext
+from memora.pipeline.generation import Follower
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval import Retriever, pool_size_for
 from memora.retrieval.calibration import calibration_for
-from memora.pipeline.generation import Follower
 from memora.store import generations
 from memora.store.units import schema_embedding_dim
 from services.api.errors import BodySizeLimit, install_error_handlers
@@ -135,7 +135,7 @@ def _renew(app: FastAPI, stale: Reads) -> Reads | None:
     with _renewing:
         state = app.state
         if state.reads is not stale:  # another search renewed it already
-            return state.reads  # type: ignore[no-any-return]
+            return state.reads
         with state.pool.connection() as conn:
             live = generations.live(conn, state.settings)
         if live.id == state.retriever.generation:
@@ -143,7 +143,7 @@ def _renew(app: FastAPI, stale: Reads) -> Reads | None:
         old = state.retriever
         _read_path(app, state.settings)
         threading.Thread(target=_close, args=(old, stale), daemon=True).start()
-        return state.reads  # type: ignore[no-any-return]
+        return state.reads
 
 
 def _close(retriever: Retriever, reads: Reads) -> None:

@@ -12,8 +12,15 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
-from rich.progress import TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from memora.basics.config import Settings
 
@@ -58,7 +65,9 @@ def reembed(
         console.print("[red]--model is required (or --status, --abandon)[/]")
         raise typer.Exit(2)
     chosen = provider or settings.embedding_provider
-    url = base_url or (settings.embedding_base_url if chosen == settings.embedding_provider else None)
+    url = base_url or (
+        settings.embedding_base_url if chosen == settings.embedding_provider else None
+    )
     target = usecase.Target(model, chosen, url if chosen != "local" else None, dim)
     with _bar() as bar:
         tasks: dict[str, TaskID] = {}

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import psycopg
 import pytest
-from pydantic import SecretStr
 
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
@@ -115,14 +115,25 @@ def _ingest(client: Any, agent: str, items: list[dict[str, Any]], document: str)
         "/api/memories/batch", json={"agent_id": agent, "document_id": document, "items": items}
     )
     assert response.status_code == 200, response.text
-    op_id = response.json()["operation_id"]
+    _finished(client, response.json()["operation_id"])
 
+
+def _finished(client: Any, op_id: str) -> None:
     def done() -> dict[str, Any] | None:
         op = client.get(f"/api/operations/{op_id}").json()
         return op if op["status"] in ("completed", "failed") else None
 
     op = wait_until(done, 180)
     assert op["status"] == "completed", op
+
+
+def _append(client: Any, agent: str) -> None:
+    """The conversation, once its operation finished (units extracted, chunks indexed)."""
+    response = client.post(
+        f"/api/agents/{agent}/conversations/chat/messages", json={"messages": MESSAGES}
+    )
+    assert response.status_code in (200, 202), response.text
+    _finished(client, response.json()["operation_id"])
 
 
 @pytest.fixture()
@@ -148,11 +159,13 @@ def test_a_write_embedded_by_a_retired_generation_is_refused(
         )
         conn.commit()
         insert = (
-            "INSERT INTO memory_units (agent_id, text, fact_type, event_date, mentioned_at, embedding) "
-            "VALUES ('a', 'x', 'world', now(), now(), %s::vector)"
+            "INSERT INTO memory_units (agent_id, text, fact_type, event_date, mentioned_at, "
+            "embedding) VALUES ('a', 'x', 'world', now(), now(), %s::vector)"
         )
         vector = "[" + ",".join(["0.05"] * 384) + "]"
-        conn.execute("SELECT set_config('memora.embedding_generation', %s, false)", (str(live.id + 1),))
+        conn.execute(
+            "SELECT set_config('memora.embedding_generation', %s, false)", (str(live.id + 1),)
+        )
         with pytest.raises(psycopg.Error) as refused:
             conn.execute(insert, (vector,))
         assert generations.changed(refused.value)
@@ -178,11 +191,7 @@ def test_reembed_inline_resumes_and_switches(
     try:
         with topology(s, pool, Pipeline(s, pool)) as t, Client(t) as client:
             _ingest(client, agent, ITEMS, "facts")
-            appended = client.post(
-                f"/api/agents/{agent}/conversations/chat/messages", json={"messages": MESSAGES}
-            )
-            assert appended.status_code in (200, 202), appended.text
-            wait_until(lambda: _snapshot(db_url)["chunks"], 60)
+            _append(client, agent)
             before = _snapshot(db_url)
             assert "Maria planted" in _search(client, agent, "tomatoes in Maria's garden")[0]
 
@@ -213,3 +222,51 @@ def test_reembed_inline_resumes_and_switches(
             assert "Oskar" in _search(client, agent, "Oskar blue bicycle")[0]
     finally:
         pool.close()
+
+
+def test_reembed_under_running_workers_and_query_service(
+    settings: Settings, db_url: str, fake_llm: FakeOpenAI, redis_url: str, data_dir: Path
+) -> None:
+    """`memora serve`'s processes (API, query service, a Celery worker per stage) on the
+    database while it is re-embedded: searches keep answering throughout (a thread searches
+    without pause), and after the switch the running worker embeds a new memory with the new
+    model and the running query service answers with it, both without a restart."""
+    s = settings.model_copy(
+        update={"database_url": db_url, "broker_url": redis_url, "embedding_api_key": None}
+    )
+    agent = f"agent-{uuid.uuid4().hex[:8]}"
+    env = WORKER_ENV | {"MEMORA_EMBEDDING_API_KEY": "sk-embed"}
+    with process_stack(s, "reembed", 14, data_dir / "reembed-logs", env=env) as stack:
+        base = f"http://{stack.settings.host}:{stack.settings.port}"
+        with httpx.Client(base_url=base, timeout=120) as client:
+            _ingest(client, agent, ITEMS, "facts")
+            _append(client, agent)
+            before = _snapshot(db_url)
+            answers: list[str] = []
+            stop = threading.Event()
+
+            def keep_searching() -> None:
+                with httpx.Client(base_url=base, timeout=120) as searcher:
+                    while not stop.is_set():
+                        answers.append(_search(searcher, agent, "tomatoes in Maria's garden")[0])
+
+            searching = threading.Thread(target=keep_searching)
+            searching.start()
+            try:
+                result = reembed.run(s, _target(fake_llm), batch_size=2)
+                wait_until(lambda: len(answers) > 3, 60)  # some after the switch too
+            finally:
+                stop.set()
+                searching.join(120)
+            assert result["switched"]
+            assert answers and all("Maria planted" in a for a in answers), answers
+            assert _snapshot(db_url) == before
+            _assert_new_model(db_url)
+            _ingest(client, agent, [{"content": "Oskar repaired the blue bicycle."}], "late")
+            _assert_new_model(db_url, chunk_texts=False)
+            assert "Oskar" in _search(client, agent, "Oskar blue bicycle")[0]
+            found = client.post(
+                "/api/conversation_search", json={"agent_id": agent, "query": "ryokan in Gion"}
+            )
+            assert found.status_code == 200, found.text
+            assert "ryokan" in found.json()["results"][0]["snippet"]

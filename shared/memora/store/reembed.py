@@ -169,7 +169,8 @@ def sync_copies(conn: Connection[Any], dim: int) -> int:
         "AND u.embedding_next IS NOT NULL"
     )
     signatures = conn.execute(
-        f"UPDATE unit_entities ue SET signature_next = binary_quantize(u.embedding_next)::bit({dim}) "
+        "UPDATE unit_entities ue "
+        f"SET signature_next = binary_quantize(u.embedding_next)::bit({dim}) "
         "FROM memory_units u WHERE ue.unit_id = u.id AND ue.signature_next IS NULL "
         "AND u.embedding_next IS NOT NULL"
     )
@@ -258,9 +259,7 @@ def _functions(conn: Connection[Any], old_dim: int, dim: int) -> list[str]:
     return [re.sub(cast, rf"\g<1>({dim})", r["definition"]) for r in rows]
 
 
-def swap(
-    conn: Connection[Any], old_dim: int, dim: int, indexes: Sequence[str], model: str
-) -> None:
+def swap(conn: Connection[Any], old_dim: int, dim: int, indexes: Sequence[str], model: str) -> None:
     """Make the next columns the live ones (the tables locked ACCESS EXCLUSIVE)."""
     conn.execute(f"DROP TRIGGER IF EXISTS {RESET} ON memory_units")
     triggers = _triggers(conn)

@@ -87,7 +87,9 @@ def target_embedder(settings: Settings, target: Target) -> TextEmbedder:
             s.model_cache_dir,
         )  # fmt: skip
         if target.dim is not None and local.dim != target.dim:
-            raise Invalid(f"{target.model!r} gives {local.dim}-d vectors, not {target.dim}")
+            raise Invalid(
+                "dimension", f"{target.model!r} gives {local.dim}-d vectors, not {target.dim}"
+            )
         return local
     dim = target.dim
     if dim is None:  # the server's vectors say
@@ -119,9 +121,9 @@ def run(
         if reembed.retired_left(conn):
             _settle(settings)  # a switch that ended before its clean-up
         building = generations.find(conn, "building")
-        if building is None and live.same_model(target.provider, target.model, live.dim):
-            if target.dim in (None, live.dim):
-                return {"switched": False, "live": _describe(live)}
+        same = live.same_model(target.provider, target.model, target.dim or live.dim)
+        if building is None and same:
+            return {"switched": False, "live": _describe(live)}
         embedder = target_embedder(settings, target)
         building = _open(conn, target, embedder.dim, building)
         job = _Build(conn, embedder, building.dim, batch_size, report)
@@ -141,8 +143,9 @@ def _open(
     if building is not None:
         if not building.same_model(target.provider, target.model, dim):
             raise Conflict(
+                "reembed_in_progress",
                 f"a reembed to {building.describe()} is under way: run it again to resume it, "
-                "or `memora reembed --abandon` to drop it first"
+                "or `memora reembed --abandon` to drop it first",
             )
         if reembed.next_dim(conn) != dim:  # columns lost (restored backup): added again
             reembed.drop_columns(conn, "_next")
