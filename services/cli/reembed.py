@@ -8,7 +8,7 @@ resumes where it stopped. `--status` says where it stands; `--abandon` drops a b
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -50,25 +50,30 @@ def reembed(
     ] = False,
 ) -> None:
     """Re-embed every memory and conversation chunk with another model, then switch to it."""
-    from memora.basics.errors import Conflict, Invalid
     from memora.usecases import reembed as usecase
 
     settings = Settings()
     if status:
         console.print_json(json.dumps(usecase.status(settings), default=str))
-        return
-    if abandon:
+    elif abandon:
         dropped = usecase.abandon(settings)
         console.print("dropped the generation being built" if dropped else "none was built")
-        return
-    if model is None:
+    elif model is None:
         console.print("[red]--model is required (or --status, --abandon)[/]")
         raise typer.Exit(2)
-    chosen = provider or settings.embedding_provider
-    url = base_url or (
-        settings.embedding_base_url if chosen == settings.embedding_provider else None
-    )
-    target = usecase.Target(model, chosen, url if chosen != "local" else None, dim)
+    else:
+        chosen = provider or settings.embedding_provider
+        same = chosen == settings.embedding_provider
+        url = base_url or (settings.embedding_base_url if same else None)
+        target = usecase.Target(model, chosen, url if chosen != "local" else None, dim)
+        _run(settings, target, batch_size)
+
+
+def _run(settings: Settings, target: Any, batch_size: int) -> None:
+    """The build and switch with a progress bar a phase; resumable after Ctrl-C."""
+    from memora.basics.errors import Conflict, Invalid
+    from memora.usecases import reembed as usecase
+
     with _bar() as bar:
         tasks: dict[str, TaskID] = {}
 
@@ -85,10 +90,10 @@ def reembed(
         except KeyboardInterrupt:
             console.print("[yellow]interrupted: run the same command again to resume[/]")
             raise typer.Exit(130) from None
-    if not result["switched"]:
-        console.print(f"[green]{model} is already the live model[/]")
-        return
     live = result["live"]
+    if not result["switched"]:
+        console.print(f"[green]{live['model']} is already the live model[/]")
+        return
     console.print(
         f"[green]switched to {live['model']} ({live['provider']}, {live['dim']}-d): "
         f"{result['embedded']} texts embedded[/]. Set MEMORA_EMBEDDING_MODEL={live['model']}, "

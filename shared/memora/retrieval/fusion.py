@@ -23,7 +23,6 @@ from memora.retrieval.filters import Where, id_array, scope_where
 from memora.retrieval.question import AnswerType, answer_type
 from memora.retrieval.types import ArmResult, Candidate, SearchParams, SearchScope
 from memora.retrieval.validity import Window, holding, status_where
-from memora.store import generations
 
 RRF_K = 60
 Id = TypeVar("Id", bound=Hashable)
@@ -91,7 +90,6 @@ def fuse(
     mentioning: Callable[[str], bool] | None = None,
     recheck: Recheck | None = None,
     speakers: frozenset[str] = frozenset(),
-    generation: int | None = None,
 ) -> list[Candidate]:
     """RRF over the retrievers' lists, then the best candidates read with their signals, on a
     connection of the scope's tenant held for that read only. `about_vec` embeds the query
@@ -109,10 +107,7 @@ def fuse(
     their refresh: a unit written since that fails it is on no such list), checked again
     on the candidates written since (`hydrate`). `speakers`: the normalised names of the
     entities the query names; a candidate whose speaker is one of them was said by the person
-    asked about (`Candidate.said_by_named`). `generation`: the embedding generation of the
-    query's vectors, checked still live after the hydration (GenerationChanged if not): the
-    retrievers' reads all came after the query service took that generation up, and before
-    this check, so each of them compared the query with vectors of the same model."""
+    asked about (`Candidate.said_by_named`)."""
     s = settings
     answer = answer_type(p.query)
     by_service = mentioning is not None and not answer.entity_types
@@ -129,8 +124,6 @@ def fuse(
             entity_ids=() if by_service else entity_ids, answer=answer, window=window,
             recheck=recheck,
         )  # fmt: skip
-        if generation is not None:  # every read of this search was of the query's model
-            generations.check(conn, generation)
     if by_service:
         assert mentioning is not None
         for candidate in found.values():

@@ -20,7 +20,7 @@ Revises: 0035_trash
 Create Date: 2026-12-07
 """
 
-from alembic import op
+from alembic import context, op
 
 revision = "0037_embedding_generations"
 down_revision = "0035_trash"
@@ -45,6 +45,18 @@ def upgrade() -> None:
         )
         """
     )
+    attributes = context.config.attributes
+    if attributes.get("embedding_model"):
+        op.get_bind().exec_driver_sql(
+            "INSERT INTO embedding_generations (id, state, provider, model, dim, base_url) "
+            "VALUES (1, 'live', %(provider)s, %(model)s, %(dim)s, %(base_url)s)",
+            {
+                "provider": attributes.get("embedding_provider", "local"),
+                "model": attributes["embedding_model"],
+                "dim": int(attributes.get("embedding_dim", 384)),
+                "base_url": attributes.get("embedding_base_url"),
+            },
+        )
     for state in ("live", "building"):
         op.execute(
             f"CREATE UNIQUE INDEX uq_embedding_generations_{state} "
