@@ -71,6 +71,8 @@ def reembed(
 
 def _run(settings: Settings, target: Any, batch_size: int) -> None:
     """The build and switch with a progress bar a phase; resumable after Ctrl-C."""
+    from psycopg.errors import LockNotAvailable
+
     from memora.basics.errors import Conflict, Invalid
     from memora.usecases import reembed as usecase
 
@@ -86,6 +88,9 @@ def _run(settings: Settings, target: Any, batch_size: int) -> None:
             result = usecase.run(settings, target, batch_size=batch_size, progress=progress)
         except (Conflict, Invalid, RuntimeError) as exc:
             console.print(f"[red]reembed: {exc}[/]")
+            raise typer.Exit(1) from exc
+        except LockNotAvailable as exc:
+            console.print(f"[red]reembed: {exc}: a long transaction holds it; run again[/]")
             raise typer.Exit(1) from exc
         except KeyboardInterrupt:
             console.print("[yellow]interrupted: run the same command again to resume[/]")

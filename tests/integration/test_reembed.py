@@ -52,8 +52,8 @@ class Interrupt(Exception):
     pass
 
 
-def _target(fake: FakeOpenAI) -> reembed.Target:
-    return reembed.Target(TARGET_MODEL, "openai", fake.base_url)
+def _target(fake: FakeOpenAI, model: str = TARGET_MODEL) -> reembed.Target:
+    return reembed.Target(model, "openai", fake.base_url)
 
 
 def _snapshot(url: str) -> dict[str, Any]:
@@ -76,7 +76,7 @@ def _stored(url: str, table: str) -> list[tuple[str, np.ndarray]]:
     return [(text, np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v)) for text, v in rows]
 
 
-def _assert_new_model(url: str, *, chunk_texts: bool = True) -> None:
+def _assert_new_model(url: str, dim: int = TARGET_DIM, *, chunk_texts: bool = True) -> None:
     """Every stored vector (units, their half-precision copies, their signatures, chunks) is
     the new model's: of its text (`chunk_texts` False: a chunk indexed since the switch may
     be made of its units' vectors, MEMORA_CONVERSATION_CHUNK_VECTORS=units)."""
@@ -84,24 +84,30 @@ def _assert_new_model(url: str, *, chunk_texts: bool = True) -> None:
         stored = _stored(url, table)
         assert stored, table
         for text, vector in stored:
-            assert vector.shape == (TARGET_DIM,), table
+            assert vector.shape == (dim,), table
             if table == "conversation_chunks" and not chunk_texts:
                 continue
-            expected = np.asarray(fake_vector(text, TARGET_DIM), dtype=np.float32)
+            expected = np.asarray(fake_vector(text, dim), dtype=np.float32)
             assert float(vector @ expected) > 0.999, (table, text)
     with psycopg.connect(url) as conn:
         row = conn.execute(
             "SELECT count(*) FILTER (WHERE vector_dims(m.embedding) = %s) AS new, count(*) AS n, "
             "max(abs(m.embedding::vector <=> u.embedding)) AS gap FROM memory_vectors m "
             "JOIN memory_units u ON u.id = m.unit_id",
-            (TARGET_DIM,),
+            (dim,),
         ).fetchone()
         assert row is not None and row[0] == row[1] > 0 and row[2] < 1e-3, row
         sigs = conn.execute(
-            "SELECT count(*) FROM unit_entities ue JOIN memory_units u ON u.id = ue.unit_id "
-            "WHERE ue.signature IS DISTINCT FROM binary_quantize(u.embedding)::bit(768)"
+            "SELECT count(*) FILTER (WHERE ue.signature IS DISTINCT FROM "
+            f"binary_quantize(u.embedding)::bit({dim})), count(*) "
+            "FROM unit_entities ue JOIN memory_units u ON u.id = ue.unit_id"
         ).fetchone()
-        assert sigs is not None and sigs[0] == 0
+        assert sigs is not None and sigs[0] == 0 and sigs[1] > 0, sigs
+
+
+def _embedded_by_server(fake: FakeOpenAI) -> set[str]:
+    """The texts the fake server embedded (the new model's)."""
+    return {str(x) for r in fake.embedding_requests() for x in r.body["input"]}
 
 
 def _search(client: Any, agent: str, query: str) -> list[str]:
@@ -181,10 +187,13 @@ def test_a_write_embedded_by_a_retired_generation_is_refused(
         conn.commit()
 
 
+@pytest.mark.parametrize(("model", "dim"), [(TARGET_MODEL, TARGET_DIM), ("fake-embed", 384)])
 def test_reembed_inline_resumes_and_switches(
-    settings: Settings, db_url: str, fake_llm: FakeOpenAI
+    settings: Settings, db_url: str, fake_llm: FakeOpenAI, model: str, dim: int
 ) -> None:
-    """Through the write API and the query service served in process (stages inline)."""
+    """Through the write API and the query service served in process (stages inline), to a
+    model of another dimension and to one of the same (where only the generation check tells
+    a stale query from a live one)."""
     s = settings.model_copy(update={"database_url": db_url})
     agent = f"agent-{uuid.uuid4().hex[:8]}"
     pool = make_pool(db_url, min_size=1, max_size=6, name="reembed")
@@ -200,25 +209,26 @@ def test_reembed_inline_resumes_and_switches(
                     raise Interrupt
 
             with pytest.raises(Interrupt):
-                reembed.run(s, _target(fake_llm), batch_size=2, progress=stop_early)
+                reembed.run(s, _target(fake_llm, model), batch_size=2, progress=stop_early)
             state = reembed.status(s)
-            assert state["building"]["model"] == TARGET_MODEL
+            assert state["building"]["model"] == model
             assert 0 < state["progress"]["units_done"] < state["progress"]["units"]
             assert "Maria planted" in _search(client, agent, "tomatoes in Maria's garden")[0]
 
-            result = reembed.run(s, _target(fake_llm), batch_size=2)
-            assert result["switched"] and result["live"]["dim"] == TARGET_DIM
+            result = reembed.run(s, _target(fake_llm, model), batch_size=2)
+            assert result["switched"] and result["live"]["dim"] == dim
             # resumed: what the first run embedded was not embedded again
             assert result["embedded"] < len(before["units"]) + len(before["chunks"])
             state = reembed.status(s)
             assert state["building"] is None and not state["retired_columns_left"]
-            assert state["live"]["model"] == TARGET_MODEL
-            _assert_new_model(db_url)
+            assert state["live"]["model"] == model
+            _assert_new_model(db_url, dim)
             after = _snapshot(db_url)
             assert after == before  # nothing extracted again, no operation started
-            assert "Maria planted" in _search(client, agent, "tomatoes in Maria's garden")[0]
+            assert "Maria planted" in _search(client, agent, "what Maria grows in her garden")[0]
+            assert "what Maria grows in her garden" in _embedded_by_server(fake_llm)
             _ingest(client, agent, [{"content": "Oskar repaired the blue bicycle."}], "late")
-            _assert_new_model(db_url, chunk_texts=False)
+            _assert_new_model(db_url, dim, chunk_texts=False)
             assert "Oskar" in _search(client, agent, "Oskar blue bicycle")[0]
     finally:
         pool.close()
@@ -265,6 +275,8 @@ def test_reembed_under_running_workers_and_query_service(
             _ingest(client, agent, [{"content": "Oskar repaired the blue bicycle."}], "late")
             _assert_new_model(db_url, chunk_texts=False)
             assert "Oskar" in _search(client, agent, "Oskar blue bicycle")[0]
+            # the running query service embeds queries with the new model
+            assert "Oskar blue bicycle" in _embedded_by_server(fake_llm)
             found = client.post(
                 "/api/conversation_search", json={"agent_id": agent, "query": "ryokan in Gion"}
             )

@@ -4,7 +4,9 @@ every use case takes first (with the pool, the task backend and the LLM besides)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -26,6 +28,7 @@ from memora.nlp.llm import LazyLLM, LLMClient
 from memora.nlp.temporal import resolve_expression
 from memora.pipeline.generation import Follower
 from memora.pipeline.handoff import TaskBackend
+from memora.store.generations import GenerationChanged
 from memora.store.operations import Operation
 
 # A stage's write step: runs inside the write transaction, returns counts for the operation.
@@ -82,6 +85,7 @@ class StageContext:
         self._embedder = embedder
         self._given = embedder is not None
         self._embedder_of: int | None = None  # the generation it was made for (None: unknown)
+        self._pin = threading.local()
 
     @property
     def settings(self) -> Settings:
@@ -103,11 +107,31 @@ class StageContext:
             self._embedder_of = live.id
         if self._embedder is None:
             self._embedder = embedder_for(self.settings)
+        pinned = self.pinned_generation()
+        if pinned is not None and self._embedder_of != pinned:  # another thread followed
+            raise GenerationChanged(f"embedding generation {pinned} is no longer this process's")
         return self._embedder
 
     def follow(self, conn: Connection[Any]) -> None:
         """Read the live embedding generation when due (memora.pipeline.generation)."""
         self.follower.follow(conn)
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Within the block, on this thread: the embedding generation last read (a stage's
+        begin), which its vectors are embedded with (GenerationChanged when the context has
+        moved on since) and its write sets (`pinned_generation`), for the database to refuse
+        should it no longer be live."""
+        live = self.follower.live
+        self._pin.generation = live.id if live is not None else None
+        try:
+            yield
+        finally:
+            self._pin.generation = None
+
+    def pinned_generation(self) -> int | None:
+        generation: int | None = getattr(self._pin, "generation", None)
+        return generation
 
     @cached_property
     def extractor(self) -> Extractor:
@@ -156,12 +180,17 @@ class AppContext(StageContext):
         self.backend = backend
         self.llm = llm if llm is not None else LazyLLM(settings)
 
-    @property
-    def embedder(self) -> TextEmbedder:
-        """The live generation's model, read again from the pool when due."""
+    def following(self) -> Settings:
+        """The settings with the live embedding generation's model, read again when due."""
         if self.follower.due():
             with self.pool.connection() as conn:
                 self.follow(conn)
+        return self.settings
+
+    @property
+    def embedder(self) -> TextEmbedder:
+        """The live generation's model, read again from the pool when due."""
+        self.following()
         return super().embedder
 
     def llm_if_configured(self) -> LLMClient | None:

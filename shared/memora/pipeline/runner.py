@@ -115,17 +115,31 @@ class Pipeline:
 
     def run(self, stage: Stage, operation_id: UUID, prepare: Prepare | None = None) -> Stage | None:
         """Run `stage` (with `prepare`, for a stage whose work is above the pipeline: the
-        worker's jobs); return the stage to enqueue next (None when finished or stale)."""
+        worker's jobs); return the stage to enqueue next (None when finished or stale). Once
+        more at once when a `memora reembed` switch refused its vectors (embedded again with
+        the new generation's model)."""
+        try:
+            return self._run(stage, operation_id, prepare)
+        except Exception as exc:
+            if not generations.changed(exc):
+                raise
+            log.info("stage %s of %s: the embedding generation changed, run again", stage.value,
+                     operation_id)  # fmt: skip
+            self.context.follower.expire()
+            return self._run(stage, operation_id, prepare)
+
+    def _run(self, stage: Stage, operation_id: UUID, prepare: Prepare | None) -> Stage | None:
         prepare = prepare or REGISTRY[stage]
         with self.pool.connection() as conn:
             job = self.begin(conn, stage, operation_id)
             if isinstance(job, Skip):
                 return job.following
-            write = self.context.resolve(prepare(self.context, conn, job))
-            conn.commit()  # end the read transaction before taking the write lock
+            with self.context.pinned():  # its vectors' generation, checked by the write
+                write = self.context.resolve(prepare(self.context, conn, job))
+                conn.commit()  # end the read transaction before taking the write lock
 
-            with conn.transaction():
-                written = self.write(conn, stage, job.operation.kind, operation_id, write)
+                with conn.transaction():
+                    written = self.write(conn, stage, job.operation.kind, operation_id, write)
             webhooks.dispatch_committed(conn, self.backend)
             self.send_released(written)
             return written.logged(stage, operation_id)
@@ -182,6 +196,8 @@ class Pipeline:
             return Written(None)
         if locked.is_done(stage):
             return Written(next_stage(stage, kind, skip=self.skip))
+        if (generation := self.context.pinned_generation()) is not None:
+            generations.set_local(conn, generation)
         try:
             counts = write(conn)
         except psycopg.Error as exc:

@@ -118,6 +118,11 @@ def make_live(conn: Connection[Any], generation: int) -> None:
     )
 
 
+def set_local(conn: Connection[Any], generation: int) -> None:
+    """The generation the vectors of the current transaction's writes were made with."""
+    conn.execute("SELECT set_config('memora.embedding_generation', %s, true)", (str(generation),))
+
+
 def check(conn: Connection[Any], generation: int) -> None:
     """GenerationChanged unless `generation` is live (in this statement's snapshot)."""
     try:

@@ -223,11 +223,17 @@ def build_index(conn: Connection[Any], name: str, table: str, definition: str) -
         return False
     if row is not None:
         conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}_next")
+    conn.execute(next_index(name, column, definition))
+    return True
+
+
+def next_index(name: str, column: str, definition: str) -> str:
+    """`definition` (pg_get_indexdef) made over `column`'s next column, named `name`_next,
+    built CONCURRENTLY."""
     head, using = definition.split(" USING ", 1)
     head = head.replace(f"INDEX {name} ON", f"INDEX CONCURRENTLY {name}_next ON", 1)
     using = re.sub(rf"\b{column}\b", f"{column}_next", using)
-    conn.execute(f"{head} USING {using}")
-    return True
+    return f"{head} USING {using}"
 
 
 # ------------------------------------------------------------------------------ the switch

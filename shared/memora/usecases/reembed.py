@@ -69,8 +69,13 @@ def status(settings: Settings) -> dict[str, Any]:
 
 
 def _connect(settings: Settings) -> Connection[Any]:
-    """As the login that owns the schema (`memora migrate`'s): the build alters tables."""
-    return connect(settings.require_database_url())
+    """As the login that owns the schema (`memora migrate`'s): the build alters tables. A lock
+    not had within LOCK_TIMEOUT fails (LockNotAvailable) rather than queue every search
+    behind it."""
+    conn = connect(settings.require_database_url())
+    conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+    conn.commit()
+    return conn
 
 
 def _describe(g: Generation) -> dict[str, Any]:
@@ -209,6 +214,7 @@ class _Build:
 def _build_indexes(settings: Settings, report: Progress) -> None:
     with _connect(settings) as conn:
         conn.autocommit = True
+        conn.execute("SET lock_timeout = 0")  # CONCURRENTLY waits for older transactions
         indexes = reembed.vector_indexes(conn)
         for i, (name, table, definition) in enumerate(indexes):
             reembed.build_index(conn, name, table, definition)
@@ -239,6 +245,14 @@ def _switch(job: _Build, live: Generation, building: Generation) -> None:
 
 
 def _settle(settings: Settings) -> None:
-    with _connect(settings) as conn:
-        conn.autocommit = True
-        reembed.settle(conn)
+    """The retired columns dropped (tried again while a lock is not had)."""
+    for attempt in range(1, SWITCH_TRIES + 1):
+        try:
+            with _connect(settings) as conn:
+                conn.autocommit = True
+                reembed.settle(conn)
+            return
+        except psycopg.errors.LockNotAvailable:
+            if attempt == SWITCH_TRIES:
+                raise
+            time.sleep(min(attempt, 5))
