@@ -20,6 +20,7 @@ no longer live (migration 0037). A change reaches each connection on its next ch
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,8 +53,20 @@ def use_embedding_generation(conn: psycopg.Connection[Any], generation: int) -> 
     _generations[_database(conn)] = generation
 
 
+_pinned = threading.local()
+
+
+def pin_embedding_generation(generation: int | None) -> int | None:
+    """The generation of the vectors this thread is about to write, over the process's (None:
+    the process's again); the one it replaces."""
+    previous: int | None = getattr(_pinned, "generation", None)
+    _pinned.generation = generation
+    return previous
+
+
 def _generation(conn: psycopg.Connection[Any]) -> int | None:
-    return _generations.get(_database(conn))
+    pinned: int | None = getattr(_pinned, "generation", None)
+    return pinned if pinned is not None else _generations.get(_database(conn))
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:

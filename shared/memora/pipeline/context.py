@@ -4,12 +4,13 @@ every use case takes first (with the pool, the task backend and the LLM besides)
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
 import numpy as np
@@ -18,7 +19,7 @@ from psycopg import Connection
 from memora.basics.config import Settings
 from memora.basics.models import utcnow
 from memora.basics.stages import Stage, stage_of_queue
-from memora.db.pool import Pool
+from memora.db.pool import Pool, pin_embedding_generation
 from memora.extraction.base import Extractor
 from memora.extraction.llm import LLMExtractor
 from memora.extraction.local import LocalExtractor
@@ -124,10 +125,12 @@ class StageContext:
         should it no longer be live."""
         live = self.follower.live
         self._pin.generation = live.id if live is not None else None
+        previous = pin_embedding_generation(self._pin.generation)  # on connections lent here
         try:
             yield
         finally:
             self._pin.generation = None
+            pin_embedding_generation(previous)
 
     def pinned_generation(self) -> int | None:
         generation: int | None = getattr(self._pin, "generation", None)
@@ -180,6 +183,13 @@ class AppContext(StageContext):
         self.backend = backend
         self.llm = llm if llm is not None else LazyLLM(settings)
 
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """`StageContext.pinned`, the live generation read again first when due."""
+        self.following()
+        with super().pinned():
+            yield
+
     def following(self) -> Settings:
         """The settings with the live embedding generation's model, read again when due."""
         if self.follower.due():
@@ -196,6 +206,24 @@ class AppContext(StageContext):
     def llm_if_configured(self) -> LLMClient | None:
         """The LLM client for what uses it when there is one (remember's conflict check)."""
         return self.llm.get() if self.settings.llm_configured else None
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def pinning(
+    use_case: Callable[Concatenate[AppContext, P], T],
+) -> Callable[Concatenate[AppContext, P], T]:
+    """A use case that embeds, then writes what it embedded: run within `AppContext.pinned`,
+    so that the database refuses its vectors should a `memora reembed` switch overtake it."""
+
+    @functools.wraps(use_case)
+    def pinned(app: AppContext, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        with app.pinned():
+            return use_case(app, *args, **kwargs)
+
+    return pinned
 
 
 @dataclass(frozen=True)
