@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memora.basics.errors import Refused
+from memora.store import generations
 
 
 class APIError(Exception):
@@ -167,6 +168,19 @@ def install_error_handlers(app: FastAPI) -> None:
                 "invalid_text", "text must not contain NUL characters or unpaired surrogates"
             ),
             status_code=422,
+        )
+
+    # A write (remember, edit) whose vector a `memora reembed` switch refused (MG001): the
+    # next attempt embeds with the new model.
+    @app.exception_handler(generations.GenerationChanged)
+    @app.exception_handler(psycopg.DatabaseError)
+    async def _model_changed(_: Request, exc: Exception) -> JSONResponse:
+        if not generations.changed(exc):
+            raise exc
+        return JSONResponse(
+            error_body("embedding_model_changed", "the embedding model changed; retry"),
+            status_code=503,
+            headers={"Retry-After": "1"},
         )
 
     @app.exception_handler(psycopg.errors.QueryCanceled)
