@@ -282,3 +282,36 @@ def test_reembed_under_running_workers_and_query_service(
             )
             assert found.status_code == 200, found.text
             assert "ryokan" in found.json()["results"][0]["snippet"]
+
+
+def test_a_remember_that_a_switch_overtakes_is_refused_then_embedded_again(
+    settings: Settings, db_url: str
+) -> None:
+    """`remember` embeds with the generation its process last read: when another goes
+    live before its write (here within the 2 s it keeps what it read), the database refuses the
+    vector, the API answers 503 `embedding_model_changed`, and once the process has read the
+    new generation the same request is stored."""
+    s = settings.model_copy(update={"database_url": db_url})
+    pool = make_pool(db_url, min_size=1, max_size=4, name="reembed-remember")
+    try:
+        with topology(s, pool, Pipeline(s, pool)) as t, Client(t) as api:
+            url = "/api/agents/ann/remember"
+            first = api.post(url, json={"content": "Ann keeps bees on the roof."})
+            assert first.status_code == 200, first.text
+            with psycopg.connect(db_url) as conn:  # the same model, as a new generation
+                conn.execute("UPDATE embedding_generations SET state = 'retired'")
+                conn.execute(
+                    "INSERT INTO embedding_generations (id, state, provider, model, dim) "
+                    "SELECT 2, 'live', provider, model, dim FROM embedding_generations"
+                )
+            refused = api.post(url, json={"content": "Ann sells the honey at the market."})
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["error"]["code"] == "embedding_model_changed"
+            stored = wait_until(
+                lambda: (r := api.post(url, json={"content": "Ann sells the honey."}))
+                and r.status_code == 200,
+                10,
+            )
+            assert stored
+    finally:
+        pool.close()
