@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 from memora.basics.config import Settings
+from memora.basics.errors import Conflict
 from memora.db.pool import make_pool
 from memora.pipeline.runner import Pipeline
 from memora.store import generations
@@ -71,7 +72,7 @@ def _stored(url: str, table: str) -> list[tuple[str, np.ndarray]]:
 
         register_vector(conn)
         rows = conn.execute(
-            f"SELECT text, embedding FROM {table} WHERE embedding IS NOT NULL"
+            f"SELECT text, embedding FROM {table} WHERE embedding IS NOT NULL ORDER BY id"
         ).fetchall()
     return [(text, np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v)) for text, v in rows]
 
@@ -308,10 +309,47 @@ def test_a_remember_that_a_switch_overtakes_is_refused_then_embedded_again(
             assert refused.status_code == 503, refused.text
             assert refused.json()["error"]["code"] == "embedding_model_changed"
             stored = wait_until(
-                lambda: (r := api.post(url, json={"content": "Ann sells the honey."}))
-                and r.status_code == 200,
+                lambda: (
+                    (r := api.post(url, json={"content": "Ann sells the honey."}))
+                    and r.status_code == 200
+                ),
                 10,
             )
             assert stored
+    finally:
+        pool.close()
+
+
+def test_an_abandoned_build_leaves_the_live_vectors_as_they_were(
+    settings: Settings, db_url: str, fake_llm: FakeOpenAI
+) -> None:
+    s = settings.model_copy(update={"database_url": db_url})
+    agent = f"agent-{uuid.uuid4().hex[:8]}"
+    pool = make_pool(db_url, min_size=1, max_size=4, name="reembed-abandon")
+    try:
+        with topology(s, pool, Pipeline(s, pool)) as t, Client(t) as client:
+            _ingest(client, agent, ITEMS, "facts")
+            before = _stored(db_url, "memory_units")
+
+            def stop(phase: str, done: int, total: int) -> None:
+                raise Interrupt
+
+            with pytest.raises(Interrupt):
+                reembed.run(s, _target(fake_llm), batch_size=2, progress=stop)
+            with pytest.raises(Conflict, match="under way"):  # another model meanwhile
+                reembed.run(s, _target(fake_llm, "fake-embed"), batch_size=2)
+            assert reembed.abandon(s)
+            state = reembed.status(s)
+            assert state["building"] is None and state["live"]["dim"] == 384
+            with psycopg.connect(db_url) as conn:
+                left = conn.execute(
+                    "SELECT count(*) FROM pg_attribute WHERE attname LIKE '%\\_next' "
+                    "AND NOT attisdropped AND attrelid = 'memory_units'::regclass"
+                ).fetchone()
+            assert left is not None and left[0] == 0
+            after = _stored(db_url, "memory_units")
+            assert [t for t, _ in after] == [t for t, _ in before]
+            assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(after, before, strict=True))
+            assert "Maria planted" in _search(client, agent, "tomatoes in Maria's garden")[0]
     finally:
         pool.close()
