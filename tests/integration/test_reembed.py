@@ -338,6 +338,10 @@ def test_an_abandoned_build_leaves_the_live_vectors_as_they_were(
                 reembed.run(s, _target(fake_llm), batch_size=2, progress=stop)
             with pytest.raises(Conflict, match="under way"):  # another model meanwhile
                 reembed.run(s, _target(fake_llm, "fake-embed"), batch_size=2)
+            with psycopg.connect(db_url) as other:  # another reembed running
+                other.execute("SELECT pg_advisory_lock(hashtext('memora reembed'))")
+                with pytest.raises(Conflict, match="another"):
+                    reembed.abandon(s)
             assert reembed.abandon(s)
             state = reembed.status(s)
             assert state["building"] is None and state["live"]["dim"] == 384

@@ -39,6 +39,12 @@ NOT_NULL = ("memory_vectors", "conversation_chunks")
 RESET = "memory_units_embedding_next_reset"
 
 
+def try_lock(conn: Connection[Any]) -> bool:
+    """One reembed at a time: a session lock, held until `conn` closes."""
+    row = conn.execute("SELECT pg_try_advisory_lock(hashtext('memora reembed')) AS ok").fetchone()
+    return bool(row and row["ok"])
+
+
 def next_dim(conn: Connection[Any]) -> int | None:
     """The dimension of the next columns being built; None when there are none."""
     row = conn.execute(

@@ -68,12 +68,15 @@ def status(settings: Settings) -> dict[str, Any]:
     return out
 
 
-def _connect(settings: Settings) -> Connection[Any]:
+def _connect(settings: Settings, *, alone: bool = False) -> Connection[Any]:
     """As the login that owns the schema (`memora migrate`'s): the build alters tables. A lock
     not had within LOCK_TIMEOUT fails (LockNotAvailable) rather than queue every search
-    behind it."""
+    behind it. `alone`: Conflict while another reembed (or abandon) runs."""
     conn = connect(settings.require_database_url())
     conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+    if alone and not reembed.try_lock(conn):
+        conn.close()
+        raise Conflict("reembed_running", "another `memora reembed` is running on this database")
     conn.commit()
     return conn
 
@@ -107,7 +110,7 @@ def target_embedder(settings: Settings, target: Target) -> TextEmbedder:
 
 def abandon(settings: Settings) -> bool:
     """Drop the generation being built and its columns; False when none was."""
-    with _connect(settings) as conn:
+    with _connect(settings, alone=True) as conn:
         found = generations.find(conn, "building") is not None
         reembed.drop_columns(conn, "_next")
         generations.forget_building(conn)
@@ -120,7 +123,7 @@ def run(
 ) -> dict[str, Any]:
     """Build the target's generation (or resume its build), switch to it, drop the old one."""
     report = progress or (lambda phase, done, total: None)
-    with _connect(settings) as conn:
+    with _connect(settings, alone=True) as conn:
         live = generations.live(conn, settings)
         conn.commit()
         if reembed.retired_left(conn):
