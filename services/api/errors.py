@@ -170,22 +170,24 @@ def install_error_handlers(app: FastAPI) -> None:
             status_code=422,
         )
 
-    # A write (remember, edit) whose vector a `memora reembed` switch refused (MG001): the
-    # next attempt embeds with the new model.
-    @app.exception_handler(generations.GenerationChanged)
-    @app.exception_handler(psycopg.DatabaseError)
-    async def _model_changed(_: Request, exc: Exception) -> JSONResponse:
-        if not generations.changed(exc):
-            raise exc
-        return JSONResponse(
-            error_body("embedding_model_changed", "the embedding model changed; retry"),
-            status_code=503,
-            headers={"Retry-After": "1"},
-        )
+    for refused in (generations.GenerationChanged, psycopg.DatabaseError):
+        app.add_exception_handler(refused, _model_changed)
 
     @app.exception_handler(psycopg.errors.QueryCanceled)
     async def _timeout(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(error_body("timeout", "the query took too long"), status_code=503)
+
+
+async def _model_changed(_: Request, exc: Exception) -> JSONResponse:
+    """A write (remember, edit, reflect) whose vector a `memora reembed` switch refused
+    (MG001): the next attempt embeds with the new model."""
+    if not generations.changed(exc):
+        raise exc
+    return JSONResponse(
+        error_body("embedding_model_changed", "the embedding model changed; retry"),
+        status_code=503,
+        headers={"Retry-After": "1"},
+    )
 
 
 def answer(exc: APIError) -> JSONResponse:

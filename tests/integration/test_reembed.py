@@ -9,6 +9,7 @@ Each test has a database of its own: the switch changes the schema's dimension."
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import httpx
 import numpy as np
 import psycopg
 import pytest
+from pydantic import SecretStr
 
 from memora.basics.config import Settings
 from memora.basics.errors import Conflict
@@ -29,6 +31,7 @@ from memora.usecases import reembed
 from tests.conftest import WORKER_ENV, own_database, wait_until
 from tests.fakes import FakeOpenAI
 from tests.fakes.openai_server import fake_vector
+from tests.integration.auth_support import ADMIN, ADMIN_KEY
 from tests.integration.stack_support import Client, process_stack, topology
 
 pytestmark = pytest.mark.integration
@@ -195,7 +198,7 @@ def test_reembed_inline_resumes_and_switches(
     """Through the write API and the query service served in process (stages inline), to a
     model of another dimension and to one of the same (where only the generation check tells
     a stale query from a live one)."""
-    s = settings.model_copy(update={"database_url": db_url})
+    s = settings.model_copy(update={"database_url": db_url, "admin_key": SecretStr(ADMIN_KEY)})
     agent = f"agent-{uuid.uuid4().hex[:8]}"
     pool = make_pool(db_url, min_size=1, max_size=6, name="reembed")
     try:
@@ -214,6 +217,9 @@ def test_reembed_inline_resumes_and_switches(
             state = reembed.status(s)
             assert state["building"]["model"] == model
             assert 0 < state["progress"]["units_done"] < state["progress"]["units"]
+            served = client.get("/api/admin/embedding-generations", headers=ADMIN)  # served
+            assert served.status_code == 200, served.text
+            assert served.json() == json.loads(json.dumps(state))
             assert "Maria planted" in _search(client, agent, "tomatoes in Maria's garden")[0]
 
             result = reembed.run(s, _target(fake_llm, model), batch_size=2)

@@ -52,19 +52,26 @@ class Target:
 
 
 def status(settings: Settings) -> dict[str, Any]:
-    """The live generation, the one being built with its progress, and whether a switch left
-    retired columns to drop."""
+    """`status_on` a connection of its own."""
     with _connect(settings) as conn:
-        live = generations.live(conn, settings)
-        building = generations.find(conn, "building")
-        out: dict[str, Any] = {
-            "live": _describe(live),
-            "building": _describe(building) if building else None,
-            "retired_columns_left": reembed.retired_left(conn),
-        }
-        if building is not None and reembed.next_dim(conn) is not None:
-            out["progress"] = reembed.progress(conn)
+        out = status_on(conn, settings)
         conn.commit()
+    return out
+
+
+def status_on(conn: Connection[Any], settings: Settings) -> dict[str, Any]:
+    """The live generation, the one being built with its progress (units and chunks with their
+    new vector, of how many), and whether a switch left retired columns to drop."""
+    live = generations.live(conn, settings)
+    building = generations.find(conn, "building")
+    out: dict[str, Any] = {
+        "live": _describe(live),
+        "building": _describe(building) if building else None,
+        "retired_columns_left": reembed.retired_left(conn),
+        "progress": None,
+    }
+    if building is not None and reembed.next_dim(conn) is not None:
+        out["progress"] = reembed.progress(conn)
     return out
 
 
