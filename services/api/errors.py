@@ -178,11 +178,14 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body("timeout", "the query took too long"), status_code=503)
 
 
-async def _model_changed(_: Request, exc: Exception) -> JSONResponse:
+async def _model_changed(request: Request, exc: Exception) -> JSONResponse:
     """A write (remember, edit, reflect) whose vector a `memora reembed` switch refused
-    (MG001): the next attempt embeds with the new model."""
+    (MG001): the process reads the live generation again, the next attempt embeds with its
+    model."""
     if not generations.changed(exc):
         raise exc
+    if (context := getattr(request.app.state, "context", None)) is not None:
+        context.follower.expire()
     return JSONResponse(
         error_body("embedding_model_changed", "the embedding model changed; retry"),
         status_code=503,

@@ -25,6 +25,7 @@ from pydantic import SecretStr
 from memora.basics.config import Settings
 from memora.basics.errors import Conflict
 from memora.db.pool import make_pool
+from memora.pipeline import generation
 from memora.pipeline.runner import Pipeline
 from memora.store import generations
 from memora.usecases import reembed
@@ -292,12 +293,13 @@ def test_reembed_under_running_workers_and_query_service(
 
 
 def test_a_remember_that_a_switch_overtakes_is_refused_then_embedded_again(
-    settings: Settings, db_url: str
+    settings: Settings, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`remember` embeds with the generation its process last read: when another goes
     live before its write (here within the 2 s it keeps what it read), the database refuses the
-    vector, the API answers 503 `embedding_model_changed`, and once the process has read the
-    new generation the same request is stored."""
+    vector, the API answers 503 `embedding_model_changed`, and the next request, the process
+    having read the live generation again on the refusal, is stored."""
+    monkeypatch.setattr(generation, "FOLLOW_SECONDS", 600.0)  # no reading it again meanwhile
     s = settings.model_copy(update={"database_url": db_url})
     pool = make_pool(db_url, min_size=1, max_size=4, name="reembed-remember")
     try:
@@ -314,14 +316,9 @@ def test_a_remember_that_a_switch_overtakes_is_refused_then_embedded_again(
             refused = api.post(url, json={"content": "Ann sells the honey at the market."})
             assert refused.status_code == 503, refused.text
             assert refused.json()["error"]["code"] == "embedding_model_changed"
-            stored = wait_until(
-                lambda: (
-                    (r := api.post(url, json={"content": "Ann sells the honey."}))
-                    and r.status_code == 200
-                ),
-                10,
-            )
-            assert stored
+            # the refusal had the process read the live generation again: stored at once
+            stored = api.post(url, json={"content": "Ann sells the honey."})
+            assert stored.status_code == 200, stored.text
     finally:
         pool.close()
 

@@ -305,7 +305,8 @@ def swap(conn: Connection[Any], old_dim: int, dim: int, indexes: Sequence[str], 
 
 def settle(conn: Connection[Any]) -> None:
     """After the switch (`conn` in autocommit): the NOT NULL checks validated (no lock that
-    stops reads or writes) and made NOT NULL again, then the retired columns dropped."""
+    stops reads or writes) and made NOT NULL again, the retired columns dropped, the tables
+    analysed."""
     for table in NOT_NULL:
         constraint = f"{table}_embedding_present"
         found = conn.execute(
@@ -317,3 +318,4 @@ def settle(conn: Connection[Any]) -> None:
         conn.execute(f"ALTER TABLE {table} ALTER COLUMN embedding SET NOT NULL")
         conn.execute(f"ALTER TABLE {table} DROP CONSTRAINT {constraint}")
     drop_columns(conn, "_retired")
+    conn.execute(f"ANALYZE {TABLES}")  # the planner's statistics of the new columns
