@@ -3,15 +3,16 @@
 
 - `embedding_generations`: one row a generation, `live` (the one every vector column holds;
   at most one), `building` (the one `memora reembed` is filling into the `*_next` columns; at
-  most one) or `retired`. The live row is seeded on first use from the configured model
-  (`memora.store.generations.live`): this migration cannot know the model, only its dimension.
+  most one) or `retired`. `memora migrate` records the configured model as live (with the
+  schema's dimension); migrated without the settings (tests), the first process to use the
+  database records its own (`memora.store.generations.live`).
 - `memora_embedding_check()`: a BEFORE INSERT OR UPDATE OF embedding trigger on `memory_units`
-  and `conversation_chunks` (ENABLE ALWAYS, as the other triggers there). A process sets
-  `memora.embedding_generation` on its connections to the generation its embedder belongs to
-  (`memora.db.pool`); a vector written under another one than the live one fails with
-  SQLSTATE MG001, so a vector of a retired model never lands silently (the stage's retry
-  embeds again with the live model). Connections without the setting (psql, migrations) are
-  not checked.
+  and `conversation_chunks` (ENABLE ALWAYS, as the other triggers there). A write says which
+  generation made its vectors in `memora.embedding_generation` (a stage: the one read at its
+  start, `memora.pipeline.context`; otherwise the process's, on its connections:
+  `memora.db.pool`); a vector written under another one than the live one fails with SQLSTATE
+  MG001, so a vector of a retired model never lands silently (the stage runs again with the
+  live model). Connections without the setting (psql, migrations) are not checked.
 - `memora_embedding_live(expected)`: true when `expected` is the live generation, else the same
   MG001 error; the query service calls it after a search's retrievers (`memora.retrieval`).
 
