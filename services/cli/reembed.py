@@ -54,7 +54,7 @@ def reembed(
 
     settings = Settings()
     if status:
-        console.print_json(json.dumps(usecase.status(settings), default=str))
+        typer.echo(json.dumps(usecase.status(settings), indent=2, default=str))  # stdout
     elif abandon:
         dropped = usecase.abandon(settings)
         console.print("dropped the generation being built" if dropped else "none was built")
