@@ -193,8 +193,12 @@ class _Build:
         return vectors
 
     def fill(self, *, commit: bool = True) -> None:
-        """Every unit and chunk without a next vector (`commit`: each batch committed)."""
-        counts = reembed.progress(self.conn)
+        """Every unit and chunk without a next vector: each batch committed, with its progress
+        reported; `commit` False (the switch's last rows, under its lock): neither, nor the
+        counting of the tables for the progress."""
+        counted = ("units", "units_done", "chunks", "chunks_done")
+        counts = reembed.progress(self.conn) if commit else dict.fromkeys(counted, 0)
+        report = self.report if commit else (lambda phase, done, total: None)
         done, total = counts["units_done"], counts["units"]
         after = None
         while rows := reembed.units_to_embed(self.conn, after, self.batch):
@@ -203,7 +207,7 @@ class _Build:
             done += reembed.write_units(self.conn, self.dim, rows_in)
             after = rows[-1]["id"]
             self._commit(commit)
-            self.report("memories", min(done, total), total)
+            report("memories", min(done, total), total)
         done, total, after = counts["chunks_done"], counts["chunks"], None
         while rows := reembed.chunks_to_embed(self.conn, after, self.batch):
             vectors = self._vectors([r["text"] for r in rows])
@@ -212,7 +216,7 @@ class _Build:
             )
             after = rows[-1]["id"]
             self._commit(commit)
-            self.report("conversation chunks", min(done, total), total)
+            report("conversation chunks", min(done, total), total)
         reembed.sync_copies(self.conn, self.dim)
         self._commit(commit)
 
