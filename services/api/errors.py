@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memora.basics.errors import Refused
+from memora.store import generations
 
 
 class APIError(Exception):
@@ -169,9 +170,27 @@ def install_error_handlers(app: FastAPI) -> None:
             status_code=422,
         )
 
+    for refused in (generations.GenerationChanged, psycopg.DatabaseError):
+        app.add_exception_handler(refused, _model_changed)
+
     @app.exception_handler(psycopg.errors.QueryCanceled)
     async def _timeout(_: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(error_body("timeout", "the query took too long"), status_code=503)
+
+
+async def _model_changed(request: Request, exc: Exception) -> JSONResponse:
+    """A write (remember, edit, reflect) whose vector a `memora reembed` switch refused
+    (MG001): the process reads the live generation again, the next attempt embeds with its
+    model."""
+    if not generations.changed(exc):
+        raise exc
+    if (context := getattr(request.app.state, "context", None)) is not None:
+        context.follower.expire()
+    return JSONResponse(
+        error_body("embedding_model_changed", "the embedding model changed; retry"),
+        status_code=503,
+        headers={"Retry-After": "1"},
+    )
 
 
 def answer(exc: APIError) -> JSONResponse:

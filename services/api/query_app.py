@@ -7,6 +7,7 @@ MEMORA_PRELOAD_CROSS_ENCODER), the cross-encoder; the write API loads neither.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -20,14 +21,16 @@ from memora.db.pool import Pool, make_pool
 from memora.nlp.embedding import check_dimension, embedder_for
 from memora.nlp.llm import LazyLLM
 from memora.pipeline.context import AppContext
+from memora.pipeline.generation import Follower
 from memora.pipeline.handoff import TaskBackend
 from memora.retrieval import Retriever, pool_size_for
 from memora.retrieval.calibration import calibration_for
+from memora.store import generations
 from memora.store.units import schema_embedding_dim
 from services.api.errors import BodySizeLimit, install_error_handlers
 from services.api.health import health_router
 from services.api.metrics import install_metrics
-from services.api.reads import ReadSide, build_reads, replica_pool
+from services.api.reads import Reads, ReadSide, build_reads, replica_pool
 from services.api.routes import conversation_search, lifecycle, search, think
 from services.api.tracing import install_tracing
 from services.api.upstream import install_upstream_handlers
@@ -50,7 +53,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.pool = pool or _pool(settings)
-        _read_path(app, settings, replica_pool(settings))
+        app.state.read_pool = replica_pool(settings)
+        _read_path(app, settings)
         if settings.preload_cross_encoder:
             await run_in_threadpool(app.state.retriever.cross_encoder)
         # The models are hundreds of thousands of long-lived objects: a full garbage
@@ -96,20 +100,55 @@ def _pool(settings: Settings) -> Pool:
     )
 
 
-def _read_path(app: FastAPI, settings: Settings, read_pool: Pool | None) -> None:
+def _read_path(app: FastAPI, settings: Settings) -> None:
     """The embedder, the retriever and the use cases over them, on `app.state` (the routes'
     dependencies: services.api.deps), and the read routes' side: the same on the read replica
-    when there is one (services.api.reads)."""
-    s, state = settings, app.state
-    state.embedder = embedder_for(s, s.embedding_batch_wait_ms / 1000, queries=True)
-    metrics.record_query_embedding(state.embedder.model_name, state.embedder.query_precision)
-    with state.pool.connection() as conn:  # the database's own, should settings disagree
+    when there is one (services.api.reads). The embedder is the live embedding generation's
+    model (memora.pipeline.generation); a search that a `memora reembed` switch overtakes
+    builds them all again for the new one (`_renew`) and runs again."""
+    configured, state = settings, app.state
+    follower = Follower(configured)
+    with state.pool.connection() as conn:
+        follower.follow(conn)
+        s = follower.settings
+        state.embedder = embedder_for(s, s.embedding_batch_wait_ms / 1000, queries=True)
         check_dimension(state.embedder, schema_embedding_dim(conn) or s.embedding_dim)
+    metrics.record_query_embedding(state.embedder.model_name, state.embedder.query_precision)
     if s.conversation_index:  # a model outside the table is fitted now, not on a first search
         calibration_for(state.embedder, s.conversation_score_calibration)
-    state.retriever = Retriever(s, state.pool, state.embedder)
-    state.context = AppContext(s, state.pool, state.backend, llm=state.llm, embedder=state.embedder)
-    state.reads = build_reads(s, ReadSide(state.retriever, state.context), read_pool)
+    generation = follower.live.id if follower.live is not None else None
+    state.retriever = Retriever(s, state.pool, state.embedder, generation=generation)
+    state.context = AppContext(
+        configured, state.pool, state.backend, llm=state.llm, embedder=state.embedder
+    )
+    side = ReadSide(state.retriever, state.context)
+    state.reads = build_reads(s, side, state.read_pool, renew=lambda stale: _renew(app, stale))
+
+
+_renewing = threading.Lock()
+
+
+def _renew(app: FastAPI, stale: Reads) -> Reads | None:
+    """The read side for the live embedding generation, when another than `stale`'s is live
+    (None: it is not, the read's error was another); the old retrievers closed once their
+    searches end."""
+    with _renewing:
+        state = app.state
+        if state.reads is not stale:  # another search renewed it already
+            return state.reads
+        with state.pool.connection() as conn:
+            live = generations.live(conn, state.settings)
+        if live.id == state.retriever.generation:
+            return None
+        old = state.retriever
+        _read_path(app, state.settings)
+        threading.Thread(target=_close, args=(old, stale), daemon=True).start()
+        return state.reads
+
+
+def _close(retriever: Retriever, reads: Reads) -> None:
+    reads.close(pool=False)
+    retriever.close()
 
 
 def _db_ready(app: FastAPI) -> bool:

@@ -23,6 +23,7 @@ from memora.db.pool import Pool, make_pool
 from memora.db.replica import ReadRouting
 from memora.pipeline.context import AppContext
 from memora.retrieval import Retriever, pool_size_for
+from memora.store.generations import GenerationChanged
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,11 +50,41 @@ class ReadSide:
     context: AppContext
 
 
+Renew = Callable[["Reads"], "Reads | None"]
+
+
 class Reads:
-    def __init__(self, routing: ReadRouting, primary: ReadSide, replica: ReadSide | None) -> None:
+    def __init__(
+        self,
+        routing: ReadRouting,
+        primary: ReadSide,
+        replica: ReadSide | None,
+        renew: Renew | None = None,
+    ) -> None:
         self.routing, self.primary, self.replica = routing, primary, replica
+        self.renew = renew
 
     async def run(
+        self,
+        response: Response,
+        scope: Scope,
+        after_operation: UUID | None,
+        read: Callable[[ReadSide], T],
+    ) -> T:
+        """`_run`, once more on a renewed read side when a `memora reembed` switch overtook
+        the read (its query embedded by the retired model: `renew` gives the read side of
+        the live one, None when the live generation is still this side's)."""
+        try:
+            return await self._run(response, scope, after_operation, read)
+        except (GenerationChanged, psycopg.DataError):
+            # a query of another dimension than the vectors' fails before the check
+            renewed = await run_in_threadpool(self.renew, self) if self.renew else None
+            if renewed is None:
+                raise
+            log.info("the embedding generation changed: the read runs again with its model")
+            return await renewed._run(response, scope, after_operation, read)
+
+    async def _run(
         self,
         response: Response,
         scope: Scope,
@@ -93,11 +124,13 @@ class Reads:
         lag = self.routing.state().lag if self.replica is not None else None
         metrics.READ_REPLICA_LAG.set(-1.0 if lag is None else lag)
 
-    def close(self) -> None:
+    def close(self, *, pool: bool = True) -> None:
+        """`pool`: the replica's pool too (not when a renewed read side goes on with it)."""
         self.routing.close()
         if self.replica is not None:
             self.replica.retriever.close()
-            self.replica.context.pool.close()
+            if pool:
+                self.replica.context.pool.close()
 
 
 def replica_pool(settings: Settings, name: str = "query-replica") -> Pool | None:
@@ -114,7 +147,9 @@ def replica_pool(settings: Settings, name: str = "query-replica") -> Pool | None
     )
 
 
-def build_reads(settings: Settings, primary: ReadSide, read_pool: Pool | None) -> Reads:
+def build_reads(
+    settings: Settings, primary: ReadSide, read_pool: Pool | None, renew: Renew | None = None
+) -> Reads:
     """The read side over the primary's retriever and context and, when there is a replica,
     a retriever and context on it (accesses recorded and models shared through the
     primary's)."""
@@ -124,12 +159,13 @@ def build_reads(settings: Settings, primary: ReadSide, read_pool: Pool | None) -
     if read_pool is not None:
         base = primary.retriever
         retriever = Retriever(
-            s, read_pool, base.embedder, access=base.access, rerankers=base.rerankers
-        )
+            s, read_pool, base.embedder, access=base.access, rerankers=base.rerankers,
+            generation=base.generation,
+        )  # fmt: skip
         ctx = primary.context
         context = AppContext(s, read_pool, ctx.backend, llm=ctx.llm, embedder=base.embedder)
         replica = ReadSide(retriever, context)
-    return Reads(routing, primary, replica)
+    return Reads(routing, primary, replica, renew)
 
 
 def read_routing(settings: Settings, primary: Pool, read_pool: Pool | None) -> ReadRouting:

@@ -16,6 +16,7 @@ from services.cli import (
     jobs,
     operations,
     portability,
+    reembed,
     serve,
     simulation,
     status,
@@ -38,6 +39,7 @@ serve.register(app)  # serve, migrate
 demo.register(app)  # demo
 bench.register(app)  # bench locomo|longmemeval FILE
 portability.register(app)  # export -o FILE [--agent ID], import FILE
+reembed.register(app)  # reembed --model NAME | --status | --abandon
 
 
 @app.callback()

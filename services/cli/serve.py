@@ -163,7 +163,7 @@ def migrate() -> None:
     from memora.db.migrate import upgrade
 
     settings = Settings()
-    upgrade(settings.require_database_url(), settings.embedding_dim)
+    upgrade(settings.require_database_url(), settings.embedding_dim, settings=settings)
     console.print("[green]schema is up to date[/]")
 
 

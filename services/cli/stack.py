@@ -127,7 +127,8 @@ class Stack:
             self.settings.broker_url = self.redis.start()
             log.info("private Redis at %s", self.settings.broker_url)
             self._step(f"Redis (private, port {self.redis.port})")
-        upgrade(self.settings.require_database_url(), self.settings.embedding_dim)
+        s = self.settings
+        upgrade(s.require_database_url(), s.embedding_dim, settings=s)
         self._step("schema")
 
     def start_replica(self) -> None:

@@ -17,6 +17,7 @@ from pydantic import SecretStr
 
 from memora.basics.config import Settings
 from memora.pipeline.runner import Pipeline
+from tests.conftest import own_database_pool
 from tests.fakes import FakeOpenAI
 from tests.fakes.openai_server import fake_vector
 from tests.integration.stack_support import Client, topology
@@ -45,9 +46,20 @@ def remote(settings: Settings, fake: FakeOpenAI, provider: str, model: str) -> S
 
 @pytest.mark.parametrize("provider", ["openai", "ollama"])
 def test_ingest_and_search_with_the_servers_vectors(
-    settings: Settings, pool: Any, fake_llm: FakeOpenAI, agent_id: str, provider: str
+    settings: Settings, pg_url: str, fake_llm: FakeOpenAI, agent_id: str, provider: str
 ) -> None:
-    s = remote(settings, fake_llm, provider, "fake-embed")
+    """On a database of its own, which records the server's model as its live embedding
+    generation (the suite's records the bundled one, which every process follows)."""
+    with own_database_pool(pg_url, "providers") as (url, pool):
+        s = remote(settings, fake_llm, provider, "fake-embed").model_copy(
+            update={"database_url": url}
+        )
+        _ingest_and_search(s, pool, fake_llm, agent_id, provider)
+
+
+def _ingest_and_search(
+    s: Settings, pool: Any, fake_llm: FakeOpenAI, agent_id: str, provider: str
+) -> None:
     with topology(s, pool, Pipeline(s, pool)) as t, Client(t) as client:
         response = client.post(
             "/api/memories/batch", json={"agent_id": agent_id, "document_id": "d", "items": ITEMS}
@@ -82,27 +94,32 @@ def test_ingest_and_search_with_the_servers_vectors(
     ],
 )
 def test_the_query_service_refuses_to_start(
-    settings: Settings, pool: Any, fake_llm: FakeOpenAI, model: str, message: str
+    settings: Settings, pg_url: str, fake_llm: FakeOpenAI, model: str, message: str
 ) -> None:
+    """On a new database, whose live embedding generation the first process records."""
     from services.api.query_app import create_app
 
-    app = create_app(remote(settings, fake_llm, "openai", model), pool=pool)
-    with pytest.raises(RuntimeError, match=message) as failed, TestClient(app):
-        pass
+    with own_database_pool(pg_url, "providers") as (url, pool):
+        s = remote(settings, fake_llm, "openai", model).model_copy(update={"database_url": url})
+        app = create_app(s, pool=pool)
+        with pytest.raises(RuntimeError, match=message) as failed, TestClient(app):
+            pass
     assert "MEMORA_EMBEDDING_" in str(failed.value)
 
 
 def test_the_query_service_checks_the_databases_own_dimension(
-    settings: Settings, pool: Any, fake_llm: FakeOpenAI
+    settings: Settings, pg_url: str, fake_llm: FakeOpenAI
 ) -> None:
     """MEMORA_EMBEDDING_DIM saying 768 does not hide a 384-d schema."""
     from services.api.query_app import create_app
 
-    s = remote(settings, fake_llm, "openai", "fake-embed-768")
-    app = create_app(s.model_copy(update={"embedding_dim": 768}), pool=pool)
-    match = "768-d vectors but the database's are 384-d"
-    with pytest.raises(RuntimeError, match=match), TestClient(app):
-        pass
+    with own_database_pool(pg_url, "providers") as (url, pool):
+        s = remote(settings, fake_llm, "openai", "fake-embed-768")
+        update = {"embedding_dim": 768, "database_url": url}
+        app = create_app(s.model_copy(update=update), pool=pool)
+        match = "768-d vectors but the database's are 384-d"
+        with pytest.raises(RuntimeError, match=match), TestClient(app):
+            pass
 
 
 def test_a_worker_refuses_to_start(

@@ -24,6 +24,7 @@ from uuid import UUID
 import pytest
 
 from memora.basics.config import Settings
+from tests.conftest import own_database, own_database_pool
 
 pytestmark = pytest.mark.integration
 
@@ -143,34 +144,43 @@ def test_postgres_restart_gives_503_then_recovers_without_restarting_the_apps(
 
 
 def test_query_service_and_pipeline_fail_clearly_without_their_model(
-    monkeypatch: pytest.MonkeyPatch, settings: Settings, pool: Any
+    monkeypatch: pytest.MonkeyPatch, settings: Settings, pg_url: str
 ) -> None:
+    """On a database of its own: the suite's records its model as the live embedding
+    generation, which a process follows whatever its settings say (memora.pipeline.generation);
+    a new database records the first process's."""
     from fastapi.testclient import TestClient
 
     from memora.pipeline.runner import Pipeline
     from services.api import query_app
 
     monkeypatch.setenv("MEMORA_EMBEDDING_MODEL", BAD_MODEL)
-    bad = Settings(database_url=settings.database_url, data_dir=settings.data_dir)
-    assert bad.embedding_model == BAD_MODEL
+    with own_database_pool(pg_url, "faults_model") as (url, pool):
+        bad = Settings(database_url=url, data_dir=settings.data_dir)
+        assert bad.embedding_model == BAD_MODEL
 
-    app = query_app.create_app(bad, pool=pool)
-    with pytest.raises(RuntimeError, match=re.escape(MODEL_ERROR)), TestClient(app):
-        pass  # the lifespan fails: no request is ever served
+        app = query_app.create_app(bad, pool=pool)
+        with pytest.raises(RuntimeError, match=re.escape(MODEL_ERROR)), TestClient(app):
+            pass  # the lifespan fails: no request is ever served
 
-    with pytest.raises(RuntimeError) as failed:
-        Pipeline(bad, pool).context.preload("embedder")
-    assert str(failed.value) == f"{MODEL_ERROR}: no such directory {BAD_MODEL}"
+        with pytest.raises(RuntimeError) as failed:
+            Pipeline(bad, pool).context.preload("embedder")
+        assert str(failed.value) == f"{MODEL_ERROR}: no such directory {BAD_MODEL}"
 
 
 def test_worker_and_query_processes_exit_at_start_without_their_model(
-    settings: Settings, redis_url: str
+    settings: Settings, redis_url: str, pg_url: str
 ) -> None:
+    with own_database(pg_url, "faults_processes") as url:
+        _exit_at_start(url, redis_url)
+
+
+def _exit_at_start(database_url: str, redis_url: str) -> None:
     from memora.infra.embedded import free_port
 
     env = dict(
         os.environ,
-        MEMORA_DATABASE_URL=str(settings.database_url),
+        MEMORA_DATABASE_URL=database_url,
         MEMORA_BROKER_URL=redis_url,
         MEMORA_EMBEDDING_MODEL=BAD_MODEL,
         MEMORA_PRELOAD="embedder",

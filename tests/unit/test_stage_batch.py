@@ -160,9 +160,7 @@ class CountingEmbedder:
 
 
 def _pipeline(embedder: CountingEmbedder) -> Any:
-    context = StageContext(Settings())
-    context.__dict__["embedder"] = embedder  # the cached property, set
-    return SimpleNamespace(context=context)
+    return SimpleNamespace(context=StageContext(Settings(), embedder=embedder))
 
 
 def _pending(texts: list[str]) -> tuple[_Pending, list[np.ndarray]]:

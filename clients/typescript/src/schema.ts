@@ -4,6 +4,26 @@
  */
 
 export interface paths {
+    "/api/admin/embedding-generations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Embedding Generations
+         * @description `memora reembed --status`: the live embedding model, and a reembed's progress.
+         */
+        get: operations["embedding_generations_api_admin_embedding_generations_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/admin/keys/{key_id}": {
         parameters: {
             query?: never;
@@ -1821,6 +1841,33 @@ export interface components {
              */
             superseded_id: string;
         };
+        /** EmbeddingGeneration */
+        EmbeddingGeneration: {
+            /** Id */
+            id: number;
+            /** Provider */
+            provider: string;
+            /** Model */
+            model: string;
+            /** Dim */
+            dim: number;
+            /** Base Url */
+            base_url?: string | null;
+        };
+        /**
+         * EmbeddingGenerations
+         * @description The embedding model of the stored vectors and a `memora reembed` under way.
+         */
+        EmbeddingGenerations: {
+            live: components["schemas"]["EmbeddingGeneration"];
+            building?: components["schemas"]["EmbeddingGeneration"] | null;
+            progress?: components["schemas"]["ReembedProgress"] | null;
+            /**
+             * Retired Columns Left
+             * @description a switch's old columns are still to drop (`memora reembed` drops them)
+             */
+            retired_columns_left: boolean;
+        };
         /** Entity */
         Entity: {
             /** Agent Id */
@@ -2787,6 +2834,17 @@ export interface components {
              */
             after_operation?: string | null;
         };
+        /** ReembedProgress */
+        ReembedProgress: {
+            /** Units */
+            units: number;
+            /** Units Done */
+            units_done: number;
+            /** Chunks */
+            chunks: number;
+            /** Chunks Done */
+            chunks_done: number;
+        };
         /** ReflectRequest */
         ReflectRequest: {
             /** Topic */
@@ -3283,6 +3341,75 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    embedding_generations_api_admin_embedding_generations_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EmbeddingGenerations"];
+                };
+            };
+            /** @description No API key, or one that is unknown or revoked (`unauthorized`) */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The API key is not an admin key (`forbidden`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request failed validation (`validation_error` and route-specific codes) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Too many requests for this API key (`rate_limited`); retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description seconds until the limit lets a request through */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A dependency (the database, the LLM, the read path) is unavailable; retry later */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     revoke_key_api_admin_keys__key_id__delete: {
         parameters: {
             query?: never;

@@ -7,12 +7,13 @@ from uuid import UUID
 
 from fastapi import APIRouter, Path
 
-from memora.usecases import tenants
+from memora.usecases import reembed, tenants
 from memora.usecases.tenants import TENANT_ID_PATTERN
 from services.api.deps import AdminDep, ContextDep, SystemConnDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.schemas.admin import (
     ApiKey,
+    EmbeddingGenerations,
     KeyCreate,
     KeyList,
     NewApiKey,
@@ -82,3 +83,11 @@ def list_keys(
 def revoke_key(_: AdminDep, key_id: UUID, conn: SystemConnDep, context: ContextDep) -> ApiKey:
     """Revoke: the key stops working at once. Revoking it again changes nothing."""
     return ApiKey.of(tenants.revoke_key(context, conn, key_id))
+
+
+@router.get("/embedding-generations", response_model=EmbeddingGenerations)
+def embedding_generations(
+    _: AdminDep, conn: SystemConnDep, context: ContextDep
+) -> EmbeddingGenerations:
+    """`memora reembed --status`: the live embedding model, and a reembed's progress."""
+    return EmbeddingGenerations.model_validate(reembed.status_on(conn, context.settings))

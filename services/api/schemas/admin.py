@@ -120,3 +120,29 @@ class QueuesAndWorkers(BaseModel):
         "growing while no worker is busy is a stall"
     )
     workers: list[Worker] = Field(description="workers that answered within a second")
+
+
+class EmbeddingGeneration(BaseModel):
+    id: int
+    provider: str
+    model: str
+    dim: int
+    base_url: str | None = None
+
+
+class ReembedProgress(BaseModel):
+    units: int
+    units_done: int
+    chunks: int
+    chunks_done: int
+
+
+class EmbeddingGenerations(BaseModel):
+    """The embedding model of the stored vectors and a `memora reembed` under way."""
+
+    live: EmbeddingGeneration
+    building: EmbeddingGeneration | None = None
+    progress: ReembedProgress | None = None
+    retired_columns_left: bool = Field(
+        description="a switch's old columns are still to drop (`memora reembed` drops them)"
+    )

@@ -12,6 +12,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
+from memora.basics.config import Settings
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
@@ -23,16 +25,41 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-def alembic_config(url: str, embedding_dim: int) -> Config:
+def alembic_config(url: str, embedding_dim: int, settings: Settings | None = None) -> Config:
+    """`settings`: the embedding model the schema's first embedding generation records
+    (migration 0037); without them the first process to use the database records its own."""
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
     cfg.attributes["embedding_dim"] = embedding_dim
+    if settings is not None:
+        cfg.attributes["embedding_provider"] = settings.embedding_provider
+        cfg.attributes["embedding_model"] = settings.embedding_model
+        remote = settings.embedding_provider != "local"
+        cfg.attributes["embedding_base_url"] = settings.embedding_base_url if remote else None
     return cfg
 
 
-def upgrade(url: str, embedding_dim: int, revision: str = "head") -> None:
-    command.upgrade(alembic_config(url, embedding_dim), revision)
+def schema_dim(url: str) -> int | None:
+    """The dimension of the schema's vectors (`memory_units.embedding`), None before the first
+    migration: once it exists it is the schema's, not the setting's (`memora reembed` changes
+    it), and later revisions that name the dimension take it."""
+    engine = create_engine(sqlalchemy_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            dim = conn.exec_driver_sql(
+                "SELECT atttypmod FROM pg_attribute WHERE attrelid = "
+                "to_regclass('memory_units') AND attname = 'embedding' AND NOT attisdropped"
+            ).scalar()
+    finally:
+        engine.dispose()
+    return int(dim) if dim is not None and dim > 0 else None
+
+
+def upgrade(
+    url: str, embedding_dim: int, revision: str = "head", *, settings: Settings | None = None
+) -> None:
+    command.upgrade(alembic_config(url, schema_dim(url) or embedding_dim, settings), revision)
 
 
 def downgrade(url: str, embedding_dim: int, revision: str) -> None:

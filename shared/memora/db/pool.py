@@ -12,10 +12,15 @@ than `ALIVE_WINDOW` seconds ago: the read path lends five connections a search, 
 trip each to ask whether a connection used a moment ago still works was a tenth of a
 search's time. Off (`row_security=False`), connections keep the login role: for a superuser
 login that should not be confined (benchmarks, comparisons).
+
+Every connection also carries the process's embedding generation (`memora.embedding_generation`,
+`use_embedding_generation`): the database refuses a vector written under a generation that is
+no longer live (migration 0037). A change reaches each connection on its next checkout.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,21 +39,58 @@ from memora.basics.config import Settings
 TENANT_ROLE = "memora_tenant"
 SYSTEM_ROLE = "memora_system"
 ALIVE_WINDOW = 0.5  # seconds: a connection given back more recently is not checked again
+# the embedding generation this process's vectors belong to, by database (host, port, name)
+_generations: dict[tuple[str, int, str], int] = {}
+
+
+def _database(conn: psycopg.Connection[Any]) -> tuple[str, int, str]:
+    return conn.info.host, conn.info.port, conn.info.dbname
+
+
+def use_embedding_generation(conn: psycopg.Connection[Any], generation: int) -> None:
+    """The embedding generation this process's vectors of `conn`'s database belong to, set on
+    the process's connections to it (each on its next checkout)."""
+    _generations[_database(conn)] = generation
+
+
+_pinned = threading.local()
+
+
+def pin_embedding_generation(generation: int | None) -> int | None:
+    """The generation of the vectors this thread is about to write, over the process's (None:
+    the process's again); the one it replaces."""
+    previous: int | None = getattr(_pinned, "generation", None)
+    _pinned.generation = generation
+    return previous
+
+
+def _generation(conn: psycopg.Connection[Any]) -> int | None:
+    pinned: int | None = getattr(_pinned, "generation", None)
+    return pinned if pinned is not None else _generations.get(_database(conn))
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
     register_vector(conn)
 
 
-def _switch(conn: psycopg.Connection[Any], role: str, tenant: str = "") -> None:
-    """Set the role and tenant for the session, committed whatever the borrower does later."""
+def _switch(conn: psycopg.Connection[Any], role: str | None, tenant: str = "") -> None:
+    """Set the role and tenant (None: keep them) and the embedding generation for the session,
+    committed whatever the borrower does later."""
     autocommit = conn.autocommit
     conn.autocommit = True
+    found = _generation(conn)
+    generation = "" if found is None else str(found)
     try:
-        conn.execute(
-            "SELECT set_config('role', %s, false), set_config('memora.tenant', %s, false)",
-            (role, tenant),
-        )
+        if role is None:
+            conn.execute(
+                "SELECT set_config('memora.embedding_generation', %s, false)", (generation,)
+            )
+        else:
+            conn.execute(
+                "SELECT set_config('role', %s, false), set_config('memora.tenant', %s, false), "
+                "set_config('memora.embedding_generation', %s, false)",
+                (role, tenant, generation),
+            )
     finally:
         conn.autocommit = autocommit
 
@@ -77,6 +119,7 @@ _lending_to: ContextVar[str | None] = ContextVar("memora_lending_to", default=No
 @dataclass
 class _Lending:
     tenant: str | None = None  # whose rows the session is confined to (None: cross-tenant)
+    generation: int | None = None  # the embedding generation set on the session
     returned: float = float("-inf")  # time.monotonic() when last given back
 
 
@@ -90,9 +133,8 @@ class Pool(ConnectionPool):
 
     def _setup(self, conn: psycopg.Connection[Any]) -> None:
         _configure(conn)
-        if self.row_security:
-            _switch(conn, SYSTEM_ROLE)
-        self._lendings[conn] = _Lending()
+        _switch(conn, SYSTEM_ROLE if self.row_security else None)
+        self._lendings[conn] = _Lending(generation=_generation(conn))
 
     def _check(self, conn: psycopg.Connection[Any]) -> None:
         """On every checkout: the role it is lent with, and that it works."""
@@ -101,8 +143,11 @@ class Pool(ConnectionPool):
         if self.row_security and (lending is None or lending.tenant != tenant):
             self._lendings.pop(conn, None)  # unknown until the switch is through
             _switch(conn, SYSTEM_ROLE if tenant is None else TENANT_ROLE, tenant or "")
-            self._lendings[conn] = _Lending(tenant)
-        elif lending is None or time.monotonic() - lending.returned > ALIVE_WINDOW:
+            self._lendings[conn] = _Lending(tenant, _generation(conn))
+        elif lending is None or lending.generation != _generation(conn):
+            _switch(conn, None)  # the process moved to another embedding generation
+            self._lendings[conn] = _Lending(tenant, _generation(conn))
+        elif time.monotonic() - lending.returned > ALIVE_WINDOW:
             ConnectionPool.check_connection(conn)
 
     def putconn(self, conn: psycopg.Connection[Any]) -> None:

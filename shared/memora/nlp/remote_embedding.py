@@ -361,7 +361,8 @@ def dimension_mismatch(model: str, got: int, expected: int) -> str:
     return (
         f"embedding model {model!r} gives {got}-d vectors but the database's are {expected}-d "
         f"(MEMORA_EMBEDDING_DIM={expected}, fixed when `memora migrate` created the schema, "
-        "migration 0001_initial_schema): choose a model of that size, or set "
+        "migration 0001_initial_schema): choose a model of that size, move the stored vectors "
+        f"to this model with `memora reembed --model {model}`, or set "
         f"MEMORA_EMBEDDING_DIM={got} and run `memora migrate` on a new database"
     )
 

@@ -97,10 +97,11 @@ def run_batch(
         if skipped := {i: Outcome(j.following) for i, j in jobs.items() if isinstance(j, Skip)}:
             out.update(hand_on(skipped))
         started = {i: job for i, job in jobs.items() if isinstance(job, Job)}
-        for part in parts(started, pipeline.settings.stage_batch_messages):
-            outcomes, writers = _prepare_part(pipeline, stage, conn, part)
-            _write_all(pipeline, conn, stage, writers, outcomes)
-            out.update(hand_on(outcomes))
+        with pipeline.context.pinned():  # its vectors' generation, checked by the writes
+            for part in parts(started, pipeline.settings.stage_batch_messages):
+                outcomes, writers = _prepare_part(pipeline, stage, conn, part)
+                _write_all(pipeline, conn, stage, writers, outcomes)
+                out.update(hand_on(outcomes))
     return out
 
 

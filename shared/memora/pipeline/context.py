@@ -4,10 +4,13 @@ every use case takes first (with the pool, the task backend and the LLM besides)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+import functools
+import threading
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
 import numpy as np
@@ -16,7 +19,7 @@ from psycopg import Connection
 from memora.basics.config import Settings
 from memora.basics.models import utcnow
 from memora.basics.stages import Stage, stage_of_queue
-from memora.db.pool import Pool
+from memora.db.pool import Pool, pin_embedding_generation
 from memora.extraction.base import Extractor
 from memora.extraction.llm import LLMExtractor
 from memora.extraction.local import LocalExtractor
@@ -24,7 +27,9 @@ from memora.nlp.embedding import TextEmbedder, embedder_for
 from memora.nlp.language import load_nlp, tagged_proper_noun
 from memora.nlp.llm import LazyLLM, LLMClient
 from memora.nlp.temporal import resolve_expression
+from memora.pipeline.generation import Follower
 from memora.pipeline.handoff import TaskBackend
+from memora.store.generations import GenerationChanged
 from memora.store.operations import Operation
 
 # A stage's write step: runs inside the write transaction, returns counts for the operation.
@@ -73,15 +78,63 @@ def models_to_preload(setting: str, queues: Iterable[str], *, llm: bool = True) 
 
 class StageContext:
     """Per-process: settings and the models the stages share (`embedder`: the one given, else
-    the configured model's, made on first use)."""
+    the model of the live embedding generation, made on first use and again when `follow`
+    finds another generation live: memora.pipeline.generation)."""
 
     def __init__(self, settings: Settings, *, embedder: TextEmbedder | None = None) -> None:
-        self.settings = settings
-        self._given_embedder = embedder
+        self.follower = Follower(settings)
+        self._embedder = embedder
+        self._given = embedder is not None
+        self._embedder_of: int | None = None  # the generation it was made for (None: unknown)
+        self._pin = threading.local()
 
-    @cached_property
+    @property
+    def settings(self) -> Settings:
+        """The configured settings, with the live generation's model once it was read."""
+        return self.follower.settings
+
+    @property
     def embedder(self) -> TextEmbedder:
-        return self._given_embedder or embedder_for(self.settings)
+        live = self.follower.live
+        if live is not None and self._embedder_of != live.id:
+            current = self._embedder
+            kept = (
+                current is not None
+                and self._embedder_of is None  # made (or given) before the first read
+                and current.dim == live.dim
+                and (self._given or current.model_name == live.model)
+            )
+            self._embedder = current if kept else None
+            self._embedder_of = live.id
+        if self._embedder is None:
+            self._embedder = embedder_for(self.settings)
+        pinned = self.pinned_generation()
+        if pinned is not None and self._embedder_of != pinned:  # another thread followed
+            raise GenerationChanged(f"embedding generation {pinned} is no longer this process's")
+        return self._embedder
+
+    def follow(self, conn: Connection[Any]) -> None:
+        """Read the live embedding generation when due (memora.pipeline.generation)."""
+        self.follower.follow(conn)
+
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Within the block, on this thread: the embedding generation last read (a stage's
+        begin), which its vectors are embedded with (GenerationChanged when the context has
+        moved on since) and its write sets (`pinned_generation`), for the database to refuse
+        should it no longer be live."""
+        live = self.follower.live
+        self._pin.generation = live.id if live is not None else None
+        previous = pin_embedding_generation(self._pin.generation)  # on connections lent here
+        try:
+            yield
+        finally:
+            self._pin.generation = None
+            pin_embedding_generation(previous)
+
+    def pinned_generation(self) -> int | None:
+        generation: int | None = getattr(self._pin, "generation", None)
+        return generation
 
     @cached_property
     def extractor(self) -> Extractor:
@@ -130,9 +183,47 @@ class AppContext(StageContext):
         self.backend = backend
         self.llm = llm if llm is not None else LazyLLM(settings)
 
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """`StageContext.pinned`, the live generation read again first when due."""
+        self.following()
+        with super().pinned():
+            yield
+
+    def following(self) -> Settings:
+        """The settings with the live embedding generation's model, read again when due."""
+        if self.follower.due():
+            with self.pool.connection() as conn:
+                self.follow(conn)
+        return self.settings
+
+    @property
+    def embedder(self) -> TextEmbedder:
+        """The live generation's model, read again from the pool when due."""
+        self.following()
+        return super().embedder
+
     def llm_if_configured(self) -> LLMClient | None:
         """The LLM client for what uses it when there is one (remember's conflict check)."""
         return self.llm.get() if self.settings.llm_configured else None
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def pinning(
+    use_case: Callable[Concatenate[AppContext, P], T],
+) -> Callable[Concatenate[AppContext, P], T]:
+    """A use case that embeds, then writes what it embedded: run within `AppContext.pinned`,
+    so that the database refuses its vectors should a `memora reembed` switch overtake it."""
+
+    @functools.wraps(use_case)
+    def pinned(app: AppContext, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        with app.pinned():
+            return use_case(app, *args, **kwargs)
+
+    return pinned
 
 
 @dataclass(frozen=True)

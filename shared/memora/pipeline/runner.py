@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
@@ -26,7 +27,7 @@ from memora.basics.stages import INGEST_STAGES, OperationKind, Stage, next_stage
 from memora.pipeline.context import Job, Prepared, StageContext, Writer
 from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.pipeline.stages import embed, entities, extract, index_messages, links, opinions
-from memora.store import append_operations, documents, evolution, operations
+from memora.store import append_operations, documents, evolution, generations, operations
 from memora.webhooks import events as webhooks
 
 log = logging.getLogger("memora.pipeline")
@@ -114,17 +115,31 @@ class Pipeline:
 
     def run(self, stage: Stage, operation_id: UUID, prepare: Prepare | None = None) -> Stage | None:
         """Run `stage` (with `prepare`, for a stage whose work is above the pipeline: the
-        worker's jobs); return the stage to enqueue next (None when finished or stale)."""
+        worker's jobs); return the stage to enqueue next (None when finished or stale). Once
+        more at once when a `memora reembed` switch refused its vectors (embedded again with
+        the new generation's model)."""
+        try:
+            return self._run(stage, operation_id, prepare)
+        except Exception as exc:
+            if not generations.changed(exc):
+                raise
+            log.info("stage %s of %s: the embedding generation changed, run again", stage.value,
+                     operation_id)  # fmt: skip
+            self.context.follower.expire()
+            return self._run(stage, operation_id, prepare)
+
+    def _run(self, stage: Stage, operation_id: UUID, prepare: Prepare | None) -> Stage | None:
         prepare = prepare or REGISTRY[stage]
         with self.pool.connection() as conn:
             job = self.begin(conn, stage, operation_id)
             if isinstance(job, Skip):
                 return job.following
-            write = self.context.resolve(prepare(self.context, conn, job))
-            conn.commit()  # end the read transaction before taking the write lock
+            with self.context.pinned():  # its vectors' generation, checked by the write
+                write = self.context.resolve(prepare(self.context, conn, job))
+                conn.commit()  # end the read transaction before taking the write lock
 
-            with conn.transaction():
-                written = self.write(conn, stage, job.operation.kind, operation_id, write)
+                with conn.transaction():
+                    written = self.write(conn, stage, job.operation.kind, operation_id, write)
             webhooks.dispatch_committed(conn, self.backend)
             self.send_released(written)
             return written.logged(stage, operation_id)
@@ -138,7 +153,9 @@ class Pipeline:
         self, conn: Connection[Any], stage: Stage, operation_ids: list[UUID]
     ) -> dict[UUID, Job | Skip]:
         """`begin` for several operations in one transaction: one read of the operations, one
-        of their documents, one update marking the stage running."""
+        of their documents, one update marking the stage running; the live embedding
+        generation read again when due (memora.pipeline.generation)."""
+        self.context.follow(conn)
         ops = operations.get_operations(conn, operation_ids)
         pks = [op.document_pk for op in ops.values() if op.document_pk is not None]
         docs = documents.get_documents(conn, pks) if pks else {}
@@ -179,7 +196,14 @@ class Pipeline:
             return Written(None)
         if locked.is_done(stage):
             return Written(next_stage(stage, kind, skip=self.skip))
-        counts = write(conn)
+        if (generation := self.context.pinned_generation()) is not None:
+            generations.set_local(conn, generation)
+        try:
+            counts = write(conn)
+        except psycopg.Error as exc:
+            if generations.changed(exc):  # embedded by a retired model: the retry embeds again
+                self.context.follower.expire()
+            raise
         following = next_stage(stage, kind, skip=self.skip)
         done = operations.stage_done(conn, operation_id, stage, following, counts)
         evolve = None

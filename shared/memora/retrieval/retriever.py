@@ -33,6 +33,7 @@ from memora.retrieval.rerank import Reranker, Rerankers
 from memora.retrieval.rerank.cross_encoder_model import PairScorer
 from memora.retrieval.trace import Clock, trace
 from memora.retrieval.types import ArmResult, Candidate, SearchOutcome, SearchParams, SearchScope
+from memora.store import generations
 
 # A search holds one connection per retriever at most, some of them while they wait on another
 # retriever (the semantic one plans on its connection while the entity retriever reads the names
@@ -66,10 +67,14 @@ class Retriever:
         access: AccessRecorder | None = None,
         caches: ReadCaches | None = None,
         rerankers: Rerankers | None = None,
+        generation: int | None = None,
     ) -> None:
         """`access` and `rerankers` may be another retriever's: a retriever on a read replica
-        records accesses through the primary's and shares its models."""
+        records accesses through the primary's and shares its models. `generation`: the
+        embedding generation `embedder` is the model of, checked live by every search
+        (`fusion.fuse`; None: not checked)."""
         self.settings, self.pool, self.embedder = settings, pool, embedder
+        self.generation = generation
         self.caches = caches or ReadCaches(settings, pool)
         context = ArmContext(settings, pool, self.caches)
         self.arms: list[Arm] = [arm_type(context) for arm_type in ARM_TYPES]
@@ -114,6 +119,7 @@ class Retriever:
         search.documents = self.keyword.documents(search.scope.agent_key)
         results, query_vec, t = self._retrieve(search, clock)
         candidates = self._fuse(search, results, query_vec)
+        self._check_generation(search)
         t = clock.lap("fusion", t)
         if candidates:
             reranker.rerank(p.query, candidates, search.reference)
@@ -201,6 +207,15 @@ class Retriever:
                 else None
             ),
         )  # fmt: skip
+
+    def _check_generation(self, search: Search) -> None:
+        """GenerationChanged when the query's embedding generation is no longer live: every
+        read of this search (the retrievers', the hydration) began after this retriever's
+        generation was read live and ended before this check, and generations only move
+        forward, so when it passes they all compared the query with vectors of its model."""
+        if self.generation is not None:
+            with self.pool.tenant_connection(search.scope.tenant_id, autocommit=True) as conn:
+                generations.check(conn, self.generation)
 
     def _diversify(self, p: SearchParams, candidates: list[Candidate]) -> list[int]:
         if not candidates:

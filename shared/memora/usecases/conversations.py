@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from psycopg import Connection
 
 from memora.basics.errors import Conflict, Invalid, NotFound
@@ -26,6 +27,7 @@ from memora.conversations.sync import SyncResult as SyncResult
 from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import TaskBackend, hand_off
 from memora.retrieval.conversation import ConversationHit, ConversationQuery, search_with_settings
+from memora.store import generations
 
 
 def index_disabled() -> Conflict:
@@ -74,11 +76,27 @@ def delete_message(
 
 def search(app: AppContext, scope: Scope, query: ConversationQuery) -> list[ConversationHit]:
     """Messages of the agent's conversations that match the query, one hit per message (with
-    the context's embedder: the query service's)."""
+    the context's embedder: the query service's). The embedding generation of the query's
+    vector is checked live after the search (memora.pipeline.generation): a search that a
+    `memora reembed` switch overtook runs again with the new model, once."""
     if not app.settings.conversation_index:
         raise index_disabled()
-    with app.pool.connection() as conn:
-        return search_with_settings(conn, app.embedder, app.settings, scope, query)
+    live = None
+    for attempt in (1, 2):
+        embedder, seen = app.embedder, live
+        live = app.follower.live
+        try:
+            with app.pool.connection() as conn:
+                hits = search_with_settings(conn, embedder, app.settings, scope, query)
+                if live is not None:
+                    generations.check(conn, live.id)
+                return hits
+        except (generations.GenerationChanged, psycopg.DataError):
+            # a query of another dimension than the vectors' fails before the check
+            if attempt == 2 or live is None or (seen is not None and seen.id == live.id):
+                raise
+            app.follower.expire()
+    raise AssertionError("unreachable")
 
 
 def index_status(

@@ -22,7 +22,7 @@ from memora.basics.models import utcnow
 from memora.basics.tenancy import Scope
 from memora.lifecycle.limits import resolve as resolve_limits
 from memora.lifecycle.memory import ForgetResult, index, mentions_of
-from memora.pipeline.context import AppContext
+from memora.pipeline.context import AppContext, pinning
 from memora.store import evolution, memory_view, trash
 from memora.store import lifecycle as store
 from memora.webhooks import events as webhooks
@@ -31,6 +31,7 @@ from memora.webhooks import events as webhooks
 FORGETTABLE = ("world", "agent", "opinion", "reflection")
 
 
+@pinning
 def edit(
     app: AppContext,
     scope: Scope,

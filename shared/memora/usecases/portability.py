@@ -102,7 +102,7 @@ def export_lines(app: AppContext, scope: Scope, agent_id: str | None) -> Iterato
     counts: Counter[str] = Counter()
     with app.pool.tenant_connection(scope.tenant_id) as conn:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # one snapshot
-        yield header_line(app.settings, agent_id)
+        yield header_line(app.following(), agent_id)
         if agent_id is not None:
             keys = [scope.key(agent_id)]
         else:
@@ -239,7 +239,7 @@ def import_lines(app: AppContext, scope: Scope, lines: Iterable[bytes | str]) ->
         checked = False
         for record in reader.records():
             if not checked and reader.header is not None:
-                _check_embeddings(reader.header, app.settings)
+                _check_embeddings(reader.header, app.following())
                 checked = True
             importer.add(record)
         importer.flush()

@@ -22,13 +22,14 @@ from memora.lifecycle.recall import REFLECTION
 from memora.lifecycle.reflect import Depth, Insight, Reflection, Source, insights
 from memora.lifecycle.scores import clamp_importance
 from memora.nlp.llm import LLMNotConfigured
-from memora.pipeline.context import AppContext
+from memora.pipeline.context import AppContext, pinning
 from memora.store import agents
 from memora.store import lifecycle as store
 
 REFLECTED_TYPES = ("world", "agent", "opinion")
 
 
+@pinning
 def reflect(
     app: AppContext,
     scope: Scope,

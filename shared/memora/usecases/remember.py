@@ -39,7 +39,7 @@ from memora.lifecycle.memory import (
 from memora.lifecycle.rules import Decision, Statement, Verdict
 from memora.lifecycle.scores import clamp_importance, heuristic_importance
 from memora.nlp.llm import LLMClient
-from memora.pipeline.context import AppContext
+from memora.pipeline.context import AppContext, pinning
 from memora.store import agents
 from memora.store import lifecycle as store
 from memora.webhooks import events as webhooks
@@ -82,6 +82,7 @@ class _Request:
     actor: str
 
 
+@pinning
 def remember(
     app: AppContext,
     scope: Scope,

@@ -7,14 +7,14 @@ resolution does not merge a mention into an entity whose evidence mostly says ot
 entity without evidence is `{}`, as every entity before this migration.
 
 Revision ID: 0038_entity_traits
-Revises: 0036_entity_relations
+Revises: 0037_embedding_generations
 Create Date: 2026-12-07
 """
 
 from alembic import op
 
 revision = "0038_entity_traits"
-down_revision = "0036_entity_relations"
+down_revision = "0037_embedding_generations"
 branch_labels = None
 depends_on = None
 
