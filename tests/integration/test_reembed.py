@@ -360,3 +360,30 @@ def test_an_abandoned_build_leaves_the_live_vectors_as_they_were(
             assert "Maria planted" in _search(client, agent, "tomatoes in Maria's garden")[0]
     finally:
         pool.close()
+
+
+def test_a_search_whose_query_generation_is_retired_is_refused_in_its_hydration(
+    settings: Any, pool: Any, inline_api: Any, agent_id: str
+) -> None:
+    """The check rides on the hydration statement (no statement more a search): a retriever
+    of a generation that is not live raises GenerationChanged, the live one's answers."""
+    from memora.nlp.embedding import get_embedder
+    from memora.retrieval import Retriever
+    from memora.retrieval.types import SearchParams
+
+    item = {"content": "Ines repairs violins in her workshop in Porto.", "role": "user"}
+    body = {"agent_id": agent_id, "document_id": "violins", "items": [item]}
+    assert inline_api.post("/api/memories/batch", json=body).status_code == 200
+    with pool.connection() as conn:
+        live = generations.live(conn, settings)
+    embedder = get_embedder(settings.embedding_model)
+    question = SearchParams(agent_id, "Who repairs violins?")
+    stale = Retriever(settings, pool, embedder, generation=live.id + 1)
+    current = Retriever(settings, pool, embedder, generation=live.id)
+    try:
+        with pytest.raises(generations.GenerationChanged):
+            stale.search(question)
+        assert "violins" in current.search(question).hits[0].text
+    finally:
+        stale.close()
+        current.close()

@@ -90,6 +90,7 @@ def fuse(
     mentioning: Callable[[str], bool] | None = None,
     recheck: Recheck | None = None,
     speakers: frozenset[str] = frozenset(),
+    generation: int | None = None,
 ) -> list[Candidate]:
     """RRF over the retrievers' lists, then the best candidates read with their signals, on a
     connection of the scope's tenant held for that read only. `about_vec` embeds the query
@@ -107,7 +108,8 @@ def fuse(
     their refresh: a unit written since that fails it is on no such list), checked again
     on the candidates written since (`hydrate`). `speakers`: the normalised names of the
     entities the query names; a candidate whose speaker is one of them was said by the person
-    asked about (`Candidate.said_by_named`)."""
+    asked about (`Candidate.said_by_named`). `generation`: the embedding generation the query
+    was embedded by, checked live by the hydration (`hydrate`)."""
     s = settings
     answer = answer_type(p.query)
     by_service = mentioning is not None and not answer.entity_types
@@ -122,7 +124,7 @@ def fuse(
         found = hydrate(
             conn, scope, ids=shortlist, vector=context_vec, keyword=keyword,
             entity_ids=() if by_service else entity_ids, answer=answer, window=window,
-            recheck=recheck,
+            recheck=recheck, generation=generation,
         )  # fmt: skip
     if by_service:
         assert mentioning is not None
@@ -231,6 +233,7 @@ def hydrate(
     answer: AnswerType = AnswerType(),
     window: Window | None = None,
     recheck: Recheck | None = None,
+    generation: int | None = None,
 ) -> dict[UUID, Candidate]:
     """The candidates' rows (agent, fact types and active status checked again here) with their
     access counts, their BM25 score (`keyword`: the keyword retriever's LATERAL subquery and its
@@ -249,12 +252,16 @@ def hydrate(
     again (docs/scaling.md, "Fresh statistics"). In the SELECT
     list of every read instead, the statement took its filter's text and was planned anew
     for it on each connection; in its WHERE clause, it was planned each search (both slower:
-    docs/retrieval.md, "Filters and fusion")."""
+    docs/retrieval.md, "Filters and fusion"). `generation`: checked live in the statement's
+    snapshot (`memora_embedding_live`, migration 0037: MG001 when a `memora reembed` switch
+    came first), a one-time filter evaluated before any row: the retrievers' reads all ended
+    before it began and generations only move forward, so when it passes, every read of the
+    search compared the query with vectors of its model."""
     lateral, params = keyword
     rows = (
         conn.cursor(row_factory=tuple_row)
         .execute(
-            _hydration(lateral, window, recheck),
+            _hydration(lateral, window, recheck, generation is not None),
             {
                 **params,
                 **scope.params,
@@ -264,6 +271,7 @@ def hydrate(
                 "entities": list(entity_ids),
                 "answer_types": sorted(answer.entity_types),
                 "answer_time": answer.time,
+                "generation": generation,
             },
             binary=True,
         )
@@ -274,9 +282,12 @@ def hydrate(
     return _candidates(rows)
 
 
-def _hydration(lateral: str, window: Window | None, recheck: Recheck | None) -> str:
+def _hydration(
+    lateral: str, window: Window | None, recheck: Recheck | None, generation: bool
+) -> str:
     """`hydrate`'s statement: the keyword retriever's LATERAL subquery, the conditions of a
-    validity window, and the rows' xmin only with a recheck."""
+    validity window, the rows' xmin only with a recheck, the generation's check with one."""
+    live = "AND (SELECT memora_embedding_live(%(generation)s::int))" if generation else ""
     return f"""
         WITH used AS MATERIALIZED (  -- a pass over the few accessed, whatever the plan
             SELECT a.unit_id, a.access_count, a.last_accessed_at FROM memory_access a
@@ -299,7 +310,7 @@ def _hydration(lateral: str, window: Window | None, recheck: Recheck | None) -> 
             SELECT max(1 - (n.embedding <=> %(v)s)) AS sim FROM memory_units n WHERE {_NEXT_TO}
         ) ctx ON true
         WHERE m.id = ANY({id_array("ids")})
-          AND {scope_where("m", status_where("m", window))}
+          AND {scope_where("m", status_where("m", window))} {live}
         """
 
 

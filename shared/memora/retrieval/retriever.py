@@ -18,6 +18,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
+import psycopg
 
 from memora.basics.config import Settings
 from memora.basics.models import utcnow
@@ -118,8 +119,12 @@ class Retriever:
         )  # fmt: skip
         search.documents = self.keyword.documents(search.scope.agent_key)
         results, query_vec, t = self._retrieve(search, clock)
-        candidates = self._fuse(search, results, query_vec)
-        self._check_generation(search)
+        try:
+            candidates = self._fuse(search, results, query_vec)
+        except psycopg.Error as exc:  # MG001: a reembed switch came before the hydration
+            if generations.changed(exc):
+                raise generations.GenerationChanged(str(exc)) from exc
+            raise
         t = clock.lap("fusion", t)
         if candidates:
             reranker.rerank(p.query, candidates, search.reference)
@@ -201,21 +206,13 @@ class Retriever:
             query_vec=query_vec, about_vec=query_vec if about_vec is None else about_vec,
             entity_ids=list(named.entities), keyword=self.keyword.lateral(search.term_stats),
             window=search.window, mentioning=named.mentioning(), speakers=named.known_as,
+            generation=self.generation,
             recheck=(
                 fusion.Recheck(search.scope.where, matching.failing_since)
                 if matching.failing is not None
                 else None
             ),
         )  # fmt: skip
-
-    def _check_generation(self, search: Search) -> None:
-        """GenerationChanged when the query's embedding generation is no longer live: every
-        read of this search (the retrievers', the hydration) began after this retriever's
-        generation was read live and ended before this check, and generations only move
-        forward, so when it passes they all compared the query with vectors of its model."""
-        if self.generation is not None:
-            with self.pool.tenant_connection(search.scope.tenant_id, autocommit=True) as conn:
-                generations.check(conn, self.generation)
 
     def _diversify(self, p: SearchParams, candidates: list[Candidate]) -> list[int]:
         if not candidates:
