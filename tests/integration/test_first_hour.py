@@ -124,6 +124,17 @@ def receiver() -> Iterator[str]:
     server.shutdown()
 
 
+def _wait_for(base: str, operations: list[str]) -> None:
+    """Until every operation started so far has ended."""
+    from tests.conftest import wait_until
+
+    def ended(op: str) -> bool:
+        status = httpx.get(f"{base}/api/operations/{op}").json().get("status")
+        return status in ("completed", "failed", "superseded")
+
+    wait_until(lambda: all(ended(op) for op in operations), timeout=120)
+
+
 def test_every_documented_curl_command_works(
     served: Any, fake_llm: FakeOpenAI, receiver: str, tmp_path: Path
 ) -> None:
@@ -131,13 +142,17 @@ def test_every_documented_curl_command_works(
     returned, and the docs' webhook receiver is a local one. Only commands that need a file
     the docs ask the user to write are left out."""
     base = f"{served.settings.host}:{served.settings.port}"
-    fake_llm.always(_facts("The user shared a note."), when=MARKER)  # whatever was posted
+    # whatever was posted: the README then looks Alice up as an entity
+    fake_llm.always(_facts("Alice works at Google.", ("Alice", "PERSON")), when=MARKER)
     last: dict[str, str] = {}
+    started: list[str] = []
     ran: list[str] = []
     for path in DOCUMENTED:
         for command in documented_curls(path):
             if " -d @" in command:
                 continue  # a file of the user's (docs/mcp.md's cast.json)
+            if "/entities/" in command:  # what the pipeline makes: after its operations end
+                _wait_for(f"http://{base}", started)
             line = (
                 command.replace("localhost:8080", base)
                 .replace("<operation_id>", last.get("op", "none"))
@@ -157,4 +172,5 @@ def test_every_documented_curl_command_works(
             ran.append(where)
             if body.startswith("{") and "operation_id" in (data := json.loads(body)):
                 last["op"] = str(data["operation_id"])
+                started.append(last["op"])
     assert len(ran) >= 8, ran
