@@ -108,8 +108,7 @@ def fuse(
     their refresh: a unit written since that fails it is on no such list), checked again
     on the candidates written since (`hydrate`). `speakers`: the normalised names of the
     entities the query names; a candidate whose speaker is one of them was said by the person
-    asked about (`Candidate.said_by_named`). `generation`: the embedding generation the query
-    was embedded by, checked live by the hydration (`hydrate`)."""
+    asked about (`Candidate.said_by_named`). `generation`: the query's, checked by `hydrate`."""
     s = settings
     answer = answer_type(p.query)
     by_service = mentioning is not None and not answer.entity_types
