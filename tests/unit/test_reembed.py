@@ -50,6 +50,15 @@ def test_a_refused_write_is_recognised_through_its_causes() -> None:
     assert not generations.changed(RuntimeError("another failure"))
 
 
+def test_a_vector_of_the_retired_dimension_is_a_generation_change() -> None:
+    """pgvector refuses a vector of another dimension before the trigger: a stage that embedded
+    with the retired model just before a switch to another dimension runs again too."""
+    import psycopg
+
+    assert generations.changed(psycopg.errors.DataException("expected 768 dimensions, not 384"))
+    assert not generations.changed(psycopg.errors.DataException("invalid input syntax"))
+
+
 def test_an_index_is_made_again_over_the_next_column() -> None:
     hnsw = (
         "CREATE INDEX idx_memory_vectors_embedding ON public.memory_vectors "

@@ -7,6 +7,7 @@ tables' `memora_embedding_check` trigger, or `check` on the read path): `changed
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,16 +20,23 @@ from memora.store.units import schema_embedding_dim
 GENERATION_CHANGED = "MG001"
 
 
+_DIMENSIONS = re.compile(r"expected \d+ dimensions, not \d+")
+
+
 class GenerationChanged(RuntimeError):
     """The live embedding generation is no longer the one a vector was made with."""
 
 
 def changed(exc: BaseException) -> bool:
-    """`exc` (or what caused it) is the database's MG001: the live generation moved on."""
+    """`exc` (or what caused it) is the database's MG001, or a vector of another dimension than
+    its column's (pgvector refuses it before the trigger sees it): the live generation moved
+    on."""
     while exc is not None:
         if isinstance(exc, GenerationChanged):
             return True
         if isinstance(exc, psycopg.Error) and exc.sqlstate == GENERATION_CHANGED:
+            return True
+        if isinstance(exc, psycopg.errors.DataException) and _DIMENSIONS.search(str(exc)):
             return True
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
     return False
