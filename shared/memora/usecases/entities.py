@@ -28,7 +28,7 @@ def view(
     row = store.entity(conn, found["id"]) if found is not None else None
     if row is None:
         raise NotFound("entity_not_found", f"no entity {name!r} for agent {agent_id!r}")
-    me = {"id": row["id"], "name": row["canonical_name"]}
+    me = {"id": row["id"], "name": row["canonical_name"], "entity_type": row["entity_type"]}
     return {
         **row,
         "agent_id": agent_id,
