@@ -4,6 +4,7 @@ activation, temporal closeness (seed 000 §3)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -20,7 +21,7 @@ from memora.retrieval.rerank.heuristic import (
     neighbour_keyword,
     recency_boost,
 )
-from memora.retrieval.scoring import minmax, mmr, temporal_closeness, within_budget
+from memora.retrieval.scoring import fitting, minmax, mmr, temporal_closeness, within_budget
 
 A, B, C, D, E = (uuid.UUID(int=i) for i in range(1, 6))
 
@@ -187,6 +188,38 @@ def test_token_budget_keeps_a_prefix_of_the_ranking() -> None:
     assert within_budget([10, 20, 30], 59) == 2
     assert within_budget([100, 1, 1], 50) == 0
     assert within_budget([], 10) == 0
+
+
+def test_texts_whose_bytes_fit_the_budget_are_not_tokenized() -> None:
+    counted: list[list[str]] = []
+
+    def count(texts: Sequence[str]) -> list[int]:
+        counted.append(list(texts))
+        return [len(t.split()) for t in texts]
+
+    texts = ["one two three", "four five"]  # 14 and 10 bytes, each bound one more
+    assert fitting(texts, 25, count) == 2
+    assert counted == []
+    assert fitting(texts, 5, count) == 2  # the bound does not fit: counted, 3 + 2 tokens
+    assert fitting(texts, 4, count) == 1
+    assert counted == [texts, texts]
+    assert fitting([], 0, count) == 0
+
+
+def test_no_text_has_more_tokens_than_its_bytes_and_one() -> None:
+    """The bound `fitting` relies on, for the bundled tokenizer (every count of the budget
+    but a local model's own) on texts made to break it: short words, digits, punctuation,
+    accents, scripts of three bytes a character, emoji, a lone letter."""
+    from memora.nlp.remote_embedding import _bundled_tokenizer
+
+    texts = [
+        "a", "I", "x y z", "1 2 3 4 5", "?!.,;:", "é", "naïve café", "東京で会いましょう",
+        "Привет, как дела?", "🙂🙂🙂", "ok 👍 see u @ 5pm!!", "a-b-c-d-e", "\t\n", "",
+        "supercalifragilisticexpialidocious", "https://example.com/a?b=c&d=e",
+    ]  # fmt: skip
+    ids = _bundled_tokenizer()(texts, add_special_tokens=False)["input_ids"]
+    for text, tokens in zip(texts, ids, strict=True):
+        assert len(tokens) <= len(text.encode()) + 1, text
 
 
 def test_temporal_closeness_is_one_at_the_centre_and_half_at_the_edges() -> None:

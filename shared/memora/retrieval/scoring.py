@@ -7,10 +7,12 @@ database, so each is unit-tested on lists and arrays.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import numpy as np
+
+TokenCounter = Callable[[Sequence[str]], list[int]]
 
 
 def minmax(values: np.ndarray) -> np.ndarray:
@@ -52,6 +54,17 @@ def mmr(relevance: np.ndarray, embeddings: np.ndarray, k: int, lam: float = 0.5)
         chosen[pick] = True
         max_sim = np.maximum(max_sim, sims[pick])
     return order
+
+
+def fitting(texts: Sequence[str], max_tokens: int, count_tokens: TokenCounter) -> int:
+    """How many of `texts`, taken in order, fit in `max_tokens` as `count_tokens` counts them
+    (`within_budget`). No tokenizer gives a text more tokens than its UTF-8 bytes and one (a
+    WordPiece or BPE token covers a byte at least; SentencePiece may mark the first word with
+    a token of its own): when that bound of them all fits, they all do, and nothing is
+    tokenized, as with most searches' few short memories."""
+    if sum(len(text.encode()) + 1 for text in texts) <= max_tokens:
+        return len(texts)
+    return within_budget(count_tokens(texts), max_tokens)
 
 
 def within_budget(token_counts: Sequence[int], max_tokens: int) -> int:
