@@ -356,3 +356,44 @@ def test_the_unfiltered_walk_equals_the_checked_walk_when_everything_passes() ->
     )
     assert len(walked) == 80
     assert walked == checked
+
+
+def test_a_turn_that_asks_or_only_exclaims_states_nothing() -> None:
+    from memora.retrieval.statements import statement_share
+
+    asks = "Melanie: Wow, Caroline! What kinda jobs are you thinking of? Anything that stands out?"
+    assert statement_share(asks, "Melanie") == 0.0
+    says = "Melanie: Wow! I just signed up for a pottery class yesterday."
+    assert statement_share(says, "Melanie") == pytest.approx(9 / 10)  # "Wow!" exclaims
+    # a longer exclamation states; the speaker's "Name:" is not one of the words
+    assert statement_share("Ines: We finally booked the trip to Porto!", "Ines") == 1.0
+    assert statement_share("Ines: so", "Ines") == 1.0
+    assert statement_share("", None) == 0.0
+    assert statement_share("?!", None) == 0.0
+
+
+def test_the_statement_signal_lifts_what_states_above_what_asks() -> None:
+    semantic, keyword = np.array([0.5, 0.5]), np.array([1.0, 1.0])
+    zero = np.zeros(2)
+    weights = HeuristicWeights(statement=0.3)
+    scores = heuristic_scores(
+        semantic, keyword, zero, zero, zero, weights, statement=np.array([1.0, 0.0])
+    )
+    assert scores[0] - scores[1] == pytest.approx(0.3)
+    assert np.array_equal(
+        heuristic_scores(semantic, keyword, zero, zero, zero, HeuristicWeights()),
+        heuristic_scores(
+            semantic, keyword, zero, zero, zero, HeuristicWeights(), statement=np.ones(2)
+        ),
+    )  # weight 0: the seed's formula
+
+
+def test_an_inference_questions_hedges_are_not_keywords() -> None:
+    from memora.retrieval.question import without_hedges
+
+    assert without_hedges("Would Ines likely enjoy a pottery retreat?").split() == [
+        "Ines", "enjoy", "a", "pottery", "retreat?"
+    ]  # fmt: skip
+    assert without_hedges("What might Priya do, probably?").split() == ["What", "Priya", "do,", "?"]
+    assert without_hedges("When did Ines go camping in May?") == "When did Ines go camping in May?"
+    assert without_hedges("Ines mayor likelihood") == "Ines mayor likelihood"  # whole words only

@@ -43,3 +43,19 @@ def answer_type(query: str) -> AnswerType:
     words = set(_WORD.findall(query.lower()))
     types = frozenset().union(*(ENTITY_ANSWERS[w] for w in words & ENTITY_ANSWERS.keys()))
     return AnswerType(types, bool(words & TIME_ANSWERS))
+
+
+# Words that hedge a question asking for an inference ("Would Ines likely enjoy a pottery
+# retreat?", "What might Priya do?"): they say how sure the answer is, not what it is about,
+# and as keywords they match any turn that says them ("likely" is stemmed to "like").
+# "May" with a capital is kept: it is also a month.
+HEDGES = frozenset(
+    {"would", "could", "might", "may", "likely", "unlikely", "probably", "possibly", "perhaps",
+     "maybe", "potentially"}
+)  # fmt: skip
+_TOKEN = re.compile(r"[A-Za-z]+|[^A-Za-z]+")
+
+
+def without_hedges(query: str) -> str:
+    """The query without its hedging words (`HEDGES`), the rest as written."""
+    return "".join(t for t in _TOKEN.findall(query) if t.lower() not in HEDGES or t == "May")

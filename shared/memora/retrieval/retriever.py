@@ -168,7 +168,9 @@ class Retriever:
             query_vec = self.embedder.embed_queries([p.query])[0]
             search.embedded_query(query_vec)
             texts = search.texts([a.name for a in self.arms])
-            vectors = self.embedder.embed_queries(list(texts.values())) if texts else []
+            vectors: list[np.ndarray] = (
+                list(self.embedder.embed_queries(list(texts.values()))) if texts else []
+            )
         except BaseException as exc:
             search.abandon(exc)
             raise

@@ -81,6 +81,7 @@ def trace(
                 "keyword": round(c.keyword, 6),
                 "context": round(c.neighbours, 6),
                 "context_keyword": round(c.near_keyword, 6),
+                "statement": round(c.statement, 6),
                 "feedback": round(c.feedback, 6),
                 "answer_type": c.answer_type,
                 "said_by_named": c.said_by_named,

@@ -145,6 +145,7 @@ class Candidate:
     said_by_named: bool = False  # its speaker is an entity the query names
     place: tuple[UUID, int, int] | None = None  # (document, item, seq): where it was said
     near_keyword: float = 0.0  # best scaled BM25 of the candidates next to it (heuristic)
+    statement: float = 0.0  # share of its words that state, not ask or exclaim (heuristic)
     rrf: float = 0.0
     ranks: dict[str, int] = field(default_factory=dict)  # 1-based rank per retriever
     score: float = 0.0  # the reranker's relevance

@@ -179,6 +179,12 @@ class Reranking(Section):
         "speaker is one of its entities): what someone says of themselves, above the turns "
         "that address, praise or echo them (extension; 0: off).",
     )
+    heuristic_statement_weight: float = Field(
+        default=0.3,
+        description="Weight for the share of a candidate's words that state something rather "
+        "than ask or exclaim (a question back, a 'Wow, Ines!'): the statement above the turns "
+        "that only answer it with a question or praise (extension; 0: off).",
+    )
     heuristic_answer_type_weight: float = Field(
         default=0.2,
         description="Weight for a candidate naming a thing of the kind the question word asks "

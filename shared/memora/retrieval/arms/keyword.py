@@ -1,8 +1,10 @@
 """Keyword retrieval: Okapi BM25 computed in PostgreSQL over its English full-text index.
 
 The query's terms are the lexemes PostgreSQL's `english` configuration makes of it (stemmed,
-stop words removed); a unit matches when it contains any of them (an OR query, through the
-GIN index), and matches are ranked by true BM25 rather than `ts_rank`:
+stop words removed), but for the words that hedge an inference question (`question.HEDGES`:
+"Would Ines *likely* enjoy…" would match every turn saying "like"); a unit matches when it
+contains any of them (an OR query, through the GIN index), and matches are ranked by true BM25
+rather than `ts_rank`:
 
     score = Σ_t idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·dl / avgdl)),
     idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))
@@ -37,6 +39,7 @@ from psycopg.rows import tuple_row
 
 from memora.retrieval.arms.base import Arm, ArmContext, Search
 from memora.retrieval.filters import BROAD_SHARE, NO_FILTER, Matching, Where, broad_count
+from memora.retrieval.question import without_hedges
 from memora.retrieval.types import ArmResult, SearchScope, TermStats
 from memora.store import terms as term_counts
 
@@ -293,7 +296,7 @@ class KeywordArm(Arm):
         started = time.perf_counter()
         scope, limit = search.scope, search.per_arm
         with self.pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
-            terms = self.index.terms(conn, search.query)
+            terms = self.index.terms(conn, without_hedges(search.query))
             stats = self.index.stats(conn, scope.agent_key, terms)
             if scope.where.sql and stats.idf:
                 ranked = self._filtered(conn, scope, stats, limit, search.matching)

@@ -15,6 +15,7 @@ from uuid import UUID
 import numpy as np
 
 from memora.basics.config import Settings
+from memora.retrieval.statements import statement_share
 from memora.retrieval.types import Candidate
 
 RecencyFormula = Literal["decay", "seed"]
@@ -36,6 +37,7 @@ class HeuristicReranker:
         formula = self.recency_formula
         keyword = np.array([c.keyword for c in candidates])
         near = neighbour_keyword([c.place for c in candidates], scale_to_max(keyword))
+        stated = np.array([statement_share(c.text, c.speaker) for c in candidates])
         scores = heuristic_scores(
             np.array([c.semantic for c in candidates]),
             keyword,
@@ -46,6 +48,7 @@ class HeuristicReranker:
             answer_type=np.array([float(c.answer_type) for c in candidates]),
             speaker=np.array([float(c.said_by_named) for c in candidates]),
             near_keyword=near,
+            statement=stated,
         )
         # pseudo-relevance feedback: a second pass adds the similarity to what the first
         # pass put on top
@@ -54,8 +57,10 @@ class HeuristicReranker:
             embeddings = np.stack([c.embedding for c in candidates])
             feedback = feedback_similarity(embeddings, scores, self.feedback_top)
         final = scores + self.weights.feedback * feedback
-        for c, value, fb, nk in zip(candidates, final, feedback, near, strict=True):
-            c.score, c.feedback, c.near_keyword = float(value), float(fb), float(nk)
+        for c, value, fb, nk, st in zip(candidates, final, feedback, near, stated, strict=True):
+            c.score, c.feedback, c.near_keyword, c.statement = (
+                float(value), float(fb), float(nk), float(st)
+            )  # fmt: skip
 
 
 def recency_boost(
@@ -79,16 +84,19 @@ def frequency_boost(access_count: int) -> float:
 @dataclass(frozen=True)
 class HeuristicWeights:
     """score = semantic·s + keyword·k + recency·r + frequency·f + context·c
-    + context_keyword·ck + answer_type·a + speaker·sp, then + feedback·fb in a second pass.
+    + context_keyword·ck + answer_type·a + speaker·sp + statement·st, then + feedback·fb in a
+    second pass.
 
-    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Five extensions, all 0 here (the
+    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Six extensions, all 0 here (the
     seed's formula exactly): `context`, the best similarity to the query among the units next
     to the candidate in its conversation (the turn a reply answers, the reply to a question),
     `context_keyword`, the best keyword match among the candidates next to it
     (`neighbour_keyword`),
     `answer_type`, 1 for a candidate naming a thing of the kind the question word asks for
     (memora.retrieval.question), `speaker`, 1 for a candidate said by a person the query names
-    (what they say of themselves, above the turns that address or echo them), and `feedback`,
+    (what they say of themselves, above the turns that address or echo them), `statement`, the
+    share of its words that state rather than ask or exclaim (`statements.statement_share`:
+    a statement above the questions and praise that answer it), and `feedback`,
     the similarity to the centroid of the first pass's best candidates
     (`feedback_similarity`)."""
 
@@ -101,6 +109,7 @@ class HeuristicWeights:
     feedback: float = 0.0
     answer_type: float = 0.0
     speaker: float = 0.0
+    statement: float = 0.0
 
     @classmethod
     def from_settings(cls, s: Settings) -> HeuristicWeights:
@@ -114,6 +123,7 @@ class HeuristicWeights:
             feedback=s.heuristic_feedback_weight,
             answer_type=s.heuristic_answer_type_weight,
             speaker=s.heuristic_speaker_weight,
+            statement=s.heuristic_statement_weight,
         )
 
 
@@ -134,11 +144,12 @@ def heuristic_scores(
     answer_type: np.ndarray | None = None,
     speaker: np.ndarray | None = None,
     near_keyword: np.ndarray | None = None,
+    statement: np.ndarray | None = None,
 ) -> np.ndarray:
     """The heuristic reranker over one candidate set. Cosine similarity is already normalised
     (clipped to [0, 1]); BM25 scores are divided by the set's best, so that a unit no
     query word matches scores 0 and the best keyword match 1. Recency and frequency are in
-    [0, 1], `near_keyword` too (already scaled), `answer_type` and `speaker` 0 or 1 (None: 0
+    [0, 1], `near_keyword` and `statement` too, `answer_type` and `speaker` 0 or 1 (None: 0
     for all). (Min-max scaling of the
     similarities, tried on the LoCoMo dev split, stretched small differences and cost 1 point
     of Recall@10: docs/retrieval.md.)"""
@@ -155,6 +166,8 @@ def heuristic_scores(
         score = score + w.speaker * speaker
     if near_keyword is not None:
         score = score + w.context_keyword * near_keyword
+    if statement is not None:
+        score = score + w.statement * statement
     return score
 
 
