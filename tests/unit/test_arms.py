@@ -1,6 +1,6 @@
 """The retrievers' protocol (`memora.retrieval.arms`): the registry, and what a search shares
-with its arms — the query's embedding first, then one forward pass for the arms' own texts in
-the registry's order, and no arm left waiting when another or the search itself fails."""
+with its arms — one forward pass for the query and the arms' own texts, in the registry's
+order, and no arm left waiting when another or the search itself fails."""
 
 from __future__ import annotations
 
@@ -48,26 +48,25 @@ def test_the_registry_names_every_retriever_once_in_fusions_order() -> None:
     assert [t.name for t in ARM_TYPES if not t.listed_when_skipped] == ["history"]
 
 
-def test_the_query_is_embedded_first_then_the_arms_texts_in_the_registrys_order() -> None:
+def test_the_arms_texts_are_embedded_with_the_query_in_the_registrys_order() -> None:
     search = _search()
     search.await_texts(["temporal", "entity"])
     with ThreadPoolExecutor(2) as pool:
-        query_vector = pool.submit(search.query_vector)
-        search.embedded_query(np.ones(2, dtype=np.float32))
-        # the query's vector is there while the arms' texts are still awaited
-        assert np.array_equal(query_vector.result(timeout=5), np.ones(2))
-        # given out of order, one of them None: the others in `order`
+        # given out of order, one of them None: the query, then the others in `order`
         search.give_text("entity", "what did say in March?")
         done = pool.submit(search.texts, ["semantic", "temporal", "entity"])
         with pytest.raises(FutureTimeout):  # still waiting for temporal's
             done.result(timeout=0.05)
         search.give_text("temporal", None)
         texts = done.result(timeout=5)
-    assert list(texts.items()) == [("entity", "what did say in March?")]
-    vectors = np.eye(2, dtype=np.float32)[:1]
+    assert list(texts.items()) == [
+        ("query", "what did Bob say in March?"),
+        ("entity", "what did say in March?"),
+    ]
+    vectors = np.eye(2, dtype=np.float32)
     search.embedded(dict(zip(texts, vectors, strict=True)))
-    assert np.array_equal(search.vector(), np.ones(2))
-    assert np.array_equal(search.vector("entity"), vectors[0])
+    assert np.array_equal(search.query_vector(), vectors[0])
+    assert np.array_equal(search.vector("entity"), vectors[1])
     assert search.vector("temporal") is None
 
 
@@ -79,7 +78,7 @@ def test_an_arm_that_fails_before_giving_its_text_does_not_hold_the_search() -> 
         ran = pool.submit(_run, failing, search)
         texts = pool.submit(search.texts, ["entity"])
         try:
-            assert texts.result(timeout=5) == {}  # None was given
+            assert texts.result(timeout=5) == {"query": search.query}  # None was given
         finally:
             search.give_text("entity", None)  # a broken `_run` fails the test, not the suite
         with pytest.raises(RuntimeError, match="lookup failed"):

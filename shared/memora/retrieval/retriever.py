@@ -1,12 +1,12 @@
 """The fused read path (seed 000 §3.5), its stages in order:
 
-    query → [semantic → graph] ∥ keyword ∥ temporal-graph ∥ entity ∥ history (two embeddings)
+    query → [semantic → graph] ∥ keyword ∥ temporal-graph ∥ entity ∥ history (one embedding)
           → fusion (RRF, hydration) → rerank → MMR → token budget → trace
 
 Every retriever (`memora.retrieval.arms`, one module each behind `arms.Arm`) starts with the
 search on a worker thread of its own and waits on the `arms.Search` for what it needs: the
-query's embedding, made first, and those of the texts arms rank by instead (the query without
-its time expression, without the entities it names), the semantic retriever's nearest
+query's embedding, made once for the query and the texts arms rank by instead (the query
+without its time expression, without the entities it names), the semantic retriever's nearest
 units (the graph's entry points), who passes the filter. This module holds the order, the
 threads and the trace; the stages after the retrievers are `fusion`, `rerank/`, `scoring`
 (MMR, budget) and `trace`; what the query process holds between searches is `caches`.
@@ -153,10 +153,8 @@ class Retriever:
     ) -> tuple[dict[str, ArmResult], np.ndarray, float]:
         """Every arm's result in the registry's order (a skipped arm's `ran: false` with its
         note, or left out), the query's embedding and when the retrieval ended. The arms start
-        first, those whose `skip` reads the query's time range once it is parsed; then the query
-        is embedded alone, so that the semantic retriever and the graph walk behind it start
-        while the other arms still look up the texts they rank by (the query without its names
-        or its time), embedded in a second pass once every such arm has given its own."""
+        first, those whose `skip` reads the query's time range once it is parsed; the query is
+        embedded once every arm that embeds a text of its own has given it."""
         notes: dict[str, str | None] = {}
         started: dict[str, Future[ArmResult]] = {}
         self._start([a for a in self.arms if not a.dated], search, notes, started)
@@ -165,12 +163,8 @@ class Retriever:
             time_range = parse_query_range(p.query, reference)
             search.dated(time_range, validity.window_of(p.as_of, time_range, reference))
             self._start([a for a in self.arms if a.dated], search, notes, started)
-            query_vec = self.embedder.embed_queries([p.query])[0]
-            search.embedded_query(query_vec)
             texts = search.texts([a.name for a in self.arms])
-            vectors: list[np.ndarray] = (
-                list(self.embedder.embed_queries(list(texts.values()))) if texts else []
-            )
+            vectors = self.embedder.embed_queries(list(texts.values()))
         except BaseException as exc:
             search.abandon(exc)
             raise
@@ -183,7 +177,7 @@ class Retriever:
                 results[arm.name] = future.result()
             elif arm.listed_when_skipped:
                 results[arm.name] = ArmResult(arm.name, ran=False, note=notes[arm.name])
-        return results, query_vec, clock.lap("retrieval", t)
+        return results, vectors[0], clock.lap("retrieval", t)
 
     def _start(
         self,

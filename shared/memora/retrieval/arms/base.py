@@ -6,8 +6,8 @@ and `retrieve`, which runs on a worker thread of its own from the start of the s
 returns its ranked list. What one arm needs of another it waits for on the `Search`: the
 query's embedding (`Search.vector`), the semantic retriever's nearest units (the graph's entry
 points), who passes the search's filter (`Search.matching`), the query's time range. The search
-embeds the query first, then in one more pass the texts that arms rank by instead of it
-(`Search.give_text`, declared by `embeds_own`).
+embeds the query once, with the texts that arms rank by instead of it (`Search.give_text`,
+declared by `embeds_own`).
 """
 
 from __future__ import annotations
@@ -87,7 +87,6 @@ class Search:
     _texts: dict[str, str | None] = field(default_factory=dict)
     _awaited: set[str] = field(default_factory=set)
     _given: threading.Condition = field(default_factory=threading.Condition)
-    _query_vector: Future[np.ndarray] = field(default_factory=Future)
     _vectors: Future[dict[str, np.ndarray]] = field(default_factory=Future)
     _when: Future[tuple[QueryTimeRange | None, Window | None]] = field(default_factory=Future)
 
@@ -110,7 +109,7 @@ class Search:
         """What was true when, for a search with `as_of` or a past period (waits likewise)."""
         return self._when.result()[1]
 
-    # ------------------------------------------------------------------ the forward passes
+    # ------------------------------------------------------------------ the one forward pass
     def await_texts(self, arms: list[str]) -> None:
         """The arms that give a text of their own before the query is embedded."""
         self._awaited.update(arms)
@@ -122,16 +121,12 @@ class Search:
             self._given.notify_all()
 
     def texts(self, order: list[str]) -> dict[str, str]:
-        """The arms' texts to embed, by whose they are, in `order` (the registry's); waits
-        until every awaited arm has given its text."""
+        """What to embed, by whose it is: the query ("query"), then the arms' texts in `order`
+        (the registry's); waits until every awaited arm has given its text."""
         with self._given:
             self._given.wait_for(lambda: self._awaited <= self._texts.keys())
-            return {arm: text for arm in order if (text := self._texts.get(arm)) is not None}
-
-    def embedded_query(self, vector: np.ndarray) -> None:
-        """The query's embedding: made first, so the arms that rank by it start while the
-        others still give their texts."""
-        self._query_vector.set_result(vector)
+            own = {arm: text for arm in order if (text := self._texts.get(arm)) is not None}
+        return {"query": self.query, **own}
 
     def embedded(self, vectors: dict[str, np.ndarray]) -> None:
         """The embeddings of `texts`, by the same keys."""
@@ -139,19 +134,17 @@ class Search:
 
     def abandon(self, exc: BaseException) -> None:
         """The search failed before its arms had what they wait for: they fail with `exc`."""
-        for waited in (self._when, self._query_vector, self._vectors):
+        for waited in (self._when, self._vectors):
             if not waited.done():
                 waited.set_exception(exc)
 
     def vector(self, arm: str = "query") -> np.ndarray | None:
         """The embedding of `arm`'s text (the query's by default; None when it gave none),
-        once the search has embedded it."""
-        if arm == "query":
-            return self.query_vector()
+        once the search has embedded them."""
         return self._vectors.result().get(arm)
 
     def query_vector(self) -> np.ndarray:
-        return self._query_vector.result()
+        return self._vectors.result()["query"]
 
 
 class Arm(ABC):

@@ -138,7 +138,7 @@ def _temporal_seeds(
 
 class TemporalArm(Arm):
     """The temporal-graph retriever, when the query states a time constraint; it ranks by the
-    query without its time expression (its text, embedded after the query)."""
+    query without its time expression (its text, embedded with the query)."""
 
     name = "temporal"
     embeds_own = True
