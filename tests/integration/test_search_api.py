@@ -111,7 +111,8 @@ def test_search_answers_are_compressed_when_asked(
     assert len(plain.content) > 1024  # smaller answers are sent as they are
     assert asked.headers.get("content-encoding") == "gzip"
     assert "content-encoding" not in plain.headers
-    assert asked.json()["results"] == plain.json()["results"]  # httpx decodes it
+    # httpx decodes it (two searches: the first one's accesses may reorder the second's)
+    assert {r["id"] for r in asked.json()["results"]} == {r["id"] for r in plain.json()["results"]}
 
 
 def test_entity_path_finds_what_a_named_person_said_without_the_querys_words(
@@ -201,6 +202,14 @@ def test_what_a_person_said_comes_before_the_turns_that_address_them(
     # the answer is next to the question that holds the query's words (context keyword)
     answer = next(h["id"] for h in result["results"] if "Yes! Evening" in h["text"])
     assert candidates[answer]["context_keyword"] > 0.5
+    # what each turn states (the statement signal): Jonas's question states nothing, the
+    # answer most of its words ("Yes!" exclaims), his last turn all of them
+    statement = {
+        hit["text"].split(": ", 1)[1][:12]: candidates[hit["id"]]["statement"]
+        for hit in result["results"]
+    }
+    assert statement.get("Ines, did yo", 0.0) == 0.0
+    assert 0.8 < statement["Yes! Evening"] < 1.0
 
 
 def test_the_demos_allergy_question_puts_mayas_statement_before_the_echo(
