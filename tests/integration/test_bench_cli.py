@@ -232,6 +232,17 @@ def test_locomo_think_accuracy_and_f1_per_category(
     assert results["categories"]["single-hop"]["f1"] == pytest.approx(1 / 3, abs=1e-4)
     assert rows["temporal"]["judge"] == "no"
     assert {r.body["model"] for r in fake_llm.requests_matching(judge.MARKER)} == {"main-model"}
+    # what a question cost: think's calls (the answer, the opinions drawn from it) as the
+    # server counted them, the judge's as the command did; the fake counts 4 characters a token
+    for row in rows.values():
+        think_used, judge_used = row["usage"]["think"], row["usage"]["judge"]
+        assert think_used["requests"] == 2 and think_used["prompt_tokens"] > 0
+        assert judge_used["requests"] == 1 and judge_used["completion_tokens"] >= 1
+    per_question = results["llm_usage_per_question"]
+    assert per_question["think"]["requests"] == 2.0 and per_question["judge"]["requests"] == 1.0
+    assert per_question["judge"]["prompt_tokens"] == pytest.approx(
+        sum(r["usage"]["judge"]["prompt_tokens"] for r in rows.values()) / len(rows), abs=0.1
+    )
 
 
 def test_use_think_without_an_llm_is_a_clear_error(bench_url: str) -> None:

@@ -114,7 +114,12 @@ def test_think_answers_from_memories_and_its_opinions_are_found_later(
     assert any("headphones" in f["text"] for f in body["based_on"]["agent"])
     assert [o["statement"] for o in body["new_opinions"]] == [OPINION["statement"]]
     assert body["opinion_error"] is None and body["opinions_operation_id"]
+    # what the answer cost: its two calls (the answer, the opinions) with the tokens the
+    # provider counted (the fake: a token per 4 characters of the prompt and of the reply)
     prompt = fake_llm.requests_matching(THINK_MARKER)[0]
+    assert body["usage"]["requests"] == 2
+    assert body["usage"]["prompt_tokens"] > len(prompt.prompt) // 4
+    assert body["usage"]["completion_tokens"] >= len(body["text"]) // 4
     assert "- very high openness to new ideas" in prompt.content_of("user")
     assert "- very low conscientiousness and organization" in prompt.content_of("user")
     assert "Personality influence strength: 90%" in prompt.content_of("user")
@@ -164,6 +169,7 @@ def test_think_answers_even_when_opinion_extraction_fails(
     assert body["text"] == "An answer." and body["new_opinions"] == []
     assert "LLMUnavailable" in body["opinion_error"]
     assert _stored(pool, agent_id)["opinions"] == 0
+    assert body["usage"]["requests"] > 2  # the refused attempts count: each was sent
 
 
 @pytest.mark.parametrize(

@@ -2191,6 +2191,29 @@ export interface components {
             about?: string | null;
         };
         /**
+         * LLMUsage
+         * @description The LLM calls an answer made: the answer and the opinions drawn from it, every HTTP
+         *     attempt (retries included), with the tokens the provider counted: its cost at the
+         *     provider's prices.
+         */
+        LLMUsage: {
+            /**
+             * Requests
+             * @default 0
+             */
+            requests: number;
+            /**
+             * Prompt Tokens
+             * @default 0
+             */
+            prompt_tokens: number;
+            /**
+             * Completion Tokens
+             * @default 0
+             */
+            completion_tokens: number;
+        };
+        /**
          * Limits
          * @description The agent's own limits (seed 002 §4.9; docs/lifecycle.md "Limits"); a key left out keeps
          *     its current value (at first: the MEMORA_* default), null means no limit.
@@ -3235,6 +3258,7 @@ export interface components {
             opinions_operation_id?: string | null;
             /** Opinion Error */
             opinion_error?: string | null;
+            usage?: components["schemas"]["LLMUsage"];
         };
         /** TimeFilter */
         TimeFilter: {

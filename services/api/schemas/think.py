@@ -68,12 +68,23 @@ class NewOpinion(BaseModel):
     previous_id: UUID | None = None
 
 
+class LLMUsage(BaseModel):
+    """The LLM calls an answer made: the answer and the opinions drawn from it, every HTTP
+    attempt (retries included), with the tokens the provider counted: its cost at the
+    provider's prices."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
 class ThinkResponse(BaseModel):
     text: str
     based_on: dict[str, list[BasedOn]]
     new_opinions: list[NewOpinion]
     opinions_operation_id: UUID | None = None
     opinion_error: str | None = None
+    usage: LLMUsage = Field(default_factory=LLMUsage)
 
     @classmethod
     def of(cls, thought: Thought) -> ThinkResponse:
@@ -88,4 +99,5 @@ class ThinkResponse(BaseModel):
             new_opinions=[NewOpinion.model_validate(o.model_dump()) for o in result.new_opinions],
             opinions_operation_id=thought.opinions_operation_id,
             opinion_error=result.opinion_error,
+            usage=LLMUsage(**thought.usage),
         )

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memora.nlp import llm
 from memora.nlp.llm import LLMError
 from memora_client import MemoraClient, MemoraError
 from services.cli.bench import metrics
@@ -107,17 +108,32 @@ def _think(client: MemoraClient, q: Question, options: RunOptions, judge: Judge)
     asked = (
         f"The question is asked on {q.reference_time:%Y-%m-%d %H:%M}." if q.reference_time else None
     )
-    answer = client.think(
+    thought = client.think(
         q.agent_id, q.question, top_k=options.think_top_k, context=asked,
         reranker=options.reranker,  # type: ignore[arg-type]
-    ).text  # fmt: skip
-    correct, verdict = judge.grade(q.category, q.question, q.answer, answer)
+    )  # fmt: skip
+    answer = thought.text
+    with llm.calls_made() as judged:
+        correct, verdict = judge.grade(q.category, q.question, q.answer, answer)
     f1 = metrics.token_f1(answer, q.answer)
     return {
         "answer": answer,
         "judge": verdict,
         "correct": correct,
         "metrics_answer": {"accuracy": float(correct), "f1": round(f1, 4)},
+        "usage": {"think": thought.usage.model_dump(), "judge": llm.tokens_of(judged)},
+    }
+
+
+def usage_per_question(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]] | None:
+    """The think and judge LLM calls' requests and tokens per question, on average (None
+    without --use-think): with a provider's prices per token, what a question costs."""
+    used = [r["usage"] for r in rows if "usage" in r]
+    if not used:
+        return None
+    return {
+        side: {k: round(sum(u[side][k] for u in used) / len(used), 1) for k in used[0][side]}
+        for side in ("think", "judge")
     }
 
 
@@ -177,10 +193,12 @@ def run(
 
 
 def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The names of the figures measured, in order, and their means overall and per category."""
+    """The names of the figures measured, in order, their means overall and per category, and
+    the LLM usage per question (`usage_per_question`)."""
     overall, categories = summarise(rows)
     names = (n for r in rows for n in (*r.get("metrics_answer", {}), *r["metrics"]))
     return {
+        "llm_usage_per_question": usage_per_question(rows),
         "metric_names": list(dict.fromkeys(names)),
         "overall": overall,
         "categories": categories,

@@ -25,7 +25,9 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -82,6 +84,28 @@ class LLMCall:
 
 
 Listener = Callable[[LLMCall], None]
+_CALLS: ContextVar[list[LLMCall] | None] = ContextVar("memora_llm_calls", default=None)
+
+
+@contextmanager
+def calls_made() -> Iterator[list[LLMCall]]:
+    """The LLM calls (HTTP attempts, as `usage` records them) made in this context, on this
+    thread: what one answer or one benchmark question cost."""
+    calls: list[LLMCall] = []
+    token = _CALLS.set(calls)
+    try:
+        yield calls
+    finally:
+        _CALLS.reset(token)
+
+
+def tokens_of(calls: list[LLMCall]) -> dict[str, int]:
+    """Requests and tokens of `calls`."""
+    return {
+        "requests": len(calls),
+        "prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "completion_tokens": sum(c.completion_tokens for c in calls),
+    }
 
 
 class UsageRegistry:
@@ -105,6 +129,9 @@ class UsageRegistry:
         return remove
 
     def record(self, call: LLMCall) -> None:
+        collecting = _CALLS.get()
+        if collecting is not None:
+            collecting.append(call)
         with self._lock:
             t = self._totals.setdefault(call.operation, {})
             for key, value in (

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
 from memora.basics.models import utcnow
 from memora.basics.stages import OperationKind, first_stage
 from memora.basics.tenancy import Scope
+from memora.nlp import llm
 from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import hand_off
 from memora.retrieval import Retriever, SearchParams
@@ -49,6 +50,7 @@ class ThinkQuery:
 class Thought:
     result: ThinkResult
     opinions_operation_id: UUID | None  # the operation storing its new opinions, if any
+    usage: dict[str, int] = field(default_factory=dict)  # its LLM calls: `llm.tokens_of`
 
 
 def think(app: AppContext, retriever: Retriever, scope: Scope, q: ThinkQuery) -> Thought:
@@ -60,7 +62,8 @@ def think(app: AppContext, retriever: Retriever, scope: Scope, q: ThinkQuery) ->
         found = list(threads.map(lambda network: _search(retriever, scope, q, network), searched))
     based_on: dict[str, list[Evidence]] = dict(zip(searched, found, strict=True))
     based_on["opinion"] = _current_opinions(app, scope, q.agent_id, based_on["opinion"])
-    result = reason(client, profile, q.query, based_on, q.context)
+    with llm.calls_made() as calls:
+        result = reason(client, profile, q.query, based_on, q.context)
     operation_id: UUID | None = None
     if result.new_opinions:
         try:
@@ -68,7 +71,7 @@ def think(app: AppContext, retriever: Retriever, scope: Scope, q: ThinkQuery) ->
         except Exception as exc:  # the answer still goes back
             log.exception("storing opinions failed")
             result.opinion_error = f"storing opinions failed: {type(exc).__name__}"
-    return Thought(result, operation_id)
+    return Thought(result, operation_id, llm.tokens_of(calls))
 
 
 def _profile(app: AppContext, scope: Scope, agent_id: str) -> Profile:

@@ -108,12 +108,21 @@ class NewOpinion(Response):
     previous_id: UUID | None = None
 
 
+class LLMUsage(Response):
+    """The LLM calls an answer made (retries included) and the tokens the provider counted."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
 class ThinkResponse(Response):
     text: str
     based_on: dict[str, list[BasedOn]]
     new_opinions: list[NewOpinion]
     opinions_operation_id: UUID | None = None
     opinion_error: str | None = None
+    usage: LLMUsage = Field(default_factory=LLMUsage)
 
 
 class ConversationResult(Response):
