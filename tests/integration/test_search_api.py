@@ -169,6 +169,38 @@ def test_the_demos_where_question_puts_a_turn_naming_her_workplace_first(
     assert all(typed[ids[t]] is False for t in couch)
 
 
+def test_a_relation_question_lifts_the_turns_that_state_the_relations_it_walks(
+    inline_api: Any, query_api: TestClient, agent_id: str
+) -> None:
+    """Issue 59, bridging: "Where does Marek's girlfriend work?" walks partner_of from Marek
+    (to Tereza), then works_at from her; the turns the relation reader read those relations
+    from are marked and lifted above the turns that only say "work" or "girlfriend"."""
+    turns = [
+        ("Marek", "Work is crazy this week, the work never stops at the bakery."),
+        ("Marek", "My girlfriend Tereza and I adopted a cat."),
+        ("Lucia", "Does your girlfriend like her work? My work is so boring."),
+        ("Marek", "Tereza is a librarian at the Brno City Library."),
+        ("Lucia", "Girlfriend, work, cats: you have it all figured out, Marek!"),
+    ]
+    _ingest(inline_api, agent_id, [
+        {"content": text, "speaker": speaker, "event_date": f"2024-05-02T18:{10 + n}:00Z"}
+        for n, (speaker, text) in enumerate(turns)
+    ])  # fmt: skip
+    query = "Where does Marek's girlfriend work?"
+    result = _search(query_api, agent_id=agent_id, query=query, top_k=5, trace=True)
+    texts = _texts(result)
+    stating = {"My girlfriend Tereza", "Tereza is a librarian"}
+    assert {t.split(": ", 1)[1][:21].rstrip() for t in texts[:2]} == stating, texts
+    marked = {c["id"]: c["states_relation"] for c in result["trace"]["candidates"]}
+    for hit in result["results"]:
+        said = hit["text"].split(": ", 1)[1]
+        assert marked[hit["id"]] is any(said.startswith(s) for s in stating), hit["text"]
+    off = _search(
+        query_api, agent_id=agent_id, query="What did Marek and Tereza adopt?", trace=True
+    )
+    assert not any(c["states_relation"] for c in off["trace"]["candidates"])
+
+
 def test_what_a_person_said_comes_before_the_turns_that_address_them(
     inline_api: Any, query_api: TestClient, agent_id: str
 ) -> None:

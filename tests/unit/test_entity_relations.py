@@ -37,6 +37,12 @@ def test_precision_and_recall_on_the_labelled_set() -> None:
             Relation("dina", "member_of", "brooklyn chess club", "change"),
         ),
         ("Tom: Jane and I got married in June!", Relation("tom", "partner_of", "jane", "change")),
+        ("Farah: Dev reports to me now.", Relation("farah", "manages", "dev", "change")),
+        (
+            "Eva: Lukas is a nurse at the Vienna General Hospital.",
+            Relation("lukas", "works_at", "vienna general hospital"),
+        ),
+        ("Ana: Tom is a consultant for Deloitte.", Relation("tom", "works_at", "deloitte")),
     ],
 )
 def test_relations_are_read(text: str, relation: Relation) -> None:
@@ -57,6 +63,9 @@ def test_relations_are_read(text: str, relation: Relation) -> None:
         "Tom: my old boss is Dave.",
         "Maya joined Tom for lunch.",
         "Kim: Tom and Sue are getting married next year",
+        "Ana: Tom is a tutor for Maria.",  # a role for a person: no employer
+        "Ana: Tom was a consultant for Deloitte.",
+        "Ana: I am a teacher at heart.",
     ],
 )
 def test_no_relation_is_read(text: str) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from memora.retrieval.expansion import phrases, without_names
 from memora.retrieval.fusion import entity_aware_similarity
-from memora.retrieval.question import AnswerType, answer_type
+from memora.retrieval.question import AnswerType, answer_type, relation_path
 
 
 def test_phrases_are_runs_of_capitalised_words_normalised_like_entity_names() -> None:
@@ -65,3 +65,25 @@ def test_the_question_word_says_what_kind_of_thing_answers(
 ) -> None:
     assert answer_type(query) == expected
     assert bool(answer_type(query)) == (expected != AnswerType())
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("Where does Maya work?", [{"works_at"}]),
+        ("Where does Marek's girlfriend work?", [{"partner_of"}, {"works_at"}]),
+        ("Who is Lucia's colleague?", [{"colleague_of"}]),
+        (
+            "Where does Farah's sister's husband live?",
+            [{"sibling_of"}, {"partner_of"}, {"lives_in"}],
+        ),
+        ("Who does Farah manage, and where does she live?", [{"manages", "lives_in"}]),
+        ("What did Priya's dog eat?", []),  # a possessive that is no relation
+        ("What did Melanie paint last summer?", []),
+        ("When did Caroline go to the support group?", []),  # "group" says too little
+    ],
+)
+def test_a_question_walks_the_relations_its_possessives_and_words_name(
+    query: str, expected: list[set[str]]
+) -> None:
+    assert [set(hop) for hop in relation_path(query)] == expected

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from memora.basics.relations import RELATIONS, SINGLE, SYMMETRIC
 from memora.lifecycle.changes import Claim, claims, speaker_of
 from memora.lifecycle.kinship import former, ties
-from memora.lifecycle.lexicon import INSTITUTIONS
+from memora.lifecycle.lexicon import FIRST_PERSON, INSTITUTIONS
 from memora.lifecycle.parsing import Mode
 from memora.nlp.language import structure
 from memora.nlp.names import normalize_name
@@ -65,6 +65,7 @@ _ENDED = frozenset({"any", "affiliation", "work", "employer", "school", "residen
 _CONNECTORS = frozenset({"of", "&", "and", "de", "la", "du", "von", "van", "del", "upon"})
 _NAMED = frozenset({"PERSON", "ORG", "GPE", "LOC", "FAC", "NORP", "PRODUCT"})
 _PLACES = frozenset({"GPE", "LOC"})
+_EMPLOYERS = frozenset({"ORG", "FAC", "GPE"})  # a role held "at" or "for" one of these
 
 
 # Stems of the words every relation is read from (the change detector's verbs and nouns of
@@ -85,7 +86,8 @@ CUES = re.compile(
 
 # "I'm still at Nokia", "Leo is with Deloitte now": a copula before a preposition and a name
 COPULA_AT = re.compile(
-    r"(\b(?:am|is|are|was|were|be|been)|'m|'s|'re)\s+(?:\w+\s+){0,2}(?:at|with|in|for)\s+[A-Z]"
+    r"(\b(?:am|is|are|was|were|be|been)|'m|'s|'re)\s+(?:\w+\s+){0,2}(?:at|with|in|for)\s+"
+    r"(?:the\s+)?[A-Z]"
 )
 
 
@@ -102,7 +104,7 @@ def read(text: str) -> tuple[Relation, ...]:
         return ()
     speaker, body = speaker_of(text)
     doc = structure(body)
-    found = [r for c in claims(text) if (r := _from_claim(c, doc)) is not None]
+    found = [r for c in claims(text) if (r := _from_claim(c, doc, speaker)) is not None]
     found += [Relation(*tie) for tie in ties(doc, speaker)]
     kept: dict[tuple[str, str, str, bool], Relation] = {}
     for r in found:
@@ -115,10 +117,14 @@ def read(text: str) -> tuple[Relation, ...]:
     return tuple(kept.values())
 
 
-def _from_claim(claim: Claim, doc: Doc) -> Relation | None:
+def _from_claim(claim: Claim, doc: Doc, speaker: str | None = None) -> Relation | None:
     """A relation from one of the change detector's claims, if it names one."""
     if claim.value is None or "'s " in claim.subject or claim.subject == "user":
         return None
+    if claim.family == "manager" and claim.value in FIRST_PERSON and speaker:  # "reports to me"
+        return Relation(normalize_name(speaker), "manages", claim.subject, claim.mode)
+    if claim.family == "role":  # "Lukas is a nurse at the Vienna General Hospital"
+        return _employer_of_role(claim, doc)
     span = name_in(doc, claim.value)
     if span is None:
         return None
@@ -143,6 +149,23 @@ def _from_claim(claim: Claim, doc: Doc) -> Relation | None:
             return None
         relation = "colleague_of"
     return Relation(claim.subject, relation, value, claim.mode, claim.additive)
+
+
+def _employer_of_role(claim: Claim, doc: Doc) -> Relation | None:
+    """Where a role is held, when the sentence names it after "at" (a name that is not a
+    person's) or "for" (an organisation's): "a nurse at the Vienna General Hospital", "a
+    consultant for Deloitte" give works_at, as the role is said (held now, begun)."""
+    value = claim.value or ""
+    _, at, place = value.partition(" at ")
+    kinds = _EMPLOYERS | {""}
+    if not at:
+        _, at, place = value.partition(" for ")
+        kinds = _EMPLOYERS
+    span = name_in(doc, place) if at else None
+    if span is None or (span[-1].ent_type_ or span[0].ent_type_) not in kinds:
+        return None
+    employer = normalize_name(" ".join(t.text for t in span))
+    return Relation(claim.subject, "works_at", employer, claim.mode, claim.additive)
 
 
 def _carried(place: Token) -> bool:

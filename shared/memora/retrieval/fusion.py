@@ -20,9 +20,10 @@ from memora.basics.config import Settings
 from memora.db.pool import Pool
 from memora.nlp.names import normalize_name
 from memora.retrieval.filters import Where, id_array, scope_where
-from memora.retrieval.question import AnswerType, answer_type
+from memora.retrieval.question import AnswerType, answer_type, relation_path
 from memora.retrieval.types import ArmResult, Candidate, SearchParams, SearchScope
 from memora.retrieval.validity import Window, holding, status_where
+from memora.store import relations
 
 RRF_K = 60
 Id = TypeVar("Id", bound=Hashable)
@@ -108,40 +109,60 @@ def fuse(
     their refresh: a unit written since that fails it is on no such list), checked again
     on the candidates written since (`hydrate`). `speakers`: the normalised names of the
     entities the query names; a candidate whose speaker is one of them was said by the person
-    asked about (`Candidate.said_by_named`). `generation`: the query's, checked by `hydrate`."""
+    asked about (`Candidate.said_by_named`). `generation`: the query's, checked by `hydrate`.
+    A question that walks entity relations from `entity_ids` (`question.relation_path`) has
+    their evidence marked (`Candidate.states_relation`), and hydrated where it ranks lower."""
     s = settings
     answer = answer_type(p.query)
     by_service = mentioning is not None and not answer.entity_types
     fused, ordered = _fused(results, s)
     cap = max(s.rerank_candidates, p.top_k)
     context_vec = query_vec if s.entity_relevance == "query" else about_vec
+    path = relation_path(p.query) if entity_ids and s.heuristic_relation_weight else ()
     with pool.tenant_connection(scope.tenant_id, autocommit=True) as conn:
         if window is not None and window.strict and ordered:
             held = holding(conn, scope, window, ordered)
             ordered = [i for i in ordered if i in held]
-        shortlist = ordered[:cap]
+        related = relations.evidence_along(conn, entity_ids, path) if path else {}
+        shortlist = _shortlist(ordered, cap, related)
         found = hydrate(
             conn, scope, ids=shortlist, vector=context_vec, keyword=keyword,
             entity_ids=() if by_service else entity_ids, answer=answer, window=window,
             recheck=recheck, generation=generation,
         )  # fmt: skip
-    if by_service:
-        assert mentioning is not None
-        for candidate in found.values():
-            candidate.names_entity = mentioning(str(candidate.id))
     candidates = [found[i] for i in shortlist if i in found and _wanted(p, found[i])]
-    _mark_speakers(candidates, speakers)
+    _mark(candidates, mentioning if by_service else None, speakers, related)
     if not candidates:
         return []
     _signals(candidates, results, fused, np.stack([query_vec, about_vec]), s.entity_relevance)
     return candidates
 
 
-def _mark_speakers(candidates: list[Candidate], speakers: frozenset[str]) -> None:
-    """`said_by_named`: the candidate's speaker is one of `speakers` (normalised names)."""
-    for candidate in candidates if speakers else ():
+def _shortlist(ordered: list[UUID], cap: int, related: Mapping[UUID, int]) -> list[UUID]:
+    """The `cap` best fused units, and after them those further down that state a relation
+    the question walks (`related`): a retriever listed them, the relation brings them up."""
+    if not related or len(ordered) <= cap:
+        return ordered[:cap]
+    return ordered[:cap] + [i for i in ordered[cap:] if i in related]
+
+
+def _mark(
+    candidates: list[Candidate],
+    mentioning: Callable[[str], bool] | None,
+    speakers: frozenset[str],
+    related: Mapping[UUID, int],
+) -> None:
+    """What the query service knows of the candidates: `names_entity` by `mentioning` (when
+    hydration did not look it up), `said_by_named` (the speaker is one of `speakers`, normalised
+    names) and `states_relation` (in `related`)."""
+    for candidate in candidates:
+        if mentioning is not None:
+            candidate.names_entity = mentioning(str(candidate.id))
         speaker = candidate.speaker
-        candidate.said_by_named = speaker is not None and normalize_name(speaker) in speakers
+        candidate.said_by_named = (
+            bool(speakers) and speaker is not None and normalize_name(speaker) in speakers
+        )
+        candidate.states_relation = candidate.id in related
 
 
 def _fused(results: Mapping[str, ArmResult], s: Settings) -> tuple[dict[int, float], list[UUID]]:

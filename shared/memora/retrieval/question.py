@@ -59,3 +59,60 @@ _TOKEN = re.compile(r"[A-Za-z]+|[^A-Za-z]+")
 def without_hedges(query: str) -> str:
     """The query without its hedging words (`HEDGES`), the rest as written."""
     return "".join(t for t in _TOKEN.findall(query) if t.lower() not in HEDGES or t == "May")
+
+
+# Words that name a relation between entities (memora.basics.relations) → that relation: the
+# question's predicate ("Where does Maya work?": works_at) or a tie to another person
+# ("Marek's girlfriend": partner_of). Words that say too little of a relation to follow one
+# ("home", "group": a support group is rarely a membership) are left out.
+RELATION_WORDS: dict[str, str] = {
+    **dict.fromkeys(
+        ("work", "works", "worked", "working", "job", "jobs", "employer", "employed", "company",
+         "career", "hired"), "works_at"),
+    **dict.fromkeys(
+        ("live", "lives", "lived", "living", "hometown", "reside", "resides", "move", "moved",
+         "moves", "relocated", "based"), "lives_in"),
+    **dict.fromkeys(
+        ("study", "studies", "studied", "studying", "school", "college", "university",
+         "student", "degree", "enrolled"), "studies_at"),
+    **dict.fromkeys(("member", "team", "club", "band", "choir", "league"), "member_of"),
+    **dict.fromkeys(
+        ("manage", "manages", "managed", "manager", "boss", "supervisor", "report", "reports"),
+        "manages"),
+    **dict.fromkeys(
+        ("sister", "sisters", "brother", "brothers", "sibling", "siblings", "twin"),
+        "sibling_of"),
+    **dict.fromkeys(
+        ("wife", "husband", "partner", "girlfriend", "boyfriend", "spouse", "married",
+         "fiance", "fiancee", "fiancé", "fiancée"), "partner_of"),
+    **dict.fromkeys(("friend", "friends", "buddy", "bestie"), "friend_of"),
+    **dict.fromkeys(
+        ("colleague", "colleagues", "coworker", "coworkers", "co-worker", "co-workers"),
+        "colleague_of"),
+    **dict.fromkeys(
+        ("mother", "mom", "mum", "father", "dad", "parent", "parents", "son", "sons", "daughter",
+         "daughters", "child", "children", "kid", "kids"), "parent_of"),
+}  # fmt: skip
+_POSSESSED = re.compile(r"(?:'s|’s|s'|s’)\s+([\w-]+)", re.IGNORECASE)
+_ANY_WORD = re.compile(r"[\w-]+")
+
+
+def relation_path(query: str) -> tuple[frozenset[str], ...]:
+    """The relations a question walks from the entities it names, hop by hop: the ties its
+    possessives follow, in order ("Marek's girlfriend": partner_of), then the relations its
+    other words name, together as the last hop ("work": works_at). "Where does Marek's
+    girlfriend work?" → (partner_of), (works_at); "Who is Lucia's colleague?" →
+    (colleague_of); a question naming none → ()."""
+    ties: list[frozenset[str]] = []
+    taken: set[int] = set()
+    for match in _POSSESSED.finditer(query):
+        relation = RELATION_WORDS.get(match.group(1).lower())
+        if relation is not None:
+            ties.append(frozenset({relation}))
+            taken.add(match.start(1))
+    last = frozenset(
+        relation
+        for word in _ANY_WORD.finditer(query)
+        if word.start() not in taken and (relation := RELATION_WORDS.get(word.group().lower()))
+    )
+    return (*ties, last) if last else tuple(ties)

@@ -72,27 +72,30 @@ def trace(
         "as_of": window.describe() if window is not None else NOT_APPLIED,
         "query_terms": {t: round(v, 4) for t, v in stats.idf.items()} if stats else {},
         "answer_type": _answer_type(p.query),
-        "candidates": [
-            {
-                "id": str(c.id),
-                "rrf": round(c.rrf, 6),
-                "ranks": c.ranks,
-                "semantic": round(c.semantic, 6),
-                "keyword": round(c.keyword, 6),
-                "context": round(c.neighbours, 6),
-                "context_keyword": round(c.near_keyword, 6),
-                "statement": round(c.statement, 6),
-                "feedback": round(c.feedback, 6),
-                "answer_type": c.answer_type,
-                "said_by_named": c.said_by_named,
-                "access_count": c.access_count,
-                "score": round(c.score, 6),
-            }
-            for c in candidates
-        ],
+        "candidates": [_candidate(c) for c in candidates],
         "selected": [str(c.id) for c in kept],
         "max_tokens": max_tokens,
         "timings_ms": clock.marks,
+    }
+
+
+def _candidate(c: Candidate) -> dict[str, Any]:
+    """A candidate's signals and score, as the reranker weighed them."""
+    return {
+        "id": str(c.id),
+        "rrf": round(c.rrf, 6),
+        "ranks": c.ranks,
+        "semantic": round(c.semantic, 6),
+        "keyword": round(c.keyword, 6),
+        "context": round(c.neighbours, 6),
+        "context_keyword": round(c.near_keyword, 6),
+        "statement": round(c.statement, 6),
+        "feedback": round(c.feedback, 6),
+        "answer_type": c.answer_type,
+        "said_by_named": c.said_by_named,
+        "states_relation": c.states_relation,
+        "access_count": c.access_count,
+        "score": round(c.score, 6),
     }
 
 

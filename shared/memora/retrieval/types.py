@@ -143,6 +143,7 @@ class Candidate:
     answer_type: bool = False  # names a thing of the kind the question asks for (question.py)
     speaker: str | None = None  # who said it (a conversation turn's metadata)
     said_by_named: bool = False  # its speaker is an entity the query names
+    states_relation: bool = False  # evidence of a relation the question walks (question.py)
     place: tuple[UUID, int, int] | None = None  # (document, item, seq): where it was said
     near_keyword: float = 0.0  # best scaled BM25 of the candidates next to it (heuristic)
     statement: float = 0.0  # share of its words that state, not ask or exclaim (heuristic)

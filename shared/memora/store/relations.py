@@ -158,6 +158,33 @@ def between(conn: Connection[Any], entity_ids: Sequence[UUID], limit: int) -> li
     ).fetchall()
 
 
+def evidence_along(
+    conn: Connection[Any], start: Sequence[UUID], path: Sequence[frozenset[str]]
+) -> dict[UUID, int]:
+    """The memories stating the relations of `path` walked from the entities `start`, either
+    way, ended ones too (a question may ask where someone worked): hop 1 is every relation of
+    `path[0]` an entity of `start` holds, hop 2 every relation of `path[1]` the other end of a
+    hop-1 relation holds, and so on. Memory → the first hop it is evidence of. One indexed
+    read a hop, none once a hop finds nothing."""
+    found: dict[UUID, int] = {}
+    ends, seen = list(start), set(start)
+    for hop, relations in enumerate(path, 1):
+        if not ends:
+            break
+        rows = conn.execute(
+            "SELECT CASE WHEN subject_id = ANY(%(e)s) THEN object_id ELSE subject_id END "
+            "AS other, evidence FROM entity_relations "
+            "WHERE (subject_id = ANY(%(e)s) OR object_id = ANY(%(e)s)) AND relation = ANY(%(r)s)",
+            {"e": ends, "r": sorted(relations)},
+        ).fetchall()
+        for row in rows:
+            for unit in row["evidence"]:
+                found.setdefault(unit, hop)
+        ends = [o for o in {r["other"] for r in rows} if o not in seen]
+        seen.update(ends)
+    return found
+
+
 def forget_evidence(conn: Connection[Any], units_sql: str, params: dict[str, Any]) -> int:
     """Take the units `units_sql` selects out of every relation's evidence (before they are
     deleted); relations left with none are deleted. The count of relations deleted."""

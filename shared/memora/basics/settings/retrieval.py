@@ -185,6 +185,13 @@ class Reranking(Section):
         "than ask or exclaim (a question back, a 'Wow, Ines!'): the statement above the turns "
         "that only answer it with a question or praise (extension; 0: off).",
     )
+    heuristic_relation_weight: float = Field(
+        default=0.3,
+        description="Weight for a candidate that is the evidence of an entity relation the "
+        "question walks from the entities it names ('Where does Maya work?': her works_at; "
+        "'Marek's girlfriend': his partner_of, then hers); also brings such candidates up "
+        "from below MEMORA_RERANK_CANDIDATES (extension; 0: off, and no relation is read).",
+    )
     heuristic_answer_type_weight: float = Field(
         default=0.2,
         description="Weight for a candidate naming a thing of the kind the question word asks "

@@ -49,6 +49,7 @@ class HeuristicReranker:
             speaker=np.array([float(c.said_by_named) for c in candidates]),
             near_keyword=near,
             statement=stated,
+            relation=np.array([float(c.states_relation) for c in candidates]),
         )
         # pseudo-relevance feedback: a second pass adds the similarity to what the first
         # pass put on top
@@ -84,10 +85,10 @@ def frequency_boost(access_count: int) -> float:
 @dataclass(frozen=True)
 class HeuristicWeights:
     """score = semantic·s + keyword·k + recency·r + frequency·f + context·c
-    + context_keyword·ck + answer_type·a + speaker·sp + statement·st, then + feedback·fb in a
-    second pass.
+    + context_keyword·ck + answer_type·a + speaker·sp + statement·st + relation·rl, then
+    + feedback·fb in a second pass.
 
-    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Six extensions, all 0 here (the
+    The first four are seed 000 §3.3.1 (0.6, 0.4, 0.2, 0.1). Seven extensions, all 0 here (the
     seed's formula exactly): `context`, the best similarity to the query among the units next
     to the candidate in its conversation (the turn a reply answers, the reply to a question),
     `context_keyword`, the best keyword match among the candidates next to it
@@ -96,7 +97,9 @@ class HeuristicWeights:
     (memora.retrieval.question), `speaker`, 1 for a candidate said by a person the query names
     (what they say of themselves, above the turns that address or echo them), `statement`, the
     share of its words that state rather than ask or exclaim (`statements.statement_share`:
-    a statement above the questions and praise that answer it), and `feedback`,
+    a statement above the questions and praise that answer it), `relation`, 1 for the
+    evidence of an entity relation the question walks from the entities it names
+    (`question.relation_path`, `store.relations.evidence_along`), and `feedback`,
     the similarity to the centroid of the first pass's best candidates
     (`feedback_similarity`)."""
 
@@ -110,6 +113,7 @@ class HeuristicWeights:
     answer_type: float = 0.0
     speaker: float = 0.0
     statement: float = 0.0
+    relation: float = 0.0
 
     @classmethod
     def from_settings(cls, s: Settings) -> HeuristicWeights:
@@ -124,6 +128,7 @@ class HeuristicWeights:
             answer_type=s.heuristic_answer_type_weight,
             speaker=s.heuristic_speaker_weight,
             statement=s.heuristic_statement_weight,
+            relation=s.heuristic_relation_weight,
         )
 
 
@@ -145,12 +150,13 @@ def heuristic_scores(
     speaker: np.ndarray | None = None,
     near_keyword: np.ndarray | None = None,
     statement: np.ndarray | None = None,
+    relation: np.ndarray | None = None,
 ) -> np.ndarray:
     """The heuristic reranker over one candidate set. Cosine similarity is already normalised
     (clipped to [0, 1]); BM25 scores are divided by the set's best, so that a unit no
     query word matches scores 0 and the best keyword match 1. Recency and frequency are in
-    [0, 1], `near_keyword` and `statement` too, `answer_type` and `speaker` 0 or 1 (None: 0
-    for all). (Min-max scaling of the
+    [0, 1], `near_keyword` and `statement` too, `answer_type`, `speaker` and `relation` 0 or
+    1 (None: 0 for all). (Min-max scaling of the
     similarities, tried on the LoCoMo dev split, stretched small differences and cost 1 point
     of Recall@10: docs/retrieval.md.)"""
     score: np.ndarray = (
@@ -168,6 +174,8 @@ def heuristic_scores(
         score = score + w.context_keyword * near_keyword
     if statement is not None:
         score = score + w.statement * statement
+    if relation is not None:
+        score = score + w.relation * relation
     return score
 
 
