@@ -94,3 +94,26 @@ def test_a_merge_of_entities_moves_their_relations(agent_conn: Any, agent_id: st
         (r["relation"], r["other_name"], r["outgoing"]) for r in relations.of_entity(conn, maya)
     }
     assert moved == {("works_at", "Acme", True), ("sibling_of", "Rui", False)}
+
+
+def test_evidence_along_walks_a_path_hop_by_hop(agent_conn: Any, agent_id: str) -> None:
+    """ "Where does Marek's girlfriend work?": partner_of from Marek, then works_at from the
+    other end; relations of other kinds, and the start's own works_at, are not walked."""
+    conn = agent_conn
+    u = [uuid.UUID(x) for x in add_turns(conn, agent_id, np.random.default_rng(7), 5)]
+    marek, tereza, lucia = (add_entity(conn, agent_id, n) for n in ("Marek", "Tereza", "Lucia"))
+    library, bakery = (add_entity(conn, agent_id, n, "ORGANIZATION")
+                       for n in ("City Library", "Bakery"))  # fmt: skip
+    for unit, s, rel, o in [
+        (0, tereza, "partner_of", marek),  # said either way round
+        (1, tereza, "works_at", library),
+        (2, marek, "works_at", bakery),
+        (3, marek, "friend_of", lucia),
+        (4, lucia, "works_at", library),
+    ]:
+        relations.record(conn, agent_id, Stated(u[unit], s, rel, o, _at(1 + unit)))
+    path = (frozenset({"partner_of"}), frozenset({"works_at"}))
+    assert relations.evidence_along(conn, [marek], path) == {u[0]: 1, u[1]: 2}
+    assert relations.evidence_along(conn, [marek], path[1:]) == {u[2]: 1}
+    assert relations.evidence_along(conn, [lucia], path) == {}  # no partner: no second hop
+    assert relations.evidence_along(conn, [], path) == {}

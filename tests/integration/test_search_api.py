@@ -152,14 +152,18 @@ def test_the_demos_where_question_puts_a_turn_naming_her_workplace_first(
 ) -> None:
     """`memora demo`'s first question on its bundled sample (issue 25): "where" is a stop word,
     so BM25 and the name-less embedding both see "Maya work" and put "…I'm working from the
-    couch" first; the answer-type signal lifts the turns that name an organisation or a place."""
+    couch" first; the answer-type signal lifts the turns that name an organisation or a place,
+    and the relation signal the turn her works_at was read from."""
     _ingest_sample(inline_api, agent_id)
     result = _search(
         query_api, agent_id=agent_id, query="Where does Maya work?", top_k=3, trace=True
     )
     texts = _texts(result)
-    assert "Northwind" in texts[0] or "Pittsburgh" in texts[0], texts
+    # her works_at Northwind Robotics, read from the turn that accepts the offer (issue 59)
+    assert "accepted the offer from Northwind Robotics" in texts[0], texts
     trace = result["trace"]
+    marked = [c for c in trace["candidates"] if c["states_relation"]]
+    assert [c["id"] for c in marked] == [result["results"][0]["id"]]
     assert trace["answer_type"] == {"entity_types": ["LOCATION", "ORGANIZATION"], "time": False}
     typed = {c["id"]: c["answer_type"] for c in trace["candidates"]}
     ids = {r["text"]: r["id"] for r in result["results"]}

@@ -43,6 +43,14 @@ def test_precision_and_recall_on_the_labelled_set() -> None:
             Relation("lukas", "works_at", "vienna general hospital"),
         ),
         ("Ana: Tom is a consultant for Deloitte.", Relation("tom", "works_at", "deloitte")),
+        (
+            "Maya: I just accepted the offer from Northwind Robotics.",
+            Relation("maya", "works_at", "northwind robotics", "change"),
+        ),
+        (
+            "Ana: Tom landed an internship at Spotify!",
+            Relation("tom", "works_at", "spotify", "change"),
+        ),
     ],
 )
 def test_relations_are_read(text: str, relation: Relation) -> None:
@@ -66,6 +74,10 @@ def test_relations_are_read(text: str, relation: Relation) -> None:
         "Ana: Tom is a tutor for Maria.",  # a role for a person: no employer
         "Ana: Tom was a consultant for Deloitte.",
         "Ana: I am a teacher at heart.",
+        "Ana: I got the offer from Acme but turned it down.",  # an offer got, not taken
+        "Ana: I might accept the offer from Acme.",
+        "Ana: I did not take the job at Acme.",
+        "Ana: I accepted the offer from Tom.",  # a person's offer
     ],
 )
 def test_no_relation_is_read(text: str) -> None:

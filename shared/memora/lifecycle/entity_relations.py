@@ -25,7 +25,7 @@ from memora.basics.relations import RELATIONS, SINGLE, SYMMETRIC
 from memora.lifecycle.changes import Claim, claims, speaker_of
 from memora.lifecycle.kinship import former, ties
 from memora.lifecycle.lexicon import FIRST_PERSON, INSTITUTIONS
-from memora.lifecycle.parsing import Mode
+from memora.lifecycle.parsing import Mode, is_hypothetical
 from memora.nlp.language import structure
 from memora.nlp.names import normalize_name
 
@@ -66,6 +66,9 @@ _CONNECTORS = frozenset({"of", "&", "and", "de", "la", "du", "von", "van", "del"
 _NAMED = frozenset({"PERSON", "ORG", "GPE", "LOC", "FAC", "NORP", "PRODUCT"})
 _PLACES = frozenset({"GPE", "LOC"})
 _EMPLOYERS = frozenset({"ORG", "FAC", "GPE"})  # a role held "at" or "for" one of these
+_POSTS = frozenset({"offer", "job", "position", "role", "internship"})  # taken (`_TAKEN`)
+_TAKEN = frozenset({"accept", "take", "land", "get", "start", "begin"})
+_ACCEPTED = frozenset({"accept", "take"})
 
 
 # Stems of the words every relation is read from (the change detector's verbs and nouns of
@@ -74,7 +77,8 @@ _EMPLOYERS = frozenset({"ORG", "FAC", "GPE"})  # a role held "at" or "for" one o
 CUES = re.compile(
     r"\b(liv|resid|base|work|employ|attend|report|mov|relocat|settl|join|hir|transfer|switch"
     r"|left|leav|quit|resign|retir|drop|laid|lay|step|teach|taught|play|sing|sang|sung|home"
-    r"|job|school|college|universit|academ|institut|kindergarten|nurser|lyc|gymnas|club|team"
+    r"|job|offer|position|role|internship|school|college|universit|academ|institut|kindergarten"
+    r"|nurser|lyc|gymnas|club|team"
     r"|group|choir|band|gym|class|societ|league|stud|member|boss|manag|supervis|lead|brother"
     r"|sister|sibling|twin|wife|wives|husband|partner|girlfriend|boyfriend|fianc|spouse"
     r"|friend|buddy|pal|bestie|colleague|co-?worker|teammate|mother|mom|mum|father|dad"
@@ -105,7 +109,7 @@ def read(text: str) -> tuple[Relation, ...]:
     speaker, body = speaker_of(text)
     doc = structure(body)
     found = [r for c in claims(text) if (r := _from_claim(c, doc, speaker)) is not None]
-    found += [Relation(*tie) for tie in ties(doc, speaker)]
+    found += [Relation(*tie) for tie in ties(doc, speaker)] + _posts_taken(doc, speaker)
     kept: dict[tuple[str, str, str, bool], Relation] = {}
     for r in found:
         subject = _named(doc, r.subject, speaker)
@@ -166,6 +170,32 @@ def _employer_of_role(claim: Claim, doc: Doc) -> Relation | None:
         return None
     employer = normalize_name(" ".join(t.text for t in span))
     return Relation(claim.subject, "works_at", employer, claim.mode, claim.additive)
+
+
+def _posts_taken(doc: Doc, speaker: str | None) -> list[Relation]:
+    """A job taken at a named organisation: "I accepted the offer from Northwind Robotics",
+    "Pavel got the job at Skoda", "took a position with Acme" (works_at, begun); never a
+    plan, a negation, or an offer from a person."""
+    found = []
+    for post in doc:
+        verb = post.head
+        taken = _ACCEPTED if post.lemma_ == "offer" else _TAKEN  # an offer got may be refused
+        if post.lemma_ not in _POSTS or post.dep_ != "dobj" or verb.lemma_ not in taken:
+            continue
+        if is_hypothetical(verb) or any(c.dep_ == "neg" for c in verb.children):
+            continue
+        subject = next((c for c in verb.children if c.dep_ == "nsubj"), None)
+        preps = [c for c in (*post.children, *verb.children) if c.dep_ == "prep"]
+        where = [o for p in preps if p.lower_ in {"at", "from", "with"}
+                 for o in p.children if o.dep_ == "pobj"]  # fmt: skip
+        if subject is None or not where or where[0].ent_type_ not in _EMPLOYERS:
+            continue
+        who = speaker if subject.lower_ in FIRST_PERSON else subject.text
+        employer = " ".join(t.text for t in where[0].subtree if t.dep_ in {"compound", "pobj"})
+        if who:
+            found.append(Relation(normalize_name(who), "works_at", normalize_name(employer),
+                                  "change"))  # fmt: skip
+    return found
 
 
 def _carried(place: Token) -> bool:

@@ -159,13 +159,17 @@ def between(conn: Connection[Any], entity_ids: Sequence[UUID], limit: int) -> li
 
 
 def evidence_along(
-    conn: Connection[Any], start: Sequence[UUID], path: Sequence[frozenset[str]]
+    conn: Connection[Any],
+    start: Sequence[UUID],
+    path: Sequence[frozenset[str]],
+    per_hop: int = 50,
 ) -> dict[UUID, int]:
     """The memories stating the relations of `path` walked from the entities `start`, either
     way, ended ones too (a question may ask where someone worked): hop 1 is every relation of
     `path[0]` an entity of `start` holds, hop 2 every relation of `path[1]` the other end of a
-    hop-1 relation holds, and so on. Memory → the first hop it is evidence of. One indexed
-    read a hop, none once a hop finds nothing."""
+    hop-1 relation holds, and so on; of each hop the `per_hop` best attested, current first
+    (a main character's friends). Memory → the first hop it is evidence of. One indexed read
+    a hop, none once a hop finds nothing."""
     found: dict[UUID, int] = {}
     ends, seen = list(start), set(start)
     for hop, relations in enumerate(path, 1):
@@ -174,8 +178,9 @@ def evidence_along(
         rows = conn.execute(
             "SELECT CASE WHEN subject_id = ANY(%(e)s) THEN object_id ELSE subject_id END "
             "AS other, evidence FROM entity_relations "
-            "WHERE (subject_id = ANY(%(e)s) OR object_id = ANY(%(e)s)) AND relation = ANY(%(r)s)",
-            {"e": ends, "r": sorted(relations)},
+            "WHERE (subject_id = ANY(%(e)s) OR object_id = ANY(%(e)s)) AND relation = ANY(%(r)s) "
+            "ORDER BY valid_until IS NOT NULL, cardinality(evidence) DESC, id LIMIT %(n)s",
+            {"e": ends, "r": sorted(relations), "n": per_hop},
         ).fetchall()
         for row in rows:
             for unit in row["evidence"]:
