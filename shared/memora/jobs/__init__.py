@@ -14,6 +14,7 @@ from memora.jobs import (
     conversation_consistency,
     document_expiry,
     entity_names,
+    entity_relations,
     graph_maintenance,
     heartbeat,
     limits,
@@ -75,6 +76,12 @@ JOBS: dict[str, JobSpec] = {
             entity_names.run,
             lambda s: s.entity_names_interval_seconds,
             "re-clean stored entity names: merge, rename, remove noise entities",
+        ),
+        JobSpec(
+            entity_relations.JOB,
+            entity_relations.run,
+            lambda s: s.entity_relations_interval_seconds,
+            "read the relations of memories stored before the relation reader last changed",
         ),
         JobSpec(
             "term_counts",

@@ -32,7 +32,12 @@ from memora.nlp.names import normalize_name
 if TYPE_CHECKING:
     from spacy.tokens import Doc, Token
 
-__all__ = ["RELATIONS", "SINGLE", "SYMMETRIC", "Relation", "name_in", "read"]
+__all__ = ["READER_VERSION", "RELATIONS", "SINGLE", "SYMMETRIC", "Relation", "name_in", "read"]
+
+# Raised when what `read` finds changes: the entity_relations job then reads every stored
+# memory again (memora.jobs.entity_relations). 2: roles at an organisation, jobs taken,
+# "reports to me".
+READER_VERSION = 2
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ class FadingUnit:
 
 @dataclass(frozen=True)
 class Position:
-    """Where a job stopped in creation order: the last unit it read (`job_cursors`)."""
+    """Where a job stopped in its order: the last row it read (`job_cursors`), by creation
+    time (or, for a job going in the order memories were said, their event date) and id."""
 
     created_at: datetime
     id: UUID
@@ -244,6 +245,22 @@ def refresh_mention_counts(conn: Connection[Any], agent_key: str, limit: int) ->
         (agent_key, limit),
     )
     return max(cur.rowcount, 0)
+
+
+def agents_not_at(
+    conn: Connection[Any], job: str, position: Position, only: str | None
+) -> list[str]:
+    """The agents (or `only`) whose cursor of `job` is not at `position` (a job's end)."""
+    return [
+        r["agent_id"]
+        for r in conn.execute(
+            "SELECT a.agent_id FROM agents a LEFT JOIN job_cursors c "
+            "ON c.job = %(job)s AND c.agent_id = a.agent_id "
+            "WHERE c.position IS DISTINCT FROM %(at)s::jsonb "
+            "AND (%(only)s::text IS NULL OR a.agent_id = %(only)s) ORDER BY a.agent_id",
+            {"job": job, "at": Jsonb(position.to_json()), "only": only},
+        )
+    ]
 
 
 def get_cursor(conn: Connection[Any], job: str, agent_key: str) -> Position | None:

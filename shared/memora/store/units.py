@@ -225,6 +225,23 @@ def for_entities(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -
     )
 
 
+def said_after(
+    conn: Connection[Any], agent_id: str, after: tuple[datetime, UUID] | None, limit: int
+) -> list[Unresolved]:
+    """Up to `limit` of the agent's units said after `after` (event_date, id), in that order
+    (the agent's index by date): a job reading stored memories again."""
+    said, last = after if after else (None, None)
+    return fetch_all(
+        conn,
+        Unresolved,
+        "SELECT id, text, event_date, mentions, entity_relations FROM memory_units "
+        "WHERE agent_id = %(agent)s "
+        "AND (%(said)s::timestamptz IS NULL OR (event_date, id) > (%(said)s, %(id)s)) "
+        "ORDER BY event_date, id LIMIT %(limit)s",
+        {"agent": agent_id, "said": said, "id": last, "limit": limit},
+    )
+
+
 def ids_for_document(conn: Connection[Any], document_pk: UUID, operation_id: UUID) -> list[UUID]:
     """The units of the messages this operation claims."""
     return [

@@ -106,6 +106,12 @@ class Lifecycle(Section):
         description="Interval of the entity_names job, which cleans stored entity names "
         "again (merges, renames, drops noise).",
     )
+    entity_relations_interval_seconds: float = Field(
+        default=3600.0,
+        description="Interval of the entity_relations job, which reads the relations of the "
+        "memories stored before the relation reader last changed, a batch per agent a run "
+        "(nothing once every agent's memories are read).",
+    )
     max_memories: int | None = Field(
         default=None,
         ge=0,
