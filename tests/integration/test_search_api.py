@@ -195,6 +195,7 @@ def test_a_relation_question_lifts_the_turns_that_state_the_relations_it_walks(
     texts = _texts(result)
     stating = {"My girlfriend Tereza", "Tereza is a librarian"}
     assert {t.split(": ", 1)[1][:21].rstrip() for t in texts[:2]} == stating, texts
+    assert result["trace"]["relation_path"] == [["partner_of"], ["works_at"]]
     marked = {c["id"]: c["states_relation"] for c in result["trace"]["candidates"]}
     for hit in result["results"]:
         said = hit["text"].split(": ", 1)[1]

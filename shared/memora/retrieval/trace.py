@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memora.nlp.temporal import QueryTimeRange
-from memora.retrieval.question import answer_type
+from memora.retrieval.question import answer_type, relation_path
 from memora.retrieval.rerank import Reranker
 from memora.retrieval.types import ArmResult, Candidate, SearchParams, TermStats
 from memora.retrieval.validity import NOT_APPLIED, Window
@@ -72,6 +72,8 @@ def trace(
         "as_of": window.describe() if window is not None else NOT_APPLIED,
         "query_terms": {t: round(v, 4) for t, v in stats.idf.items()} if stats else {},
         "answer_type": _answer_type(p.query),
+        # the relations the question walks from the entities it names (question.relation_path)
+        "relation_path": [sorted(hop) for hop in relation_path(p.query)],
         "candidates": [_candidate(c) for c in candidates],
         "selected": [str(c.id) for c in kept],
         "max_tokens": max_tokens,
