@@ -61,6 +61,8 @@ def test_near_misses_are_not_changes(before: str, after: str) -> None:
 
 def test_first_person_is_the_speaker_and_pronouns_the_last_named_subject() -> None:
     assert speaker_of("Maya: I moved to Berlin!") == ("Maya", "I moved to Berlin!")
+    assert speaker_of("Maya: Big news: I moved!") == ("Maya", "I moved!")  # a label left out
+    assert speaker_of("Tom: 10:30 works for me") == ("Tom", "10:30 works for me")
     [moved] = claims("Maya: I moved to Berlin!")
     assert (moved.subject, moved.family, moved.value, moved.mode) == (
         "maya", "residence", "berlin", "change"

@@ -51,6 +51,10 @@ def test_precision_and_recall_on_the_labelled_set() -> None:
             "Ana: Tom landed an internship at Spotify!",
             Relation("tom", "works_at", "spotify", "change"),
         ),
+        (  # a label before the statement is not its head
+            "Jana: Family update: Pavel got the job at Skoda!",
+            Relation("pavel", "works_at", "skoda", "change"),
+        ),
     ],
 )
 def test_relations_are_read(text: str, relation: Relation) -> None:

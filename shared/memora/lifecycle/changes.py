@@ -23,6 +23,7 @@ a copula or another verb sets); this module makes the claims and compares them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -82,9 +83,16 @@ class Change:
 
 
 def speaker_of(text: str) -> tuple[str | None, str]:
-    """("Maya", "I moved to Berlin!") from a conversation turn "Maya: I moved to Berlin!"."""
+    """("Maya", "I moved to Berlin!") from a conversation turn "Maya: I moved to Berlin!"; a
+    short label before the statement ("Family update: Pavel got the job at Skoda") is left
+    out of it too, as the parser would take the label for its head."""
     m = SPEAKER.match(text)
-    return (m[1], text[m.end() :]) if m else (None, text)
+    speaker, body = (m[1], text[m.end() :]) if m else (None, text)
+    return speaker, _LABEL.sub("", body, count=1)
+
+
+# "Family update: ", "Big news: ": a capitalised word and at most two more, then ": "
+_LABEL = re.compile(r"^[A-Z][\w'-]*(?: [\w'-]+){0,2}:\s+(?=\S)")
 
 
 # ---------------------------------------------------------------------------------- claims

@@ -36,7 +36,7 @@ __all__ = ["READER_VERSION", "RELATIONS", "SINGLE", "SYMMETRIC", "Relation", "na
 
 # Raised when what `read` finds changes: the entity_relations job then reads every stored
 # memory again (memora.jobs.entity_relations). 2: roles at an organisation, jobs taken,
-# "reports to me".
+# "reports to me", a label before the statement ("Family update: ...").
 READER_VERSION = 2
 
 
