@@ -200,6 +200,9 @@ def test_a_relation_question_lifts_the_turns_that_state_the_relations_it_walks(
     for hit in result["results"]:
         said = hit["text"].split(": ", 1)[1]
         assert marked[hit["id"]] is any(said.startswith(s) for s in stating), hit["text"]
+    # who someone is: every relation of theirs, one hop
+    who = _search(query_api, agent_id=agent_id, query="Who is Tereza?", top_k=5, trace=True)
+    assert {t.split(": ", 1)[1][:21].rstrip() for t in _texts(who)[:2]} == stating, _texts(who)
     off = _search(
         query_api, agent_id=agent_id, query="What did Marek and Tereza adopt?", trace=True
     )

@@ -6,7 +6,7 @@ import pytest
 
 from memora.retrieval.expansion import phrases, without_names
 from memora.retrieval.fusion import entity_aware_similarity
-from memora.retrieval.question import AnswerType, answer_type, relation_path
+from memora.retrieval.question import EVERY_RELATION, AnswerType, answer_type, relation_path
 
 
 def test_phrases_are_runs_of_capitalised_words_normalised_like_entity_names() -> None:
@@ -81,6 +81,8 @@ def test_the_question_word_says_what_kind_of_thing_answers(
         ("What did Priya's dog eat?", []),  # a possessive that is no relation
         ("What did Melanie paint last summer?", []),
         ("When did Caroline go to the support group?", []),  # "group" says too little
+        ("Who is Tereza?", [set(EVERY_RELATION)]),  # who someone is: all they are to others
+        ("Who was at the party?", [set(EVERY_RELATION)]),
     ],
 )
 def test_a_question_walks_the_relations_its_possessives_and_words_name(

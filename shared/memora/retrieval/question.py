@@ -94,6 +94,8 @@ RELATION_WORDS: dict[str, str] = {
          "daughters", "child", "children", "kid", "kids"), "parent_of"),
 }  # fmt: skip
 _POSSESSED = re.compile(r"(?:'s|’s|s'|s’)\s+([\w-]+)", re.IGNORECASE)
+_WHO_IS = re.compile(r"^\s*who\s+(?:is|was|'s|’s)\b", re.IGNORECASE)  # "Who is Tereza?"
+EVERY_RELATION = frozenset(RELATION_WORDS.values())
 _ANY_WORD = re.compile(r"[\w-]+")
 
 
@@ -102,7 +104,8 @@ def relation_path(query: str) -> tuple[frozenset[str], ...]:
     possessives follow, in order ("Marek's girlfriend": partner_of), then the relations its
     other words name, together as the last hop ("work": works_at). "Where does Marek's
     girlfriend work?" → (partner_of), (works_at); "Who is Lucia's colleague?" →
-    (colleague_of); a question naming none → ()."""
+    (colleague_of); "Who is Tereza?", asking who someone is without naming a relation, → every
+    relation, one hop; any other question naming none → ()."""
     ties: list[frozenset[str]] = []
     taken: set[int] = set()
     for match in _POSSESSED.finditer(query):
@@ -115,4 +118,6 @@ def relation_path(query: str) -> tuple[frozenset[str], ...]:
         for word in _ANY_WORD.finditer(query)
         if word.start() not in taken and (relation := RELATION_WORDS.get(word.group().lower()))
     )
+    if not ties and not last and _WHO_IS.match(query):
+        return (EVERY_RELATION,)
     return (*ties, last) if last else tuple(ties)
