@@ -29,19 +29,22 @@ def known_names(conn: Connection[Any], agent_id: str, limit: int) -> list[dict[s
 
 
 def candidates(conn: Connection[Any], agent_id: str, names: Sequence[str]) -> list[dict[str, Any]]:
-    """Entities whose normalised name or alias equals, or is trigram-similar to, a name."""
+    """Entities whose normalised name or alias equals, or is trigram-similar to, a name.
+    Planned for its agent each time (a large agent's plan ORs the name, alias and trigram
+    indexes, a small one's reads its few entities; migrations 0039, 0040)."""
     return conn.execute(
         """
         SELECT DISTINCT e.id, e.normalized_name, e.aliases, e.entity_type, e.last_seen, e.traits
         FROM unnest(%s::text[]) AS m(name)
         JOIN LATERAL (
             SELECT id, normalized_name, aliases, entity_type, last_seen, traits FROM entities
-            WHERE agent_id = %s AND (normalized_name = m.name OR m.name = ANY(aliases)
+            WHERE agent_id = %s AND (normalized_name = m.name OR aliases @> ARRAY[m.name]
                                      OR normalized_name %% m.name)
             LIMIT 25
         ) e ON true
         """,
         (list(names), agent_id),
+        prepare=False,
     ).fetchall()
 
 
@@ -49,19 +52,20 @@ def people(
     conn: Connection[Any], agent_id: str, firsts: Sequence[str], lasts: Sequence[str]
 ) -> list[dict[str, Any]]:
     """PERSON entities one of whose names (normalised or alias) begins with one of `firsts` or
-    ends with one of `lasts` (nicknames and short forms, memora.nlp.person_names)."""
+    ends with one of `lasts` (nicknames and short forms, memora.nlp.person_names): their
+    `memora_name_ends` (migration 0040) share one, planned for the agent each time."""
     if not firsts and not lasts:
         return []
+    ends = [f"<{f}" for f in firsts] + [f">{la}" for la in lasts]
     return conn.execute(
         """
         SELECT id, normalized_name, aliases, entity_type, last_seen, traits FROM entities
-        WHERE agent_id = %s AND entity_type = 'PERSON' AND EXISTS (
-            SELECT 1 FROM unnest(aliases || normalized_name) AS n(name)
-            WHERE split_part(n.name, ' ', 1) = ANY(%s)
-               OR regexp_replace(n.name, '^.* ', '') = ANY(%s))
+        WHERE agent_id = %s AND entity_type = 'PERSON'
+          AND memora_name_ends(normalized_name, aliases) && %s::text[]
         LIMIT 200
         """,
-        (agent_id, list(firsts), list(lasts)),
+        (agent_id, ends),
+        prepare=False,
     ).fetchall()
 
 
