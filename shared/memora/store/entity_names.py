@@ -88,13 +88,15 @@ def namesake(
     conn: Connection[Any], agent_key: str, entity_id: UUID, entity_type: str, key: str
 ) -> StoredEntity | None:
     """Another entity of the agent known under `key`, of the type (or, for a named type, of
-    any named type, as entity resolution matches); the most mentioned."""
+    any named type, as entity resolution matches); the most mentioned. Planned for its agent
+    (a large agent's plan ORs the name and alias indexes, migration 0039)."""
     named = list(NAMED_TYPES) if entity_type in NAMED_TYPES else [entity_type]
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM entities WHERE agent_id = %s AND id <> %s "
-        "AND entity_type = ANY(%s) AND (normalized_name = %s OR %s = ANY(aliases)) "
+        "AND entity_type = ANY(%s) AND (normalized_name = %s OR aliases @> ARRAY[%s]) "
         "ORDER BY mention_count DESC, created_at, id LIMIT 1",
         (agent_key, entity_id, named, key, key),
+        prepare=False,
     ).fetchone()
     return StoredEntity(**row) if row else None
 
