@@ -55,8 +55,8 @@ def named_entities(
 ) -> tuple[dict[UUID, list[str]], frozenset[str]]:
     """`query_entities`, and every name and alias of those entities (normalised). Planned for
     its agent each time: prepared, PostgreSQL soon keeps one plan for every agent, reading the
-    agent's every entity to test the names and aliases (7 ms for one of 30,000), where a
-    large agent's own plan ORs the name index and the aliases' (migration 0039)."""
+    agent's every entity to test the names and aliases, where a large agent's own plan ORs
+    the name index and the aliases' (migration 0039)."""
     if not names:
         return {}, frozenset()
     rows = conn.execute(

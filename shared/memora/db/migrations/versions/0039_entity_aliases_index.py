@@ -1,10 +1,10 @@
 """A GIN index on `entities.aliases` (issue 55: a large agent's search). The entity retriever
 looks up the entities a query names by name or alias (`normalized_name = ANY(names) OR
 aliases && names`), and the embedding of the query waits for it. Without an index on the
-aliases the OR could only be answered by reading every entity of the agent: 6 ms for an agent
-of 30,000 entities, on every search naming someone. With it, PostgreSQL ORs the name index
-and this one (0.2 ms); a small agent's lookup keeps the agent's index. Resolution's and the
-entity view's lookups by alias use it too.
+aliases the OR could only be answered by reading every entity of the agent, on every search
+naming someone; with it, PostgreSQL ORs the name index and this one (a small agent's lookup
+keeps the agent's index). Resolution's lookups by alias use it too (written `aliases @>
+ARRAY[name]`). Figures: docs/scaling.md, "Many agents in one database".
 
 Revision ID: 0039_entity_aliases_index
 Revises: 0038_entity_traits

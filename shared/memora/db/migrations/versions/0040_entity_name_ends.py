@@ -2,7 +2,7 @@
 resolves mentions reads, under the agent's lock, the entities whose name or alias is or looks
 like a mentioned name (`store.entities.candidates`) and the people a mentioned person may be a
 nickname or short form of, by their first or last name (`store.entities.people`). Both read
-every entity of the agent before: tens of milliseconds an operation for an agent of 30,000.
+every entity of the agent before (figures: docs/scaling.md, "Many agents in one database").
 
 - `memora_name_ends(name, aliases)`: the first names ('<' prefixed) and last names ('>') of a
   name and its aliases, immutable, and a GIN index on it over the PERSON entities;
