@@ -25,6 +25,7 @@ from psycopg import Connection
 from rapidfuzz.distance import Levenshtein
 
 from memora.basics.config import Settings
+from memora.basics.turns import SPEAKER_PREFIX
 from memora.entities import traits as context
 from memora.extraction.base import Mention
 from memora.extraction.cleaning import SpeakerNames, clean_mentions
@@ -289,7 +290,7 @@ def _create(
     return Candidate(entity_id, name, set(), mention.entity_type, when, created=True)
 
 
-_SPEAKER_PREFIX = re.compile(r"^\s*([A-Z][\w.'\- ]{0,40}?)\s*:\s")
+_SPEAKER_PREFIX = re.compile(SPEAKER_PREFIX)
 
 
 def find_mentions(rows: Sequence[Unresolved]) -> list[UnitMentions]:

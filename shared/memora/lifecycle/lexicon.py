@@ -4,7 +4,7 @@ change or end one, and the markers of plans, additions and time."""
 
 from __future__ import annotations
 
-import re
+from memora.basics.turns import SPEAKER_NAME
 
 # families one value at a time holds: a new value replaces the old
 SINGLE = frozenset(
@@ -78,7 +78,7 @@ ADDITIVE = frozenset({"also", "too", "additionally", "another", "second", "other
 NOW = frozenset({"now", "nowadays", "currently", "anymore", "longer", "again"})
 FIRST_PERSON = frozenset({"i", "me", "my", "mine", "we", "us", "our", "myself"})
 THIRD_PERSON = frozenset({"he", "she", "they", "him", "her", "his", "hers", "their", "them"})
-SPEAKER = re.compile(r"^\s*([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}):\s+(?=\S)")
+SPEAKER = SPEAKER_NAME  # memora.basics.turns
 DROP = frozenset(
     {"a", "an", "the", "my", "his", "her", "their", "our", "your", "its", "now", "new", "old",
      "current", "'s", "these", "days", "currently", "again", "fully"}

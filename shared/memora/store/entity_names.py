@@ -12,6 +12,7 @@ from uuid import UUID
 from psycopg import Connection
 from psycopg.types.json import Jsonb
 
+from memora.basics.turns import SPEAKER_PREFIX
 from memora.store.entities import NAMED_TYPES
 from memora.store.evolution import Position
 
@@ -66,7 +67,7 @@ def batch(
 
 
 # A memory's speaker, as the entities stage reads it (memora.entities.resolution)
-_SPEAKER = r"^\s*([A-Z][\w.'\- ]{0,40}?)\s*:\s"
+_SPEAKER = SPEAKER_PREFIX
 
 
 def speakers(conn: Connection[Any], agent_key: str, limit: int = 1000) -> list[str]:
