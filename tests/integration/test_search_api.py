@@ -33,6 +33,14 @@ def _ingest(api: Any, agent_id: str, items: list[dict[str, Any]], doc: str = "d1
     assert op["status"] == "completed", op
 
 
+def _ingest_turns(api: Any, agent_id: str, turns: list[tuple[str, str]], hour: str) -> None:
+    """(speaker, text) turns, a minute apart from `hour` (an ISO date and hour) on."""
+    _ingest(api, agent_id, [
+        {"content": text, "speaker": speaker, "event_date": f"{hour}:{10 + n}:00Z"}
+        for n, (speaker, text) in enumerate(turns)
+    ])  # fmt: skip
+
+
 def _ingest_sample(api: Any, agent_id: str) -> None:
     """`memora demo`'s bundled conversations, one document each."""
     from memora.interchange.archives import read_documents, sample_archive
@@ -186,10 +194,7 @@ def test_a_relation_question_lifts_the_turns_that_state_the_relations_it_walks(
         ("Marek", "Tereza is a librarian at the Brno City Library."),
         ("Lucia", "Girlfriend, work, cats: you have it all figured out, Marek!"),
     ]
-    _ingest(inline_api, agent_id, [
-        {"content": text, "speaker": speaker, "event_date": f"2024-05-02T18:{10 + n}:00Z"}
-        for n, (speaker, text) in enumerate(turns)
-    ])  # fmt: skip
+    _ingest_turns(inline_api, agent_id, turns, "2024-05-02T18")
     query = "Where does Marek's girlfriend work?"
     result = _search(query_api, agent_id=agent_id, query=query, top_k=5, trace=True)
     texts = _texts(result)
@@ -223,10 +228,7 @@ def test_what_a_person_said_comes_before_the_turns_that_address_them(
         ("Jonas", "Ines, I bet the course teacher loves your bowls."),
         ("Jonas", "My week was all deadlines at the logistics firm."),
     ]
-    _ingest(inline_api, agent_id, [
-        {"content": text, "speaker": speaker, "event_date": f"2024-04-02T19:{10 + n}:00Z"}
-        for n, (speaker, text) in enumerate(turns)
-    ])  # fmt: skip
+    _ingest_turns(inline_api, agent_id, turns, "2024-04-02T19")
     result = _search(
         query_api, agent_id=agent_id, query="What course did Ines start?", top_k=5, trace=True
     )
