@@ -113,7 +113,8 @@ def test_evidence_along_walks_a_path_hop_by_hop(agent_conn: Any, agent_id: str) 
     ]:
         relations.record(conn, agent_id, Stated(u[unit], s, rel, o, _at(1 + unit)))
     path = (frozenset({"partner_of"}), frozenset({"works_at"}))
-    assert relations.evidence_along(conn, [marek], path) == {u[0]: 1, u[1]: 2}
-    assert relations.evidence_along(conn, [marek], path[1:]) == {u[2]: 1}
-    assert relations.evidence_along(conn, [lucia], path) == {}  # no partner: no second hop
-    assert relations.evidence_along(conn, [], path) == {}
+    assert relations.evidence_along(conn, [marek], path) == {u[0], u[1]}
+    assert relations.evidence_along(conn, [marek], path[:1]) == {u[0]}  # hop 1 only
+    assert relations.evidence_along(conn, [marek], path[1:]) == {u[2]}
+    assert relations.evidence_along(conn, [lucia], path) == set()  # no partner: no second hop
+    assert relations.evidence_along(conn, [], path) == set()

@@ -123,7 +123,7 @@ def fuse(
         if window is not None and window.strict and ordered:
             held = holding(conn, scope, window, ordered)
             ordered = [i for i in ordered if i in held]
-        related = relations.evidence_along(conn, entity_ids, path) if path else {}
+        related = relations.evidence_along(conn, entity_ids, path) if path else set()
         shortlist = _shortlist(ordered, cap, related)
         found = hydrate(
             conn, scope, ids=shortlist, vector=context_vec, keyword=keyword,
@@ -138,7 +138,7 @@ def fuse(
     return candidates
 
 
-def _shortlist(ordered: list[UUID], cap: int, related: Mapping[UUID, int]) -> list[UUID]:
+def _shortlist(ordered: list[UUID], cap: int, related: set[UUID]) -> list[UUID]:
     """The `cap` best fused units, and after them those further down that state a relation
     the question walks (`related`): a retriever listed them, the relation brings them up."""
     if not related or len(ordered) <= cap:
@@ -150,7 +150,7 @@ def _mark(
     candidates: list[Candidate],
     mentioning: Callable[[str], bool] | None,
     speakers: frozenset[str],
-    related: Mapping[UUID, int],
+    related: set[UUID],
 ) -> None:
     """What the query service knows of the candidates: `names_entity` by `mentioning` (when
     hydration did not look it up), `said_by_named` (the speaker is one of `speakers`, normalised

@@ -163,16 +163,15 @@ def evidence_along(
     start: Sequence[UUID],
     path: Sequence[frozenset[str]],
     per_hop: int = 50,
-) -> dict[UUID, int]:
+) -> set[UUID]:
     """The memories stating the relations of `path` walked from the entities `start`, either
     way, ended ones too (a question may ask where someone worked): hop 1 is every relation of
     `path[0]` an entity of `start` holds, hop 2 every relation of `path[1]` the other end of a
     hop-1 relation holds, and so on; of each hop the `per_hop` best attested, current first
-    (a main character's friends). Memory → the first hop it is evidence of. One indexed read
-    a hop, none once a hop finds nothing."""
-    found: dict[UUID, int] = {}
+    (a main character's friends). One indexed read a hop, none once a hop finds nothing."""
+    found: set[UUID] = set()
     ends, seen = list(start), set(start)
-    for hop, relations in enumerate(path, 1):
+    for relations in path:
         if not ends:
             break
         rows = conn.execute(
@@ -182,9 +181,7 @@ def evidence_along(
             "ORDER BY valid_until IS NOT NULL, cardinality(evidence) DESC, id LIMIT %(n)s",
             {"e": ends, "r": sorted(relations), "n": per_hop},
         ).fetchall()
-        for row in rows:
-            for unit in row["evidence"]:
-                found.setdefault(unit, hop)
+        found.update(unit for row in rows for unit in row["evidence"])
         ends = [o for o in {r["other"] for r in rows} if o not in seen]
         seen.update(ends)
     return found
