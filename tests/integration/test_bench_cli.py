@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from memora.basics.config import Settings
 from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
+from memora.usecases.follow_up import FOLLOW_UP_MARKER
 from services.cli.bench import judge
 from services.cli.bench.metrics import token_f1
 from services.cli.main import app
@@ -252,3 +253,22 @@ def test_use_think_without_an_llm_is_a_clear_error(bench_url: str) -> None:
     assert result.exit_code == 2
     assert "--use-think needs a judge LLM" in result.output
     assert operations(bench_url, f"{p}tiny-1") == 0  # nothing ingested
+
+
+def test_locomo_follow_up_counts_the_search_llm_per_question(
+    bench_url: str, fake_llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_llm.always(Reply({"queries": ["Biscuit the dog"]}), when=FOLLOW_UP_MARKER)
+    out = tmp_path / "locomo-follow-up.json"
+    args = ["locomo", str(DATA / "locomo_tiny.json"), "--base-url", bench_url]
+    result = bench(*args, "--agent-prefix", prefix(), "--follow-up", "--out", str(out), env=NO_LLM)
+    assert result.exit_code == 0, result.output
+    results = json.loads(out.read_text())
+    assert results["mode"] == "retrieval" and results["options"]["follow_up"] is True
+    rows = results["questions"]
+    assert rows and all(r["follow_up_queries"] == ["Biscuit the dog"] for r in rows)
+    for row in rows:
+        check_retrieved(row)
+        assert row["usage"]["search"]["requests"] == 1 and "think" not in row["usage"]
+    assert results["llm_usage_per_question"]["search"]["requests"] == 1.0
+    assert len(fake_llm.requests_matching(FOLLOW_UP_MARKER)) == len(rows)

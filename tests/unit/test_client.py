@@ -29,6 +29,7 @@ from services.api.schemas import (
     memories,
     operations,
     search,
+    usage,
     webhooks,
 )
 from services.api.schemas import think as think_schemas
@@ -63,6 +64,8 @@ SAME_FIELDS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (m.SearchRequest, search.SearchRequest),
     (m.SearchResult, search.SearchResult),
     (m.SearchResponse, search.SearchResponse),
+    (m.FollowUp, search.FollowUp),
+    (m.LLMUsage, usage.LLMUsage),
     (m.ThinkRequest, think_schemas.ThinkRequest),
     (m.ThinkResponse, think_schemas.ThinkResponse),
     (m.BasedOn, think_schemas.BasedOn),

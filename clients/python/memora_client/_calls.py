@@ -192,6 +192,7 @@ def search(
     as_of: datetime | None = None,
     after_operation: str | UUID | None = None,
     channel: str | Sequence[str] | None = None,
+    follow_up: bool = False,
 ) -> Call[m.SearchResponse]:
     body = m.SearchRequest(
         agent_id=agent_id,
@@ -207,6 +208,7 @@ def search(
         as_of=as_of,
         after_operation=UUID(str(after_operation)) if after_operation else None,
         channel=_channels(channel),
+        follow_up=follow_up or None,
     )
     return _call("POST", "/api/search", m.SearchResponse, body)
 

@@ -180,6 +180,7 @@ class MemoraClient(MemoraClientBase):
         as_of: datetime | None = None,
         after_operation: str | UUID | None = None,
         channel: str | Sequence[str] | None = None,
+        follow_up: bool = False,
     ) -> m.SearchResponse:
         """Fused retrieval over the agent's memories (`POST /api/search`): `results` with
         `id`, `text`, `weight`, `fact_type`, dates and metadata. `fact_type` limits it to some
@@ -187,24 +188,14 @@ class MemoraClient(MemoraClientBase):
         `time`); `as_of`: what was true then, superseded memories included;
         `after_operation`: an operation id a write answered with: the search sees what it made
         searchable (it waits for it, a bounded time); `channel`: only memories from messages
-        said there (one or a list)."""
-        return self._request(
-            c.search(
-                agent_id,
-                query,
-                top_k,
-                fact_type,
-                thinking_budget,
-                reranker,
-                max_tokens,
-                reference_time,
-                filters,
-                trace,
-                as_of,
-                after_operation,
-                channel,
-            )
-        )
+        said there (one or a list); `follow_up`: a second round an LLM plans from the
+        first's results (multi-hop questions; the service needs an LLM), `follow_up.queries`
+        and `.usage` in the answer."""
+        call = c.search(
+            agent_id, query, top_k, fact_type, thinking_budget, reranker, max_tokens,
+            reference_time, filters, trace, as_of, after_operation, channel, follow_up,
+        )  # fmt: skip
+        return self._request(call)
 
     def think(
         self,

@@ -2077,6 +2077,15 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * FollowUp
+         * @description What a search with `follow_up` asked the LLM for, and what that call cost.
+         */
+        FollowUp: {
+            /** Queries */
+            queries: string[];
+            usage: components["schemas"]["LLMUsage"];
+        };
         /** ForgetRequest */
         ForgetRequest: {
             /** Memory Id */
@@ -2192,9 +2201,9 @@ export interface components {
         };
         /**
          * LLMUsage
-         * @description The LLM calls an answer made: the answer and the opinions drawn from it, every HTTP
-         *     attempt (retries included), with the tokens the provider counted: its cost at the
-         *     provider's prices.
+         * @description The LLM calls a response made (think: the answer and the opinions drawn from it; a
+         *     search: its follow-up plan), every HTTP attempt (retries included), with the tokens the
+         *     provider counted: its cost at the provider's prices.
          */
         LLMUsage: {
             /**
@@ -2593,6 +2602,12 @@ export interface components {
              * @description an operation's id (from a write): the read sees what that operation made searchable, waiting for it and for the read replica to replay it (bounded; docs/scaling.md, read-your-writes); default: no wait
              */
             after_operation?: string | null;
+            /**
+             * Follow Up
+             * @description a second round an LLM plans from the first round's results: up to MEMORA_FOLLOW_UP_QUERIES queries for what the question still needs (the other hop of a multi-hop question), each searched and fused with the first by reciprocal rank; needs an LLM (503 without one), and makes one call (`follow_up.usage`)
+             * @default false
+             */
+            follow_up: boolean;
         };
         /** NewApiKey */
         NewApiKey: {
@@ -3031,6 +3046,12 @@ export interface components {
              */
             after_operation?: string | null;
             /**
+             * Follow Up
+             * @description a second round an LLM plans from the first round's results: up to MEMORA_FOLLOW_UP_QUERIES queries for what the question still needs (the other hop of a multi-hop question), each searched and fused with the first by reciprocal rank; needs an LLM (503 without one), and makes one call (`follow_up.usage`)
+             * @default false
+             */
+            follow_up: boolean;
+            /**
              * Fact Type
              * @description the networks searched (default: "world", "agent" and "opinion"); "reflection" adds the insights reflect stored
              */
@@ -3044,6 +3065,7 @@ export interface components {
             trace?: {
                 [key: string]: unknown;
             } | null;
+            follow_up?: components["schemas"]["FollowUp"] | null;
         };
         /** SearchResult */
         SearchResult: {
@@ -4061,6 +4083,15 @@ export interface operations {
                 headers: {
                     /** @description seconds until the limit lets a request through */
                     "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description An upstream service (the LLM) answered badly */
+            502: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -7550,6 +7581,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description An upstream service (the LLM) answered badly */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description A dependency (the database, the LLM, the read path) is unavailable; retry later */
             503: {
                 headers: {
@@ -7635,6 +7675,15 @@ export interface operations {
                 headers: {
                     /** @description seconds until the limit lets a request through */
                     "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description An upstream service (the LLM) answered badly */
+            502: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -8245,6 +8294,15 @@ export interface operations {
                 headers: {
                     /** @description seconds until the limit lets a request through */
                     "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description An upstream service (the LLM) answered badly */
+            502: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

@@ -6,19 +6,23 @@ from fastapi import APIRouter, Response
 
 from memora.basics.models import FACT_TYPES
 from memora.basics.tenancy import Scope
+from memora.retrieval import SearchParams
+from memora.usecases.follow_up import FollowedUp, search_with_follow_up
 from services.api.deps import ScopeDep
 from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
-from services.api.reads import Reads, ReadsDep
+from services.api.reads import Reads, ReadsDep, ReadSide
 from services.api.schemas.search import (
+    FollowUp,
     NetworkSearchRequest,
     SearchableType,
     SearchRequest,
     SearchResponse,
     SearchResult,
 )
+from services.api.schemas.usage import LLMUsage
 
 router = APIRouter(prefix="/api", tags=["search"])
-RESPONSES = error_responses(*AUTH_ERRORS, *BODY_ERRORS, 404, 503)  # 404: after_operation
+RESPONSES = error_responses(*AUTH_ERRORS, *BODY_ERRORS, 404, 502, 503)  # 404: after_operation
 
 
 async def run_search(
@@ -30,12 +34,28 @@ async def run_search(
 ) -> SearchResponse:
     """On the read replica, or the primary (services.api.reads)."""
     params = body.params(scope, fact_types)
-    outcome = await reads.run(
-        response, scope, body.after_operation, lambda side: side.retriever.search(params)
-    )
+    if body.follow_up:
+        followed = await reads.run(
+            response, scope, body.after_operation, lambda side: _followed_up(side, params)
+        )
+        outcome = followed.outcome
+        follow_up = FollowUp(queries=followed.queries, usage=LLMUsage(**followed.usage))
+    else:
+        outcome = await reads.run(
+            response, scope, body.after_operation, lambda side: side.retriever.search(params)
+        )
+        follow_up = None
     return SearchResponse.model_construct(  # the retriever's own typed values: not validated again
         results=[SearchResult.model_construct(**vars(hit)) for hit in outcome.hits],
         trace=outcome.trace,
+        follow_up=follow_up,
+    )
+
+
+def _followed_up(side: ReadSide, params: SearchParams) -> FollowedUp:
+    client = side.context.llm.get()  # not configured: refused (503) before any search
+    return search_with_follow_up(
+        side.retriever, client, params, side.context.settings.follow_up_queries
     )
 
 

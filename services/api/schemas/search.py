@@ -25,6 +25,7 @@ from memora.basics.models import (
 from memora.basics.tenancy import Scope
 from memora.retrieval import SearchParams
 from memora.retrieval.filters import Filters
+from services.api.schemas.usage import LLMUsage
 
 # What /api/search finds: the three networks and, when asked for, the agent's reflections
 # (the insights reflect draws from its memories, seed 002 §4.4.4).
@@ -86,6 +87,15 @@ class NetworkSearchRequest(BaseModel):
     ] = None
     as_of: AsOf = None
     after_operation: AfterOperation = None
+    follow_up: Annotated[
+        bool,
+        Field(
+            description="a second round an LLM plans from the first round's results: up to "
+            "MEMORA_FOLLOW_UP_QUERIES queries for what the question still needs (the other hop "
+            "of a multi-hop question), each searched and fused with the first by reciprocal "
+            "rank; needs an LLM (503 without one), and makes one call (`follow_up.usage`)"
+        ),
+    ] = False
 
     @model_validator(mode="after")
     def _channel_filter(self) -> NetworkSearchRequest:
@@ -137,6 +147,14 @@ class SearchResult(BaseModel):
     occurred_end: datetime | None = None
 
 
+class FollowUp(BaseModel):
+    """What a search with `follow_up` asked the LLM for, and what that call cost."""
+
+    queries: list[str]  # the follow-up queries searched (none: the first round stands)
+    usage: LLMUsage
+
+
 class SearchResponse(BaseModel):
     results: list[SearchResult]
     trace: dict[str, Any] | None = None
+    follow_up: FollowUp | None = None

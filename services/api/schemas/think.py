@@ -19,6 +19,7 @@ from memora.retrieval.filters import Filters
 from memora.think.reasoning import NETWORKS, REFLECTION
 from memora.usecases.think import ThinkQuery, Thought
 from services.api.schemas.search import AsOf
+from services.api.schemas.usage import LLMUsage
 
 
 class ThinkRequest(BaseModel):
@@ -66,16 +67,6 @@ class NewOpinion(BaseModel):
     confidence: float
     stance: str
     previous_id: UUID | None = None
-
-
-class LLMUsage(BaseModel):
-    """The LLM calls an answer made: the answer and the opinions drawn from it, every HTTP
-    attempt (retries included), with the tokens the provider counted: its cost at the
-    provider's prices."""
-
-    requests: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
 
 
 class ThinkResponse(BaseModel):

@@ -34,6 +34,13 @@ UseThink = Annotated[
     bool,
     typer.Option(help="answer through think and grade with the judge LLM (accuracy, F1)"),
 ]
+FollowUp = Annotated[
+    bool,
+    typer.Option(
+        help="search with an LLM-planned follow-up round (the server needs an LLM; its calls "
+        "are counted per question)"
+    ),
+]
 Out = Annotated[Path | None, typer.Option(help="write the results (JSON) to this file")]
 TopK = Annotated[int, typer.Option(min=1, max=200, help="memories searched per question")]
 ThinkTopK = Annotated[int, typer.Option(min=1, max=100, help="memories think answers from")]
@@ -58,6 +65,7 @@ def locomo(
     ] = None,
     skip_ingestion: SkipIngestion = False,
     use_think: UseThink = False,
+    follow_up: FollowUp = False,
     out: Out = None,
     top_k: TopK = 50,
     think_top_k: ThinkTopK = 20,
@@ -83,6 +91,7 @@ def longmemeval(
     ] = None,
     skip_ingestion: SkipIngestion = False,
     use_think: UseThink = False,
+    follow_up: FollowUp = False,
     out: Out = None,
     top_k: TopK = 50,
     think_top_k: ThinkTopK = 20,
@@ -124,8 +133,8 @@ def _run(load: Any, o: dict[str, Any]) -> None:
     options = runner.RunOptions(
         base_url=o["base_url"] or settings.resolved_api_url, api_key=key, top_k=o["top_k"],
         think_top_k=o["think_top_k"], reranker=o["reranker"], use_think=o["use_think"],
-        skip_ingestion=o["skip_ingestion"], wait_timeout=o["wait_timeout"],
-        request_timeout=o["timeout"],
+        follow_up=o["follow_up"], skip_ingestion=o["skip_ingestion"],
+        wait_timeout=o["wait_timeout"], request_timeout=o["timeout"],
     )  # fmt: skip
     try:
         dataset: Dataset = load()

@@ -38,12 +38,14 @@ class RunOptions:
     think_top_k: int = 20  # memories think answers from
     reranker: str = "heuristic"
     use_think: bool = False
+    follow_up: bool = False  # searches with an LLM-planned follow-up round
     skip_ingestion: bool = False
     wait_timeout: float = 600.0
     request_timeout: float = 120.0
 
 
 Echo = Callable[[str], None]
+RECORDED_OPTIONS = ("top_k", "think_top_k", "reranker", "follow_up", "skip_ingestion")
 
 
 def ingest(client: MemoraClient, dataset: Dataset, timeout: float, echo: Echo) -> dict[str, Any]:
@@ -81,7 +83,7 @@ def ask(
     started = time.perf_counter()
     found = client.search(
         q.agent_id, q.question, options.top_k, reranker=options.reranker,  # type: ignore[arg-type]
-        reference_time=q.reference_time,
+        reference_time=q.reference_time, follow_up=options.follow_up,
     )  # fmt: skip
     search_ms = (time.perf_counter() - started) * 1000
     retrieved, ranked = [], []
@@ -99,8 +101,12 @@ def ask(
         "metrics": _retrieval(dataset, q, ranked), "retrieved": retrieved,
         "search_ms": round(search_ms, 1),
     }  # fmt: skip
+    if found.follow_up is not None:
+        row["follow_up_queries"] = found.follow_up.queries
+        row["usage"] = {"search": found.follow_up.usage.model_dump()}
     if options.use_think and judge is not None:
-        row.update(_think(client, q, options, judge))
+        thought = _think(client, q, options, judge)
+        row.update(thought, usage={**row.get("usage", {}), **thought["usage"]})
     return row
 
 
@@ -126,14 +132,19 @@ def _think(client: MemoraClient, q: Question, options: RunOptions, judge: Judge)
 
 
 def usage_per_question(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]] | None:
-    """The think and judge LLM calls' requests and tokens per question, on average (None
-    without --use-think): with a provider's prices per token, what a question costs."""
+    """The LLM calls' requests and tokens per question, on average, by what made them (the
+    search's follow-up round, think, the judge; None without --follow-up or --use-think): with
+    a provider's prices per token, what a question costs."""
     used = [r["usage"] for r in rows if "usage" in r]
-    if not used:
+    sides = [side for side in ("search", "think", "judge") if any(side in u for u in used)]
+    if not sides:
         return None
     return {
-        side: {k: round(sum(u[side][k] for u in used) / len(used), 1) for k in used[0][side]}
-        for side in ("think", "judge")
+        side: {
+            k: round(sum(u[side][k] for u in used if side in u) / len(used), 1)
+            for k in ("requests", "prompt_tokens", "completion_tokens")
+        }
+        for side in sides
     }
 
 
@@ -180,12 +191,7 @@ def run(
         "base_url": options.base_url,
         "started_at": started.isoformat(),
         "finished_at": datetime.now(UTC).isoformat(),
-        "options": {
-            "top_k": options.top_k,
-            "think_top_k": options.think_top_k,
-            "reranker": options.reranker,
-            "skip_ingestion": options.skip_ingestion,
-        },
+        "options": {name: getattr(options, name) for name in RECORDED_OPTIONS},
         "ingestion": ingestion,
         **figures(rows),
         "questions": rows,

@@ -253,6 +253,7 @@ class LLMClient:
             "think": s.llm_think_model,
             "opinions": s.llm_opinion_model,
             "background": s.llm_background_model,
+            "search": s.llm_search_model,
         }.get(operation)
         return specific or s.llm_model
 

@@ -69,6 +69,7 @@ class SearchRequest(Request):
     after_operation: UUID | None = None
     fact_type: list[SearchableType] | None = None
     channel: str | list[str] | None = None
+    follow_up: bool | None = None  # None: not sent (a server before it refuses the field)
 
 
 class ThinkRequest(Request):

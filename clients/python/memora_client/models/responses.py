@@ -86,9 +86,15 @@ class SearchResult(Response):
     occurred_end: datetime | None = None
 
 
+class FollowUp(Response):
+    queries: list[str]
+    usage: LLMUsage
+
+
 class SearchResponse(Response):
     results: list[SearchResult]
     trace: dict[str, Any] | None = None
+    follow_up: FollowUp | None = None
 
 
 class BasedOn(Response):

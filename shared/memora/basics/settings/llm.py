@@ -77,6 +77,11 @@ class ExtractionAndLLM(Section):
     llm_background_model: str | None = Field(
         default=None, description="The background merge's model; unset: the main one."
     )
+    llm_search_model: str | None = Field(
+        default=None,
+        description="The model that plans a search's follow-up queries (`follow_up`: a small, "
+        "fast one does); unset: the main one.",
+    )
     llm_timeout_seconds: float = Field(default=60.0, description="Timeout of one HTTP attempt.")
     llm_max_retries: int = Field(
         default=3,

@@ -24,6 +24,13 @@ class Retrieval(Section):
     search_max_tokens: int = Field(
         default=4096, description="The token budget of a search that names none."
     )
+    follow_up_queries: int = Field(
+        default=2,
+        ge=0,
+        description="A search with `follow_up` (an LLM configured): the most follow-up "
+        "queries the LLM may write from the first round's results, each searched and fused "
+        'with it (docs/retrieval.md, "A follow-up round").',
+    )
     semantic_min_similarity: float = Field(
         default=0.3, description="The semantic retriever keeps units at least this similar."
     )

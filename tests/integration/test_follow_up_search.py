@@ -1,0 +1,117 @@
+"""POST /api/search with `follow_up`: the LLM (the fake server) plans a second round from the
+first round's results, and the rounds are fused (memora.usecases.follow_up)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memora.basics.config import Settings
+from memora.usecases.follow_up import FOLLOW_UP_MARKER
+from tests.fakes import FakeOpenAI, Reply
+
+pytestmark = pytest.mark.integration
+FACTS = [
+    "Caroline moved here from her home country four years ago.",
+    "Caroline moved into a new apartment downtown last month.",
+    "Caroline's friends helped her move the sofa upstairs.",
+    "Caroline wears the necklace her grandma gave her back in Sweden.",
+    "Caroline started a pottery class on Tuesdays.",
+]
+QUESTION = "Where did Caroline move from?"
+BRIDGE = "Caroline grandma necklace Sweden"
+
+
+def _query_client(settings: Settings, pool: Any, pipeline: Any) -> Any:
+    from fastapi.testclient import TestClient
+
+    from memora.pipeline.backend import InlineBackend
+    from services.api.query_app import create_app
+
+    return TestClient(create_app(settings, pool=pool, backend=InlineBackend(pipeline)))
+
+
+@pytest.fixture()
+def query_api(llm_settings: Settings, pool: Any, pipeline: Any) -> Iterator[Any]:
+    with _query_client(llm_settings, pool, pipeline) as client:
+        yield client
+
+
+@pytest.fixture()
+def remembered(inline_api: Any, agent_id: str) -> str:
+    items = [
+        {"content": text, "event_date": f"2024-03-0{n}T10:00:00Z"}
+        for n, text in enumerate(FACTS, 1)
+    ]
+    response = inline_api.post("/api/memories/batch", json={"agent_id": agent_id, "items": items})
+    assert response.status_code in (200, 202), response.json()
+    return agent_id
+
+
+def _search(api: Any, agent_id: str, **extra: Any) -> Any:
+    body = {"agent_id": agent_id, "query": QUESTION, "top_k": 2, **extra}
+    response = api.post("/api/search", json=body)
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def test_the_follow_up_round_brings_up_the_other_hop(
+    query_api: Any, fake_llm: FakeOpenAI, remembered: str
+) -> None:
+    plain = _search(query_api, remembered)
+    assert plain["follow_up"] is None
+    assert not any("Sweden" in r["text"] for r in plain["results"])
+
+    fake_llm.script(Reply({"queries": [BRIDGE, QUESTION, BRIDGE]}), when=FOLLOW_UP_MARKER)
+    body = _search(query_api, remembered, follow_up=True, trace=True)
+    texts = [r["text"] for r in body["results"]]
+    assert len(texts) == 2 and any("Sweden" in t for t in texts), texts
+    assert plain["results"][0]["text"] in texts  # the first round's best stays
+    # the question itself and repeats are not searched again
+    assert body["follow_up"]["queries"] == [BRIDGE]
+    usage = body["follow_up"]["usage"]
+    assert usage["requests"] == 1 and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    weights = [r["weight"] for r in body["results"]]
+    assert weights == sorted(weights, reverse=True)
+    followed = body["trace"]["follow_up"]
+    assert followed["queries"] == [BRIDGE] and len(followed["rounds"]) == 2
+    assert followed["selected"] == [r["id"] for r in body["results"]]
+    # the LLM read the question and what the first round found, dated
+    asked = fake_llm.requests_matching(FOLLOW_UP_MARKER)[-1].content_of("user")
+    assert f"QUESTION: {QUESTION}" in asked
+    assert plain["results"][0]["text"][:60] in asked and "(2024-03-0" in asked
+
+
+def test_no_follow_up_query_leaves_the_first_round(
+    query_api: Any, fake_llm: FakeOpenAI, remembered: str
+) -> None:
+    plain = _search(query_api, remembered)
+    fake_llm.script(Reply({"queries": []}), when=FOLLOW_UP_MARKER)
+    body = _search(query_api, remembered, follow_up=True)
+    assert [r["id"] for r in body["results"]] == [r["id"] for r in plain["results"]]
+    assert body["follow_up"]["queries"] == [] and body["follow_up"]["usage"]["requests"] == 1
+
+
+def test_follow_up_without_an_llm_is_503_and_plain_search_still_answers(
+    settings: Settings, pool: Any, pipeline: Any, remembered: str
+) -> None:
+    with _query_client(settings, pool, pipeline) as api:
+        refused = api.post(
+            "/api/search", json={"agent_id": remembered, "query": QUESTION, "follow_up": True}
+        )
+        assert refused.status_code == 503
+        assert refused.json()["error"]["code"] == "llm_not_configured"
+        assert _search(api, remembered)["results"]
+
+
+def test_an_llm_answer_that_never_validates_is_502(
+    query_api: Any, fake_llm: FakeOpenAI, remembered: str
+) -> None:
+    fake_llm.always(Reply("no JSON here"))
+    response = query_api.post(
+        "/api/search", json={"agent_id": remembered, "query": QUESTION, "follow_up": True}
+    )
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "llm_invalid_output"
