@@ -1,8 +1,9 @@
 """Looking up an agent's entities by name on a large agent (issue 55; migrations 0039, 0040):
 the entity retriever's first step, the entities a query names by name or alias
 (`retrieval.arms.entity.named_entities`: the query's embedding waits for it, on every search
-naming someone), and entity resolution's two reads, under the agent's lock, in every stage
-run that resolves mentions (`store.entities.candidates`, `store.entities.people`).
+naming someone), entity resolution's two reads, under the agent's lock, in every stage
+run that resolves mentions (`store.entities.candidates`, `store.entities.people`), and the
+entity view's lookup by name (`store.graph.find_entity`, `GET /api/agents/{id}/entities/{name}`).
 
 On an embedded PostgreSQL migrated to head: one agent of `--entities` entities (every fifth
 with an alias) beside `--small` agents of 30 entities each; each lookup names two entities
@@ -28,6 +29,7 @@ from memora.infra.embedded import EmbeddedPostgres, free_port
 from memora.retrieval.arms.entity import named_entities
 from memora.retrieval.types import SearchParams, SearchScope
 from memora.store import entities
+from memora.store.graph import find_entity
 
 INDEXES = ("idx_entities_aliases", "idx_entities_person_name_ends")  # 0039, 0040
 
@@ -71,6 +73,9 @@ def lookups(
         "search: the entities a query names": lambda: named_entities(conn, scope, names=names)[0],
         "ingest: names like the mentions'": lambda: entities.candidates(conn, agent, names),
         "ingest: people by first or last name": lambda: entities.people(conn, agent, firsts, lasts),
+        "entity view: one by its alias": lambda: list(
+            filter(None, [find_entity(conn, agent, names[-1])])
+        ),
     }
     took: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(rounds):

@@ -60,3 +60,25 @@ def test_candidates_by_name_alias_or_a_name_like_it(agent_conn: Any, agent_id: s
     assert found(["mayc"]) == {maya}
     assert found(["northwind robotic"]) == {northwind}  # trigram-similar
     assert found(["lisbon"]) == set()
+
+
+def test_find_entity_by_id_name_or_alias(agent_conn: Any, agent_id: str) -> None:
+    from memora.store.graph import find_entity
+
+    conn = agent_conn
+    maya = _add(conn, agent_id, "maya chen", aliases=("mayc",))
+    conn.execute(  # other entities of the agent, by name and by alias
+        "INSERT INTO entities (agent_id, canonical_name, normalized_name, entity_type, "
+        "first_seen, last_seen) SELECT %s, 'Person ' || n, 'person ' || n, 'PERSON', %s, %s "
+        "FROM generate_series(1, 300) n",
+        (agent_id, NOW, NOW),
+    )
+
+    def found(entity: str) -> str | None:
+        row = find_entity(conn, agent_id, entity)
+        return None if row is None else str(row["id"])
+
+    assert found(maya) == found("Maya Chen") == found("maya chen") == found("mayc") == maya
+    assert found("Maya Chen's") == maya  # as names are normalised
+    assert found("Person 12") == found("person 12") != maya
+    assert found("Lisbon") is None and found(f"{agent_id}-nobody") is None

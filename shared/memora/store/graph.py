@@ -221,23 +221,30 @@ def _entities(
 
 def find_entity(conn: Connection[Any], agent_key: str, entity: str) -> dict[str, Any] | None:
     """An entity of the agent by id, or by name (exact, then case-insensitive or one of its
-    aliases, most mentioned)."""
+    aliases, most mentioned). Each way through an index of its own (the primary key, the
+    agent's normalised names, the aliases' GIN): an entity's normalised name is its canonical
+    name's (`normalize_name`), so the exact name needs no test of its own to be found."""
     try:
         as_id: UUID | None = UUID(entity)
     except ValueError:
         as_id = None
+    name, key = entity.strip(), normalize_name(entity)
     return conn.execute(
-        """
-        SELECT id, canonical_name, entity_type FROM entities
-        WHERE agent_id = %(agent)s AND (id = %(id)s OR normalized_name = lower(%(name)s)
-              OR canonical_name = %(name)s OR %(key)s = ANY(aliases)
-              OR normalized_name = %(key)s)
-        ORDER BY (id = %(id)s) DESC NULLS LAST, (canonical_name = %(name)s) DESC,
-                 mention_count DESC
-        LIMIT 1
-        """,
-        {"agent": agent_key, "id": as_id, "name": entity.strip(), "key": normalize_name(entity)},
+        FIND_ENTITY,
+        {"agent": agent_key, "id": as_id, "name": name, "key": key, "names": [name.lower(), key]},
+        prepare=False,  # planned for the agent's size, as entity resolution's lookups
     ).fetchone()
+
+
+FIND_ENTITY = """
+    SELECT id, canonical_name, entity_type FROM entities
+    WHERE (agent_id = %(agent)s AND id = %(id)s)
+       OR (agent_id = %(agent)s AND normalized_name = ANY(%(names)s::text[]))
+       OR (agent_id = %(agent)s AND aliases @> ARRAY[%(key)s]::text[])
+    ORDER BY (id = %(id)s) DESC NULLS LAST, (canonical_name = %(name)s) DESC,
+             mention_count DESC
+    LIMIT 1
+    """
 
 
 def subgraph(
