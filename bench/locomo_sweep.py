@@ -33,7 +33,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from memora.basics.config import Settings
 from memora.db.pool import make_pool
 from memora.infra.embedded import free_port
-from memora.nlp.embedding import get_embedder
+from memora.nlp.embedding import embedder_for
 from memora.retrieval import Retriever
 from memora.retrieval.access import AccessRecorder
 from memora.retrieval.types import SearchParams
@@ -133,7 +133,7 @@ def main() -> None:
         locomo.dia_ids(args.database_url, {q.agent_id for q in questions}) if args.analyse else None
     )
     base = Settings(database_url=args.database_url)
-    embedder = get_embedder(base.embedding_model, base.torch_threads, 0, base.embedding_backend)
+    embedder = embedder_for(base, 0, queries=True)  # as the query service embeds queries
     with make_pool(args.database_url, min_size=1, max_size=8) as pool:
         for spec in args.variants:
             name, overrides = parse_variant(spec)
