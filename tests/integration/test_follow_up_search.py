@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from memora.basics.config import Settings
+from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
 from memora.usecases.follow_up import FOLLOW_UP_MARKER
 from tests.fakes import FakeOpenAI, Reply
 
@@ -115,3 +116,26 @@ def test_an_llm_answer_that_never_validates_is_502(
     )
     assert response.status_code == 502
     assert response.json()["error"]["code"] == "llm_invalid_output"
+
+
+def test_think_with_follow_up_answers_from_both_rounds(
+    query_api: Any, fake_llm: FakeOpenAI, remembered: str
+) -> None:
+    fake_llm.always(Reply("From Sweden, I believe."), when=THINK_MARKER)
+    fake_llm.always(Reply({"opinions": []}), when=OPINION_MARKER)
+    body = {"agent_id": remembered, "query": QUESTION, "top_k": 2}
+
+    def world(answer: Any) -> list[str]:
+        return [e["text"] for e in answer["based_on"]["world"]]
+
+    plain = query_api.post("/api/think", json=body).json()
+    assert not any("Sweden" in t for t in world(plain)) and plain["usage"]["requests"] == 2
+    fake_llm.script(Reply({"queries": [BRIDGE]}), when=FOLLOW_UP_MARKER)
+    answer = query_api.post("/api/think", json={**body, "follow_up": True})
+    assert answer.status_code == 200, answer.json()
+    followed = answer.json()
+    assert any("Sweden" in t for t in world(followed)) and len(world(followed)) == 2
+    assert followed["usage"]["requests"] == 3  # the plan, the answer, the opinions
+    assert "Sweden" in fake_llm.requests_matching(THINK_MARKER)[-1].content_of("user")
+    planned_from = fake_llm.requests_matching(FOLLOW_UP_MARKER)[-1].content_of("user")
+    assert world(plain)[0][:60] in planned_from

@@ -209,12 +209,14 @@ class AsyncMemoraClient(AsyncMemoraClientBase):
         filters: c.Filters | None = None,
         as_of: datetime | None = None,
         include_reflections: bool | None = None,
+        follow_up: bool = False,
     ) -> m.ThinkResponse:
         """An answer in the agent's voice from its memories (needs the server's LLM), what it
         was `based_on` per network, and the opinions it formed; `as_of`: from what was true
-        then; `include_reflections=False`: without the agent's reflections."""
+        then; `include_reflections=False`: without the agent's reflections; `follow_up`: a
+        follow-up round of searches first, as `search`'s."""
         call = c.think(agent_id, query, thinking_budget, top_k, reranker, context, filters, as_of,
-                       include_reflections)  # fmt: skip
+                       include_reflections, follow_up)  # fmt: skip
         return await self._request(call)
 
     async def conversation_search(

@@ -223,6 +223,7 @@ def think(
     filters: Filters | None,
     as_of: datetime | None = None,
     include_reflections: bool | None = None,
+    follow_up: bool = False,
 ) -> Call[m.ThinkResponse]:
     body = m.ThinkRequest(
         agent_id=agent_id,
@@ -234,6 +235,7 @@ def think(
         filters=dict(filters) if filters is not None else None,
         as_of=as_of,
         include_reflections=include_reflections,
+        follow_up=follow_up or None,
     )
     return _call("POST", "/api/think", m.ThinkResponse, body)
 

@@ -3265,6 +3265,12 @@ export interface components {
              * @default true
              */
             include_reflections: boolean;
+            /**
+             * Follow Up
+             * @description a follow-up round before the answer, as /api/search's: the LLM plans up to MEMORA_FOLLOW_UP_QUERIES queries from the facts found, each searched on every network and fused with the first round (one more call in `usage`)
+             * @default false
+             */
+            follow_up: boolean;
         };
         /** ThinkResponse */
         ThinkResponse: {

@@ -42,11 +42,19 @@ class ThinkRequest(BaseModel):
             "and give them to the LLM; those found are returned under based_on.reflection"
         ),
     ] = True
+    follow_up: Annotated[
+        bool,
+        Field(
+            description="a follow-up round before the answer, as /api/search's: the LLM plans "
+            "up to MEMORA_FOLLOW_UP_QUERIES queries from the facts found, each searched on "
+            "every network and fused with the first round (one more call in `usage`)"
+        ),
+    ] = False
 
     def to_query(self) -> ThinkQuery:
         return ThinkQuery(
             self.agent_id, self.query, self.thinking_budget, self.top_k, self.reranker,
-            self.context, self.filters, self.as_of, self.include_reflections,
+            self.context, self.filters, self.as_of, self.include_reflections, self.follow_up,
         )  # fmt: skip
 
 

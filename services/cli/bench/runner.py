@@ -116,7 +116,7 @@ def _think(client: MemoraClient, q: Question, options: RunOptions, judge: Judge)
     )
     thought = client.think(
         q.agent_id, q.question, top_k=options.think_top_k, context=asked,
-        reranker=options.reranker,  # type: ignore[arg-type]
+        reranker=options.reranker, follow_up=options.follow_up,  # type: ignore[arg-type]
     )  # fmt: skip
     answer = thought.text
     with llm.calls_made() as judged:

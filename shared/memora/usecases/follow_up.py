@@ -20,13 +20,15 @@ from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, ClassVar, Protocol, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, Field
 
 from memora.nlp import llm
 from memora.nlp.llm import LLMClient, Message
-from memora.retrieval import Hit, Retriever, SearchOutcome, SearchParams
+from memora.retrieval import Retriever, SearchOutcome, SearchParams
 from memora.retrieval.scoring import fitting
 
 RRF_K = 60  # as the read path's fusion (MEMORA_RRF_K's default)
@@ -89,7 +91,25 @@ def search_with_follow_up(
     return FollowedUp(SearchOutcome(kept, trace), queries, llm.tokens_of(calls))
 
 
-def plan(client: LLMClient, question: str, hits: Sequence[Hit], max_queries: int) -> list[str]:
+class Found(Protocol):
+    """A memory a round found: a search's `Hit`, think's `Evidence` (dataclasses)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def id(self) -> UUID: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def event_date(self) -> datetime | None: ...
+    @property
+    def weight(self) -> float: ...
+
+
+F = TypeVar("F", bound=Found)
+
+
+def plan(client: LLMClient, question: str, hits: Sequence[Found], max_queries: int) -> list[str]:
     """The LLM's follow-up queries for `question` given the first round's `hits`: at most
     `max_queries`, stripped, without repeats or the question itself."""
     if max_queries <= 0:
@@ -109,20 +129,22 @@ def plan(client: LLMClient, question: str, hits: Sequence[Hit], max_queries: int
     return queries[:max_queries]
 
 
-def _listed(hits: Sequence[Hit]) -> str:
+def _listed(hits: Sequence[Found]) -> str:
     if not hits:
         return "(none found)"
     return "\n".join(
-        f"[{n}] ({h.event_date:%Y-%m-%d}) {h.text[:SHOWN_CHARS]}" for n, h in enumerate(hits, 1)
+        f"[{n}] ({f'{h.event_date:%Y-%m-%d}' if h.event_date else 'undated'}) "
+        f"{h.text[:SHOWN_CHARS]}"
+        for n, h in enumerate(hits, 1)
     )
 
 
-def fuse_rounds(rounds: Sequence[Sequence[Hit]], k: int = RRF_K) -> list[Hit]:
+def fuse_rounds(rounds: Sequence[Sequence[F]], k: int = RRF_K) -> list[F]:
     """The rounds' hits by reciprocal rank fusion, Σ 1 / (k + rank) over the rounds that found
     each, every round alike; ties go to the earlier round's order. Each hit is returned once,
     as its first round gave it, with that sum as its `weight`."""
     score: dict[UUID, float] = defaultdict(float)
-    first_seen: dict[UUID, tuple[int, int, Hit]] = {}
+    first_seen: dict[UUID, tuple[int, int, F]] = {}
     for n, hits in enumerate(rounds):
         for rank, hit in enumerate(hits, 1):
             score[hit.id] += 1.0 / (k + rank)

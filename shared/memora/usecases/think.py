@@ -19,6 +19,7 @@ from memora.basics.models import utcnow
 from memora.basics.stages import OperationKind, first_stage
 from memora.basics.tenancy import Scope
 from memora.nlp import llm
+from memora.nlp.llm import LLMClient
 from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import hand_off
 from memora.retrieval import Retriever, SearchParams
@@ -29,6 +30,7 @@ from memora.think import opinions
 from memora.think.personality import full_personality
 from memora.think.reasoning import NETWORKS, REFLECTION, Evidence, Profile, ThinkResult
 from memora.think.reasoning import think as reason
+from memora.usecases import follow_up
 
 log = logging.getLogger("memora.think")
 
@@ -44,6 +46,7 @@ class ThinkQuery:
     filters: Filters | None = None  # the searches' metadata filters (as /api/search)
     as_of: datetime | None = None  # answer from what was true then (as /api/search)
     include_reflections: bool = True  # search the agent's reflections too (seed 002 §4.4)
+    follow_up: bool = False  # a follow-up round the LLM plans from the first (usecases.follow_up)
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,13 @@ def think(app: AppContext, retriever: Retriever, scope: Scope, q: ThinkQuery) ->
     client = app.llm.get()  # not configured: refused before any work
     profile = _profile(app, scope, q.agent_id)
     searched = (*NETWORKS, REFLECTION) if q.include_reflections else NETWORKS
-    with ThreadPoolExecutor(len(searched), thread_name_prefix="memora-think") as threads:
-        found = list(threads.map(lambda network: _search(retriever, scope, q, network), searched))
-    based_on: dict[str, list[Evidence]] = dict(zip(searched, found, strict=True))
-    based_on["opinion"] = _current_opinions(app, scope, q.agent_id, based_on["opinion"])
     with llm.calls_made() as calls:
+        with ThreadPoolExecutor(len(searched), thread_name_prefix="memora-think") as threads:
+            based_on = _gather(threads, retriever, scope, q, searched)
+            if q.follow_up:
+                max_queries = app.settings.follow_up_queries
+                based_on = _followed_up(threads, retriever, scope, q, based_on, client, max_queries)
+        based_on["opinion"] = _current_opinions(app, scope, q.agent_id, based_on["opinion"])
         result = reason(client, profile, q.query, based_on, q.context)
     operation_id: UUID | None = None
     if result.new_opinions:
@@ -82,11 +87,52 @@ def _profile(app: AppContext, scope: Scope, agent_id: str) -> Profile:
     return Profile(agent_id, full_personality(row["personality"]), row["background"] or "")
 
 
-def _search(retriever: Retriever, scope: Scope, q: ThinkQuery, network: str) -> list[Evidence]:
+def _gather(
+    threads: ThreadPoolExecutor,
+    retriever: Retriever,
+    scope: Scope,
+    q: ThinkQuery,
+    searched: tuple[str, ...],
+    query: str | None = None,
+) -> dict[str, list[Evidence]]:
+    """Each network's evidence for `query` (the question's by default), searched at once."""
+    found = threads.map(lambda network: _search(retriever, scope, q, network, query), searched)
+    return dict(zip(searched, found, strict=True))
+
+
+def _followed_up(
+    threads: ThreadPoolExecutor,
+    retriever: Retriever,
+    scope: Scope,
+    q: ThinkQuery,
+    based_on: dict[str, list[Evidence]],
+    client: LLMClient,
+    max_queries: int,
+) -> dict[str, list[Evidence]]:
+    """The follow-up round (memora.usecases.follow_up): planned once from the best facts found
+    (world and agent), each query searched on every network, each network's rounds fused."""
+    facts = sorted(
+        (e for network in NETWORKS if network != "opinion" for e in based_on[network]),
+        key=lambda e: -e.weight,
+    )
+    queries = follow_up.plan(client, q.query, facts[: follow_up.SHOWN], max_queries)
+    if not queries:
+        return based_on
+    searched = tuple(based_on)
+    rounds = [_gather(threads, retriever, scope, q, searched, query) for query in queries]
+    return {
+        n: follow_up.fuse_rounds([based_on[n], *(r[n] for r in rounds)])[: q.top_k]
+        for n in searched
+    }
+
+
+def _search(
+    retriever: Retriever, scope: Scope, q: ThinkQuery, network: str, query: str | None = None
+) -> list[Evidence]:
     params = SearchParams(
         agent_id=q.agent_id,
         scope=scope,
-        query=q.query,
+        query=query or q.query,
         fact_types=(network,),
         thinking_budget=q.thinking_budget,
         top_k=q.top_k,

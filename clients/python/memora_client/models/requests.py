@@ -82,6 +82,7 @@ class ThinkRequest(Request):
     filters: dict[str, Any] | None = None
     as_of: datetime | None = None
     include_reflections: bool | None = None  # None: the API's default (true)
+    follow_up: bool | None = None  # None: not sent (the API's default, false)
 
 
 class TimeRange(Request):
