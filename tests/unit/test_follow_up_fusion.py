@@ -26,14 +26,14 @@ def test_a_hit_several_rounds_found_goes_first() -> None:
 def test_ties_keep_the_earlier_rounds_order() -> None:
     first = [_hit("a"), _hit("b")]
     second = [_hit("x"), _hit("y")]
-    assert [h.text for h in fuse_rounds([first, second])] == ["a", "x", "b", "y"]
+    assert [h.text for h in fuse_rounds([first, second], 60)] == ["a", "x", "b", "y"]
 
 
 def test_each_hit_once_as_its_first_round_gave_it() -> None:
     shared = uuid4()
-    fused = fuse_rounds([[_hit("first copy", 0.9, shared)], [_hit("second copy", 0.1, shared)]])
+    fused = fuse_rounds([[_hit("first copy", 0.9, shared)], [_hit("second copy", 0.1, shared)]], 60)
     assert len(fused) == 1 and fused[0].text == "first copy"
 
 
 def test_nothing_in_nothing_out() -> None:
-    assert fuse_rounds([]) == [] and fuse_rounds([[], []]) == []
+    assert fuse_rounds([], 60) == [] and fuse_rounds([[], []], 60) == []

@@ -31,7 +31,6 @@ from memora.nlp.llm import LLMClient, Message
 from memora.retrieval import Retriever, SearchOutcome, SearchParams
 from memora.retrieval.scoring import fitting
 
-RRF_K = 60  # as the read path's fusion (MEMORA_RRF_K's default)
 SHOWN = 10  # first-round memories the LLM reads
 SHOWN_CHARS = 400  # of each
 
@@ -75,7 +74,7 @@ def search_with_follow_up(
     with ThreadPoolExecutor(len(queries), thread_name_prefix="memora-follow-up") as threads:
         found = threads.map(lambda q: retriever.search(replace(again, query=q)).hits, queries)
         rounds = [first.hits, *found]
-    fused = fuse_rounds(rounds)[: params.top_k]
+    fused = fuse_rounds(rounds, retriever.settings.rrf_k)[: params.top_k]
     max_tokens = params.max_tokens or retriever.settings.search_max_tokens
     kept = fused[: fitting([h.text for h in fused], max_tokens, retriever.embedder.count_tokens)]
     trace = first.trace
@@ -139,10 +138,11 @@ def _listed(hits: Sequence[Found]) -> str:
     )
 
 
-def fuse_rounds(rounds: Sequence[Sequence[F]], k: int = RRF_K) -> list[F]:
+def fuse_rounds(rounds: Sequence[Sequence[F]], k: int) -> list[F]:
     """The rounds' hits by reciprocal rank fusion, Σ 1 / (k + rank) over the rounds that found
-    each, every round alike; ties go to the earlier round's order. Each hit is returned once,
-    as its first round gave it, with that sum as its `weight`."""
+    each (`k`: MEMORA_RRF_K, as the read path's fusion), every round alike; ties go to the
+    earlier round's order. Each hit is returned once, as its first round gave it, with that sum
+    as its `weight`."""
     score: dict[UUID, float] = defaultdict(float)
     first_seen: dict[UUID, tuple[int, int, F]] = {}
     for n, hits in enumerate(rounds):

@@ -120,10 +120,9 @@ def _followed_up(
         return based_on
     searched = tuple(based_on)
     rounds = [_gather(threads, retriever, scope, q, searched, query) for query in queries]
-    return {
-        n: follow_up.fuse_rounds([based_on[n], *(r[n] for r in rounds)])[: q.top_k]
-        for n in searched
-    }
+    k = retriever.settings.rrf_k
+    fused = {n: follow_up.fuse_rounds([based_on[n], *(r[n] for r in rounds)], k) for n in searched}
+    return {n: found[: q.top_k] for n, found in fused.items()}
 
 
 def _search(
