@@ -101,6 +101,7 @@ def test_seed_talk_recall_over_streamable_http(api_url: str, agent_id: str) -> N
             "search", {"query": "x", "filters": {"turn": {"near": 1}}}
         )
         out["think"] = await client.call_tool("think", {"query": "Where should we eat?"})
+        out["follow_up"] = await client.call_tool("search", {"query": "Bella", "follow_up": True})
         out["retain"] = _data(
             await client.call_tool("retain", {"content": "Alex booked a table at Bella's."})
         )
@@ -134,9 +135,10 @@ def test_seed_talk_recall_over_streamable_http(api_url: str, agent_id: str) -> N
         and recalled["turn"] == "1"
     )
     assert [m["content"] for m in out["search"]["memories"]] == ["Alex said: Then Bella's it is."]
-    for bad in ("bad", "bad_filter", "think"):
+    for bad in ("bad", "bad_filter", "think", "follow_up"):
         assert out[bad].is_error
     assert "llm_not_configured" in out["think"].content[0].text
+    assert "llm_not_configured" in out["follow_up"].content[0].text  # the server has no LLM
     assert "validation" in out["bad_filter"].content[0].text
     op = httpx.get(f"{api_url}/api/operations/{out['retain']['operation_id']}").json()
     assert op["status"] == "completed" and op["agent_id"] == alex

@@ -34,12 +34,13 @@ class Memory:
         *,
         fact_type: list[SearchableType] | None = None,
         as_of: datetime | None = None,
+        follow_up: bool = False,
     ) -> list[SearchResult]:
-        found = await answer(
-            self.client.search(
-                self.agent_id, query, top_k, fact_type=fact_type, filters=filters, as_of=as_of
-            )
-        )
+        call = self.client.search(
+            self.agent_id, query, top_k, fact_type=fact_type, filters=filters, as_of=as_of,
+            follow_up=follow_up,
+        )  # fmt: skip
+        found = await answer(call)
         return found.results
 
 

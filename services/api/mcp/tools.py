@@ -191,10 +191,19 @@ async def search(
     ] = None,
     filters: Filters = None,
     as_of: AsOf = None,
+    follow_up: Annotated[
+        bool,
+        Field(
+            description="a second round the server's LLM plans from the first results, for "
+            "questions needing two memories (slower; the server needs an LLM)"
+        ),
+    ] = False,
 ) -> dict[str, Any]:
     """Search your long-term memory: facts, experiences and opinions relevant to the query,
     best first, each with its relevance, date and metadata; with as_of, what was true then."""
-    results = await memory(ctx).search(query, top_k, filters, fact_type=fact_types, as_of=as_of)
+    results = await memory(ctx).search(
+        query, top_k, filters, fact_type=fact_types, as_of=as_of, follow_up=follow_up
+    )
     return {"query": query, "memories": [_found(as_sent(r)) for r in results]}
 
 
