@@ -28,10 +28,10 @@ LLM_PROVIDER_MODELS: Mapping[str, str] = {
 class ExtractionAndLLM(Section):
     """Extraction and LLM
 
-    Any OpenAI-compatible chat endpoint serves four operations: extraction, think, opinions
-    and background (docs/llm.md). The endpoint's settings are also read under seed 003's names
-    (`MEMORA_API_LLM_*`, then `LLM_*`); today's name wins. Without an LLM, ingestion uses the
-    local extractor and search needs none."""
+    Any OpenAI-compatible chat endpoint serves five operations: extraction, think, opinions,
+    background and a search's follow-up round (docs/llm.md). The endpoint's settings are also
+    read under seed 003's names (`MEMORA_API_LLM_*`, then `LLM_*`); today's name wins. Without
+    an LLM, ingestion uses the local extractor and search needs none (but for `follow_up`)."""
 
     extractor: Literal["auto", "local", "llm"] = Field(
         default="auto",
