@@ -83,6 +83,11 @@ def test_the_follow_up_round_brings_up_the_other_hop(
     asked = fake_llm.requests_matching(FOLLOW_UP_MARKER)[-1].content_of("user")
     assert f"QUESTION: {QUESTION}" in asked
     assert plain["results"][0]["text"][:60] in asked and "(2024-03-0" in asked
+    # a reference time reaches the LLM as when the question is asked
+    fake_llm.script(Reply({"queries": []}), when=FOLLOW_UP_MARKER)
+    _search(query_api, remembered, follow_up=True, reference_time="2024-04-01T12:00:00Z")
+    asked = fake_llm.requests_matching(FOLLOW_UP_MARKER)[-1].content_of("user")
+    assert f"QUESTION (asked on 2024-04-01): {QUESTION}" in asked
 
 
 def test_no_follow_up_query_leaves_the_first_round(

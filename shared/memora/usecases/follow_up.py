@@ -67,7 +67,9 @@ def search_with_follow_up(
     """`params`' search, then the follow-up round the LLM plans from its results."""
     first = retriever.search(params)
     with llm.calls_made() as calls:
-        queries = plan(client, params.query, first.hits[:SHOWN], max_queries)
+        queries = plan(
+            client, params.query, first.hits[:SHOWN], max_queries, asked=params.reference_time
+        )
     if not queries:
         return FollowedUp(first, [], llm.tokens_of(calls))
     again = replace(params, trace=False)
@@ -108,14 +110,23 @@ class Found(Protocol):
 F = TypeVar("F", bound=Found)
 
 
-def plan(client: LLMClient, question: str, hits: Sequence[Found], max_queries: int) -> list[str]:
-    """The LLM's follow-up queries for `question` given the first round's `hits`: at most
-    `max_queries`, stripped, without repeats or the question itself."""
+def plan(
+    client: LLMClient,
+    question: str,
+    hits: Sequence[Found],
+    max_queries: int,
+    *,
+    asked: datetime | None = None,
+) -> list[str]:
+    """The LLM's follow-up queries for `question` (asked at `asked`, the search's reference
+    time, when it has one) given the first round's `hits`: at most `max_queries`, stripped,
+    without repeats or the question itself."""
     if max_queries <= 0:
         return []
+    when = f" (asked on {asked:%Y-%m-%d})" if asked is not None else ""
     messages: list[Message] = [
         {"role": "system", "content": SYSTEM.format(n=max_queries)},
-        {"role": "user", "content": f"QUESTION: {question}\n\nMEMORIES:\n{_listed(hits)}"},
+        {"role": "user", "content": f"QUESTION{when}: {question}\n\nMEMORIES:\n{_listed(hits)}"},
     ]
     planned = client.complete_json("search", messages, FollowUpQueries)
     seen = {question.strip().casefold()}
