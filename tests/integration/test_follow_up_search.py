@@ -11,7 +11,7 @@ import pytest
 from memora.basics.config import Settings
 from memora.think.reasoning import OPINION_MARKER, THINK_MARKER
 from memora.usecases.follow_up import FOLLOW_UP_MARKER
-from tests.fakes import FakeOpenAI, Reply
+from tests.fakes import Fail, FakeOpenAI, Reply
 
 pytestmark = pytest.mark.integration
 FACTS = [
@@ -112,15 +112,20 @@ def test_follow_up_without_an_llm_is_503_and_plain_search_still_answers(
         assert _search(api, remembered)["results"]
 
 
-def test_an_llm_answer_that_never_validates_is_502(
+def test_an_llm_that_fails_leaves_the_first_round_and_says_why(
     query_api: Any, fake_llm: FakeOpenAI, remembered: str
 ) -> None:
-    fake_llm.always(Reply("no JSON here"))
-    response = query_api.post(
-        "/api/search", json={"agent_id": remembered, "query": QUESTION, "follow_up": True}
-    )
-    assert response.status_code == 502
-    assert response.json()["error"]["code"] == "llm_invalid_output"
+    plain = _search(query_api, remembered)
+    fake_llm.always(Reply("no JSON here"), when=FOLLOW_UP_MARKER)
+    body = _search(query_api, remembered, follow_up=True)
+    assert [r["id"] for r in body["results"]] == [r["id"] for r in plain["results"]]
+    assert body["follow_up"]["queries"] == []
+    assert body["follow_up"]["error"]["code"] == "llm_invalid_output"
+    assert body["follow_up"]["usage"]["requests"] >= 2  # the answer re-asked, then given up
+    fake_llm.reset()
+    fake_llm.always(Fail(500), when=FOLLOW_UP_MARKER)
+    failed = _search(query_api, remembered, follow_up=True)["follow_up"]
+    assert failed["error"]["code"] == "llm_unavailable" and failed["queries"] == []
 
 
 def test_think_with_follow_up_answers_from_both_rounds(

@@ -65,6 +65,7 @@ SAME_FIELDS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (m.SearchResult, search.SearchResult),
     (m.SearchResponse, search.SearchResponse),
     (m.FollowUp, search.FollowUp),
+    (m.FollowUpError, search.FollowUpError),
     (m.LLMUsage, usage.LLMUsage),
     (m.ThinkRequest, think_schemas.ThinkRequest),
     (m.ThinkResponse, think_schemas.ThinkResponse),

@@ -2085,6 +2085,14 @@ export interface components {
             /** Queries */
             queries: string[];
             usage: components["schemas"]["LLMUsage"];
+            error?: components["schemas"]["FollowUpError"] | null;
+        };
+        /** FollowUpError */
+        FollowUpError: {
+            /** Code */
+            code: string;
+            /** Message */
+            message: string;
         };
         /** ForgetRequest */
         ForgetRequest: {
@@ -4089,15 +4097,6 @@ export interface operations {
                 headers: {
                     /** @description seconds until the limit lets a request through */
                     "Retry-After": number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorResponse"];
-                };
-            };
-            /** @description An upstream service (the LLM) answered badly */
-            502: {
-                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -7587,15 +7586,6 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description An upstream service (the LLM) answered badly */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorResponse"];
-                };
-            };
             /** @description A dependency (the database, the LLM, the read path) is unavailable; retry later */
             503: {
                 headers: {
@@ -7681,15 +7671,6 @@ export interface operations {
                 headers: {
                     /** @description seconds until the limit lets a request through */
                     "Retry-After": number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorResponse"];
-                };
-            };
-            /** @description An upstream service (the LLM) answered badly */
-            502: {
-                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -8300,15 +8281,6 @@ export interface operations {
                 headers: {
                     /** @description seconds until the limit lets a request through */
                     "Retry-After": number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorResponse"];
-                };
-            };
-            /** @description An upstream service (the LLM) answered badly */
-            502: {
-                headers: {
                     [name: string]: unknown;
                 };
                 content: {

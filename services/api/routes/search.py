@@ -13,6 +13,7 @@ from services.api.errors import AUTH_ERRORS, BODY_ERRORS, error_responses
 from services.api.reads import Reads, ReadsDep, ReadSide
 from services.api.schemas.search import (
     FollowUp,
+    FollowUpError,
     NetworkSearchRequest,
     SearchableType,
     SearchRequest,
@@ -20,9 +21,10 @@ from services.api.schemas.search import (
     SearchResult,
 )
 from services.api.schemas.usage import LLMUsage
+from services.api.upstream import llm_api_error
 
 router = APIRouter(prefix="/api", tags=["search"])
-RESPONSES = error_responses(*AUTH_ERRORS, *BODY_ERRORS, 404, 502, 503)  # 404: after_operation
+RESPONSES = error_responses(*AUTH_ERRORS, *BODY_ERRORS, 404, 503)  # 404: after_operation
 
 
 async def run_search(
@@ -39,7 +41,9 @@ async def run_search(
             response, scope, body.after_operation, lambda side: _followed_up(side, params)
         )
         outcome = followed.outcome
-        follow_up = FollowUp(queries=followed.queries, usage=LLMUsage(**followed.usage))
+        follow_up = FollowUp(
+            queries=followed.queries, usage=LLMUsage(**followed.usage), error=_error(followed)
+        )
     else:
         outcome = await reads.run(
             response, scope, body.after_operation, lambda side: side.retriever.search(params)
@@ -50,6 +54,13 @@ async def run_search(
         trace=outcome.trace,
         follow_up=follow_up,
     )
+
+
+def _error(followed: FollowedUp) -> FollowUpError | None:
+    if followed.failed is None:
+        return None
+    error = llm_api_error(followed.failed)
+    return FollowUpError(code=error.code, message=error.message)
 
 
 def _followed_up(side: ReadSide, params: SearchParams) -> FollowedUp:

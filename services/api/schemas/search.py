@@ -147,11 +147,17 @@ class SearchResult(BaseModel):
     occurred_end: datetime | None = None
 
 
+class FollowUpError(BaseModel):
+    code: str  # llm_unavailable, llm_invalid_output, llm_request_rejected
+    message: str
+
+
 class FollowUp(BaseModel):
     """What a search with `follow_up` asked the LLM for, and what that call cost."""
 
     queries: list[str]  # the follow-up queries searched (none: the first round stands)
     usage: LLMUsage
+    error: FollowUpError | None = None  # the LLM failed: the first round stands
 
 
 class SearchResponse(BaseModel):

@@ -11,11 +11,14 @@ parallel, and the rounds' lists are fused by reciprocal rank (every round counts
 first winning ties), then cut to `top_k` and the token budget.
 
 The default search makes no LLM call; this one makes one (`usage` says what it cost) and waits
-for it. With no LLM configured it is refused before any work (`LLMNotConfigured`).
+for it. With no LLM configured it is refused before any work (`LLMNotConfigured`); when the LLM
+fails (unavailable after its retries, an answer that never validates), the first round stands
+and `FollowedUp.failed` says why: the round is an addition, and the search has its answer.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,10 +30,11 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from memora.nlp import llm
-from memora.nlp.llm import LLMClient, Message
+from memora.nlp.llm import LLMClient, LLMError, Message
 from memora.retrieval import Retriever, SearchOutcome, SearchParams
 from memora.retrieval.scoring import fitting
 
+log = logging.getLogger(__name__)
 SHOWN = 10  # first-round memories the LLM reads
 SHOWN_CHARS = 400  # of each
 
@@ -59,6 +63,7 @@ class FollowedUp:
     outcome: SearchOutcome
     queries: list[str]  # the follow-up queries run (none: the first round stands)
     usage: dict[str, int] = field(default_factory=dict)  # the LLM calls: `llm.tokens_of`
+    failed: LLMError | None = None  # why no round was planned, when the LLM failed
 
 
 def search_with_follow_up(
@@ -67,9 +72,13 @@ def search_with_follow_up(
     """`params`' search, then the follow-up round the LLM plans from its results."""
     first = retriever.search(params)
     with llm.calls_made() as calls:
-        queries = plan(
-            client, params.query, first.hits[:SHOWN], max_queries, asked=params.reference_time
-        )
+        try:
+            queries = plan(
+                client, params.query, first.hits[:SHOWN], max_queries, asked=params.reference_time
+            )
+        except LLMError as exc:
+            log.warning("follow-up round not planned: %s", exc)
+            return FollowedUp(first, [], llm.tokens_of(calls), exc)
     if not queries:
         return FollowedUp(first, [], llm.tokens_of(calls))
     again = replace(params, trace=False)

@@ -19,7 +19,7 @@ from memora.basics.models import utcnow
 from memora.basics.stages import OperationKind, first_stage
 from memora.basics.tenancy import Scope
 from memora.nlp import llm
-from memora.nlp.llm import LLMClient
+from memora.nlp.llm import LLMClient, LLMError
 from memora.pipeline.context import AppContext
 from memora.pipeline.handoff import hand_off
 from memora.retrieval import Retriever, SearchParams
@@ -115,7 +115,11 @@ def _followed_up(
         (e for network in NETWORKS if network != "opinion" for e in based_on[network]),
         key=lambda e: -e.weight,
     )
-    queries = follow_up.plan(client, q.query, facts[: follow_up.SHOWN], max_queries)
+    try:
+        queries = follow_up.plan(client, q.query, facts[: follow_up.SHOWN], max_queries)
+    except LLMError as exc:  # the answer is still asked for, from the first round
+        log.warning("follow-up round not planned: %s", exc)
+        return based_on
     if not queries:
         return based_on
     searched = tuple(based_on)

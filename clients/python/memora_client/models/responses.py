@@ -86,9 +86,15 @@ class SearchResult(Response):
     occurred_end: datetime | None = None
 
 
+class FollowUpError(Response):
+    code: str
+    message: str
+
+
 class FollowUp(Response):
     queries: list[str]
     usage: LLMUsage
+    error: FollowUpError | None = None
 
 
 class SearchResponse(Response):
