@@ -149,3 +149,14 @@ def test_think_with_follow_up_answers_from_both_rounds(
     assert "Sweden" in fake_llm.requests_matching(THINK_MARKER)[-1].content_of("user")
     planned_from = fake_llm.requests_matching(FOLLOW_UP_MARKER)[-1].content_of("user")
     assert world(plain)[0][:60] in planned_from
+
+
+def test_at_most_the_configured_queries_are_searched(
+    query_api: Any, fake_llm: FakeOpenAI, remembered: str
+) -> None:
+    planned = ["pottery class", "  Caroline   grandma  ", "sofa upstairs", "apartment downtown"]
+    fake_llm.script(Reply({"queries": planned}), when=FOLLOW_UP_MARKER)
+    body = _search(query_api, remembered, follow_up=True, trace=True)
+    assert body["follow_up"]["queries"] == ["pottery class", "Caroline grandma"]  # 2: the default
+    assert len(body["trace"]["follow_up"]["rounds"]) == 3
+    assert "Write up to 2 short search queries" in fake_llm.requests[-1].content_of("system")
