@@ -267,6 +267,7 @@ def test_locomo_follow_up_counts_the_search_llm_per_question(
     assert results["mode"] == "retrieval" and results["options"]["follow_up"] is True
     rows = results["questions"]
     assert rows and all(r["follow_up_queries"] == ["Biscuit the dog"] for r in rows)
+    assert all(r["follow_up_error"] is None for r in rows)
     for row in rows:
         check_retrieved(row)
         assert row["usage"]["search"]["requests"] == 1 and "think" not in row["usage"]

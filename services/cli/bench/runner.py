@@ -101,8 +101,9 @@ def ask(
         "metrics": _retrieval(dataset, q, ranked), "retrieved": retrieved,
         "search_ms": round(search_ms, 1),
     }  # fmt: skip
-    if found.follow_up is not None:
+    if found.follow_up is not None:  # an LLM that failed leaves the first round: said per row
         row["follow_up_queries"] = found.follow_up.queries
+        row["follow_up_error"] = found.follow_up.error.code if found.follow_up.error else None
         row["usage"] = {"search": found.follow_up.usage.model_dump()}
     if options.use_think and judge is not None:
         thought = _think(client, q, options, judge)
